@@ -1,0 +1,115 @@
+package quadlet
+
+// Defaults of spec §3. Fields written explicitly are never overwritten: the
+// checker tells present fields from absent ones, so that an explicit 0 is
+// validated rather than replaced.
+const (
+	defaultMaxSurge            = 1
+	defaultMaxRestarts         = 5
+	defaultResetSeconds        = 3600
+	defaultTolerationOperator  = "Exists"
+	defaultProtocol            = "TCP"
+	defaultPeriodSeconds       = 10
+	defaultTimeoutSeconds      = 1
+	defaultSuccessThreshold    = 1
+	defaultFailureThreshold    = 3
+	defaultIngressPath         = "/"
+	defaultCompletions         = 1
+	defaultParallelism         = 1
+	defaultBackoffLimit        = 3
+	defaultBuildContext        = "."
+	defaultDockerfilePath      = "./Dockerfile"
+	defaultGPUDriver           = "any"
+	defaultInitialDelaySeconds = 0
+)
+
+func defaultWorkload(w *Workload, c *checker, namespace string) {
+	if w.Metadata.Namespace == "" {
+		w.Metadata.Namespace = namespace
+	}
+	s := &w.Spec
+	if s.Type == TypeService || s.Type == TypeDaemonService {
+		if s.UpdateStrategy == nil {
+			s.UpdateStrategy = &UpdateStrategy{}
+		}
+	}
+	if u := s.UpdateStrategy; u != nil {
+		if u.Type == "" {
+			u.Type = UpdateRolling
+		}
+		if u.Type == UpdateRolling {
+			if u.Rolling == nil {
+				u.Rolling = &RollingUpdate{}
+			}
+			if !c.has("spec.updateStrategy.rolling.maxSurge") {
+				u.Rolling.MaxSurge = FromInt(defaultMaxSurge)
+			}
+		}
+	}
+	if r := &s.RestartPolicy; r.Condition == RestartMaxCount {
+		if !c.has("spec.restartPolicy.maxRestarts") {
+			r.MaxRestarts = defaultMaxRestarts
+		}
+		if !c.has("spec.restartPolicy.resetSeconds") {
+			r.ResetSeconds = defaultResetSeconds
+		}
+	}
+	for i := range s.Tolerations {
+		if s.Tolerations[i].Operator == "" {
+			s.Tolerations[i].Operator = defaultTolerationOperator
+		}
+	}
+	res := &s.Container.Resources
+	if res.Requests.CPU == "" {
+		res.Requests.CPU = res.Limits.CPU
+	}
+	if res.Requests.Memory == "" {
+		res.Requests.Memory = res.Limits.Memory
+	}
+	if res.GPU != nil && res.GPU.Driver == "" {
+		res.GPU.Driver = defaultGPUDriver
+	}
+}
+
+func defaultLoadBalancer(lb *VirtualLoadBalancer, c *checker) {
+	s := &lb.Spec
+	for i := range s.Ports {
+		if s.Ports[i].Protocol == "" {
+			s.Ports[i].Protocol = defaultProtocol
+		}
+	}
+	if h := s.HealthCheck; h != nil {
+		setDefault(c, "spec.healthCheck.initialDelaySeconds", &h.InitialDelaySeconds, defaultInitialDelaySeconds)
+		setDefault(c, "spec.healthCheck.periodSeconds", &h.PeriodSeconds, defaultPeriodSeconds)
+		setDefault(c, "spec.healthCheck.timeoutSeconds", &h.TimeoutSeconds, defaultTimeoutSeconds)
+		setDefault(c, "spec.healthCheck.successThreshold", &h.SuccessThreshold, defaultSuccessThreshold)
+		setDefault(c, "spec.healthCheck.failureThreshold", &h.FailureThreshold, defaultFailureThreshold)
+	}
+	for i := range s.Ingress {
+		if s.Ingress[i].Path == "" {
+			s.Ingress[i].Path = defaultIngressPath
+		}
+	}
+}
+
+func defaultJob(j *JobDefinition, c *checker) {
+	setDefault(c, "spec.completions", &j.Spec.Completions, defaultCompletions)
+	setDefault(c, "spec.parallelism", &j.Spec.Parallelism, defaultParallelism)
+	setDefault(c, "spec.backoffLimit", &j.Spec.BackoffLimit, defaultBackoffLimit)
+}
+
+func defaultBuild(b *BuildDefinition) {
+	if b.Spec.BuildContext == "" {
+		b.Spec.BuildContext = defaultBuildContext
+	}
+	if b.Spec.DockerfilePath == "" {
+		b.Spec.DockerfilePath = defaultDockerfilePath
+	}
+}
+
+// setDefault sets *field to def unless the field at path was written.
+func setDefault(c *checker, path string, field *int, def int) {
+	if !c.has(path) {
+		*field = def
+	}
+}

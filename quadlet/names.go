@@ -1,0 +1,6 @@
+package quadlet
+
+// IsDNSLabel reports whether s is a valid name for a workload, namespace,
+// node or volume: an RFC 1123 label of lowercase letters, digits and '-', at
+// most 63 characters, starting and ending with a letter or digit.
+func IsDNSLabel(s string) bool { return dnsLabel(s) == "" }

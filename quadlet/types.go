@@ -1,0 +1,267 @@
+package quadlet
+
+// APIVersion is the only apiVersion this package accepts.
+const APIVersion = "kat.dws.rip/v1alpha1"
+
+// Kinds of Quadlet documents.
+const (
+	KindWorkload             = "Workload"
+	KindVirtualLoadBalancer  = "VirtualLoadBalancer"
+	KindJobDefinition        = "JobDefinition"
+	KindBuildDefinition      = "BuildDefinition"
+	KindNamespace            = "Namespace"
+	KindClusterConfiguration = "ClusterConfiguration"
+)
+
+// Well-known file names.
+const (
+	// WorkloadFile is the file of a workload directory that holds the
+	// Workload.
+	WorkloadFile = "workload.kat"
+	// NamespaceFile is the conventional name of a Namespace file.
+	NamespaceFile = "namespace.kat"
+)
+
+// DefaultNamespace is the namespace of a workload that names none.
+const DefaultNamespace = "default"
+
+// Workload types (WorkloadSpec.Type).
+const (
+	TypeService       = "Service"
+	TypeJob           = "Job"
+	TypeDaemonService = "DaemonService"
+)
+
+// Update strategy types (UpdateStrategy.Type).
+const (
+	UpdateRolling      = "Rolling"
+	UpdateSimultaneous = "Simultaneous"
+)
+
+// Restart conditions (RestartPolicy.Condition).
+const (
+	RestartNever    = "Never"
+	RestartMaxCount = "MaxCount"
+	RestartAlways   = "Always"
+)
+
+// ObjectMeta names a resource.
+type ObjectMeta struct {
+	// Name is required: a DNS label (lowercase letters, digits and '-', at
+	// most 63 characters).
+	Name string `json:"name,omitempty" yaml:"name,omitempty"`
+	// Namespace is the namespace of a Workload, a DNS label. It defaults to
+	// ParseOptions.DefaultNamespace, itself defaulting to "default". It must
+	// be empty for a Namespace and a ClusterConfiguration.
+	Namespace string `json:"namespace,omitempty" yaml:"namespace,omitempty"`
+	// Labels are free-form key/value pairs; keys must not be empty. Default
+	// none.
+	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+}
+
+// Workload is the content of workload.kat (spec §3.2): what to run, how many,
+// and how to restart and update it.
+type Workload struct {
+	// APIVersion must be APIVersion.
+	APIVersion string `json:"apiVersion" yaml:"apiVersion"`
+	// Kind must be KindWorkload.
+	Kind string `json:"kind" yaml:"kind"`
+	// Metadata is required: the name, namespace and labels.
+	Metadata ObjectMeta `json:"metadata" yaml:"metadata"`
+	// Spec is required: the desired state.
+	Spec WorkloadSpec `json:"spec" yaml:"spec"`
+}
+
+// WorkloadSpec is the desired state of a workload.
+type WorkloadSpec struct {
+	// Type is required: TypeService, TypeJob or TypeDaemonService.
+	Type string `json:"type" yaml:"type"`
+	// Source is required: where the image comes from.
+	Source Source `json:"source" yaml:"source"`
+	// Replicas is the desired instance count, required (>= 0) for a
+	// Service and ignored otherwise. Nil when absent.
+	Replicas *int `json:"replicas,omitempty" yaml:"replicas,omitempty"`
+	// UpdateStrategy says how a changed spec is rolled out. For a Service
+	// or DaemonService it defaults to Rolling with maxSurge 1; for a Job it
+	// stays nil unless given.
+	UpdateStrategy *UpdateStrategy `json:"updateStrategy,omitempty" yaml:"updateStrategy,omitempty"`
+	// RestartPolicy is required: when the agent restarts a container.
+	RestartPolicy RestartPolicy `json:"restartPolicy" yaml:"restartPolicy"`
+	// NodeSelector limits scheduling to nodes with all of these labels.
+	// Default none (any node).
+	NodeSelector map[string]string `json:"nodeSelector,omitempty" yaml:"nodeSelector,omitempty"`
+	// Tolerations are the node taints this workload tolerates. Default
+	// none.
+	Tolerations []Toleration `json:"tolerations,omitempty" yaml:"tolerations,omitempty"`
+	// Container is required: the one container of each instance.
+	Container Container `json:"container" yaml:"container"`
+	// Volumes are the volumes Container.VolumeMounts may refer to. Default
+	// none.
+	Volumes []Volume `json:"volumes,omitempty" yaml:"volumes,omitempty"`
+}
+
+// Source says where a workload's image comes from: exactly one of Image and
+// Git is set.
+type Source struct {
+	// Image is a container image reference to pull.
+	Image string `json:"image,omitempty" yaml:"image,omitempty"`
+	// Git is a repository to build the image from; a BuildDefinition is
+	// then required.
+	Git *GitSource `json:"git,omitempty" yaml:"git,omitempty"`
+	// CacheImage is a registry path for build cache layers, allowed only
+	// with Git. Default none.
+	CacheImage string `json:"cacheImage,omitempty" yaml:"cacheImage,omitempty"`
+}
+
+// GitSource is an application repository to build from. Commit overrides Tag,
+// which overrides Branch.
+type GitSource struct {
+	// Repository is required: an https://, http://, ssh:// or file:// URL,
+	// or an scp-like address such as git@host:owner/repo.git.
+	Repository string `json:"repository" yaml:"repository"`
+	// Branch defaults to the repository's default branch.
+	Branch string `json:"branch,omitempty" yaml:"branch,omitempty"`
+	// Tag overrides Branch. Default none.
+	Tag string `json:"tag,omitempty" yaml:"tag,omitempty"`
+	// Commit is a commit hash (4 to 64 hex digits) that overrides Tag and
+	// Branch. Default none.
+	Commit string `json:"commit,omitempty" yaml:"commit,omitempty"`
+}
+
+// UpdateStrategy says how a changed spec replaces running instances.
+type UpdateStrategy struct {
+	// Type is UpdateRolling (the default) or UpdateSimultaneous.
+	Type string `json:"type" yaml:"type"`
+	// Rolling tunes a rolling update. For type Rolling it defaults to
+	// maxSurge 1.
+	Rolling *RollingUpdate `json:"rolling,omitempty" yaml:"rolling,omitempty"`
+}
+
+// RollingUpdate tunes a rolling update.
+type RollingUpdate struct {
+	// MaxSurge is how many instances may run above the replica count during
+	// an update: a number (>= 0) or a percentage of replicas ("25%",
+	// rounded up). Default 1.
+	MaxSurge IntOrPercent `json:"maxSurge" yaml:"maxSurge"`
+}
+
+// RestartPolicy says when the agent restarts an exited container.
+type RestartPolicy struct {
+	// Condition is required: RestartNever, RestartMaxCount or
+	// RestartAlways.
+	Condition string `json:"condition" yaml:"condition"`
+	// MaxRestarts is the number of restarts allowed within ResetSeconds
+	// (> 0). Defaults to 5 for MaxCount, otherwise unused.
+	MaxRestarts int `json:"maxRestarts,omitempty" yaml:"maxRestarts,omitempty"`
+	// ResetSeconds is the window after which the restart count resets
+	// (> 0). Defaults to 3600 for MaxCount, otherwise unused.
+	ResetSeconds int `json:"resetSeconds,omitempty" yaml:"resetSeconds,omitempty"`
+}
+
+// Toleration lets a workload run on nodes with a matching taint.
+type Toleration struct {
+	// Key is the taint key. Empty with operator Exists matches every taint.
+	Key string `json:"key,omitempty" yaml:"key,omitempty"`
+	// Operator is "Exists" (the default: any value) or "Equal" (Value must
+	// match).
+	Operator string `json:"operator" yaml:"operator"`
+	// Value is required with operator Equal and not allowed with Exists.
+	Value string `json:"value,omitempty" yaml:"value,omitempty"`
+	// Effect is "NoSchedule" or "PreferNoSchedule"; empty (the default)
+	// matches every effect.
+	Effect string `json:"effect,omitempty" yaml:"effect,omitempty"`
+}
+
+// Container describes the one container of each instance.
+type Container struct {
+	// Name is an informational DNS label. Default none.
+	Name string `json:"name,omitempty" yaml:"name,omitempty"`
+	// Command overrides the image's entrypoint. Default: the image's.
+	Command []string `json:"command,omitempty" yaml:"command,omitempty"`
+	// Args overrides the image's arguments. Default: the image's.
+	Args []string `json:"args,omitempty" yaml:"args,omitempty"`
+	// Env sets environment variables; names must be unique. Default none.
+	Env []EnvVar `json:"env,omitempty" yaml:"env,omitempty"`
+	// VolumeMounts mount volumes from WorkloadSpec.Volumes. Default none.
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty" yaml:"volumeMounts,omitempty"`
+	// Resources are requests and limits. Default none (no limits, nothing
+	// requested).
+	Resources Resources `json:"resources,omitzero" yaml:"resources,omitempty"`
+}
+
+// EnvVar is one environment variable.
+type EnvVar struct {
+	// Name is required: letters, digits and '_', not starting with a
+	// digit.
+	Name string `json:"name" yaml:"name"`
+	// Value is taken exactly as written. Default "".
+	Value string `json:"value,omitempty" yaml:"value,omitempty"`
+}
+
+// VolumeMount mounts a volume into the container.
+type VolumeMount struct {
+	// Name is required: the name of a volume in WorkloadSpec.Volumes.
+	Name string `json:"name" yaml:"name"`
+	// MountPath is required: an absolute path inside the container, unique
+	// among the mounts.
+	MountPath string `json:"mountPath" yaml:"mountPath"`
+	// SubPath mounts a relative path inside the volume instead of its root.
+	// Default none.
+	SubPath string `json:"subPath,omitempty" yaml:"subPath,omitempty"`
+	// ReadOnly mounts the volume read-only. Default false.
+	ReadOnly bool `json:"readOnly,omitempty" yaml:"readOnly,omitempty"`
+}
+
+// Resources are the resource requests and limits of the container.
+type Resources struct {
+	// Requests are used for scheduling. Each unset request defaults to the
+	// matching limit.
+	Requests ResourceList `json:"requests,omitzero" yaml:"requests,omitempty"`
+	// Limits are enforced by the runtime. Default none.
+	Limits ResourceList `json:"limits,omitzero" yaml:"limits,omitempty"`
+	// GPU asks for a node with a GPU. Default nil (no GPU).
+	GPU *GPU `json:"gpu,omitempty" yaml:"gpu,omitempty"`
+}
+
+// ResourceList is an amount of CPU and memory. See ParseCPU and ParseMemory
+// for the accepted forms.
+type ResourceList struct {
+	// CPU is in cores ("0.5", "2") or millicores ("100m"). Default none.
+	CPU string `json:"cpu,omitempty" yaml:"cpu,omitempty"`
+	// Memory is in bytes with an optional suffix ("64Mi", "1G"). Default
+	// none.
+	Memory string `json:"memory,omitempty" yaml:"memory,omitempty"`
+}
+
+// GPU asks for a node with a GPU.
+type GPU struct {
+	// Driver is "any" (the default), "nvidia" or "amd".
+	Driver string `json:"driver" yaml:"driver"`
+	// MinVRAMMB is the minimum GPU memory in MiB (>= 0). Default 0.
+	MinVRAMMB int `json:"minVRAM_MB,omitempty" yaml:"minVRAM_MB,omitempty"`
+}
+
+// Volume is storage the container can mount. Exactly one of
+// SimpleClusterStorage and HostMount is set.
+type Volume struct {
+	// Name is required: a DNS label, unique among the volumes.
+	Name string `json:"name" yaml:"name"`
+	// SimpleClusterStorage is a directory under the agent's volumeBasePath.
+	// Write it as "simpleClusterStorage: {}".
+	SimpleClusterStorage *SimpleClusterStorage `json:"simpleClusterStorage,omitempty" yaml:"simpleClusterStorage,omitempty"`
+	// HostMount is a path on the node.
+	HostMount *HostMount `json:"hostMount,omitempty" yaml:"hostMount,omitempty"`
+}
+
+// SimpleClusterStorage has no settings.
+type SimpleClusterStorage struct{}
+
+// HostMount mounts a path of the node.
+type HostMount struct {
+	// HostPath is required: an absolute, clean path on the node.
+	HostPath string `json:"hostPath" yaml:"hostPath"`
+	// EnsureType checks or creates the path before mounting:
+	// DirectoryOrCreate, Directory, FileOrCreate, File or Socket. Empty (the
+	// default) performs no check.
+	EnsureType string `json:"ensureType,omitempty" yaml:"ensureType,omitempty"`
+}

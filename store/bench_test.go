@@ -1,0 +1,54 @@
+package store_test
+
+import (
+	"strconv"
+	"testing"
+
+	"kat.dws.rip/kat/store"
+	"kat.dws.rip/kat/store/storetest"
+)
+
+// BenchmarkPut measures one Put through the in-process client of an
+// embedded etcd (fsync off, as storetest sets it up).
+func BenchmarkPut(b *testing.B) {
+	st := storetest.New(b)
+	ctx := b.Context()
+	value := []byte(`{"name":"web","replicas":3}`)
+	i := 0
+	for b.Loop() {
+		if err := st.Put(ctx, "/bench/put/"+strconv.Itoa(i%1000), value); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkTxn measures a compare-and-swap transaction: check a key's
+// version, write it and a second key.
+func BenchmarkTxn(b *testing.B) {
+	st := storetest.New(b)
+	ctx := b.Context()
+	const key = "/bench/txn/meta"
+	if err := st.Put(ctx, key, []byte("0")); err != nil {
+		b.Fatal(err)
+	}
+	kv, err := st.Get(ctx, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	version := kv.Version
+	i := 0
+	for b.Loop() {
+		i++
+		v := []byte(strconv.Itoa(i))
+		res, err := st.Txn(ctx, []store.Compare{{Key: key, ExpectedVersion: version}},
+			[]store.Op{{Type: store.OpPut, Key: key, Value: v}, {Type: store.OpPut, Key: "/bench/txn/status", Value: v}}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !res.Committed {
+			b.Fatal("transaction not committed")
+		}
+		version = res.Revision
+	}
+}

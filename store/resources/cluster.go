@@ -1,0 +1,147 @@
+package resources
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store"
+)
+
+// ClusterInfo is what init records about the cluster, once.
+type ClusterInfo struct {
+	UID       string                       `json:"uid"`
+	Config    quadlet.ClusterConfiguration `json:"config"`
+	CreatedAt time.Time                    `json:"createdAt"`
+}
+
+// ClusterInit is the one-time initialisation of a cluster's records.
+type ClusterInit struct {
+	UID        string
+	Config     quadlet.ClusterConfiguration
+	AdminToken string
+	JoinToken  string
+}
+
+// HashToken returns the hex SHA-256 of a bearer token; only hashes are kept
+// in etcd.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// TokenMatches compares a presented token with a stored hash in constant time.
+func TokenMatches(hash, token string) bool {
+	if hash == "" {
+		return false
+	}
+	got := HashToken(token)
+	return subtle.ConstantTimeCompare([]byte(got), []byte(hash)) == 1
+}
+
+// InitCluster writes the cluster's identity, configuration and token hashes
+// if no cluster has been initialised in this store yet. It reports whether it
+// wrote them; when a cluster exists it returns the stored one untouched.
+func (r *Repo) InitCluster(ctx context.Context, in ClusterInit) (*ClusterInfo, bool, error) {
+	info := ClusterInfo{UID: in.UID, Config: in.Config, CreatedAt: r.now().UTC()}
+	cfg, err := putJSON(keyClusterConfig, info)
+	if err != nil {
+		return nil, false, err
+	}
+	ops := []store.Op{
+		{Type: store.OpPut, Key: keyClusterUID, Value: []byte(in.UID)},
+		{Type: store.OpPut, Key: keySchemaVersion, Value: []byte(SchemaVersion)},
+		{Type: store.OpPut, Key: keyAdminTokenHash, Value: []byte(HashToken(in.AdminToken))},
+		{Type: store.OpPut, Key: keyJoinTokenHash, Value: []byte(HashToken(in.JoinToken))},
+		cfg,
+	}
+	ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: keyClusterUID, ExpectedVersion: 0}}, ops, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("initialise cluster: %w", err)
+	}
+	if ok {
+		return &info, true, nil
+	}
+	stored, err := r.ClusterInfo(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	return stored, false, nil
+}
+
+// ClusterInfo returns the recorded cluster identity and configuration.
+func (r *Repo) ClusterInfo(ctx context.Context) (*ClusterInfo, error) {
+	var info ClusterInfo
+	ver, err := r.getJSON(ctx, keyClusterConfig, &info)
+	if err != nil {
+		return nil, fmt.Errorf("read cluster configuration: %w", err)
+	}
+	if ver == 0 {
+		return nil, fmt.Errorf("cluster configuration: %w: this store was never initialised", ErrNotFound)
+	}
+	return &info, nil
+}
+
+// AdminTokenHash returns the stored hash of the admin bearer token.
+func (r *Repo) AdminTokenHash(ctx context.Context) (string, error) {
+	return r.getString(ctx, keyAdminTokenHash)
+}
+
+// JoinTokenHash returns the stored hash of the join token.
+func (r *Repo) JoinTokenHash(ctx context.Context) (string, error) {
+	return r.getString(ctx, keyJoinTokenHash)
+}
+
+// LeaderEndpoint is what the leader publishes about itself.
+type LeaderEndpoint struct {
+	Node   string    `json:"node"`
+	APIURL string    `json:"apiURL"`
+	Since  time.Time `json:"since"`
+}
+
+// SetLeaderEndpoint records the current leader's API endpoint.
+func (r *Repo) SetLeaderEndpoint(ctx context.Context, ep LeaderEndpoint) error {
+	b, err := json.Marshal(ep)
+	if err != nil {
+		return fmt.Errorf("encode leader endpoint: %w", err)
+	}
+	if err := r.st.Put(ctx, keyLeaderEndpoint, b); err != nil {
+		return fmt.Errorf("record leader endpoint: %w", err)
+	}
+	return nil
+}
+
+// GetLeaderEndpoint returns the last recorded leader endpoint.
+func (r *Repo) GetLeaderEndpoint(ctx context.Context) (*LeaderEndpoint, error) {
+	var ep LeaderEndpoint
+	ver, err := r.getJSON(ctx, keyLeaderEndpoint, &ep)
+	if err != nil {
+		return nil, fmt.Errorf("read leader endpoint: %w", err)
+	}
+	if ver == 0 {
+		return nil, fmt.Errorf("leader endpoint: %w", ErrNotFound)
+	}
+	return &ep, nil
+}
+
+func (r *Repo) getString(ctx context.Context, key string) (string, error) {
+	kv, err := r.st.Get(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", key, notFoundAs(err))
+	}
+	return string(kv.Value), nil
+}
+
+// notFoundAs translates the store's not-found error into this package's.
+func notFoundAs(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}

@@ -1,0 +1,32 @@
+// Package resources is KAT's cluster state as typed records in the
+// [store.StateStore]: the etcd key schema, namespaces, workloads (desired
+// manifests, metadata, archive and status), nodes and cluster configuration.
+//
+// Everything that writes desired state goes through this package, so the rules
+// hold whichever way the change arrived (katcall apply today, a Git source
+// later):
+//
+//	repo := resources.New(st)
+//	res, err := repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: resources.APIOwner()})
+//
+// # Generations
+//
+// A workload's generation starts at 1 and moves only when its spec hash
+// changes; applying the same spec again changes nothing. Every generation
+// written is also kept under the archive prefix (the newest [DefaultArchiveKeep]
+// of them), so the previous version is there for a rollback (spec §4.5).
+//
+// # Atomicity
+//
+// The manifests, the metadata, the archive entry and the initial status of one
+// apply are written in a single etcd transaction guarded by the metadata's
+// revision and the namespace's revision; a concurrent writer makes the
+// transaction fail and it is retried from a fresh read. A reader therefore never
+// sees half an apply.
+//
+// # Ownership
+//
+// Each workload records its owner: "api" or "git" (source, path, commit). An API
+// write to a Git-owned workload is refused with an [*OwnershipError] unless
+// forced, which also marks the workload suspended from Git management.
+package resources

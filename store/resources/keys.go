@@ -1,0 +1,67 @@
+package resources
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Key prefixes of the etcd schema (spec §5.2 and DESIGN.md "etcd keys").
+const (
+	keySchemaVersion   = "/kat/schema_version"
+	keyClusterUID      = "/kat/config/cluster_uid"
+	keyClusterConfig   = "/kat/config/cluster"
+	keyLeaderEndpoint  = "/kat/config/leader_endpoint"
+	keyAdminTokenHash  = "/kat/config/admin_token_sha256"
+	keyJoinTokenHash   = "/kat/config/join_token_sha256"
+	prefixNamespaces   = "/kat/namespaces/"
+	prefixDesired      = "/kat/workloads/desired/"
+	prefixArchive      = "/kat/workloads/archive/"
+	prefixStatus       = "/kat/workloads/status/"
+	prefixRegistration = "/kat/nodes/registration/"
+	prefixNodeStatus   = "/kat/nodes/status/"
+)
+
+// SchemaVersion is the value of /kat/schema_version written at init.
+const SchemaVersion = "v1.0"
+
+// NamespaceKey is where a namespace record lives.
+func NamespaceKey(name string) string { return prefixNamespaces + name }
+
+// DesiredPrefix is the prefix of all desired state of one workload.
+func DesiredPrefix(ns, name string) string { return prefixDesired + ns + "/" + name + "/" }
+
+// ManifestKey is where one Quadlet file of a workload lives.
+func ManifestKey(ns, name, file string) string { return DesiredPrefix(ns, name) + "manifest/" + file }
+
+// MetaKey is where a workload's metadata (generation, spec hash, owner) lives.
+func MetaKey(ns, name string) string { return DesiredPrefix(ns, name) + "meta" }
+
+// StatusKey is where the leader keeps a workload's status.
+func StatusKey(ns, name string) string { return prefixStatus + ns + "/" + name }
+
+// ArchivePrefix is the prefix of every archived generation of a workload.
+func ArchivePrefix(ns, name string) string { return prefixArchive + ns + "/" + name + "/" }
+
+// ArchiveGenerationPrefix is the prefix of one archived generation.
+func ArchiveGenerationPrefix(ns, name string, gen int64) string {
+	return ArchivePrefix(ns, name) + strconv.FormatInt(gen, 10) + "/"
+}
+
+// NodeRegistrationKey is where a node's static registration lives.
+func NodeRegistrationKey(node string) string { return prefixRegistration + node }
+
+// NodeStatusKey is where a node's last reported status lives.
+func NodeStatusKey(node string) string { return prefixNodeStatus + node }
+
+// splitDesiredMeta returns namespace and name when key is a workload meta key.
+func splitDesiredMeta(key string) (ns, name string, ok bool) {
+	rest, found := strings.CutPrefix(key, prefixDesired)
+	if !found {
+		return "", "", false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || parts[2] != "meta" {
+		return "", "", false
+	}
+	return parts[0], parts[1], true
+}

@@ -1,0 +1,116 @@
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// NodeRegistration is a node's static record, written when it joins (or, for
+// the first leader, at init).
+type NodeRegistration struct {
+	Name             string            `json:"name"`
+	UID              string            `json:"uid"`
+	AdvertiseAddress string            `json:"advertiseAddress"`
+	APIPort          int               `json:"apiPort"`
+	AgentPort        int               `json:"agentPort"`
+	Labels           map[string]string `json:"labels,omitempty"`
+	JoinedAt         time.Time         `json:"joinedAt"`
+}
+
+// ResourceList is an amount of CPU and memory in the spec's quantity syntax.
+type ResourceList struct {
+	CPU    string `json:"cpu"`
+	Memory string `json:"memory"`
+}
+
+// NodeResources is a node's capacity and what is allocatable to workloads.
+type NodeResources struct {
+	Capacity    ResourceList `json:"capacity"`
+	Allocatable ResourceList `json:"allocatable"`
+}
+
+// NodeStatus is a node's last heartbeat (spec §4.1.3).
+type NodeStatus struct {
+	NodeName  string        `json:"nodeName"`
+	NodeUID   string        `json:"nodeUID"`
+	Timestamp int64         `json:"timestamp"`
+	Resources NodeResources `json:"resources"`
+}
+
+// Node is a node's registration with its last status.
+type Node struct {
+	Registration NodeRegistration
+	Status       *NodeStatus
+}
+
+// PutNodeRegistration records a node's registration.
+func (r *Repo) PutNodeRegistration(ctx context.Context, reg NodeRegistration) error {
+	op, err := putJSON(NodeRegistrationKey(reg.Name), reg)
+	if err != nil {
+		return err
+	}
+	if err := r.st.Put(ctx, op.Key, op.Value); err != nil {
+		return fmt.Errorf("register node %q: %w", reg.Name, err)
+	}
+	return nil
+}
+
+// GetNodeRegistration returns a node's registration.
+func (r *Repo) GetNodeRegistration(ctx context.Context, name string) (*NodeRegistration, error) {
+	var reg NodeRegistration
+	ver, err := r.getJSON(ctx, NodeRegistrationKey(name), &reg)
+	if err != nil {
+		return nil, fmt.Errorf("read node %q: %w", name, err)
+	}
+	if ver == 0 {
+		return nil, fmt.Errorf("node %q: %w", name, ErrNotFound)
+	}
+	return &reg, nil
+}
+
+// PutNodeStatus records a node's heartbeat.
+func (r *Repo) PutNodeStatus(ctx context.Context, st NodeStatus) error {
+	op, err := putJSON(NodeStatusKey(st.NodeName), st)
+	if err != nil {
+		return err
+	}
+	if err := r.st.Put(ctx, op.Key, op.Value); err != nil {
+		return fmt.Errorf("record status of node %q: %w", st.NodeName, err)
+	}
+	return nil
+}
+
+// ListNodes returns every registered node with its last status, by name.
+func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
+	regs, err := r.st.List(ctx, prefixRegistration)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	sts, err := r.st.List(ctx, prefixNodeStatus)
+	if err != nil {
+		return nil, fmt.Errorf("list node status: %w", err)
+	}
+	status := map[string]*NodeStatus{}
+	for _, kv := range sts {
+		var s NodeStatus
+		if err := json.Unmarshal(kv.Value, &s); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		status[strings.TrimPrefix(kv.Key, prefixNodeStatus)] = &s
+	}
+	out := make([]Node, 0, len(regs))
+	for _, kv := range regs {
+		var n Node
+		if err := json.Unmarshal(kv.Value, &n.Registration); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		n.Status = status[n.Registration.Name]
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Registration.Name < out[j].Registration.Name })
+	return out, nil
+}

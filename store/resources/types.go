@@ -1,0 +1,126 @@
+package resources
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Owner kinds.
+const (
+	OwnerAPI = "api"
+	OwnerGit = "git"
+)
+
+// Owner says which path of desired state a workload belongs to.
+type Owner struct {
+	// Kind is "api" (katcall apply) or "git" (a config-repo source).
+	Kind string `json:"kind"`
+	// Source, Path and Commit identify the Git source, the directory inside it
+	// and the commit the spec came from; empty for "api".
+	Source string `json:"source,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Commit string `json:"commit,omitempty"`
+}
+
+// APIOwner is the owner of workloads applied through the API.
+func APIOwner() Owner { return Owner{Kind: OwnerAPI} }
+
+// String describes the owner for messages.
+func (o Owner) String() string {
+	if o.Kind == OwnerGit {
+		return fmt.Sprintf("git source %q path %q", o.Source, o.Path)
+	}
+	return o.Kind
+}
+
+// WorkloadMeta is the metadata of a workload's desired state.
+type WorkloadMeta struct {
+	UID        string    `json:"uid"`
+	Namespace  string    `json:"namespace"`
+	Name       string    `json:"name"`
+	Type       string    `json:"type"`
+	Generation int64     `json:"generation"`
+	SpecHash   string    `json:"specHash"`
+	Owner      Owner     `json:"owner"`
+	Suspended  bool      `json:"suspended"`
+	Files      []string  `json:"files"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+// Condition status values.
+const (
+	ConditionTrue    = "True"
+	ConditionFalse   = "False"
+	ConditionUnknown = "Unknown"
+)
+
+// Condition is one aspect of an item's state, in the style of Flux and
+// Kubernetes conditions.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+}
+
+// Workload phases.
+const (
+	PhasePending     = "Pending"
+	PhaseProgressing = "Progressing"
+	PhaseReady       = "Ready"
+	PhaseDegraded    = "Degraded"
+	PhaseFailed      = "Failed"
+)
+
+// WorkloadStatus is the leader's view of how far a workload's desired state is
+// realised.
+type WorkloadStatus struct {
+	ObservedGeneration int64       `json:"observedGeneration"`
+	Phase              string      `json:"phase"`
+	Desired            int         `json:"desired"`
+	Ready              int         `json:"ready"`
+	Conditions         []Condition `json:"conditions"`
+	LastError          string      `json:"lastError"`
+	UpdatedAt          time.Time   `json:"updatedAt"`
+}
+
+// Workload is a workload's metadata and status together.
+type Workload struct {
+	Meta   WorkloadMeta
+	Status WorkloadStatus
+}
+
+// Namespace is a namespace record.
+type Namespace struct {
+	Name      string            `json:"name"`
+	UID       string            `json:"uid"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	CreatedAt time.Time         `json:"createdAt"`
+}
+
+// Errors returned by this package; match them with errors.Is.
+var (
+	ErrNotFound          = errors.New("resources: not found")
+	ErrAlreadyExists     = errors.New("resources: already exists")
+	ErrConflict          = errors.New("resources: conflict")
+	ErrNamespaceNotEmpty = errors.New("resources: namespace not empty")
+	ErrProtected         = errors.New("resources: protected")
+)
+
+// OwnershipError is returned when a writer that does not own a workload tries
+// to change it. It matches ErrConflict.
+type OwnershipError struct {
+	Namespace, Name string
+	Owner           Owner
+}
+
+func (e *OwnershipError) Error() string {
+	return fmt.Sprintf("workload %s/%s is managed by %s: change it there, or use --force to take it over and suspend Git management",
+		e.Namespace, e.Name, e.Owner)
+}
+
+// Is makes an OwnershipError match ErrConflict.
+func (e *OwnershipError) Is(target error) bool { return target == ErrConflict }

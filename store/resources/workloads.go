@@ -1,0 +1,422 @@
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store"
+)
+
+// ApplyRequest is one write of a workload's desired state.
+type ApplyRequest struct {
+	// Quadlet is the parsed and validated workload directory.
+	Quadlet *quadlet.Quadlet
+	// Owner is who is writing: APIOwner() or a Git source.
+	Owner Owner
+	// Force lets an API write replace a Git-owned workload, suspending Git
+	// management of it.
+	Force bool
+	// CreateOnly refuses to replace an existing workload (HTTP POST).
+	CreateOnly bool
+}
+
+// ApplyResult says what an apply did.
+type ApplyResult struct {
+	Meta WorkloadMeta
+	// Created is true when the workload did not exist before.
+	Created bool
+	// Changed is true when anything was written: a new workload, a new
+	// generation, or a change of owner or suspension.
+	Changed bool
+}
+
+// applyPlan is the pure decision of an apply: what the new metadata is, which
+// manifest files disappear, and whether anything changes at all.
+type applyPlan struct {
+	meta        WorkloadMeta
+	created     bool
+	newSpec     bool // the generation moved: write manifests and archive
+	changed     bool
+	staleFiles  []string
+	pruneGens   []int64
+	initialStat *WorkloadStatus
+}
+
+// planApply decides an apply from the current metadata (nil when the workload
+// does not exist), the archived generations and the request.
+func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, now time.Time, uid string) (applyPlan, error) {
+	q := req.Quadlet
+	ns, name := q.Namespace(), q.Name()
+	files := make([]string, 0, len(q.Files))
+	for f := range q.Files {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	hash := q.SpecHash()
+
+	if cur == nil {
+		meta := WorkloadMeta{
+			UID: uid, Namespace: ns, Name: name, Type: q.Workload.Spec.Type, Generation: 1, SpecHash: hash,
+			Owner: req.Owner, Files: files, CreatedAt: now, UpdatedAt: now,
+		}
+		st := initialStatus(q, now)
+		return applyPlan{meta: meta, created: true, newSpec: true, changed: true, initialStat: &st}, nil
+	}
+	if req.CreateOnly {
+		return applyPlan{}, fmt.Errorf("workload %s/%s: %w (use PUT to update it)", ns, name, ErrAlreadyExists)
+	}
+	meta := *cur
+	if cur.Owner.Kind == OwnerGit && req.Owner.Kind != OwnerGit {
+		if !req.Force {
+			return applyPlan{}, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner}
+		}
+		meta.Suspended = true
+	} else {
+		meta.Owner = req.Owner
+	}
+	p := applyPlan{}
+	if hash != cur.SpecHash {
+		meta.Generation = cur.Generation + 1
+		meta.SpecHash = hash
+		meta.Type = q.Workload.Spec.Type
+		meta.Files = files
+		p.newSpec = true
+		for _, f := range cur.Files {
+			if !slices.Contains(files, f) {
+				p.staleFiles = append(p.staleFiles, f)
+			}
+		}
+		p.pruneGens = gensToPrune(archived, meta.Generation, keep)
+	}
+	p.changed = p.newSpec || meta.Owner != cur.Owner || meta.Suspended != cur.Suspended
+	if p.changed {
+		meta.UpdatedAt = now
+	}
+	p.meta = meta
+	return p, nil
+}
+
+// gensToPrune returns the archived generations that fall out of the newest
+// keep once newGen is added.
+func gensToPrune(archived []int64, newGen int64, keep int) []int64 {
+	all := append(slices.Clone(archived), newGen)
+	slices.Sort(all)
+	all = slices.Compact(all)
+	if len(all) <= keep {
+		return nil
+	}
+	return all[:len(all)-keep]
+}
+
+// DesiredInstances is how many instances a workload asks for: replicas for a
+// Service, one for a Job (parallelism aside) or a DaemonService (per node;
+// the scheduler refines it).
+func DesiredInstances(q *quadlet.Quadlet) int {
+	if q.Workload.Spec.Type == quadlet.TypeService && q.Workload.Spec.Replicas != nil {
+		return int(*q.Workload.Spec.Replicas)
+	}
+	return 1
+}
+
+func initialStatus(q *quadlet.Quadlet, now time.Time) WorkloadStatus {
+	return WorkloadStatus{
+		Phase:   PhasePending,
+		Desired: DesiredInstances(q),
+		Conditions: []Condition{{
+			Type: "Ready", Status: ConditionFalse, Reason: "Pending",
+			Message: "no node has started an instance yet", LastTransitionTime: now,
+		}},
+		UpdatedAt: now,
+	}
+}
+
+// ApplyWorkload writes a workload's desired state in one transaction: its
+// manifests, metadata, an archive entry for a new generation and, for a new
+// workload, its initial status. The generation moves only when the spec hash
+// changes.
+func (r *Repo) ApplyWorkload(ctx context.Context, req ApplyRequest) (*ApplyResult, error) {
+	if req.Quadlet == nil {
+		return nil, errors.New("apply workload: no quadlet")
+	}
+	if req.Owner.Kind == "" {
+		req.Owner = APIOwner()
+	}
+	ns, name := req.Quadlet.Namespace(), req.Quadlet.Name()
+	for range maxTxnAttempts {
+		res, retry, err := r.applyOnce(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("apply workload %s/%s: %w", ns, name, err)
+		}
+		if !retry {
+			return res, nil
+		}
+	}
+	return nil, fmt.Errorf("apply workload %s/%s: %w: too many concurrent writers", ns, name, ErrConflict)
+}
+
+func (r *Repo) applyOnce(ctx context.Context, req ApplyRequest) (*ApplyResult, bool, error) {
+	q := req.Quadlet
+	ns, name := q.Namespace(), q.Name()
+	var nsRec Namespace
+	nsVer, err := r.getJSON(ctx, NamespaceKey(ns), &nsRec)
+	if err != nil {
+		return nil, false, err
+	}
+	if nsVer == 0 {
+		return nil, false, fmt.Errorf("namespace %q: %w", ns, ErrNotFound)
+	}
+	var cur WorkloadMeta
+	metaVer, err := r.getJSON(ctx, MetaKey(ns, name), &cur)
+	if err != nil {
+		return nil, false, err
+	}
+	var curPtr *WorkloadMeta
+	if metaVer != 0 {
+		curPtr = &cur
+	}
+	archived, err := r.archivedGenerations(ctx, ns, name)
+	if err != nil {
+		return nil, false, err
+	}
+	plan, err := planApply(curPtr, archived, req, r.archiveKeep, r.now().UTC(), r.newUID())
+	if err != nil {
+		return nil, false, err
+	}
+	res := &ApplyResult{Meta: plan.meta, Created: plan.created, Changed: plan.changed}
+	if !plan.changed {
+		return res, false, nil
+	}
+	ops, err := r.applyOps(ctx, q, plan)
+	if err != nil {
+		return nil, false, err
+	}
+	checks := []store.Compare{{Key: MetaKey(ns, name), ExpectedVersion: metaVer}, {Key: NamespaceKey(ns), ExpectedVersion: nsVer}}
+	if plan.created {
+		// Touch the namespace record so that a concurrent namespace delete,
+		// which checked the namespace was empty, fails its transaction.
+		nsOp, err := putJSON(NamespaceKey(ns), nsRec)
+		if err != nil {
+			return nil, false, err
+		}
+		ops = append(ops, nsOp)
+	}
+	ok, err := r.st.DoTransaction(ctx, checks, ops, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	return res, !ok, nil
+}
+
+func (r *Repo) applyOps(ctx context.Context, q *quadlet.Quadlet, plan applyPlan) ([]store.Op, error) {
+	ns, name := q.Namespace(), q.Name()
+	var ops []store.Op
+	if plan.newSpec {
+		for _, f := range plan.meta.Files {
+			ops = append(ops,
+				store.Op{Type: store.OpPut, Key: ManifestKey(ns, name, f), Value: q.Files[f]},
+				store.Op{Type: store.OpPut, Key: ArchiveGenerationPrefix(ns, name, plan.meta.Generation) + f, Value: q.Files[f]})
+		}
+		for _, f := range plan.staleFiles {
+			ops = append(ops, store.Op{Type: store.OpDelete, Key: ManifestKey(ns, name, f)})
+		}
+		archMeta, err := putJSON(ArchiveGenerationPrefix(ns, name, plan.meta.Generation)+"meta", plan.meta)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, archMeta)
+		for _, g := range plan.pruneGens {
+			ops = append(ops, store.Op{Type: store.OpDeletePrefix, Key: ArchiveGenerationPrefix(ns, name, g)})
+		}
+	}
+	metaOp, err := putJSON(MetaKey(ns, name), plan.meta)
+	if err != nil {
+		return nil, err
+	}
+	ops = append(ops, metaOp)
+	if plan.initialStat != nil {
+		stOp, err := putJSON(StatusKey(ns, name), plan.initialStat)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, stOp)
+	} else if plan.newSpec {
+		var st WorkloadStatus
+		if _, err := r.getJSON(ctx, StatusKey(ns, name), &st); err != nil {
+			return nil, err
+		}
+		st.Desired = DesiredInstances(q)
+		st.UpdatedAt = plan.meta.UpdatedAt
+		stOp, err := putJSON(StatusKey(ns, name), st)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, stOp)
+	}
+	return ops, nil
+}
+
+func (r *Repo) archivedGenerations(ctx context.Context, ns, name string) ([]int64, error) {
+	kvs, err := r.st.List(ctx, ArchivePrefix(ns, name))
+	if err != nil {
+		return nil, err
+	}
+	var gens []int64
+	for _, kv := range kvs {
+		rest := strings.TrimPrefix(kv.Key, ArchivePrefix(ns, name))
+		g, _, _ := strings.Cut(rest, "/")
+		n, err := strconv.ParseInt(g, 10, 64)
+		if err == nil && (len(gens) == 0 || gens[len(gens)-1] != n) {
+			gens = append(gens, n)
+		}
+	}
+	slices.Sort(gens)
+	return slices.Compact(gens), nil
+}
+
+// ArchivedGenerations lists the generations of a workload kept in the archive,
+// oldest first.
+func (r *Repo) ArchivedGenerations(ctx context.Context, ns, name string) ([]int64, error) {
+	gens, err := r.archivedGenerations(ctx, ns, name)
+	if err != nil {
+		return nil, fmt.Errorf("list archive of %s/%s: %w", ns, name, err)
+	}
+	return gens, nil
+}
+
+// ArchivedFiles returns the Quadlet files of one archived generation.
+func (r *Repo) ArchivedFiles(ctx context.Context, ns, name string, gen int64) (map[string][]byte, error) {
+	prefix := ArchiveGenerationPrefix(ns, name, gen)
+	kvs, err := r.st.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("read archive %s/%s generation %d: %w", ns, name, gen, err)
+	}
+	files := map[string][]byte{}
+	for _, kv := range kvs {
+		if f := strings.TrimPrefix(kv.Key, prefix); f != "meta" {
+			files[f] = kv.Value
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("archive %s/%s generation %d: %w", ns, name, gen, ErrNotFound)
+	}
+	return files, nil
+}
+
+// GetWorkload returns one workload's metadata and status.
+func (r *Repo) GetWorkload(ctx context.Context, ns, name string) (*Workload, error) {
+	var w Workload
+	ver, err := r.getJSON(ctx, MetaKey(ns, name), &w.Meta)
+	if err != nil {
+		return nil, fmt.Errorf("get workload %s/%s: %w", ns, name, err)
+	}
+	if ver == 0 {
+		return nil, fmt.Errorf("workload %s/%s: %w", ns, name, ErrNotFound)
+	}
+	if _, err := r.getJSON(ctx, StatusKey(ns, name), &w.Status); err != nil {
+		return nil, fmt.Errorf("get workload status %s/%s: %w", ns, name, err)
+	}
+	return &w, nil
+}
+
+// ListWorkloads returns the workloads of namespace ns, or of every namespace
+// when ns is empty, sorted by namespace and name.
+func (r *Repo) ListWorkloads(ctx context.Context, ns string) ([]Workload, error) {
+	desired, status := prefixDesired, prefixStatus
+	if ns != "" {
+		desired, status = prefixDesired+ns+"/", prefixStatus+ns+"/"
+	}
+	kvs, err := r.st.List(ctx, desired)
+	if err != nil {
+		return nil, fmt.Errorf("list workloads: %w", err)
+	}
+	stKVs, err := r.st.List(ctx, status)
+	if err != nil {
+		return nil, fmt.Errorf("list workload status: %w", err)
+	}
+	statuses := make(map[string][]byte, len(stKVs))
+	for _, kv := range stKVs {
+		statuses[strings.TrimPrefix(kv.Key, prefixStatus)] = kv.Value
+	}
+	var out []Workload
+	for _, kv := range kvs {
+		wns, name, ok := splitDesiredMeta(kv.Key)
+		if !ok {
+			continue
+		}
+		var w Workload
+		if err := json.Unmarshal(kv.Value, &w.Meta); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		if b, ok := statuses[wns+"/"+name]; ok {
+			if err := json.Unmarshal(b, &w.Status); err != nil {
+				return nil, fmt.Errorf("decode status of %s/%s: %w", wns, name, err)
+			}
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// GetManifest returns one Quadlet file of a workload's current desired state.
+func (r *Repo) GetManifest(ctx context.Context, ns, name, file string) ([]byte, error) {
+	kv, err := r.st.Get(ctx, ManifestKey(ns, name, file))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("file %q of workload %s/%s: %w", file, ns, name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get file %q of workload %s/%s: %w", file, ns, name, err)
+	}
+	return kv.Value, nil
+}
+
+// DeleteRequest is a request to delete a workload.
+type DeleteRequest struct {
+	Namespace, Name string
+	// Owner is who deletes; an API delete of a Git-owned workload needs Force.
+	Owner Owner
+	Force bool
+}
+
+// DeleteWorkload removes a workload's desired state, status and archive in one
+// transaction and returns the metadata it had.
+func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*WorkloadMeta, error) {
+	ns, name := req.Namespace, req.Name
+	if req.Owner.Kind == "" {
+		req.Owner = APIOwner()
+	}
+	for range maxTxnAttempts {
+		var cur WorkloadMeta
+		ver, err := r.getJSON(ctx, MetaKey(ns, name), &cur)
+		if err != nil {
+			return nil, fmt.Errorf("delete workload %s/%s: %w", ns, name, err)
+		}
+		if ver == 0 {
+			return nil, fmt.Errorf("workload %s/%s: %w", ns, name, ErrNotFound)
+		}
+		if cur.Owner.Kind == OwnerGit && req.Owner.Kind != OwnerGit && !req.Force {
+			return nil, fmt.Errorf("delete workload %s/%s: %w", ns, name, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner})
+		}
+		ok, err := r.st.DoTransaction(ctx,
+			[]store.Compare{{Key: MetaKey(ns, name), ExpectedVersion: ver}},
+			[]store.Op{
+				{Type: store.OpDeletePrefix, Key: DesiredPrefix(ns, name)},
+				{Type: store.OpDelete, Key: StatusKey(ns, name)},
+				{Type: store.OpDeletePrefix, Key: ArchivePrefix(ns, name)},
+			}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("delete workload %s/%s: %w", ns, name, err)
+		}
+		if ok {
+			return &cur, nil
+		}
+	}
+	return nil, fmt.Errorf("delete workload %s/%s: %w: too many concurrent writers", ns, name, ErrConflict)
+}

@@ -1,0 +1,92 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	writeJSON(w, e.StatusCode, e)
+}
+
+// errorFor maps an error from the layers below to an API error: not found is
+// 404, conflicts 409, Quadlet problems 422, oversized input 413; anything
+// else is a 500 whose message is generic, so internals never leak.
+func errorFor(err error) *Error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var list quadlet.ErrorList
+	if errors.As(err, &list) {
+		return invalidQuadlet(list)
+	}
+	var fe *quadlet.FieldError
+	if errors.As(err, &fe) {
+		return invalidQuadlet(quadlet.ErrorList{fe})
+	}
+	switch {
+	case errors.Is(err, quadlet.ErrTooLarge):
+		return &Error{StatusCode: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: err.Error()}
+	case errors.Is(err, quadlet.ErrInvalidArchive):
+		return &Error{StatusCode: http.StatusBadRequest, Code: CodeBadRequest, Message: err.Error()}
+	case errors.Is(err, resources.ErrNotFound):
+		return &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()}
+	case errors.Is(err, resources.ErrAlreadyExists):
+		return &Error{StatusCode: http.StatusConflict, Code: CodeAlreadyExists, Message: err.Error()}
+	case errors.Is(err, resources.ErrConflict), errors.Is(err, resources.ErrNamespaceNotEmpty),
+		errors.Is(err, resources.ErrProtected):
+		return &Error{StatusCode: http.StatusConflict, Code: CodeConflict, Message: err.Error()}
+	}
+	return &Error{StatusCode: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error: " + err.Error()}
+}
+
+func invalidQuadlet(list quadlet.ErrorList) *Error {
+	e := &Error{StatusCode: http.StatusUnprocessableEntity, Code: CodeInvalid, Message: list.Error()}
+	for _, fe := range list {
+		e.Details = append(e.Details, FieldDetail{File: fe.File, Line: fe.Line, Field: fe.Field, Message: fe.Message})
+	}
+	return e
+}
+
+func badRequest(format string, args ...any) *Error {
+	return &Error{StatusCode: http.StatusBadRequest, Code: CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// readBody reads at most limit bytes of the request body; more is a 413.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, tooLarge(limit)
+	}
+	if err != nil {
+		return nil, badRequest("read request body: %v", err)
+	}
+	if len(b) == 0 {
+		return nil, badRequest("empty request body")
+	}
+	return b, nil
+}
+
+func tooLarge(limit int64) *Error {
+	return &Error{StatusCode: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+		Message: fmt.Sprintf("request body is larger than the limit of %d bytes", limit)}
+}

@@ -1,0 +1,178 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/go-chi/httprate"
+	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Defaults of ServerConfig.
+const (
+	DefaultMaxArchiveBytes = 1 << 20
+	DefaultMaxJSONBytes    = 64 << 10
+	DefaultRateLimit       = 200
+	DefaultNodeLossTimeout = 60 * time.Second
+	defaultRequestTimeout  = 30 * time.Second
+)
+
+// ServerConfig holds a Server's dependencies and limits.
+type ServerConfig struct {
+	// Repo is the cluster state. Required.
+	Repo *resources.Repo
+	// AdminTokenHash is the hex SHA-256 of the admin bearer token. Required.
+	AdminTokenHash string
+	// Leader returns the current leader for the status endpoint; nil reports
+	// the leader recorded in etcd.
+	Leader func(ctx context.Context) (*Leader, error)
+	// NodeLossTimeout is how old a node's last heartbeat may be before the node
+	// is NotReady. Default 60s (cluster.kat nodeLossTimeoutSeconds).
+	NodeLossTimeout time.Duration
+	// MaxArchiveBytes caps a workload upload (compressed). Default 1 MiB.
+	MaxArchiveBytes int64
+	// MaxJSONBytes caps any other request body. Default 64 KiB.
+	MaxJSONBytes int64
+	// RateLimit is the number of requests per second one client address may
+	// make. Default 200; negative disables limiting.
+	RateLimit int
+	// Logger receives one line per request: info for writes, debug for reads.
+	Logger zerolog.Logger
+	// Now replaces time.Now, for tests.
+	Now func() time.Time
+}
+
+// Server serves the v1alpha1 API.
+type Server struct {
+	cfg ServerConfig
+}
+
+// NewServer checks cfg, applies defaults and returns a Server.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Repo == nil {
+		return nil, errors.New("api: server needs a Repo")
+	}
+	if cfg.AdminTokenHash == "" {
+		return nil, errors.New("api: server needs the admin token hash")
+	}
+	if cfg.NodeLossTimeout <= 0 {
+		cfg.NodeLossTimeout = DefaultNodeLossTimeout
+	}
+	if cfg.MaxArchiveBytes <= 0 {
+		cfg.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
+	if cfg.MaxJSONBytes <= 0 {
+		cfg.MaxJSONBytes = DefaultMaxJSONBytes
+	}
+	if cfg.RateLimit == 0 {
+		cfg.RateLimit = DefaultRateLimit
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Server{cfg: cfg}, nil
+}
+
+// Handler returns the HTTP handler of the whole API.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.ClientIPFromRemoteAddr)
+	r.Use(s.accessLog)
+	r.Use(middleware.Recoverer)
+	if s.cfg.RateLimit > 0 {
+		r.Use(httprate.LimitBy(s.cfg.RateLimit, time.Second,
+			func(r *http.Request) (string, error) {
+				return httprate.CanonicalizeIP(middleware.GetClientIP(r.Context())), nil
+			},
+			httprate.WithLimitHandler(func(w http.ResponseWriter, _ *http.Request) {
+				writeError(w, &Error{StatusCode: http.StatusTooManyRequests, Code: CodeRateLimited,
+					Message: "too many requests from this address, slow down"})
+			})))
+	}
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &Error{StatusCode: http.StatusMethodNotAllowed, Code: CodeBadRequest,
+			Message: r.Method + " is not allowed on " + r.URL.Path})
+	})
+	r.Get("/healthz", s.health)
+	r.Route("/v1alpha1", func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Use(middleware.Timeout(defaultRequestTimeout))
+		r.Get("/status", s.status)
+		r.Get("/config/cluster", s.clusterConfig)
+		r.Get("/nodes", s.listNodes)
+		r.Get("/nodes/{node}", s.getNode)
+		r.Get("/namespaces", s.listNamespaces)
+		r.Post("/namespaces", s.createNamespace)
+		r.Get("/namespaces/{ns}", s.getNamespace)
+		r.Put("/namespaces/{ns}", s.putNamespace)
+		r.Delete("/namespaces/{ns}", s.deleteNamespace)
+		r.Get("/workloads", s.listAllWorkloads)
+		r.Route("/n/{ns}/workloads", func(r chi.Router) {
+			r.Get("/", s.listWorkloads)
+			r.Post("/", s.createWorkload)
+			r.Put("/", s.upsertWorkload)
+			r.Get("/{name}", s.getWorkload)
+			r.Put("/{name}", s.putWorkload)
+			r.Delete("/{name}", s.deleteWorkload)
+			r.Get("/{name}/files/{file}", s.getWorkloadFile)
+		})
+	})
+	return r
+}
+
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		switch {
+		case h == "":
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kat"`)
+			writeError(w, &Error{StatusCode: http.StatusUnauthorized, Code: CodeUnauthorized,
+				Message: "missing bearer token: send the admin token from katcall.yaml in the Authorization header"})
+		case !ok || !resources.TokenMatches(s.cfg.AdminTokenHash, strings.TrimSpace(token)):
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kat", error="invalid_token"`)
+			writeError(w, &Error{StatusCode: http.StatusUnauthorized, Code: CodeUnauthorized,
+				Message: "invalid bearer token"})
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		ev := s.cfg.Logger.Debug()
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			ev = s.cfg.Logger.Info()
+		}
+		if ww.Status() >= 500 {
+			ev = s.cfg.Logger.Error()
+		}
+		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", ww.Status()).
+			Str("remote", middleware.GetClientIP(r.Context())).Dur("duration", time.Since(start)).
+			Msg("api request")
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.cfg.Repo.ClusterInfo(ctx); err != nil {
+		writeError(w, &Error{StatusCode: http.StatusServiceUnavailable, Code: CodeInternal, Message: "state store unavailable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

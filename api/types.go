@@ -1,0 +1,144 @@
+package api
+
+import (
+	"time"
+
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Error is the JSON body of every error response, and the error the Client
+// returns for one.
+type Error struct {
+	// StatusCode is the HTTP status; not part of the body.
+	StatusCode int `json:"-"`
+	// Code is a short machine-readable reason such as "invalid" or "conflict".
+	Code string `json:"error"`
+	// Message says what went wrong in words an operator understands.
+	Message string `json:"message"`
+	// Details lists every invalid field when a Quadlet was refused.
+	Details []FieldDetail `json:"details,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// FieldDetail is one problem in one Quadlet file.
+type FieldDetail struct {
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// Error codes.
+const (
+	CodeBadRequest    = "bad_request"
+	CodeUnauthorized  = "unauthorized"
+	CodeNotFound      = "not_found"
+	CodeConflict      = "conflict"
+	CodeAlreadyExists = "already_exists"
+	CodeTooLarge      = "too_large"
+	CodeInvalid       = "invalid"
+	CodeRateLimited   = "rate_limited"
+	CodeInternal      = "internal"
+)
+
+// Owner says where a workload's desired state comes from.
+type Owner = resources.Owner
+
+// Condition is one aspect of a workload's state.
+type Condition = resources.Condition
+
+// WorkloadStatus is how far a workload's desired state is realised.
+type WorkloadStatus struct {
+	ObservedGeneration int64       `json:"observedGeneration"`
+	Phase              string      `json:"phase"`
+	Desired            int         `json:"desired"`
+	Ready              int         `json:"ready"`
+	Conditions         []Condition `json:"conditions"`
+	LastError          string      `json:"lastError"`
+}
+
+// Workload is a workload's metadata and status as the API returns it.
+type Workload struct {
+	Namespace  string         `json:"namespace"`
+	Name       string         `json:"name"`
+	UID        string         `json:"uid"`
+	Type       string         `json:"type"`
+	Generation int64          `json:"generation"`
+	SpecHash   string         `json:"specHash"`
+	Owner      Owner          `json:"owner"`
+	Suspended  bool           `json:"suspended"`
+	Files      []string       `json:"files"`
+	CreatedAt  time.Time      `json:"createdAt"`
+	UpdatedAt  time.Time      `json:"updatedAt"`
+	Status     WorkloadStatus `json:"status"`
+}
+
+// ApplyResult is the response to a workload POST or PUT.
+type ApplyResult struct {
+	Workload Workload `json:"workload"`
+	// Created is true when the workload is new.
+	Created bool `json:"created"`
+	// Changed is false when the spec hash, owner and suspension were all as
+	// stored already: nothing was written and the generation did not move.
+	Changed bool `json:"changed"`
+}
+
+// Namespace is a namespace as the API returns it.
+type Namespace struct {
+	Name      string            `json:"name"`
+	UID       string            `json:"uid"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	CreatedAt time.Time         `json:"createdAt"`
+	Workloads int               `json:"workloads"`
+}
+
+// Node states.
+const (
+	NodeReady    = "Ready"
+	NodeNotReady = "NotReady"
+	NodeUnknown  = "Unknown"
+)
+
+// Node is a node's registration and last heartbeat.
+type Node struct {
+	Name             string                  `json:"name"`
+	UID              string                  `json:"uid"`
+	Status           string                  `json:"status"`
+	Leader           bool                    `json:"leader"`
+	AdvertiseAddress string                  `json:"advertiseAddress"`
+	APIPort          int                     `json:"apiPort"`
+	AgentPort        int                     `json:"agentPort"`
+	Labels           map[string]string       `json:"labels,omitempty"`
+	JoinedAt         time.Time               `json:"joinedAt"`
+	LastHeartbeat    *time.Time              `json:"lastHeartbeat,omitempty"`
+	Resources        resources.NodeResources `json:"resources"`
+}
+
+// Leader is the current leader.
+type Leader struct {
+	Node   string    `json:"node"`
+	APIURL string    `json:"apiURL"`
+	Since  time.Time `json:"since"`
+}
+
+// ClusterConfig is the cluster's configuration with its identity.
+type ClusterConfig struct {
+	UID       string    `json:"uid"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Spec is the ClusterConfiguration spec with defaults applied. It holds no
+	// secrets: tokens are never part of it, and the webhook secret appears only
+	// as the path of its file.
+	Spec any `json:"spec"`
+}
+
+// Status is the cluster summary behind katcall status.
+type Status struct {
+	Cluster    ClusterConfig  `json:"cluster"`
+	Leader     *Leader        `json:"leader,omitempty"`
+	Nodes      []Node         `json:"nodes"`
+	Namespaces []Namespace    `json:"namespaces"`
+	Workloads  []Workload     `json:"workloads"`
+	Phases     map[string]int `json:"phases"`
+}

@@ -1,0 +1,29 @@
+// Command kat-agent is KAT's node binary: it runs on every node, and the node
+// elected leader also serves the API. See "kat-agent init --help".
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{
+		Use:           "kat-agent",
+		Short:         "KAT node agent and leader",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newInitCommand())
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "kat-agent:", err)
+		os.Exit(1)
+	}
+}

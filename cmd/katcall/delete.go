@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func newDeleteCommand(g *globals) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "delete workload NAMESPACE/NAME | delete namespace NAME",
+		Short: "Delete a workload or an empty namespace",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, err := resourceKind(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			switch kind {
+			case "workloads":
+				ns, name, ok := strings.Cut(args[1], "/")
+				if !ok || ns == "" || name == "" {
+					return fmt.Errorf("workload %q: want NAMESPACE/NAME", args[1])
+				}
+				w, err := c.DeleteWorkload(cmd.Context(), ns, name, force)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "workload %s/%s deleted (was generation %d)\n", w.Namespace, w.Name, w.Generation)
+			case "namespaces":
+				if err := c.DeleteNamespace(cmd.Context(), args[1]); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "namespace %s deleted\n", args[1])
+			default:
+				return fmt.Errorf("nodes cannot be deleted with katcall delete")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "delete even a Git-managed workload")
+	return cmd
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kat.dws.rip/kat/api"
+)
+
+type getOptions struct {
+	namespace string
+	output    string
+}
+
+func newGetCommand(g *globals) *cobra.Command {
+	o := &getOptions{}
+	cmd := &cobra.Command{
+		Use:       "get workloads|namespaces|nodes [NAME]",
+		Short:     "List workloads, namespaces or nodes",
+		Args:      cobra.RangeArgs(1, 2),
+		ValidArgs: []string{"workloads", "namespaces", "nodes"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := parseFormat(o.output)
+			if err != nil {
+				return err
+			}
+			kind, err := resourceKind(args[0])
+			if err != nil {
+				return err
+			}
+			name := ""
+			if len(args) == 2 {
+				name = args[1]
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			return runGet(cmd.Context(), c, g, kind, name, o.namespace, f)
+		},
+	}
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "only this namespace (default: all)")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	return cmd
+}
+
+// resourceKind accepts singular, plural and short names.
+func resourceKind(s string) (string, error) {
+	switch s {
+	case "workloads", "workload", "wl":
+		return "workloads", nil
+	case "namespaces", "namespace", "ns":
+		return "namespaces", nil
+	case "nodes", "node", "no":
+		return "nodes", nil
+	}
+	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces or nodes", s)
+}
+
+func runGet(ctx context.Context, c *api.Client, g *globals, kind, name, ns string, f outputFormat) error {
+	now := time.Now()
+	switch kind {
+	case "workloads":
+		ws, err := c.ListWorkloads(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if name != "" {
+			ws = filter(ws, func(w api.Workload) bool { return w.Name == name })
+			if len(ws) == 0 {
+				return fmt.Errorf("workload %q not found", name)
+			}
+		}
+		if f != formatTable {
+			return printData(g.stdout, f, ws)
+		}
+		return workloadTable(g, ws, now)
+	case "namespaces":
+		nss, err := c.ListNamespaces(ctx)
+		if err != nil {
+			return err
+		}
+		if name != "" {
+			nss = filter(nss, func(n api.Namespace) bool { return n.Name == name })
+			if len(nss) == 0 {
+				return fmt.Errorf("namespace %q not found", name)
+			}
+		}
+		if f != formatTable {
+			return printData(g.stdout, f, nss)
+		}
+		t := newTable(g.stdout, "NAME", "WORKLOADS", "AGE")
+		for _, n := range nss {
+			t.row(n.Name, fmt.Sprint(n.Workloads), age(now, n.CreatedAt))
+		}
+		return t.flush()
+	default:
+		nodes, err := c.ListNodes(ctx)
+		if err != nil {
+			return err
+		}
+		if name != "" {
+			nodes = filter(nodes, func(n api.Node) bool { return n.Name == name })
+			if len(nodes) == 0 {
+				return fmt.Errorf("node %q not found", name)
+			}
+		}
+		if f != formatTable {
+			return printData(g.stdout, f, nodes)
+		}
+		return nodeTable(g, nodes, now)
+	}
+}
+
+func workloadTable(g *globals, ws []api.Workload, now time.Time) error {
+	t := newTable(g.stdout, "NAMESPACE", "NAME", "TYPE", "GEN", "PHASE", "READY", "OWNER", "AGE")
+	for _, w := range ws {
+		t.row(w.Namespace, w.Name, w.Type, fmt.Sprint(w.Generation), orDash(w.Status.Phase),
+			fmt.Sprintf("%d/%d", w.Status.Ready, w.Status.Desired), ownerLabel(w), age(now, w.CreatedAt))
+	}
+	return t.flush()
+}
+
+func nodeTable(g *globals, nodes []api.Node, now time.Time) error {
+	t := newTable(g.stdout, "NAME", "STATUS", "ROLE", "ADDRESS", "CPU", "MEMORY", "HEARTBEAT")
+	for _, n := range nodes {
+		role := "agent"
+		if n.Leader {
+			role = "leader"
+		}
+		hb := "-"
+		if n.LastHeartbeat != nil {
+			hb = age(now, *n.LastHeartbeat) + " ago"
+		}
+		t.row(n.Name, n.Status, role, n.AdvertiseAddress, orDash(n.Resources.Allocatable.CPU),
+			orDash(n.Resources.Allocatable.Memory), hb)
+	}
+	return t.flush()
+}
+
+func ownerLabel(w api.Workload) string {
+	o := w.Owner.Kind
+	if w.Owner.Kind == "git" {
+		o = "git:" + w.Owner.Source + "/" + w.Owner.Path
+	}
+	if w.Suspended {
+		o += " (suspended)"
+	}
+	return o
+}
+
+func filter[T any](in []T, keep func(T) bool) []T {
+	var out []T
+	for _, v := range in {
+		if keep(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	configPath string
+	stdout     io.Writer
+	stderr     io.Writer
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "katcall",
+		Short: "Control a KAT cluster",
+		Long: `katcall talks to a KAT cluster's API.
+
+Configuration comes from --config, else $KATCONFIG, else ~/.kat/config; kat-agent init
+writes one to DATA_DIR/katcall.yaml.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.configPath, "config", "", "katcall configuration file (default $KATCONFIG, then ~/.kat/config)")
+	root.AddCommand(newApplyCommand(g), newGetCommand(g), newDeleteCommand(g), newStatusCommand(g))
+	return root
+}

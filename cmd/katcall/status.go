@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kat.dws.rip/kat/api"
+)
+
+func newStatusCommand(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Summarise the cluster: leader, nodes, namespaces and workloads",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := parseFormat(output)
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			return runStatus(cmd.Context(), c, g, f)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	return cmd
+}
+
+func runStatus(ctx context.Context, c *api.Client, g *globals, f outputFormat) error {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if f != formatTable {
+		return printData(g.stdout, f, st)
+	}
+	now := time.Now()
+	w := g.stdout
+	fmt.Fprintf(w, "Cluster:    %s (%s)\n", st.Cluster.Name, st.Cluster.UID)
+	if st.Leader != nil {
+		fmt.Fprintf(w, "Leader:     %s at %s, since %s ago\n", st.Leader.Node, st.Leader.APIURL, age(now, st.Leader.Since))
+	} else {
+		fmt.Fprintln(w, "Leader:     none")
+	}
+	ready := 0
+	for _, n := range st.Nodes {
+		if n.Status == api.NodeReady {
+			ready++
+		}
+	}
+	fmt.Fprintf(w, "Nodes:      %d/%d ready\n", ready, len(st.Nodes))
+	names := make([]string, 0, len(st.Namespaces))
+	for _, ns := range st.Namespaces {
+		names = append(names, ns.Name)
+	}
+	fmt.Fprintf(w, "Namespaces: %d (%s)\n", len(st.Namespaces), strings.Join(names, ", "))
+	fmt.Fprintf(w, "Workloads:  %d%s\n", len(st.Workloads), phaseSummary(st.Phases))
+	if len(st.Nodes) > 0 {
+		fmt.Fprintln(w)
+		if err := nodeTable(g, st.Nodes, now); err != nil {
+			return err
+		}
+	}
+	if len(st.Workloads) > 0 {
+		fmt.Fprintln(w)
+		t := newTable(w, "WORKLOAD", "TYPE", "GEN", "OBSERVED", "PHASE", "READY", "OWNER", "LAST ERROR")
+		for _, wl := range st.Workloads {
+			t.row(wl.Namespace+"/"+wl.Name, wl.Type, fmt.Sprint(wl.Generation), fmt.Sprint(wl.Status.ObservedGeneration),
+				orDash(wl.Status.Phase), fmt.Sprintf("%d/%d", wl.Status.Ready, wl.Status.Desired), ownerLabel(wl),
+				orDash(wl.Status.LastError))
+		}
+		return t.flush()
+	}
+	return nil
+}
+
+func phaseSummary(phases map[string]int) string {
+	if len(phases) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(phases))
+	for k := range phases {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", phases[k], orDash(k)))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}

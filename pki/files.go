@@ -107,7 +107,7 @@ func WriteFileAtomic(path string, data []byte, mode fs.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) //nolint:errcheck // gone after a successful rename
+	defer os.Remove(tmp)
 	if err := f.Chmod(mode); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)

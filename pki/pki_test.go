@@ -124,7 +124,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName) //nolint:errcheck // test handler
+		io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
 	}))
 	srv.TLS, err = pki.ServerTLSConfig(server, ca.Pool(), true)
 	if err != nil {

@@ -1,0 +1,187 @@
+package kat
+
+import (
+	"go/ast"
+	"go/build"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"kat.dws.rip/kat/quadlet"
+)
+
+const module = "kat.dws.rip/kat"
+
+// layers is DESIGN.md's package table, top to bottom: a package may import only
+// packages of its own layer or of layers below it. Nothing imports cmd or
+// scripts.
+var layers = []string{"cmd", "api", "reconcile", "gitsync", "webhook", "build", "netstack", "runtime", "store", "quadlet", "pki"}
+
+// goPackageDirs returns every directory of the module holding Go files,
+// relative to the module root, skipping testdata and hidden directories.
+func goPackageDirs(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "examples-repo") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") {
+			dir := filepath.Dir(path)
+			if !slices.Contains(dirs, dir) {
+				dirs = append(dirs, dir)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
+}
+
+func topLevel(importPath string) string {
+	rest := strings.TrimPrefix(strings.TrimPrefix(importPath, module), "/")
+	top, _, _ := strings.Cut(rest, "/")
+	return top
+}
+
+func layerOf(top string) int { return slices.Index(layers, top) }
+
+func TestImportsPointDownwards(t *testing.T) {
+	for _, dir := range goPackageDirs(t) {
+		if dir == "." {
+			continue
+		}
+		pkg, err := build.ImportDir(dir, build.ImportComment)
+		if err != nil {
+			t.Fatalf("read package %s: %v", dir, err)
+		}
+		from := topLevel(module + "/" + filepath.ToSlash(dir))
+		imports := slices.Concat(pkg.Imports, pkg.TestImports, pkg.XTestImports)
+		for _, imp := range imports {
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			to := topLevel(imp)
+			switch {
+			case to == "cmd" || to == "scripts":
+				t.Errorf("%s imports %s: nothing may import cmd or scripts", dir, imp)
+			case from == "scripts" || from == "cmd" || from == to:
+			case layerOf(from) < 0:
+				t.Errorf("%s is not a package of DESIGN.md's table; add it there and to layers", dir)
+			case layerOf(to) < 0:
+				t.Errorf("%s imports %s, which is not in DESIGN.md's table", dir, imp)
+			case layerOf(to) < layerOf(from):
+				t.Errorf("%s imports %s: %s sits above %s in DESIGN.md, imports must point downwards", dir, imp, to, from)
+			}
+		}
+	}
+}
+
+func TestEveryPackageHasADocComment(t *testing.T) {
+	for _, dir := range goPackageDirs(t) {
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatalf("read package %s: %v", dir, err)
+		}
+		var docs []string
+		for _, name := range pkg.GoFiles {
+			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, name), nil, parser.ParseComments|parser.PackageClauseOnly)
+			if err != nil {
+				t.Fatalf("parse %s: %v", filepath.Join(dir, name), err)
+			}
+			if f.Doc != nil {
+				docs = append(docs, name)
+				checkDocStart(t, dir, pkg.Name, f.Doc)
+			}
+		}
+		switch len(docs) {
+		case 0:
+			t.Errorf("package %s in %s has no doc comment (add a doc.go)", pkg.Name, dir)
+		case 1:
+		default:
+			t.Errorf("package %s in %s has doc comments in several files %v: keep one", pkg.Name, dir, docs)
+		}
+	}
+}
+
+func checkDocStart(t *testing.T, dir, name string, doc *ast.CommentGroup) {
+	t.Helper()
+	text := doc.Text()
+	want := "Package " + name + " "
+	if name == "main" {
+		want = "Command "
+	}
+	if !strings.HasPrefix(text, want) {
+		t.Errorf("doc comment of %s should start with %q, got %q", dir, want, firstLine(text))
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// TestExamplesRepoParses checks that every Quadlet directory and namespace
+// file of examples-repo is valid, so the README's start command never applies
+// a broken example.
+func TestExamplesRepoParses(t *testing.T) {
+	root := "examples-repo"
+	found := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && path != root {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, quadlet.WorkloadFile)); err == nil {
+				found++
+				if _, err := quadlet.LoadDir(path, quadlet.ParseOptions{}); err != nil {
+					t.Errorf("%s: %v", path, err)
+				}
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch d.Name() {
+		case quadlet.NamespaceFile:
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if _, err := quadlet.ParseNamespace(path, b); err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+		case "cluster.kat":
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if _, err := quadlet.ParseClusterConfiguration(path, b); err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found == 0 {
+		t.Fatal("examples-repo holds no Quadlet directory")
+	}
+}

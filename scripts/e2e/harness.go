@@ -1,0 +1,235 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Binaries are the paths of the built kat-agent and katcall.
+type Binaries struct {
+	Agent   string
+	Katcall string
+}
+
+// RepoRoot returns the module root, found from this file's location.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Build compiles kat-agent and katcall into dir.
+func Build(dir string) (Binaries, error) {
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/kat-agent", "./cmd/katcall")
+	cmd.Dir = RepoRoot()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return Binaries{}, fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return Binaries{Agent: filepath.Join(dir, "kat-agent"), Katcall: filepath.Join(dir, "katcall")}, nil
+}
+
+// FreePorts returns n TCP ports free on 127.0.0.1 at the time of the call.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// Cluster is one kat-agent process started with init.
+type Cluster struct {
+	Bin     Binaries
+	DataDir string
+	Config  string
+	Node    string
+	APIPort int
+	ports   []int
+	cmd     *exec.Cmd
+	log     *os.File
+	waitErr chan error
+	exitErr error // how the last killed process ended
+}
+
+// NewCluster prepares (but does not start) a single-node cluster in dataDir
+// with the given cluster.kat.
+func NewCluster(bin Binaries, dataDir, clusterKat string) (*Cluster, error) {
+	ports, err := FreePorts(4)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Bin: bin, DataDir: dataDir, Config: clusterKat, Node: "e2e-node", APIPort: ports[0], ports: ports}, nil
+}
+
+// KatcallConfig is the path of the katcall configuration init writes.
+func (c *Cluster) KatcallConfig() string { return filepath.Join(c.DataDir, "katcall.yaml") }
+
+// LogPath is where the agent's output goes.
+func (c *Cluster) LogPath() string { return filepath.Join(c.DataDir, "agent-test.log") }
+
+// Start runs kat-agent init and waits until katcall status succeeds.
+func (c *Cluster) Start(ctx context.Context) error {
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(c.LogPath(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	c.log = log
+	c.cmd = exec.Command(c.Bin.Agent, "init", "--config", c.Config, "--data-dir", c.DataDir,
+		"--node-name", c.Node, "--advertise-address", "127.0.0.1", "--log-format", "json", "--log-level", "debug",
+		"--api-port", strconv.Itoa(c.ports[0]), "--agent-port", strconv.Itoa(c.ports[1]),
+		"--etcd-client-port", strconv.Itoa(c.ports[2]), "--etcd-peer-port", strconv.Itoa(c.ports[3]))
+	c.cmd.Stdout, c.cmd.Stderr = log, log
+	if err := c.cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("start kat-agent: %w", err)
+	}
+	c.waitErr = make(chan error, 1)
+	go func(cmd *exec.Cmd, ch chan<- error) { ch <- cmd.Wait() }(c.cmd, c.waitErr)
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-c.waitErr:
+			c.waitErr <- err
+			return fmt.Errorf("kat-agent exited during start-up: %w\n%s", err, c.Tail(30))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if _, err := os.Stat(c.KatcallConfig()); err != nil {
+			continue
+		}
+		if r := c.Katcall(ctx, "status"); r.Code == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("kat-agent did not become ready within 90s\n%s", c.Tail(30))
+}
+
+// PID returns the agent's process ID.
+func (c *Cluster) PID() int { return c.cmd.Process.Pid }
+
+// Kill sends SIGKILL and waits for the process to end.
+func (c *Cluster) Kill() error {
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	c.exitErr = <-c.waitErr
+	c.log.Close()
+	return nil
+}
+
+// Stop sends SIGTERM and waits up to timeout for a clean exit, returning the
+// process's exit error (nil for status 0).
+func (c *Cluster) Stop(timeout time.Duration) error {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	defer c.log.Close()
+	select {
+	case err := <-c.waitErr:
+		return err
+	case <-time.After(timeout):
+		_ = c.cmd.Process.Kill()
+		c.exitErr = <-c.waitErr
+		return fmt.Errorf("kat-agent did not exit within %s of SIGTERM", timeout)
+	}
+}
+
+// Running reports whether the process has not exited.
+func (c *Cluster) Running() bool {
+	select {
+	case err := <-c.waitErr:
+		c.waitErr <- err
+		return false
+	default:
+		return c.cmd != nil
+	}
+}
+
+// Tail returns the last n lines of the agent's log.
+func (c *Cluster) Tail(n int) string {
+	b, _ := os.ReadFile(c.LogPath())
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Result is what one katcall run produced.
+type Result struct {
+	Code   int
+	Stdout string
+	Stderr string
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+}
+
+// Katcall runs katcall with this cluster's configuration.
+func (c *Cluster) Katcall(ctx context.Context, args ...string) Result {
+	return RunKatcall(ctx, c.Bin.Katcall, append([]string{"--config", c.KatcallConfig()}, args...)...)
+}
+
+// RunKatcall runs the katcall binary with args.
+func RunKatcall(ctx context.Context, katcall string, args ...string) Result {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, katcall, args...)
+	cmd.Env = append(os.Environ(), "KATCONFIG=", "HOME="+os.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+		errb.WriteString(err.Error())
+	}
+	return Result{Code: code, Stdout: out.String(), Stderr: errb.String()}
+}
+
+// RSS returns the resident set size of a process in bytes.
+func RSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -63,6 +63,10 @@ type Compare struct {
 	// ExpectedVersion is the required KV.Version (etcd ModRevision); 0 means
 	// the key must not exist.
 	ExpectedVersion int64
+	// Prefix applies the check to every key starting with Key, atomically:
+	// with ExpectedVersion 0 it means "no key with this prefix exists", which
+	// fences a transaction against a concurrent create under the prefix.
+	Prefix bool
 }
 
 // OpType selects what an Op does.

@@ -394,3 +394,23 @@ func TestStoreClose(t *testing.T) {
 		t.Fatalf("client after store Close: %v", err)
 	}
 }
+
+// TestPrefixCompare checks the "no key under this prefix" fence that lets a
+// delete refuse to race a create under the prefix.
+func TestPrefixCompare(t *testing.T) {
+	st := storetest.New(t)
+	ctx := testCtx(t)
+	empty := []store.Compare{{Key: "/ns/a/", Prefix: true}}
+	marker := []store.Op{{Type: store.OpPut, Key: "/marker", Value: []byte("x")}}
+	if ok, err := st.DoTransaction(ctx, empty, marker, nil); err != nil || !ok {
+		t.Fatalf("empty prefix: committed=%v err=%v, want committed", ok, err)
+	}
+	mustPut(t, st, "/ns/a/w1", "1")
+	mustPut(t, st, "/ns/ab", "not under /ns/a/")
+	if ok, err := st.DoTransaction(ctx, empty, marker, nil); err != nil || ok {
+		t.Fatalf("prefix holding a key: committed=%v err=%v, want not committed", ok, err)
+	}
+	if ok, err := st.DoTransaction(ctx, []store.Compare{{Key: "/ns/b/", Prefix: true}}, marker, nil); err != nil || !ok {
+		t.Fatalf("a sibling prefix: committed=%v err=%v, want committed", ok, err)
+	}
+}

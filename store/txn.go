@@ -57,7 +57,11 @@ func (s *Etcd) Txn(ctx context.Context, checks []Compare, onSuccess []Op, onFail
 		if c.ExpectedVersion < 0 {
 			return nil, fmt.Errorf("run transaction: check %q: %w: negative version %d", c.Key, ErrInvalidArgument, c.ExpectedVersion)
 		}
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.ExpectedVersion))
+		cmp := clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.ExpectedVersion)
+		if c.Prefix {
+			cmp = cmp.WithPrefix()
+		}
+		cmps = append(cmps, cmp)
 	}
 	thenOps, err := toEtcdOps(onSuccess)
 	if err != nil {

@@ -20,9 +20,11 @@
 //
 // The manifests, the metadata, the archive entry and the initial status of one
 // apply are written in a single etcd transaction guarded by the metadata's
-// revision and the namespace's revision; a concurrent writer makes the
-// transaction fail and it is retried from a fresh read. A reader therefore never
-// sees half an apply.
+// revision and the namespace's revision; a concurrent writer of the same
+// workload makes the transaction fail and it is retried from a fresh read.
+// Writers of different workloads never conflict. A namespace is deleted only in
+// a transaction that also checks no workload exists under it. A reader
+// therefore never sees half an apply, nor a workload without its namespace.
 //
 // # Ownership
 //

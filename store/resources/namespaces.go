@@ -127,10 +127,13 @@ func (r *Repo) DeleteNamespace(ctx context.Context, name string) error {
 	if len(workloads) > 0 {
 		return fmt.Errorf("delete namespace %q: %w: it holds %d workload(s), delete them first", name, ErrNamespaceNotEmpty, len(workloads))
 	}
-	// A workload created after the listing touches the namespace record, so
-	// this compare fails rather than orphaning it.
-	ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: NamespaceKey(name), ExpectedVersion: kv.Version}},
-		[]store.Op{{Type: store.OpDelete, Key: NamespaceKey(name)}}, nil)
+	// The prefix compare makes "still empty" part of the transaction: a
+	// workload created after the listing makes it fail rather than be
+	// orphaned, and an apply racing the delete fails on the namespace compare.
+	ok, err := r.st.DoTransaction(ctx, []store.Compare{
+		{Key: NamespaceKey(name), ExpectedVersion: kv.Version},
+		{Key: prefixDesired + name + "/", Prefix: true},
+	}, []store.Op{{Type: store.OpDelete, Key: NamespaceKey(name)}}, nil)
 	if err != nil {
 		return fmt.Errorf("delete namespace %q: %w", name, err)
 	}

@@ -109,6 +109,35 @@ func TestConcurrentAppliesLoseNothing(t *testing.T) {
 	}
 }
 
+// TestConcurrentCreatesDoNotConflict: creating different workloads in one
+// namespace at once must not contend on anything shared.
+func TestConcurrentCreatesDoNotConflict(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newRepo(t)
+	const writers = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", fmt.Sprintf("w-%d", i), 1)})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := r.ListWorkloads(ctx, "default")
+	if err != nil || len(ws) != writers {
+		t.Fatalf("%d workloads, %v; want %d", len(ws), err, writers)
+	}
+}
+
 func TestDeleteRemovesEverything(t *testing.T) {
 	ctx := context.Background()
 	r, st := newRepo(t)

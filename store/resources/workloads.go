@@ -199,15 +199,6 @@ func (r *Repo) applyOnce(ctx context.Context, req ApplyRequest) (*ApplyResult, b
 		return nil, false, err
 	}
 	checks := []store.Compare{{Key: MetaKey(ns, name), ExpectedVersion: metaVer}, {Key: NamespaceKey(ns), ExpectedVersion: nsVer}}
-	if plan.created {
-		// Touch the namespace record so that a concurrent namespace delete,
-		// which checked the namespace was empty, fails its transaction.
-		nsOp, err := putJSON(NamespaceKey(ns), nsRec)
-		if err != nil {
-			return nil, false, err
-		}
-		ops = append(ops, nsOp)
-	}
 	ok, err := r.st.DoTransaction(ctx, checks, ops, nil)
 	if err != nil {
 		return nil, false, err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,7 +87,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
+	resp, err := c.send(ctx, req, body)
 	if err != nil {
 		return err
 	}
@@ -114,6 +115,38 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("decode response of %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// maxRateLimitRetries bounds how often a request answered 429 is sent again.
+const maxRateLimitRetries = 8
+
+// send sends req, and sends it again when the server answers 429 Too Many
+// Requests (which changes no state), waiting as Retry-After asks (at most 5s)
+// or backing off from 100ms.
+func (c *Client) send(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+	backoff := 100 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		if body != nil {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		resp, err := c.http.Do(req)
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests || attempt == maxRateLimitRetries {
+			return resp, err
+		}
+		wait := backoff
+		if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
+			wait = time.Duration(s) * time.Second
+		}
+		wait = min(wait, 5*time.Second)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
 }
 
 // Health calls the unauthenticated health endpoint.

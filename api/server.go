@@ -19,7 +19,8 @@ import (
 const (
 	DefaultMaxArchiveBytes = 1 << 20
 	DefaultMaxJSONBytes    = 64 << 10
-	DefaultRateLimit       = 200
+	DefaultRateLimit       = 1000
+	DefaultAuthFailures    = 20
 	DefaultNodeLossTimeout = 60 * time.Second
 	defaultRequestTimeout  = 30 * time.Second
 )
@@ -41,8 +42,14 @@ type ServerConfig struct {
 	// MaxJSONBytes caps any other request body. Default 64 KiB.
 	MaxJSONBytes int64
 	// RateLimit is the number of requests per second one client address may
-	// make. Default 200; negative disables limiting.
+	// make, a guard against runaway scripts. Default 1000; negative disables
+	// limiting.
 	RateLimit int
+	// AuthFailureLimit is how many requests with a missing or wrong token one
+	// address may make per minute; past it every request from that address,
+	// even one with the right token, is answered 429 until the rate falls, so
+	// the token cannot be guessed. Default 20; negative disables it.
+	AuthFailureLimit int
 	// Logger receives one line per request: info for writes, debug for reads.
 	Logger zerolog.Logger
 	// Now replaces time.Now, for tests.
@@ -51,7 +58,8 @@ type ServerConfig struct {
 
 // Server serves the v1alpha1 API.
 type Server struct {
-	cfg ServerConfig
+	cfg          ServerConfig
+	authFailures *httprate.RateLimiter
 }
 
 // NewServer checks cfg, applies defaults and returns a Server.
@@ -74,10 +82,17 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.RateLimit == 0 {
 		cfg.RateLimit = DefaultRateLimit
 	}
+	if cfg.AuthFailureLimit == 0 {
+		cfg.AuthFailureLimit = DefaultAuthFailures
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg}, nil
+	s := &Server{cfg: cfg}
+	if cfg.AuthFailureLimit > 0 {
+		s.authFailures = httprate.NewRateLimiter(cfg.AuthFailureLimit, time.Minute)
+	}
+	return s, nil
 }
 
 // Handler returns the HTTP handler of the whole API.
@@ -132,14 +147,25 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := httprate.CanonicalizeIP(middleware.GetClientIP(r.Context()))
+		if s.authBlocked(addr) {
+			w.Header().Set("Retry-After", "60")
+			writeError(w, &Error{StatusCode: http.StatusTooManyRequests, Code: CodeRateLimited,
+				Message: "too many failed authentication attempts from this address; try again in a minute"})
+			return
+		}
 		h := r.Header.Get("Authorization")
 		token, ok := strings.CutPrefix(h, "Bearer ")
+		valid := ok && resources.TokenMatches(s.cfg.AdminTokenHash, strings.TrimSpace(token))
+		if !valid && s.authFailures != nil {
+			s.authFailures.OnLimit(headerSink{}, r, addr)
+		}
 		switch {
 		case h == "":
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kat"`)
 			writeError(w, &Error{StatusCode: http.StatusUnauthorized, Code: CodeUnauthorized,
 				Message: "missing bearer token: send the admin token from katcall.yaml in the Authorization header"})
-		case !ok || !resources.TokenMatches(s.cfg.AdminTokenHash, strings.TrimSpace(token)):
+		case !valid:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kat", error="invalid_token"`)
 			writeError(w, &Error{StatusCode: http.StatusUnauthorized, Code: CodeUnauthorized,
 				Message: "invalid bearer token"})
@@ -148,6 +174,23 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// authBlocked reports whether addr has failed authentication too often.
+func (s *Server) authBlocked(addr string) bool {
+	if s.authFailures == nil {
+		return false
+	}
+	_, rate, err := s.authFailures.Status(addr)
+	return err == nil && rate >= float64(s.cfg.AuthFailureLimit)
+}
+
+// headerSink is a ResponseWriter that drops everything: counting a failed
+// attempt must not add rate-limit headers to the 401.
+type headerSink struct{}
+
+func (headerSink) Header() http.Header         { return http.Header{} }
+func (headerSink) Write(b []byte) (int, error) { return len(b), nil }
+func (headerSink) WriteHeader(int)             {}
 
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

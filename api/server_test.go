@@ -403,3 +403,30 @@ func mustParse(t *testing.T, workload string) *quadlet.Quadlet {
 	}
 	return q
 }
+
+func TestAuthFailuresBlockTheAddress(t *testing.T) {
+	f := newFixture(t, func(c *api.ServerConfig) { c.AuthFailureLimit = 3 })
+	for i := range 3 {
+		if code, _ := f.raw(t, http.MethodGet, "/v1alpha1/workloads", "guess", nil); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token #%d: status %d, want 401", i+1, code)
+		}
+	}
+	// Past the limit even the right token is refused: a guess that happens to
+	// be right must not be told so.
+	code, e := f.raw(t, http.MethodGet, "/v1alpha1/workloads", token, nil)
+	if code != http.StatusTooManyRequests || !strings.Contains(e.Message, "failed authentication") {
+		t.Fatalf("after 3 failures: status %d %q, want 429", code, e.Message)
+	}
+	if code, _ := f.raw(t, http.MethodGet, "/healthz", "", nil); code != http.StatusOK {
+		t.Fatalf("health endpoint blocked too: %d", code)
+	}
+}
+
+func TestClientRetriesWhenRateLimited(t *testing.T) {
+	f := newFixture(t, func(c *api.ServerConfig) { c.RateLimit = 2 })
+	for i := range 6 {
+		if _, err := f.client.ListWorkloads(context.Background(), ""); err != nil {
+			t.Fatalf("request %d: %v; the client should wait and retry on 429", i+1, err)
+		}
+	}
+}

@@ -66,11 +66,13 @@ type Cluster struct {
 	Config  string
 	Node    string
 	APIPort int
-	ports   []int
-	cmd     *exec.Cmd
-	log     *os.File
-	waitErr chan error
-	exitErr error // how the last killed process ended
+	// ExtraArgs are appended to kat-agent init's arguments.
+	ExtraArgs []string
+	ports     []int
+	cmd       *exec.Cmd
+	log       *os.File
+	waitErr   chan error
+	exitErr   error // how the last killed process ended
 }
 
 // NewCluster prepares (but does not start) a single-node cluster in dataDir
@@ -103,6 +105,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 		"--node-name", c.Node, "--advertise-address", "127.0.0.1", "--log-format", "json", "--log-level", "debug",
 		"--api-port", strconv.Itoa(c.ports[0]), "--agent-port", strconv.Itoa(c.ports[1]),
 		"--etcd-client-port", strconv.Itoa(c.ports[2]), "--etcd-peer-port", strconv.Itoa(c.ports[3]))
+	c.cmd.Args = append(c.cmd.Args, c.ExtraArgs...)
 	c.cmd.Stdout, c.cmd.Stderr = log, log
 	if err := c.cmd.Start(); err != nil {
 		log.Close()
@@ -129,6 +132,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 	}
 	return fmt.Errorf("kat-agent did not become ready within 90s\n%s", c.Tail(30))
 }
+
+// EtcdClientURL is the embedded etcd's client URL.
+func (c *Cluster) EtcdClientURL() string { return "https://127.0.0.1:" + strconv.Itoa(c.ports[2]) }
 
 // PID returns the agent's process ID.
 func (c *Cluster) PID() int { return c.cmd.Process.Pid }

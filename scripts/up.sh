@@ -2,6 +2,9 @@
 # Starts a single-node KAT in the background (embedded etcd, examples-repo as
 # its configuration), applies examples-repo and shows the cluster's status.
 # Running it again resumes the same cluster. Stop it with scripts/down.sh.
+#
+# Environment: KAT_DATA_DIR (default .kat/data); KAT_API_PORT, KAT_AGENT_PORT,
+# KAT_ETCD_CLIENT_PORT, KAT_ETCD_PEER_PORT override cluster.kat's ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -15,8 +18,13 @@ pidfile=$data/kat-agent.pid
 if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   echo "kat-agent is already running (pid $(cat "$pidfile"))"
 else
+  ports=()
+  [ -n "${KAT_API_PORT:-}" ] && ports+=(--api-port "$KAT_API_PORT")
+  [ -n "${KAT_AGENT_PORT:-}" ] && ports+=(--agent-port "$KAT_AGENT_PORT")
+  [ -n "${KAT_ETCD_CLIENT_PORT:-}" ] && ports+=(--etcd-client-port "$KAT_ETCD_CLIENT_PORT")
+  [ -n "${KAT_ETCD_PEER_PORT:-}" ] && ports+=(--etcd-peer-port "$KAT_ETCD_PEER_PORT")
   nohup "$bin/kat-agent" init --config "$root/examples-repo/cluster.kat" --data-dir "$data" \
-    --advertise-address 127.0.0.1 --log-format json >>"$data/kat-agent.log" 2>&1 &
+    --advertise-address 127.0.0.1 --log-format json "${ports[@]}" >>"$data/kat-agent.log" 2>&1 &
   echo $! >"$pidfile"
   echo "kat-agent started (pid $!, log $data/kat-agent.log)"
 fi

@@ -1,26 +1,21 @@
 package store_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/storetest"
 )
 
-// testPKI is a throwaway CA with one server and one client certificate.
+// testPKI is a throwaway cluster CA with one server and one client
+// certificate, made with the project's own pki package.
 type testPKI struct {
 	caFile, serverCert, serverKey string
 	pool                          *x509.CertPool
@@ -30,79 +25,28 @@ type testPKI struct {
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
-	now := time.Now()
-	caKey := mustKey(t)
-	caTpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "test-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTpl, caTpl, caKey.Public(), caKey)
+	ca, _, err := pki.EnsureCA(pki.PathsIn(dir, "ca"), "test-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
+	server := pki.PathsIn(dir, "server")
+	if _, _, err := pki.EnsureLeaf(server, ca, pki.LeafRequest{
+		CommonName: "server", DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.Issue(pki.LeafRequest{CommonName: "client"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue := func(serial int64, cn string, usage []x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey) {
-		key := mustKey(t)
-		tpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: cn},
-			NotBefore:    now.Add(-time.Hour),
-			NotAfter:     now.Add(time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  usage,
-			IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-			DNSNames:     []string{"localhost"},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tpl, ca, key.Public(), caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return der, key
-	}
-	p := &testPKI{pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	p.caFile = writePEM(t, dir, "ca.crt", "CERTIFICATE", caDER)
-	srvDER, srvKey := issue(2, "server", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth})
-	p.serverCert = writePEM(t, dir, "server.crt", "CERTIFICATE", srvDER)
-	p.serverKey = writePEM(t, dir, "server.key", "PRIVATE KEY", marshalKey(t, srvKey))
-	cliDER, cliKey := issue(3, "client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth})
-	p.client = tls.Certificate{Certificate: [][]byte{cliDER}, PrivateKey: cliKey}
-	return p
-}
-
-func mustKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	clientCert, err := client.TLSCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k
-}
-
-func marshalKey(t *testing.T, k *ecdsa.PrivateKey) []byte {
-	t.Helper()
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
+	return &testPKI{
+		caFile: filepath.Join(dir, "ca.crt"), serverCert: server.Cert, serverKey: server.Key,
+		pool: ca.Pool(), client: clientCert,
 	}
-	return der
-}
-
-func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func TestEmbeddedClientTLS(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
@@ -79,23 +80,7 @@ func TestConcurrentAppliesLoseNothing(t *testing.T) {
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	const writers = 8
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", i+1)})
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyConcurrently(t, r, writers, func(i int) *quadlet.Quadlet { return service(t, "default", "web", i+1) })
 	w, err := r.GetWorkload(ctx, "default", "web")
 	if err != nil {
 		t.Fatal(err)
@@ -115,13 +100,28 @@ func TestConcurrentCreatesDoNotConflict(t *testing.T) {
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	const writers = 32
+	applyConcurrently(t, r, writers, func(i int) *quadlet.Quadlet { return service(t, "default", fmt.Sprintf("w-%d", i), 1) })
+	ws, err := r.ListWorkloads(ctx, "default")
+	if err != nil || len(ws) != writers {
+		t.Fatalf("%d workloads, %v; want %d", len(ws), err, writers)
+	}
+}
+
+// applyConcurrently applies n Quadlets at once and fails the test on any
+// error.
+func applyConcurrently(t *testing.T, r *resources.Repo, n int, quadletFor func(i int) *quadlet.Quadlet) {
+	t.Helper()
+	qs := make([]*quadlet.Quadlet, n)
+	for i := range n {
+		qs[i] = quadletFor(i) // here: a fixture may call t.Fatal, which goroutines must not
+	}
 	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for i := range writers {
+	errs := make(chan error, n)
+	for _, q := range qs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", fmt.Sprintf("w-%d", i), 1)})
+			_, err := r.ApplyWorkload(context.Background(), resources.ApplyRequest{Quadlet: q})
 			errs <- err
 		}()
 	}
@@ -131,10 +131,6 @@ func TestConcurrentCreatesDoNotConflict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	ws, err := r.ListWorkloads(ctx, "default")
-	if err != nil || len(ws) != writers {
-		t.Fatalf("%d workloads, %v; want %d", len(ws), err, writers)
 	}
 }
 

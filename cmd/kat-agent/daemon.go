@@ -58,15 +58,14 @@ func runInit(ctx context.Context, o *initOptions) error {
 // tokens, etcd, and the cluster's records.
 func openNode(ctx context.Context, o *initOptions, log zerolog.Logger) (n *node, err error) {
 	d := dataDir(o.dataDir)
-	if err := os.MkdirAll(string(d), 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
-	}
 	st, err := loadNodeState(d)
 	if err != nil {
 		return nil, err
 	}
 	resumed := st != nil
 	if st == nil {
+		// Check cluster.kat before creating anything, so a refused
+		// configuration leaves no trace.
 		if st, err = newNodeState(o); err != nil {
 			return nil, err
 		}
@@ -74,6 +73,9 @@ func openNode(ctx context.Context, o *initOptions, log zerolog.Logger) (n *node,
 		log.Info().Str("config", o.configPath).Msg("data directory already initialised: resuming; cluster.kat is fixed at the first init and is ignored")
 	}
 	st.applyFlags(o)
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
 	n = &node{dir: d, state: st, log: log, opts: o}
 	defer func() {
 		if err != nil {

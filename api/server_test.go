@@ -245,6 +245,8 @@ func TestRefusedRequestsChangeNothing(t *testing.T) {
 			body: archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 5)}),
 			want: http.StatusNotFound, wantMsg: "nowhere"},
 		{name: "invalid namespace in URL", method: http.MethodGet, path: "/v1alpha1/n/Bad_NS/workloads", want: http.StatusBadRequest},
+		{name: "list in an unknown namespace", method: http.MethodGet, path: "/v1alpha1/n/nowhere/workloads",
+			want: http.StatusNotFound, wantMsg: `namespace "nowhere"`},
 		{name: "git-owned workload", method: http.MethodPut, path: "/v1alpha1/n/default/workloads/from-git",
 			body: archiveOf(t, map[string]string{"workload.kat": workloadKat("from-git", "", 5)}),
 			want: http.StatusConflict, wantMsg: "apps/from-git"},

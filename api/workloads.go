@@ -52,6 +52,10 @@ func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if _, err := s.cfg.Repo.GetNamespace(r.Context(), ns); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	ws, err := s.cfg.Repo.ListWorkloads(r.Context(), ns)
 	if err != nil {
 		writeError(w, errorFor(err))

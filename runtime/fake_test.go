@@ -111,7 +111,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"host port", func(s *ContainerSpec) { s.Ports = []PortMapping{{ContainerPort: 1, HostPort: -1}} }, "ports[0].hostPort: -1"},
 		{"host ip", func(s *ContainerSpec) { s.Ports = []PortMapping{{ContainerPort: 1, HostIP: "localhost"}} }, `ports[0].hostIP: "localhost" is not an IP address`},
 		{"comma in mount", func(s *ContainerSpec) { s.Mounts = []Mount{{Source: "/a,b", Target: "/t"}} }, `mounts[0].source: "/a,b" contains ','`},
-		{"double target", func(s *ContainerSpec) { s.Mounts = []Mount{{Source: "/a", Target: "/t"}, {Source: "/b", Target: "/t/"}} }, `mounts[1].target: "/t/" is mounted twice`},
+		{"double target", func(s *ContainerSpec) {
+			s.Mounts = []Mount{{Source: "/a", Target: "/t"}, {Source: "/b", Target: "/t/"}}
+		}, `mounts[1].target: "/t/" is mounted twice`},
 		{"tiny memory", func(s *ContainerSpec) { s.MemoryBytes = 1024 }, "memoryBytes: 1024 is below podman's minimum"},
 		{"negative cpu", func(s *ContainerSpec) { s.CPUMillis = -1 }, "cpuMillis: -1 is negative"},
 	} {

@@ -1,0 +1,357 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/runtime"
+)
+
+// Config configures a Builder.
+type Config struct {
+	// Node is this node's name, written into every record. Required.
+	Node string
+	// WorkDir holds the temporary clones (WorkDir/src, emptied at New)
+	// and the build logs (WorkDir/logs). Required.
+	WorkDir string
+	// Podman is the driver whose binary and storage builds use. Required.
+	Podman *runtime.Podman
+	// Records receives the build records. Default nil: records are only
+	// returned.
+	Records RecordStore
+	// Timeout bounds one build: cache pull, clone, podman build and push.
+	// Default 10 minutes.
+	Timeout time.Duration
+	// AuthFile is Podman's registry auth file (--authfile) for the cache
+	// registry. Default "": Podman's own.
+	AuthFile string
+	// InsecureRegistries are registry hosts (host or host:port) reached
+	// without TLS verification (--tls-verify=false), such as a registry on
+	// loopback. Default none.
+	InsecureRegistries []string
+	// KeepImages is how many kat-local images of a workload housekeeping
+	// keeps (the newest). Default 3.
+	KeepImages int
+	// KeepLogs is how many build logs of a workload are kept (the newest).
+	// Default 10.
+	KeepLogs int
+	// BuildUserNS is podman build's --userns. Default "": Podman's
+	// default (see the package doc, "Limits").
+	BuildUserNS string
+	// Logger receives warnings the Builder handles itself (a record it
+	// could not store). Default: none.
+	Logger zerolog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Builder builds images of app-repository commits on one node. It is safe
+// for concurrent use; Close stops the builds under way.
+type Builder struct {
+	cfg    Config
+	pm     podman
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	flights map[string]*flight
+	closed  bool
+
+	pruneMu sync.Mutex
+	builds  atomic.Int64 // podman builds started, for tests
+}
+
+// flight is one build under way; its waiters read rec and err after done
+// is closed.
+type flight struct {
+	done chan struct{}
+	rec  Record
+	err  error
+}
+
+// New checks cfg, fills in its defaults, creates WorkDir and empties the
+// clones a previous process left behind.
+func New(cfg Config) (*Builder, error) {
+	switch {
+	case cfg.Node == "":
+		return nil, errors.New("build: config: node is required")
+	case cfg.WorkDir == "":
+		return nil, errors.New("build: config: work dir is required")
+	case cfg.Podman == nil:
+		return nil, errors.New("build: config: podman driver is required")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.KeepImages <= 0 {
+		cfg.KeepImages = 3
+	}
+	if cfg.KeepLogs <= 0 {
+		cfg.KeepLogs = 10
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	src := filepath.Join(cfg.WorkDir, "src")
+	if err := os.RemoveAll(src); err != nil {
+		return nil, fmt.Errorf("build: remove old clones: %w", err)
+	}
+	for _, d := range []string{src, filepath.Join(cfg.WorkDir, "logs")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("build: create work dir: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Builder{
+		cfg: cfg, pm: newPodman(cfg.Podman), ctx: ctx, cancel: cancel,
+		flights: map[string]*flight{},
+	}, nil
+}
+
+// Close cancels the builds under way, waits for them to end (their
+// records say Failed) and refuses new ones. It is safe to call twice.
+func (b *Builder) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
+	return nil
+}
+
+// Build returns the image of req's commit, building it when it is not on
+// the node yet. Concurrent calls for the same namespace, workload and
+// commit share one build; ctx bounds only this caller's wait. A failed
+// build is a *FailedError; an invalid request an ErrInvalid.
+func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
+	if err := req.normalize(); err != nil {
+		return Record{}, err
+	}
+	key := req.key()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return Record{}, ErrClosed
+	}
+	f, ok := b.flights[key]
+	if !ok {
+		f = &flight{done: make(chan struct{})}
+		b.flights[key] = f
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			f.rec, f.err = b.run(req)
+			b.mu.Lock()
+			delete(b.flights, key)
+			b.mu.Unlock()
+			close(f.done)
+		}()
+	}
+	b.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.rec, f.err
+	case <-ctx.Done():
+		return Record{}, fmt.Errorf("wait for build of %s/%s at %s: %w", req.Namespace, req.Workload, short(req.Commit), ctx.Err())
+	}
+}
+
+// run does one build, from the existing-image check to the final record.
+func (b *Builder) run(req Request) (Record, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.Timeout)
+	defer cancel()
+	rec := Record{
+		Namespace: req.Namespace, Workload: req.Workload, Commit: req.Commit, Node: b.cfg.Node,
+		Image: req.Image(), State: StateBuilding, StartedAt: b.cfg.Now().UTC(),
+	}
+	exists, err := b.cfg.Podman.ImageExists(ctx, rec.Image)
+	if err != nil {
+		return rec, fmt.Errorf("build %s/%s at %s: %w", req.Namespace, req.Workload, short(req.Commit), err)
+	}
+	if exists {
+		rec.State, rec.Existing, rec.FinishedAt = StateSucceeded, true, b.cfg.Now().UTC()
+		rec.ImageID, _ = b.pm.imageID(ctx, rec.Image)
+		return rec, nil
+	}
+
+	rec.LogPath = b.logPath(req.Namespace, req.Workload, req.Commit)
+	if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o700); err != nil {
+		return rec, fmt.Errorf("create build log dir: %w", err)
+	}
+	file, err := os.Create(rec.LogPath)
+	if err != nil {
+		return rec, fmt.Errorf("create build log: %w", err)
+	}
+	defer file.Close()
+	tl := &tail{}
+	log := &lockedWriter{w: io.MultiWriter(file, tl)}
+	fmt.Fprintf(log, "build %s/%s at %s on node %s, started %s\n", req.Namespace, req.Workload, req.Commit, b.cfg.Node, rec.StartedAt.Format(time.RFC3339))
+	b.putRecord(rec)
+
+	stage, err := b.produce(ctx, &req, &rec, log)
+	rec.FinishedAt = b.cfg.Now().UTC()
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(log, "build timed out after %s\n", b.cfg.Timeout)
+		}
+		fmt.Fprintf(log, "build failed at stage %s: %v\n", stage, err)
+		rec.State, rec.Error, rec.LogTail = StateFailed, err.Error(), tl.String()
+		b.putRecord(rec)
+		return rec, &FailedError{
+			Namespace: req.Namespace, Workload: req.Workload, Commit: req.Commit,
+			Stage: stage, LogTail: rec.LogTail, Err: err,
+		}
+	}
+	if err := b.pruneLogs(req.Namespace, req.Workload, rec.LogPath); err != nil {
+		rec.Warnings = append(rec.Warnings, err.Error())
+	}
+	if _, err := b.prune(ctx, req.Namespace, req.Workload, rec.Image); err != nil {
+		rec.Warnings = append(rec.Warnings, err.Error())
+	}
+	for _, w := range rec.Warnings {
+		fmt.Fprintf(log, "warning: %s\n", w)
+	}
+	fmt.Fprintf(log, "build succeeded: %s (%s) in %s, cache hit %t\n", rec.Image, rec.ImageID, rec.FinishedAt.Sub(rec.StartedAt).Round(time.Millisecond), rec.CacheHit)
+	rec.State, rec.LogTail = StateSucceeded, tl.String()
+	b.putRecord(rec)
+	return rec, nil
+}
+
+// produce makes the image: from the cache registry, else by cloning and
+// building (then pushing to the cache). It returns the stage that failed.
+func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io.Writer) (string, error) {
+	reg := req.RegistryPath()
+	cacheRef := ""
+	if reg != "" {
+		cacheRef = reg + ":" + short(req.Commit)
+		if b.pullCache(ctx, cacheRef, rec.Image, log) {
+			rec.CacheHit = true
+			id, err := b.pm.imageID(ctx, rec.Image)
+			rec.ImageID = id
+			return StageBuild, err
+		}
+	}
+
+	if err := os.MkdirAll(filepath.Join(b.cfg.WorkDir, "src"), 0o700); err != nil {
+		return StageClone, fmt.Errorf("create clone dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(b.cfg.WorkDir, "src"), req.Namespace+"_"+req.Workload+"-"+short(req.Commit)+"-")
+	if err != nil {
+		return StageClone, fmt.Errorf("create clone dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	src := filepath.Join(tmp, "src")
+	shallow, err := checkout(ctx, req.Repository, req.Commit, req.Auth, filepath.Join(tmp, "git"), src, log)
+	rec.Shallow = shallow
+	if err != nil {
+		return StageClone, err
+	}
+	contextDir, dockerfile, err := resolvePaths(src, req.Spec.BuildContext, req.Spec.DockerfilePath)
+	if err != nil {
+		return StageContext, err
+	}
+	b.builds.Add(1)
+	if err := b.pm.stream(ctx, log, buildArgs(req, rec.Image, dockerfile, contextDir, b.cfg.BuildUserNS)...); err != nil {
+		return StageBuild, err
+	}
+	if rec.ImageID, err = b.pm.imageID(ctx, rec.Image); err != nil {
+		return StageBuild, err
+	}
+	if cacheRef != "" {
+		args := append([]string{"push"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
+		args = append(args, "--", rec.Image, "docker://"+cacheRef)
+		if err := b.pm.stream(ctx, log, args...); err != nil {
+			rec.Warnings = append(rec.Warnings, fmt.Sprintf("push to cache %s: %v", cacheRef, err))
+		}
+	}
+	return "", nil
+}
+
+// pullCache tries the cache registry; on a hit it names the pulled image
+// image and drops the registry name, so housekeeping sees one name.
+func (b *Builder) pullCache(ctx context.Context, cacheRef, image string, log io.Writer) bool {
+	args := append([]string{"pull"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
+	if err := b.pm.stream(ctx, log, append(args, "--", cacheRef)...); err != nil {
+		fmt.Fprintf(log, "cache miss: %v\n", err)
+		return false
+	}
+	if err := b.pm.stream(ctx, log, "tag", cacheRef, image); err != nil {
+		fmt.Fprintf(log, "cache hit but tagging failed, building instead: %v\n", err)
+		return false
+	}
+	if err := b.pm.stream(ctx, log, "untag", cacheRef, cacheRef); err != nil {
+		fmt.Fprintf(log, "warning: %v\n", err)
+	}
+	fmt.Fprintf(log, "cache hit: %s\n", cacheRef)
+	return true
+}
+
+// putRecord stores rec; a failure is logged, not returned: the build's
+// outcome does not depend on it and the next build writes again.
+func (b *Builder) putRecord(rec Record) {
+	if b.cfg.Records == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.cfg.Records.PutBuildRecord(ctx, rec); err != nil {
+		b.cfg.Logger.Warn().Err(err).Str("namespace", rec.Namespace).Str("workload", rec.Workload).
+			Str("commit", rec.Commit).Str("state", string(rec.State)).Msg("store build record")
+	}
+}
+
+// resolvePaths finds the build context and Dockerfile in the checkout at
+// root, following symbolic links, and refuses either when it leaves the
+// repository.
+func resolvePaths(root, buildContext, dockerfilePath string) (contextDir, dockerfile string, err error) {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", "", fmt.Errorf("resolve checkout: %w", err)
+	}
+	contextDir, err = inside(realRoot, filepath.Join(realRoot, filepath.FromSlash(buildContext)), "spec.buildContext", buildContext)
+	if err != nil {
+		return "", "", err
+	}
+	if fi, err := os.Stat(contextDir); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("%w: spec.buildContext %q is not a directory in the repository", ErrInvalid, buildContext)
+	}
+	dockerfile, err = inside(realRoot, filepath.Join(contextDir, filepath.FromSlash(dockerfilePath)), "spec.dockerfilePath", dockerfilePath)
+	if err != nil {
+		return "", "", err
+	}
+	if fi, err := os.Stat(dockerfile); err != nil || !fi.Mode().IsRegular() {
+		return "", "", fmt.Errorf("%w: spec.dockerfilePath %q is not a file in the build context %q", ErrInvalid, dockerfilePath, buildContext)
+	}
+	return contextDir, dockerfile, nil
+}
+
+// inside resolves p's symbolic links and checks that it stays under root.
+func inside(root, p, field, value string) (string, error) {
+	resolved, err := filepath.EvalSymlinks(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%w: %s %q does not exist in the repository", ErrInvalid, field, value)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: %s %q: %w", ErrInvalid, field, value, err)
+	}
+	rel, err := filepath.Rel(root, resolved)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%w: %s %q leaves the repository (through a symbolic link)", ErrInvalid, field, value)
+	}
+	return resolved, nil
+}

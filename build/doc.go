@@ -1,0 +1,74 @@
+/*
+Package build turns one commit of a workload's application repository into a
+local container image: it clones that exact commit with go-git, runs
+`podman build` with the options of the workload's build.kat, tags the result
+kat-local/{namespace}_{workload}:{commit12}, and uses a registry as a build
+cache when build.kat names one (spec §3.5, §4.3; DESIGN.md "Builds").
+
+A node agent holds one Builder and asks it for the image of an instance:
+
+	b, err := build.New(build.Config{
+		Node:    "node-1",
+		WorkDir: "/var/lib/kat/builds",
+		Podman:  runtime.NewPodman(runtime.PodmanConfig{}),
+		Records: records, // where build records go, e.g. etcd
+	})
+	defer b.Close()
+	rec, err := b.Build(ctx, build.Request{
+		Namespace: "default", Workload: "web",
+		Repository: "https://git.example.com/app.git",
+		Commit:     "0123456789abcdef0123456789abcdef01234567",
+		Spec:       buildDefinition.Spec,
+	})
+	// rec.Image is "kat-local/default_web:0123456789ab"
+
+# One build per commit
+
+Build is idempotent: an image that already exists locally is returned at once
+(Record.Existing). Concurrent requests for the same namespace, workload and
+commit share one build; each caller waits for it under its own context, and a
+caller that gives up does not stop the build, which runs until it finishes,
+reaches Config.Timeout (default 10 minutes) or the Builder is closed.
+
+# Records and logs
+
+Every build (not an existing image) writes a Record to Config.Records twice:
+once in state Building when it starts and once when it ends (Succeeded or
+Failed), with the tail of its log. The whole log stays in a file under
+WorkDir/logs/{namespace}/{workload}/ (the newest Config.KeepLogs per workload
+are kept) and Builder.Log reads it back.
+
+# Failure
+
+A failed build returns a *FailedError (errors.Is(err, ErrFailed)) carrying
+the stage that failed and the tail of the log, for a BuildFailed condition.
+Invalid requests fail with ErrInvalid before anything is done: retrying them
+cannot help. A build context or Dockerfile that leaves the repository, also
+through a symbolic link, is refused.
+
+# Cache
+
+With build.kat's cache.registryPath set, the Builder first tries to pull
+{registryPath}:{commit12}; on success it tags that image with the kat-local
+name and does not build (Record.CacheHit). After a build it pushes the image
+there; a failed push is a warning in the record, not a failed build.
+Registry credentials come from Podman's auth file (Config.AuthFile);
+registries listed in Config.InsecureRegistries are used without TLS
+verification.
+
+# Housekeeping
+
+After each successful build or cache hit, and on Prune, the Builder keeps the
+newest Config.KeepImages kat-local images of the workload and removes older
+ones, never one that a container (running or not) uses.
+
+# Limits
+
+Podman 4.3's `podman build` cannot run RUN steps with --userns=auto on the
+hosts KAT targets, so builds run with Podman's default user namespace unless
+Config.BuildUserNS says otherwise: RUN steps of an app repository's
+Dockerfile run as root on the node. Deploy only app repositories you trust as
+much as the node. The image tag holds only the app commit: changing build.kat
+without a new app commit reuses the existing image.
+*/
+package build

@@ -1,0 +1,183 @@
+package build
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"kat.dws.rip/kat/runtime"
+)
+
+// podman runs the podman subcommands the runtime driver does not have
+// (build, tag, untag, push, images, ps) with the driver's binary and global
+// arguments, so builds land in the same storage the agent runs from.
+type podman struct {
+	rt  *runtime.Podman
+	cfg runtime.PodmanConfig
+}
+
+func newPodman(rt *runtime.Podman) podman { return podman{rt: rt, cfg: rt.Config()} }
+
+func (p podman) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, p.cfg.Binary, append(p.rt.GlobalArgs(), args...)...)
+	cmd.WaitDelay = p.cfg.WaitDelay
+	return cmd
+}
+
+// run runs podman and returns its stdout; an error holds its stderr.
+func (p podman) run(ctx context.Context, args ...string) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := p.command(ctx, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, p.error(ctx, args, err, stderr.String())
+	}
+	return stdout.Bytes(), nil
+}
+
+// stream runs podman with stdout and stderr going to w.
+func (p podman) stream(ctx context.Context, w io.Writer, args ...string) error {
+	cmd := p.command(ctx, args...)
+	cmd.Stdout, cmd.Stderr = w, w
+	fmt.Fprintf(w, "$ podman %s\n", strings.Join(args, " "))
+	if err := cmd.Run(); err != nil {
+		return p.error(ctx, args, err, "")
+	}
+	return nil
+}
+
+func (p podman) error(ctx context.Context, args []string, err error, stderr string) error {
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	msg := strings.TrimSpace(stderr)
+	if len(msg) > 1024 {
+		msg = "..." + msg[len(msg)-1024:]
+	}
+	if msg != "" {
+		return fmt.Errorf("podman %s: %w: %s", args[0], err, msg)
+	}
+	return fmt.Errorf("podman %s: %w", args[0], err)
+}
+
+// registryArgs are the flags of a pull or push to the registry of ref.
+func registryArgs(ref, authFile string, insecure []string) []string {
+	var args []string
+	if authFile != "" {
+		args = append(args, "--authfile", authFile)
+	}
+	if slices.Contains(insecure, registryHost(ref)) {
+		args = append(args, "--tls-verify=false")
+	}
+	return args
+}
+
+// registryHost returns the registry of an image reference the way
+// container tools read it: the first path element when it holds a '.' or
+// a ':' or is "localhost", else docker.io.
+func registryHost(ref string) string {
+	first, _, ok := strings.Cut(ref, "/")
+	if ok && (strings.ContainsAny(first, ".:") || first == "localhost") {
+		return first
+	}
+	return "docker.io"
+}
+
+// imageInfo is one name of a local image.
+type imageInfo struct {
+	Name    string // repository:tag
+	ID      string
+	Created time.Time
+}
+
+// listImages returns every name under repository (without "localhost/").
+func (p podman) listImages(ctx context.Context, repository string) ([]imageInfo, error) {
+	out, err := p.run(ctx, "images", "--format", "json", "--filter", "reference="+repository)
+	if err != nil {
+		return nil, fmt.Errorf("list images of %s: %w", repository, err)
+	}
+	var imgs []struct {
+		ID      string   `json:"Id"`
+		Names   []string `json:"Names"`
+		Created int64    `json:"Created"`
+	}
+	if err := json.Unmarshal(out, &imgs); err != nil {
+		return nil, fmt.Errorf("list images of %s: parse podman output: %w", repository, err)
+	}
+	var infos []imageInfo
+	for _, im := range imgs {
+		for _, n := range im.Names {
+			n = strings.TrimPrefix(n, "localhost/")
+			repo, _, ok := strings.Cut(n, ":")
+			if ok && repo == repository {
+				infos = append(infos, imageInfo{Name: n, ID: im.ID, Created: time.Unix(im.Created, 0)})
+			}
+		}
+	}
+	return infos, nil
+}
+
+// imagesInUse returns the IDs of the images of every container, running
+// or not.
+func (p podman) imagesInUse(ctx context.Context) (map[string]bool, error) {
+	out, err := p.run(ctx, "ps", "--all", "--format", "json")
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	var cs []struct {
+		ImageID string `json:"ImageID"`
+	}
+	if err := json.Unmarshal(out, &cs); err != nil {
+		return nil, fmt.Errorf("list containers: parse podman output: %w", err)
+	}
+	used := map[string]bool{}
+	for _, c := range cs {
+		used[c.ImageID] = true
+	}
+	return used, nil
+}
+
+// imageID returns the ID of a local image.
+func (p podman) imageID(ctx context.Context, ref string) (string, error) {
+	out, err := p.run(ctx, "image", "inspect", "--format", "{{.Id}}", "--", ref)
+	if err != nil {
+		return "", fmt.Errorf("inspect image %s: %w", ref, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// buildArgs returns the podman build arguments of a request, with the
+// Dockerfile and context resolved to absolute paths.
+func buildArgs(req *Request, image, dockerfile, contextDir, userNS string) []string {
+	args := []string{"build", "--tag", image, "--file", dockerfile}
+	keys := make([]string, 0, len(req.Spec.BuildArgs))
+	for k := range req.Spec.BuildArgs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--build-arg", k+"="+req.Spec.BuildArgs[k])
+	}
+	if req.Spec.TargetStage != "" {
+		args = append(args, "--target", req.Spec.TargetStage)
+	}
+	if req.Spec.Platform != "" {
+		args = append(args, "--platform", req.Spec.Platform)
+	}
+	if userNS != "" {
+		args = append(args, "--userns", userNS)
+	}
+	args = append(args,
+		"--label", runtime.LabelNamespace+"="+req.Namespace,
+		"--label", runtime.LabelWorkload+"="+req.Workload,
+		"--label", runtime.LabelSourceCommit+"="+req.Commit,
+		"--", contextDir)
+	return args
+}

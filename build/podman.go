@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"kat.dws.rip/kat/runtime"
@@ -42,11 +44,20 @@ func (p podman) run(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// stream runs podman with stdout and stderr going to w.
+// stream runs podman with stdout and stderr going to w. When ctx ends, the
+// containers of its RUN steps are killed first, so that podman fails the
+// step and cleans up; podman itself gets SIGTERM when it runs none, and
+// SIGKILL after the driver's WaitDelay.
 func (p podman) stream(ctx context.Context, w io.Writer, args ...string) error {
 	cmd := p.command(ctx, args...)
 	cmd.Stdout, cmd.Stderr = w, w
-	fmt.Fprintf(w, "$ podman %s\n", strings.Join(args, " "))
+	cmd.Cancel = func() error {
+		if stopBuildContainers("/proc", cmd.Process.Pid) {
+			return nil
+		}
+		return cmd.Process.Signal(syscall.SIGTERM)
+	}
+	fmt.Fprintf(w, "$ podman %s\n", shellJoin(args))
 	if err := cmd.Run(); err != nil {
 		return p.error(ctx, args, err, "")
 	}
@@ -180,4 +191,17 @@ func buildArgs(req *Request, image, dockerfile, contextDir, userNS string) []str
 		"--label", runtime.LabelSourceCommit+"="+req.Commit,
 		"--", contextDir)
 	return args
+}
+
+// shellJoin renders arguments for the log, quoting those a shell would
+// split.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`") {
+			out[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(out, " ")
 }

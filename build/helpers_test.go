@@ -1,0 +1,312 @@
+package build
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/runtime"
+)
+
+const baseImage = "localhost/kat-base:latest"
+
+// needPodman skips the test unless podman and the base image are present.
+func needPodman(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Skip("podman is not installed (scripts/install-prereqs.sh installs it)")
+	}
+	if err := exec.Command("podman", "image", "exists", baseImage).Run(); err != nil {
+		t.Skipf("%s is missing (go tool -modfile=tools.mod task base-image builds it)", baseImage)
+	}
+}
+
+// randomName returns a DNS label unique to this test run.
+func randomName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// appRepo is a bare repository served over Git smart HTTP plus a working
+// clone that commits to it with the git CLI.
+type appRepo struct {
+	t    testing.TB
+	bare string
+	work string
+	url  string
+	reqs atomic.Int64
+}
+
+// appRepoOptions tunes the server of an appRepo.
+type appRepoOptions struct {
+	// allowSHA lets clients fetch a commit by hash (shallow builds).
+	allowSHA bool
+	// user and password, when set, are required as HTTP basic auth.
+	user, password string
+}
+
+func newAppRepo(t testing.TB, opts appRepoOptions) *appRepo {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Skipf("git --exec-path: %v", err)
+	}
+	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		t.Skipf("git http-backend not found: %v", err)
+	}
+	root := t.TempDir()
+	r := &appRepo{t: t, bare: filepath.Join(root, "app.git"), work: filepath.Join(root, "work")}
+	r.git(root, "init", "-q", "--bare", "-b", "main", r.bare)
+	r.git(r.bare, "config", "uploadpack.allowReachableSHA1InWant", fmt.Sprint(opts.allowSHA))
+	r.git(root, "init", "-q", "-b", "main", r.work)
+	r.git(r.work, "remote", "add", "origin", r.bare)
+
+	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if opts.user != "" {
+			u, p, ok := req.BasicAuth()
+			if !ok || u != opts.user || p != opts.password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		r.reqs.Add(1)
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.url = srv.URL + "/app.git"
+	return r
+}
+
+func (r *appRepo) git(dir string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=kat", "GIT_AUTHOR_EMAIL=kat@example.com",
+		"GIT_COMMITTER_NAME=kat", "GIT_COMMITTER_EMAIL=kat@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// commit writes files (a value "" removes the file; "->target" makes a
+// symbolic link), commits, pushes and returns the commit hash.
+func (r *appRepo) commit(msg string, files map[string]string) string {
+	r.t.Helper()
+	for name, content := range files {
+		p := filepath.Join(r.work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		_ = os.Remove(p)
+		var err error
+		switch {
+		case content == "":
+		case strings.HasPrefix(content, "->"):
+			err = os.Symlink(strings.TrimPrefix(content, "->"), p)
+		default:
+			err = os.WriteFile(p, []byte(content), 0o644)
+		}
+		if err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	r.git(r.work, "add", "-A")
+	r.git(r.work, "commit", "-q", "--allow-empty", "-m", msg)
+	r.git(r.work, "push", "-q", "-f", "origin", "main")
+	return r.git(r.work, "rev-parse", "HEAD")
+}
+
+// sampleApp is an app whose image serves index.html with busybox httpd.
+var sampleApp = map[string]string{
+	"Dockerfile": "FROM " + baseImage + "\nCOPY index.html /www/index.html\nCMD [\"httpd\", \"-f\", \"-p\", \"8080\", \"-h\", \"/www\"]\n",
+	"index.html": "<h1>hello from kat</h1>\n",
+}
+
+// testPodman returns the driver of the shared store and removes the
+// images of the workload when the test ends.
+func testBuilder(t testing.TB, cfg Config, namespace, workload string) (*Builder, *MemoryRecords) {
+	t.Helper()
+	if cfg.Podman == nil {
+		cfg.Podman = runtime.NewPodman(runtime.PodmanConfig{})
+	}
+	if cfg.Node == "" {
+		cfg.Node = "node-test"
+	}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = t.TempDir()
+	}
+	recs := &MemoryRecords{}
+	if cfg.Records == nil {
+		cfg.Records = recs
+	}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = b.Close()
+		removeImages(t, b.pm, namespace, workload)
+	})
+	return b, recs
+}
+
+// removeImages removes every kat-local image of a workload from a store.
+func removeImages(t testing.TB, pm podman, namespace, workload string) {
+	t.Helper()
+	ctx := context.Background()
+	imgs, err := pm.listImages(ctx, repoName(namespace, workload))
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+		return
+	}
+	for _, im := range imgs {
+		if _, err := pm.run(ctx, "rmi", "--force", "--", im.Name); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	}
+}
+
+// podmanOutput runs podman with global args and returns its stdout.
+func podmanOutput(t testing.TB, global []string, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("podman", append(global, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// registry is a docker-registry process on loopback.
+type registry struct {
+	host string // 127.0.0.1:port
+}
+
+// startRegistry runs /usr/bin/docker-registry with filesystem storage in
+// a temporary directory, on a free loopback port.
+func startRegistry(t testing.TB) *registry {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Skip("docker-registry is not installed (Debian package docker-registry; scripts/install-prereqs.sh)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := l.Addr().String()
+	_ = l.Close()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "config.yml")
+	err = os.WriteFile(conf, fmt.Appendf(nil, `version: 0.1
+log:
+  level: error
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: %s
+`, filepath.Join(dir, "data"), host), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "serve", conf)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start docker-registry: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + host + "/v2/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return &registry{host: host}
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("docker-registry exited: %v\n%s", err, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("docker-registry on %s not ready: %v\n%s", host, err, out.String())
+		}
+	}
+}
+
+// freshStore returns podman global args for a new, empty store under a
+// temporary directory, with the base image loaded into it.
+func freshStore(t testing.TB) runtime.PodmanConfig {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := runtime.PodmanConfig{
+		Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"), TmpDir: filepath.Join(dir, "tmp"),
+	}
+	global := runtime.NewPodman(cfg).GlobalArgs()
+	archive := filepath.Join(dir, "base.tar")
+	podmanOutput(t, nil, "save", "--quiet", "--output", archive, baseImage)
+	podmanOutput(t, global, "load", "--quiet", "--input", archive)
+	t.Cleanup(func() {
+		// Drop the images and any mount podman left under dir before the
+		// temporary directory goes. (Not "system reset": it would remove
+		// the networks every store shares.)
+		_ = exec.Command("podman", append(global, "rmi", "--all", "--force")...).Run()
+		unmountUnder(t, dir)
+	})
+	return cfg
+}
+
+// unmountUnder unmounts every mount point under dir, deepest first.
+func unmountUnder(t testing.TB, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil {
+			t.Logf("cleanup: unmount %s: %v", points[i], err)
+		}
+	}
+}

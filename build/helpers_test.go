@@ -168,6 +168,9 @@ func testBuilder(t testing.TB, cfg Config, namespace, workload string) (*Builder
 	}
 	t.Cleanup(func() {
 		_ = b.Close()
+		if t.Failed() {
+			dumpLogs(t, b.cfg.WorkDir)
+		}
 		removeImages(t, b.pm, namespace, workload)
 	})
 	return b, recs
@@ -308,5 +311,27 @@ func unmountUnder(t testing.TB, dir string) {
 		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil {
 			t.Logf("cleanup: unmount %s: %v", points[i], err)
 		}
+	}
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func strconvItoa(n int) string { return fmt.Sprint(n) }
+
+// dumpLogs prints every build log under a work dir, for a failed test.
+func dumpLogs(t testing.TB, workDir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(workDir, "logs", "*", "*", "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		t.Logf("build log %s:\n%s", l, b)
 	}
 }

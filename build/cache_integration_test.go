@@ -1,0 +1,130 @@
+package build
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/runtime"
+)
+
+// TestRegistryCache builds and pushes to a real registry on loopback, then
+// asks a fresh image store (another node) for the same commit: a cache hit,
+// no build, and the image runs there.
+func TestRegistryCache(t *testing.T) {
+	needPodman(t)
+	reg := startRegistry(t)
+	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
+	commit := repo.commit("app", sampleApp)
+	ns, wl := "default", randomName("bt-cache")
+	req := Request{
+		Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit,
+		Spec: quadlet.BuildSpec{Cache: &quadlet.BuildCache{RegistryPath: reg.host + "/cache/" + wl}},
+	}
+	ctx := context.Background()
+
+	first, firstRecs := testBuilder(t, Config{Node: "node-a", InsecureRegistries: []string{reg.host}}, ns, wl)
+	rec, err := first.Build(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.CacheHit || len(rec.Warnings) != 0 || first.builds.Load() != 1 {
+		t.Fatalf("first build %+v (%d builds): want a built image pushed without warnings", rec, first.builds.Load())
+	}
+	log := readLog(t, first, ns, wl, commit)
+	if !strings.Contains(log, "cache miss") || !strings.Contains(log, "podman push") {
+		t.Errorf("first build log lacks the cache miss or the push:\n%s", log)
+	}
+	if got, _ := firstRecs.Get(ns, wl, commit); got.State != StateSucceeded {
+		t.Errorf("stored record %+v", got)
+	}
+
+	store := freshStore(t)
+	second, secondRecs := testBuilder(t, Config{
+		Node: "node-b", Podman: runtime.NewPodman(store), InsecureRegistries: []string{reg.host},
+	}, ns, wl)
+	start := time.Now()
+	hit, err := second.Build(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cache hit in a fresh store took %s (the build took %s)", time.Since(start).Round(time.Millisecond), rec.FinishedAt.Sub(rec.StartedAt).Round(time.Millisecond))
+	if !hit.CacheHit || second.builds.Load() != 0 || hit.Node != "node-b" || hit.State != StateSucceeded {
+		t.Fatalf("second node: %+v (%d builds): want a cache hit and no build", hit, second.builds.Load())
+	}
+	if got, _ := secondRecs.Get(ns, wl, commit); !got.CacheHit {
+		t.Errorf("stored record %+v: want cacheHit", got)
+	}
+	global := runtime.NewPodman(store).GlobalArgs()
+	if out := podmanOutput(t, global, "run", "--rm", "--name", randomName("bt-run"), hit.Image, "cat", "/www/index.html"); out != sampleApp["index.html"] {
+		t.Errorf("cached image serves %q", out)
+	}
+	if names := podmanOutput(t, global, "images", "--format", "{{.Repository}}:{{.Tag}}"); strings.Contains(names, reg.host) {
+		t.Errorf("the registry name stayed in the store:\n%s", names)
+	}
+}
+
+// TestPushFailureIsAWarning builds with an unreachable cache registry.
+func TestPushFailureIsAWarning(t *testing.T) {
+	needPodman(t)
+	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
+	commit := repo.commit("app", sampleApp)
+	ns, wl := "default", randomName("bt-nopush")
+	dead := "127.0.0.1:1" // nothing listens on port 1
+	b, _ := testBuilder(t, Config{InsecureRegistries: []string{dead}, Timeout: time.Minute}, ns, wl)
+	rec, err := b.Build(context.Background(), Request{
+		Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit, CacheImage: dead + "/cache/app",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != StateSucceeded || rec.CacheHit || len(rec.Warnings) != 1 || !strings.Contains(rec.Warnings[0], "push to cache") {
+		t.Errorf("record %+v: want a success with a push warning", rec)
+	}
+}
+
+// TestHousekeeping keeps the newest images of a workload and spares an
+// older one that a container uses.
+func TestHousekeeping(t *testing.T) {
+	needPodman(t)
+	ns, wl := "default", randomName("bt-keep")
+	b, _ := testBuilder(t, Config{KeepImages: 2}, ns, wl)
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeFile(t, dir+"/Dockerfile", "FROM "+baseImage+"\nARG N\nLABEL n=$N\n")
+	var names []string
+	for i := range 5 {
+		// Distinct creation times without waiting: --timestamp.
+		name := ImageName(ns, wl, strings.Repeat(string(rune('a'+i)), 12))
+		podmanOutput(t, nil, "build", "--quiet", "--no-cache", "--timestamp", strconvItoa(1_700_000_000+i*60),
+			"--build-arg", "N="+wl+strconvItoa(i), "--tag", name, dir)
+		names = append(names, name)
+	}
+	other := ImageName(ns, randomName("bt-other"), strings.Repeat("f", 12))
+	podmanOutput(t, nil, "tag", names[0], other)
+	t.Cleanup(func() { podmanOutput(t, nil, "rmi", "--force", other) })
+	ctr := randomName("bt-user")
+	podmanOutput(t, nil, "create", "--name", ctr, names[1], "true")
+	t.Cleanup(func() { podmanOutput(t, nil, "rm", "--force", ctr) })
+
+	removed, err := b.Prune(ctx, ns, wl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{names[2], names[0]} // newest first; names[1] is in use
+	if strings.Join(removed, " ") != strings.Join(want, " ") {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	left := podmanOutput(t, nil, "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference="+repoName(ns, wl))
+	for i, n := range names {
+		kept := i != 0 && i != 2
+		if got := strings.Contains(left, n); got != kept {
+			t.Errorf("%s present=%t, want %t; images:\n%s", n, got, kept, left)
+		}
+	}
+	if exists, _ := b.cfg.Podman.ImageExists(ctx, other); !exists {
+		t.Errorf("%s of another workload was removed", other)
+	}
+}

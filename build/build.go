@@ -157,6 +157,9 @@ func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
 			delete(b.flights, key)
 			b.mu.Unlock()
 			close(f.done)
+			if f.err == nil && !f.rec.Existing {
+				b.housekeeping(req.Namespace, req.Workload, req.Commit, f.rec.Image)
+			}
 		}()
 	}
 	b.mu.Unlock()
@@ -196,7 +199,7 @@ func (b *Builder) run(req Request) (Record, error) {
 	}
 	defer file.Close()
 	tl := &tail{}
-	log := &lockedWriter{w: io.MultiWriter(file, tl)}
+	log := &lockedWriter{w: &stampWriter{w: io.MultiWriter(file, tl), start: time.Now(), lineStart: true}}
 	fmt.Fprintf(log, "build %s/%s at %s on node %s, started %s\n", req.Namespace, req.Workload, req.Commit, b.cfg.Node, rec.StartedAt.Format(time.RFC3339))
 	b.putRecord(rec)
 
@@ -216,12 +219,6 @@ func (b *Builder) run(req Request) (Record, error) {
 			Namespace: req.Namespace, Workload: req.Workload, Commit: req.Commit,
 			Stage: stage, LogTail: rec.LogTail, Err: err,
 		}
-	}
-	if err := b.pruneLogs(req.Namespace, req.Workload, rec.LogPath); err != nil {
-		rec.Warnings = append(rec.Warnings, err.Error())
-	}
-	if _, err := b.prune(ctx, req.Namespace, req.Workload, rec.Image); err != nil {
-		rec.Warnings = append(rec.Warnings, err.Error())
 	}
 	for _, w := range rec.Warnings {
 		fmt.Fprintf(log, "warning: %s\n", w)
@@ -266,12 +263,15 @@ func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io
 		return StageContext, err
 	}
 	b.builds.Add(1)
-	if err := b.pm.stream(ctx, log, buildArgs(req, rec.Image, dockerfile, contextDir, b.cfg.BuildUserNS)...); err != nil {
+	iidFile := filepath.Join(tmp, "image-id")
+	if err := b.pm.stream(ctx, log, buildArgs(req, rec.Image, dockerfile, contextDir, iidFile, b.cfg.BuildUserNS)...); err != nil {
 		return StageBuild, err
 	}
-	if rec.ImageID, err = b.pm.imageID(ctx, rec.Image); err != nil {
-		return StageBuild, err
+	id, err := os.ReadFile(iidFile)
+	if err != nil {
+		return StageBuild, fmt.Errorf("read the built image's ID: %w", err)
 	}
+	rec.ImageID = strings.TrimPrefix(strings.TrimSpace(string(id)), "sha256:")
 	if cacheRef != "" {
 		args := append([]string{"push"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
 		args = append(args, "--", rec.Image, "docker://"+cacheRef)
@@ -299,6 +299,21 @@ func (b *Builder) pullCache(ctx context.Context, cacheRef, image string, log io.
 	}
 	fmt.Fprintf(log, "cache hit: %s\n", cacheRef)
 	return true
+}
+
+// housekeeping prunes the logs and images of a workload after a build,
+// once its callers have their image. Failures are logged: the next build
+// tries again.
+func (b *Builder) housekeeping(namespace, workload, commit, image string) {
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	err := b.pruneLogs(namespace, workload, b.logPath(namespace, workload, commit))
+	if _, perr := b.prune(ctx, namespace, workload, image); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	if err != nil {
+		b.cfg.Logger.Warn().Err(err).Str("namespace", namespace).Str("workload", workload).Msg("build housekeeping")
+	}
 }
 
 // putRecord stores rec; a failure is logged, not returned: the build's

@@ -51,7 +51,7 @@ func TestBuildFromGit(t *testing.T) {
 	if rec.State != StateSucceeded || rec.CacheHit || rec.Existing || !rec.Shallow || rec.ImageID == "" {
 		t.Errorf("record %+v: want a shallow, succeeded, non-cached build with an image ID", rec)
 	}
-	out := podmanOutput(t, nil, "run", "--rm", "--name", randomName("bt-run"), rec.Image, "cat", "/www/index.html", "/www/greeting.txt")
+	out := podmanOutput(t, storeArgs(), "run", "--rm", "--network", "none", "--name", randomName("bt-run"), rec.Image, "cat", "/www/index.html", "/www/greeting.txt")
 	if out != "<h1>hello from kat</h1>\nhi there\n" {
 		t.Errorf("image content %q", out)
 	}
@@ -137,7 +137,7 @@ func TestConcurrentRequestsShareOneBuild(t *testing.T) {
 	if building != 1 {
 		t.Errorf("%d Building records, want 1", building)
 	}
-	out := podmanOutput(t, nil, "run", "--rm", "--name", randomName("bt-run"), results[0].Image, "cat", "/www/index.html")
+	out := podmanOutput(t, storeArgs(), "run", "--rm", "--network", "none", "--name", randomName("bt-run"), results[0].Image, "cat", "/www/index.html")
 	if out != sampleApp["index.html"] {
 		t.Errorf("image serves %q", out)
 	}
@@ -222,7 +222,7 @@ func TestCloneFallbackAndAuth(t *testing.T) {
 		if rec.Shallow {
 			t.Error("record says shallow; the server refuses fetching by hash")
 		}
-		out := podmanOutput(t, nil, "run", "--rm", "--name", randomName("bt-run"), rec.Image, "cat", "/www/index.html")
+		out := podmanOutput(t, storeArgs(), "run", "--rm", "--network", "none", "--name", randomName("bt-run"), rec.Image, "cat", "/www/index.html")
 		if out != sampleApp["index.html"] {
 			t.Errorf("image of the old commit serves %q", out)
 		}

@@ -58,7 +58,7 @@ func TestRegistryCache(t *testing.T) {
 		t.Errorf("stored record %+v: want cacheHit", got)
 	}
 	global := runtime.NewPodman(store).GlobalArgs()
-	if out := podmanOutput(t, global, "run", "--rm", "--name", randomName("bt-run"), hit.Image, "cat", "/www/index.html"); out != sampleApp["index.html"] {
+	if out := podmanOutput(t, global, "run", "--rm", "--network", "none", "--name", randomName("bt-run"), hit.Image, "cat", "/www/index.html"); out != sampleApp["index.html"] {
 		t.Errorf("cached image serves %q", out)
 	}
 	if names := podmanOutput(t, global, "images", "--format", "{{.Repository}}:{{.Tag}}"); strings.Contains(names, reg.host) {
@@ -98,16 +98,16 @@ func TestHousekeeping(t *testing.T) {
 	for i := range 5 {
 		// Distinct creation times without waiting: --timestamp.
 		name := ImageName(ns, wl, strings.Repeat(string(rune('a'+i)), 12))
-		podmanOutput(t, nil, "build", "--quiet", "--no-cache", "--timestamp", strconvItoa(1_700_000_000+i*60),
+		podmanOutput(t, storeArgs(), "build", "--quiet", "--no-cache", "--timestamp", strconvItoa(1_700_000_000+i*60),
 			"--build-arg", "N="+wl+strconvItoa(i), "--tag", name, dir)
 		names = append(names, name)
 	}
 	other := ImageName(ns, randomName("bt-other"), strings.Repeat("f", 12))
-	podmanOutput(t, nil, "tag", names[0], other)
-	t.Cleanup(func() { podmanOutput(t, nil, "rmi", "--force", other) })
+	podmanOutput(t, storeArgs(), "tag", names[0], other)
+	t.Cleanup(func() { podmanOutput(t, storeArgs(), "rmi", "--force", other) })
 	ctr := randomName("bt-user")
-	podmanOutput(t, nil, "create", "--name", ctr, names[1], "true")
-	t.Cleanup(func() { podmanOutput(t, nil, "rm", "--force", ctr) })
+	podmanOutput(t, storeArgs(), "create", "--name", ctr, names[1], "true")
+	t.Cleanup(func() { podmanOutput(t, storeArgs(), "rm", "--force", ctr) })
 
 	removed, err := b.Prune(ctx, ns, wl)
 	if err != nil {
@@ -117,7 +117,7 @@ func TestHousekeeping(t *testing.T) {
 	if strings.Join(removed, " ") != strings.Join(want, " ") {
 		t.Errorf("removed %v, want %v", removed, want)
 	}
-	left := podmanOutput(t, nil, "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference="+repoName(ns, wl))
+	left := podmanOutput(t, storeArgs(), "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference="+repoName(ns, wl))
 	for i, n := range names {
 		kept := i != 0 && i != 2
 		if got := strings.Contains(left, n); got != kept {

@@ -1,6 +1,7 @@
 package build
 
 import (
+	"errors"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -24,16 +25,56 @@ import (
 
 const baseImage = "localhost/kat-base:latest"
 
+// store is the private Podman store of this test binary (storage, run
+// root and tmp dir under a temporary directory) with the base image built
+// into it. Tests use it rather than the machine's shared store, which other
+// test suites may keep busy or locked.
+var (
+	store    runtime.PodmanConfig
+	storeErr error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kat-build-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	storeErr = setUpStore(dir)
+	code := m.Run()
+	if storeErr == nil {
+		_ = exec.Command("podman", append(runtime.NewPodman(store).GlobalArgs(), "rmi", "--all", "--force")...).Run()
+	}
+	unmountUnder(nil, dir)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func setUpStore(dir string) error {
+	if _, err := exec.LookPath("podman"); err != nil {
+		return errors.New("podman is not installed (scripts/install-prereqs.sh installs it)")
+	}
+	store = runtime.PodmanConfig{
+		Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"), TmpDir: filepath.Join(dir, "tmp"),
+	}
+	cmd := exec.Command("bash", "../scripts/build-base-image.sh")
+	cmd.Env = append(os.Environ(), "KAT_PODMAN_ARGS="+strings.Join(runtime.NewPodman(store).GlobalArgs(), " "), "KAT_BASE_IMAGE="+baseImage)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s in a private store with scripts/build-base-image.sh: %w\n%s", baseImage, err, out)
+	}
+	return nil
+}
+
 // needPodman skips the test unless podman and the base image are present.
 func needPodman(t testing.TB) {
 	t.Helper()
-	if _, err := exec.LookPath("podman"); err != nil {
-		t.Skip("podman is not installed (scripts/install-prereqs.sh installs it)")
-	}
-	if err := exec.Command("podman", "image", "exists", baseImage).Run(); err != nil {
-		t.Skipf("%s is missing (go tool -modfile=tools.mod task base-image builds it)", baseImage)
+	if storeErr != nil {
+		t.Skip(storeErr)
 	}
 }
+
+// storeArgs are the podman global arguments of the private store.
+func storeArgs() []string { return runtime.NewPodman(store).GlobalArgs() }
 
 // randomName returns a DNS label unique to this test run.
 func randomName(prefix string) string {
@@ -150,7 +191,7 @@ var sampleApp = map[string]string{
 func testBuilder(t testing.TB, cfg Config, namespace, workload string) (*Builder, *MemoryRecords) {
 	t.Helper()
 	if cfg.Podman == nil {
-		cfg.Podman = runtime.NewPodman(runtime.PodmanConfig{})
+		cfg.Podman = runtime.NewPodman(store)
 	}
 	if cfg.Node == "" {
 		cfg.Node = "node-test"
@@ -281,7 +322,7 @@ func freshStore(t testing.TB) runtime.PodmanConfig {
 	}
 	global := runtime.NewPodman(cfg).GlobalArgs()
 	archive := filepath.Join(dir, "base.tar")
-	podmanOutput(t, nil, "save", "--quiet", "--output", archive, baseImage)
+	podmanOutput(t, storeArgs(), "save", "--quiet", "--output", archive, baseImage)
 	podmanOutput(t, global, "load", "--quiet", "--input", archive)
 	t.Cleanup(func() {
 		// Drop the images and any mount podman left under dir before the
@@ -295,7 +336,6 @@ func freshStore(t testing.TB) runtime.PodmanConfig {
 
 // unmountUnder unmounts every mount point under dir, deepest first.
 func unmountUnder(t testing.TB, dir string) {
-	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return
@@ -308,7 +348,7 @@ func unmountUnder(t testing.TB, dir string) {
 		}
 	}
 	for i := len(points) - 1; i >= 0; i-- {
-		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil {
+		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil && t != nil {
 			t.Logf("cleanup: unmount %s: %v", points[i], err)
 		}
 	}

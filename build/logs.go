@@ -1,6 +1,7 @@
 package build
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"kat.dws.rip/kat/quadlet"
@@ -65,6 +67,37 @@ func (b *Builder) logPath(namespace, workload, commit string) string {
 }
 
 var commitPrefixRE = regexp.MustCompile(`^[0-9a-f]{12,40}$`)
+
+// stampWriter starts every line with the time since the build started,
+// "[  1.234s] ", so that a log shows where a build spends its time.
+type stampWriter struct {
+	w         io.Writer
+	start     time.Time
+	lineStart bool
+}
+
+func (s *stampWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	var out []byte
+	for len(p) > 0 {
+		if s.lineStart {
+			out = fmt.Appendf(out, "[%7.3fs] ", time.Since(s.start).Seconds())
+			s.lineStart = false
+		}
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			out = append(out, p...)
+			break
+		}
+		out = append(out, p[:i+1]...)
+		p = p[i+1:]
+		s.lineStart = true
+	}
+	if _, err := s.w.Write(out); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
 
 // lockedWriter serializes writes from podman's two output streams.
 type lockedWriter struct {

@@ -166,8 +166,8 @@ func (p podman) imageID(ctx context.Context, ref string) (string, error) {
 
 // buildArgs returns the podman build arguments of a request, with the
 // Dockerfile and context resolved to absolute paths.
-func buildArgs(req *Request, image, dockerfile, contextDir, userNS string) []string {
-	args := []string{"build", "--tag", image, "--file", dockerfile}
+func buildArgs(req *Request, image, dockerfile, contextDir, iidFile, userNS string) []string {
+	args := []string{"build", "--tag", image, "--file", dockerfile, "--iidfile", iidFile}
 	keys := make([]string, 0, len(req.Spec.BuildArgs))
 	for k := range req.Spec.BuildArgs {
 		keys = append(keys, k)
@@ -185,12 +185,9 @@ func buildArgs(req *Request, image, dockerfile, contextDir, userNS string) []str
 	if userNS != "" {
 		args = append(args, "--userns", userNS)
 	}
-	args = append(args,
-		"--label", runtime.LabelNamespace+"="+req.Namespace,
-		"--label", runtime.LabelWorkload+"="+req.Workload,
-		"--label", runtime.LabelSourceCommit+"="+req.Commit,
-		"--", contextDir)
-	return args
+	// No --label: it costs an extra image commit on every build, and the
+	// name already says namespace, workload and commit.
+	return append(args, "--", contextDir)
 }
 
 // shellJoin renders arguments for the log, quoting those a shell would

@@ -88,10 +88,9 @@ func TestBuildArgs(t *testing.T) {
 	req := Request{Namespace: "prod", Workload: "web", Commit: testCommit, Spec: quadlet.BuildSpec{
 		BuildArgs: map[string]string{"B": "2", "A": "one two"}, TargetStage: "app", Platform: "linux/arm64",
 	}}
-	got := shellJoin(buildArgs(&req, "kat-local/prod_web:0123456789ab", "/c/Dockerfile", "/c", "auto"))
-	want := `build --tag kat-local/prod_web:0123456789ab --file /c/Dockerfile --build-arg "A=one two" --build-arg B=2 ` +
-		`--target app --platform linux/arm64 --userns auto --label kat.namespace=prod --label kat.workload=web ` +
-		`--label kat.source-commit=` + testCommit + ` -- /c`
+	got := shellJoin(buildArgs(&req, "kat-local/prod_web:0123456789ab", "/c/Dockerfile", "/c", "/t/iid", "auto"))
+	want := `build --tag kat-local/prod_web:0123456789ab --file /c/Dockerfile --iidfile /t/iid --build-arg "A=one two" --build-arg B=2 ` +
+		`--target app --platform linux/arm64 --userns auto -- /c`
 	if got != want {
 		t.Errorf("args\n got %s\nwant %s", got, want)
 	}

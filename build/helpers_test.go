@@ -1,11 +1,11 @@
 package build
 
 import (
-	"errors"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"

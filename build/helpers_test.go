@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 	if storeErr == nil {
 		_ = exec.Command("podman", append(runtime.NewPodman(store).GlobalArgs(), "rmi", "--all", "--force")...).Run()
 	}
-	unmountUnder(nil, dir)
+	unmountUnder(func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }, dir)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -329,13 +329,13 @@ func freshStore(t testing.TB) runtime.PodmanConfig {
 		// temporary directory goes. (Not "system reset": it would remove
 		// the networks every store shares.)
 		_ = exec.Command("podman", append(global, "rmi", "--all", "--force")...).Run()
-		unmountUnder(t, dir)
+		unmountUnder(t.Logf, dir)
 	})
 	return cfg
 }
 
 // unmountUnder unmounts every mount point under dir, deepest first.
-func unmountUnder(t testing.TB, dir string) {
+func unmountUnder(logf func(format string, args ...any), dir string) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return
@@ -348,8 +348,8 @@ func unmountUnder(t testing.TB, dir string) {
 		}
 	}
 	for i := len(points) - 1; i >= 0; i-- {
-		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil && t != nil {
-			t.Logf("cleanup: unmount %s: %v", points[i], err)
+		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil {
+			logf("cleanup: unmount %s: %v", points[i], err)
 		}
 	}
 }

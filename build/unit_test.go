@@ -25,18 +25,20 @@ func TestRequestNormalize(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		edit   func(r *Request)
-		field  string // "" means valid
-		verify func(t *testing.T, r Request)
+		field  string                 // "" means valid
+		verify func(r Request) string // what is wrong, or ""
 	}{
-		{name: "defaults", edit: func(*Request) {}, verify: func(t *testing.T, r Request) {
+		{name: "defaults", edit: func(*Request) {}, verify: func(r Request) string {
 			if r.Spec.BuildContext != "." || r.Spec.DockerfilePath != "Dockerfile" {
-				t.Errorf("defaults %q %q", r.Spec.BuildContext, r.Spec.DockerfilePath)
+				return fmt.Sprintf("defaults %q %q", r.Spec.BuildContext, r.Spec.DockerfilePath)
 			}
+			return ""
 		}},
-		{name: "upper-case commit", edit: func(r *Request) { r.Commit = strings.ToUpper(testCommit) }, verify: func(t *testing.T, r Request) {
+		{name: "upper-case commit", edit: func(r *Request) { r.Commit = strings.ToUpper(testCommit) }, verify: func(r Request) string {
 			if r.Commit != testCommit {
-				t.Errorf("commit %q", r.Commit)
+				return fmt.Sprintf("commit %q", r.Commit)
 			}
+			return ""
 		}},
 		{name: "bad namespace", edit: func(r *Request) { r.Namespace = "Default" }, field: "namespace"},
 		{name: "bad workload", edit: func(r *Request) { r.Workload = "a/b" }, field: "workload"},
@@ -64,7 +66,9 @@ func TestRequestNormalize(t *testing.T) {
 				t.Fatalf("err %v: want ErrInvalid naming %s", err, tc.field)
 			}
 			if tc.verify != nil {
-				tc.verify(t, r)
+				if msg := tc.verify(r); msg != "" {
+					t.Error(msg)
+				}
 			}
 		})
 	}

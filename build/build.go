@@ -30,7 +30,8 @@ type Config struct {
 	// Records receives the build records. Default nil: records are only
 	// returned.
 	Records RecordStore
-	// Timeout bounds one build: cache pull, clone, podman build and push.
+	// Timeout bounds one build (cache pull, clone, podman build and push),
+	// counted from when it gets one of the MaxParallel slots.
 	// Default 10 minutes.
 	Timeout time.Duration
 	// AuthFile is Podman's registry auth file (--authfile) for the cache
@@ -40,6 +41,9 @@ type Config struct {
 	// without TLS verification (--tls-verify=false), such as a registry on
 	// loopback. Default none.
 	InsecureRegistries []string
+	// MaxParallel is how many builds of different commits run at once;
+	// the others wait (in state Building). Default 2.
+	MaxParallel int
 	// KeepImages is how many kat-local images of a workload housekeeping
 	// keeps (the newest). Default 3.
 	KeepImages int
@@ -64,6 +68,8 @@ type Builder struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	slots chan struct{} // one token per build under way (MaxParallel)
 
 	mu      sync.Mutex
 	flights map[string]*flight
@@ -101,6 +107,9 @@ func New(cfg Config) (*Builder, error) {
 	if cfg.KeepLogs <= 0 {
 		cfg.KeepLogs = 10
 	}
+	if cfg.MaxParallel <= 0 {
+		cfg.MaxParallel = 2
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -116,7 +125,7 @@ func New(cfg Config) (*Builder, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Builder{
 		cfg: cfg, pm: newPodman(cfg.Podman), ctx: ctx, cancel: cancel,
-		flights: map[string]*flight{},
+		flights: map[string]*flight{}, slots: make(chan struct{}, cfg.MaxParallel),
 	}, nil
 }
 
@@ -173,21 +182,22 @@ func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
 
 // run does one build, from the existing-image check to the final record.
 func (b *Builder) run(req Request) (Record, error) {
-	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.Timeout)
-	defer cancel()
 	rec := Record{
 		Namespace: req.Namespace, Workload: req.Workload, Commit: req.Commit, Node: b.cfg.Node,
 		Image: req.Image(), State: StateBuilding, StartedAt: b.cfg.Now().UTC(),
 	}
-	exists, err := b.cfg.Podman.ImageExists(ctx, rec.Image)
-	if err != nil {
-		return rec, fmt.Errorf("build %s/%s at %s: %w", req.Namespace, req.Workload, short(req.Commit), err)
+	if done, err := b.existing(&rec); done || err != nil {
+		return rec, err
 	}
-	if exists {
-		rec.State, rec.Existing, rec.FinishedAt = StateSucceeded, true, b.cfg.Now().UTC()
-		rec.ImageID, _ = b.pm.imageID(ctx, rec.Image)
-		return rec, nil
+	select {
+	case b.slots <- struct{}{}:
+		defer func() { <-b.slots }()
+	case <-b.ctx.Done():
+		return rec, ErrClosed
 	}
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.Timeout)
+	defer cancel()
+	rec.StartedAt = b.cfg.Now().UTC()
 
 	rec.LogPath = b.logPath(req.Namespace, req.Workload, req.Commit)
 	if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o700); err != nil {
@@ -227,6 +237,23 @@ func (b *Builder) run(req Request) (Record, error) {
 	rec.State, rec.LogTail = StateSucceeded, tl.String()
 	b.putRecord(rec)
 	return rec, nil
+}
+
+// existing reports whether rec's image is already on the node, and fills
+// in rec when it is.
+func (b *Builder) existing(rec *Record) (bool, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	exists, err := b.cfg.Podman.ImageExists(ctx, rec.Image)
+	if err != nil {
+		return false, fmt.Errorf("build %s/%s at %s: %w", rec.Namespace, rec.Workload, short(rec.Commit), err)
+	}
+	if !exists {
+		return false, nil
+	}
+	rec.State, rec.Existing, rec.FinishedAt = StateSucceeded, true, b.cfg.Now().UTC()
+	rec.ImageID, _ = b.pm.imageID(ctx, rec.Image)
+	return true, nil
 }
 
 // produce makes the image: from the cache registry, else by cloning and

@@ -59,7 +59,7 @@ func (e *FailedError) Is(target error) bool { return target == ErrFailed }
 // Dockerfile or the paths are wrong, as opposed to a network failure while
 // cloning.
 func (e *FailedError) Stalled() bool {
-	if errors.Is(e.Err, context.DeadlineExceeded) {
+	if errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled) {
 		return false
 	}
 	return e.Stage != StageClone || errors.Is(e.Err, ErrInvalid) || errors.Is(e.Err, errCommitNotFound)

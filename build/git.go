@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -222,6 +224,11 @@ func checkout(ctx context.Context, repoURL, commit string, auth Auth, gitDir, sr
 	}
 	if err := wt.Checkout(&git.CheckoutOptions{Hash: h, Force: true}); err != nil {
 		return shallow, fmt.Errorf("check out %s: %w", short(commit), err)
+	}
+	// go-git left a ".git" file pointing at gitDir: keep it out of the
+	// build context.
+	if err := os.Remove(filepath.Join(srcDir, ".git")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return shallow, fmt.Errorf("remove .git link from the checkout: %w", err)
 	}
 	fmt.Fprintf(log, "checked out %s (shallow=%t)\n", commit, shallow)
 	return shallow, nil

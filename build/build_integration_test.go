@@ -328,3 +328,44 @@ func processesRunning(cmdline string) []int {
 	}
 	return pids
 }
+
+// TestCloseStopsBuilds closes the Builder under a running build: the build
+// fails as transient, its RUN process goes, and new builds are refused.
+func TestCloseStopsBuilds(t *testing.T) {
+	needPodman(t)
+	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
+	seconds := fmt.Sprint(4000 + time.Now().UnixNano()%1000)
+	commit := repo.commit("slow", map[string]string{"Dockerfile": "FROM " + baseImage + "\nRUN sleep " + seconds + "\n"})
+	ns, wl := "default", randomName("bt-close")
+	b, _ := testBuilder(t, Config{}, ns, wl)
+	req := Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Build(context.Background(), req)
+		errc <- err
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for len(processesRunning("sleep "+seconds)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the RUN step never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := <-errc
+	var fe *FailedError
+	if !errors.As(err, &fe) || !errors.Is(err, context.Canceled) || fe.Stalled() {
+		t.Fatalf("err %v: want a canceled, transient build failure", err)
+	}
+	if pids := processesRunning("sleep " + seconds); len(pids) != 0 {
+		for _, p := range pids {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		t.Errorf("the RUN step's process outlived Close: %v", pids)
+	}
+	if _, err := b.Build(context.Background(), req); !errors.Is(err, ErrClosed) {
+		t.Errorf("build after Close: %v, want ErrClosed", err)
+	}
+}

@@ -10,12 +10,13 @@ import (
 	"kat.dws.rip/kat/runtime"
 )
 
-// TestRegistryCache builds and pushes to a real registry on loopback, then
-// asks a fresh image store (another node) for the same commit: a cache hit,
-// no build, and the image runs there.
+// TestRegistryCache builds and pushes to a real registry on loopback that
+// wants credentials from Podman's auth file, then asks a fresh image store
+// (another node) for the same commit: a cache hit, no build, and the image
+// runs there.
 func TestRegistryCache(t *testing.T) {
 	needPodman(t)
-	reg := startRegistry(t)
+	reg := startRegistryAuth(t, true)
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
 	commit := repo.commit("app", sampleApp)
 	ns, wl := "default", randomName("bt-cache")
@@ -25,7 +26,7 @@ func TestRegistryCache(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	first, firstRecs := testBuilder(t, Config{Node: "node-a", InsecureRegistries: []string{reg.host}}, ns, wl)
+	first, firstRecs := testBuilder(t, Config{Node: "node-a", InsecureRegistries: []string{reg.host}, AuthFile: reg.authFile}, ns, wl)
 	rec, err := first.Build(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func TestRegistryCache(t *testing.T) {
 
 	store := freshStore(t)
 	second, secondRecs := testBuilder(t, Config{
-		Node: "node-b", Podman: runtime.NewPodman(store), InsecureRegistries: []string{reg.host},
+		Node: "node-b", Podman: runtime.NewPodman(store), InsecureRegistries: []string{reg.host}, AuthFile: reg.authFile,
 	}, ns, wl)
 	start := time.Now()
 	hit, err := second.Build(ctx, req)
@@ -63,6 +64,18 @@ func TestRegistryCache(t *testing.T) {
 	}
 	if names := podmanOutput(t, global, "images", "--format", "{{.Repository}}:{{.Tag}}"); strings.Contains(names, reg.host) {
 		t.Errorf("the registry name stayed in the store:\n%s", names)
+	}
+
+	// Without the credentials, the cache is a miss and the push a warning.
+	anon := req
+	anon.Commit = repo.commit("v2", map[string]string{"index.html": "<h1>v2</h1>\n"})
+	third, _ := testBuilder(t, Config{Node: "node-c", InsecureRegistries: []string{reg.host}}, ns, wl)
+	rec3, err := third.Build(ctx, anon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec3.CacheHit || len(rec3.Warnings) != 1 || !strings.Contains(rec3.Warnings[0], "push to cache") {
+		t.Errorf("build without registry credentials: %+v: want a build with a push warning", rec3)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"kat.dws.rip/kat/runtime"
 )
@@ -248,11 +251,17 @@ func podmanOutput(t testing.TB, global []string, args ...string) string {
 // registry is a docker-registry process on loopback.
 type registry struct {
 	host string // 127.0.0.1:port
+	// authFile is a Podman auth file with the registry's credentials,
+	// when it wants any.
+	authFile string
 }
 
 // startRegistry runs /usr/bin/docker-registry with filesystem storage in
-// a temporary directory, on a free loopback port.
-func startRegistry(t testing.TB) *registry {
+// a temporary directory, on a free loopback port, without auth.
+func startRegistry(t testing.TB) *registry { return startRegistryAuth(t, false) }
+
+// startRegistryAuth is startRegistry, with htpasswd auth when withAuth.
+func startRegistryAuth(t testing.TB, withAuth bool) *registry {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -280,6 +289,22 @@ http:
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg := &registry{host: host}
+	if withAuth {
+		hash, err := bcrypt.GenerateFromPassword([]byte("cache-pw"), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, "htpasswd"), "kat:"+string(hash)+"\n")
+		f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, "auth:\n  htpasswd:\n    realm: kat\n    path: %s\n", filepath.Join(dir, "htpasswd"))
+		f.Close()
+		reg.authFile = filepath.Join(dir, "auth.json")
+		writeFile(t, reg.authFile, fmt.Sprintf(`{"auths": {%q: {"auth": %q}}}`, host, base64.StdEncoding.EncodeToString([]byte("kat:cache-pw"))))
+	}
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "serve", conf)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -297,8 +322,8 @@ http:
 		resp, err := http.Get("http://" + host + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return &registry{host: host}
+			if resp.StatusCode == http.StatusOK || (withAuth && resp.StatusCode == http.StatusUnauthorized) {
+				return reg
 			}
 		}
 		select {

@@ -258,7 +258,10 @@ type registry struct {
 
 // startRegistry runs /usr/bin/docker-registry with filesystem storage in
 // a temporary directory, on a free loopback port, without auth.
-func startRegistry(t testing.TB) *registry { return startRegistryAuth(t, false) }
+func startRegistry(t testing.TB) *registry {
+	t.Helper()
+	return startRegistryAuth(t, false)
+}
 
 // startRegistryAuth is startRegistry, with htpasswd auth when withAuth.
 func startRegistryAuth(t testing.TB, withAuth bool) *registry {

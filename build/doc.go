@@ -28,7 +28,16 @@ Build is idempotent: an image that already exists locally is returned at once
 (Record.Existing). Concurrent requests for the same namespace, workload and
 commit share one build; each caller waits for it under its own context, and a
 caller that gives up does not stop the build, which runs until it finishes,
-reaches Config.Timeout (default 10 minutes) or the Builder is closed.
+reaches Config.Timeout (default 10 minutes) or the Builder is closed. At most
+Config.MaxParallel builds (default 2) run at once.
+
+The commit is fetched alone with depth 1 when the server allows fetching by
+hash (GitHub, GitLab, git with uploadpack.allowReachableSHA1InWant), else
+every branch and tag is fetched in full; either way into a temporary
+directory under WorkDir/src that is removed after the build. The .git
+directory is not part of the build context. When a build is stopped, the
+processes of its RUN step are killed first, so that podman cleans up its
+working container.
 
 # Records and logs
 
@@ -58,9 +67,10 @@ verification.
 
 # Housekeeping
 
-After each successful build or cache hit, and on Prune, the Builder keeps the
-newest Config.KeepImages kat-local images of the workload and removes older
-ones, never one that a container (running or not) uses.
+After each successful build or cache hit (once its callers have the image),
+and on Prune, the Builder keeps the newest Config.KeepImages kat-local images
+of the workload (by creation time) and removes older ones, never one that a
+container (running or not) uses.
 
 # Limits
 

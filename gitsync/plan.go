@@ -3,8 +3,8 @@ package gitsync
 import (
 	"errors"
 	"fmt"
-	pathpkg "path"
 	"maps"
+	pathpkg "path"
 	"slices"
 	"sort"
 	"strings"

@@ -1,0 +1,245 @@
+package gitsync
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/store/storetest"
+)
+
+// testRemote is a bare repository plus a working clone that commits to it
+// with the git CLI.
+type testRemote struct {
+	t    testing.TB
+	bare string
+	work string
+}
+
+func newTestRemote(t testing.TB) *testRemote {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := t.TempDir()
+	r := &testRemote{t: t, bare: filepath.Join(root, "config.git"), work: filepath.Join(root, "work")}
+	r.git(root, "init", "-q", "--bare", "-b", "main", r.bare)
+	r.git(root, "init", "-q", "-b", "main", r.work)
+	r.git(r.work, "remote", "add", "origin", r.bare)
+	return r
+}
+
+func (r *testRemote) git(dir string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=kat", "GIT_AUTHOR_EMAIL=kat@example.com",
+		"GIT_COMMITTER_NAME=kat", "GIT_COMMITTER_EMAIL=kat@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (r *testRemote) write(path string, data []byte) {
+	r.t.Helper()
+	p := filepath.Join(r.work, path)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *testRemote) workload(dir, ns, name string, replicas int) {
+	r.write(dir+"/workload.kat", workloadYAML(ns, name, replicas))
+}
+
+func (r *testRemote) remove(path string) {
+	r.t.Helper()
+	if err := os.RemoveAll(filepath.Join(r.work, path)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// commit commits everything and pushes; it returns the new head.
+func (r *testRemote) commit(msg string) string {
+	r.t.Helper()
+	r.git(r.work, "add", "-A")
+	r.git(r.work, "commit", "-q", "--allow-empty", "-m", msg)
+	r.git(r.work, "push", "-q", "-f", "origin", "main")
+	return r.git(r.work, "rev-parse", "HEAD")
+}
+
+func (r *testRemote) fileURL() string { return "file://" + r.bare }
+
+// gitServer serves the remote's parent directory over Git smart HTTP with
+// git http-backend. down makes it drop every connection; bytes counts what it
+// sent.
+type gitServer struct {
+	*httptest.Server
+	down  atomic.Bool
+	bytes atomic.Int64
+	reqs  atomic.Int64
+}
+
+func newGitServer(t testing.TB, r *testRemote) (*gitServer, string) {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Skipf("git --exec-path: %v", err)
+	}
+	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		t.Skipf("git http-backend not found: %v", err)
+	}
+	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(r.bare), "GIT_HTTP_EXPORT_ALL=1"}}
+	s := &gitServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if s.down.Load() {
+			if hj, ok := w.(http.Hijacker); ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					_ = c.Close()
+					return
+				}
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		s.reqs.Add(1)
+		cw := &countingWriter{ResponseWriter: w}
+		h.ServeHTTP(cw, req)
+		s.bytes.Add(cw.n)
+	}))
+	t.Cleanup(s.Close)
+	return s, s.URL + "/" + filepath.Base(r.bare)
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// env is a store, a repo with the default namespace and a running Manager.
+type env struct {
+	t    testing.TB
+	repo *resources.Repo
+	m    *Manager
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	st := storetest.New(t)
+	repo := resources.New(st)
+	ctx := context.Background()
+	if _, err := repo.EnsureNamespace(ctx, resources.NamespaceDefault, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(Config{Repo: repo, DataDir: t.TempDir(), Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(rctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return &env{t: t, repo: repo, m: m}
+}
+
+func (e *env) addSource(spec resources.SourceSpec) {
+	e.t.Helper()
+	if spec.Name == "" {
+		spec.Name = "config"
+	}
+	if spec.IntervalSeconds == 0 {
+		spec.IntervalSeconds = 3600 // tests trigger syncs themselves
+	}
+	if _, err := e.repo.PutSourceSpec(context.Background(), Defaulted(spec)); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// eventually polls cond until it returns "" or the deadline passes,
+// triggering the sources in between.
+func (e *env) eventually(what string, cond func() string) {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		if last = cond(); last == "" {
+			return
+		}
+		_, _ = e.m.Trigger("")
+		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // a deadline-bounded poll
+	}
+	e.t.Fatalf("%s: still %s after 60s", what, last)
+}
+
+func (e *env) source(name string) resources.Source {
+	e.t.Helper()
+	s, err := e.repo.GetSource(context.Background(), name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return *s
+}
+
+// waitApplied waits until the source has applied commit.
+func (e *env) waitApplied(name, commit string) resources.SourceStatus {
+	e.t.Helper()
+	e.eventually("source "+name+" applies "+short(commit), func() string {
+		st := e.source(name).Status
+		if st.AppliedCommit != commit {
+			return fmt.Sprintf("applied %q (last error %q)", short(st.AppliedCommit), st.LastError)
+		}
+		return ""
+	})
+	return e.source(name).Status
+}
+
+func (e *env) generations() map[string]int64 {
+	e.t.Helper()
+	ws, err := e.repo.ListWorkloads(context.Background(), "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, w := range ws {
+		out[w.Meta.Namespace+"/"+w.Meta.Name] = w.Meta.Generation
+	}
+	return out
+}
+
+func freePortClosed(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}

@@ -105,7 +105,7 @@ func TestDecide(t *testing.T) {
 	}{
 		{
 			name: "new directory is applied",
-			in: DecideInput{Listing: dirs("apps/web"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web1}}},
+			in:   DecideInput{Listing: dirs("apps/web"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web1}}},
 			want: "apply apps/web default/web",
 		},
 		{
@@ -190,7 +190,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "two directories defining one workload",
-			in: DecideInput{Listing: dirs("a/web", "b/web"), Parsed: map[string]ParsedDir{"a/web": {Quadlet: web1}, "b/web": {Quadlet: web2}}},
+			in:   DecideInput{Listing: dirs("a/web", "b/web"), Parsed: map[string]ParsedDir{"a/web": {Quadlet: web1}, "b/web": {Quadlet: web2}}},
 			want: "apply a/web default/web\nerror b/web",
 		},
 		{

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store"
@@ -284,8 +285,12 @@ func (n *node) lead(lctx context.Context) error {
 	if err != nil {
 		return leaderErr(lctx, err)
 	}
+	gitops, err := n.gitops(lctx)
+	if err != nil {
+		return leaderErr(lctx, err)
+	}
 	srv, err := api.NewServer(api.ServerConfig{
-		Repo: n.repo, AdminTokenHash: hash,
+		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops,
 		NodeLossTimeout: time.Duration(spec.NodeLossTimeoutSeconds) * time.Second,
 		Logger:          n.log.With().Str("component", "api").Logger(),
 	})
@@ -325,6 +330,7 @@ func (n *node) lead(lctx context.Context) error {
 		defer cancel()
 		return httpSrv.Shutdown(sctx)
 	})
+	g.Go(func() error { return gitops.Run(gctx) })
 	g.Go(func() error {
 		return reconcile.RunHeartbeat(gctx, reconcile.HeartbeatConfig{
 			Repo: n.repo, Node: n.state.NodeName, NodeUID: n.state.NodeUID,
@@ -333,6 +339,26 @@ func (n *node) lead(lctx context.Context) error {
 		})
 	})
 	return g.Wait()
+}
+
+// gitops creates the source cluster.kat's spec.gitops names (once: later
+// changes are made with katcall source set) and returns the Git sync the
+// leader runs until it loses leadership.
+func (n *node) gitops(lctx context.Context) (*gitsync.Manager, error) {
+	if g := n.state.Cluster.Spec.GitOps; g != nil {
+		spec := gitsync.Defaulted(gitsync.SpecFromGitOps(g))
+		if err := gitsync.ValidateSpec(spec); err != nil {
+			return nil, fmt.Errorf("cluster.kat spec.gitops: %w", err)
+		}
+		created, err := n.repo.CreateSourceSpec(lctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			n.log.Info().Str("source", spec.Name).Str("url", gitsync.RedactURL(spec.URL)).Msg("created the Git source of cluster.kat")
+		}
+	}
+	return gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log}), nil
 }
 
 // leaderErr drops errors caused by the leadership context ending.

@@ -18,10 +18,10 @@ type getOptions struct {
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:       "get workloads|namespaces|nodes [NAME]",
-		Short:     "List workloads, namespaces or nodes",
+		Use:       "get workloads|namespaces|nodes|sources [NAME]",
+		Short:     "List workloads, namespaces, nodes or Git sources",
 		Args:      cobra.RangeArgs(1, 2),
-		ValidArgs: []string{"workloads", "namespaces", "nodes"},
+		ValidArgs: []string{"workloads", "namespaces", "nodes", "sources"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(o.output)
 			if err != nil {
@@ -56,13 +56,17 @@ func resourceKind(s string) (string, error) {
 		return "namespaces", nil
 	case "nodes", "node", "no":
 		return "nodes", nil
+	case "sources", "source", "src":
+		return "sources", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces or nodes", s)
+	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes or sources", s)
 }
 
 func runGet(ctx context.Context, c *api.Client, g *globals, kind, name, ns string, f outputFormat) error {
 	now := time.Now()
 	switch kind {
+	case "sources":
+		return runGetSources(ctx, c, g, name, f)
 	case "workloads":
 		ws, err := c.ListWorkloads(ctx, ns)
 		if err != nil {

@@ -88,11 +88,10 @@ func (s *syncBuffer) String() string {
 }
 
 type testServer struct {
-	url   string
-	h     *Handler
-	d     *fakeSources
-	logs  *syncBuffer
-	close func()
+	url  string
+	h    *Handler
+	d    *fakeSources
+	logs *syncBuffer
 }
 
 // newServer serves a handler under chi at /v1alpha1/webhooks/{provider}, as

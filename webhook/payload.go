@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -79,7 +80,7 @@ func ParsePayload(provider string, body []byte) (Push, error) {
 	}
 	for _, u := range urls {
 		u = strings.TrimSpace(u)
-		if u == "" || containsString(p.RepoURLs, u) {
+		if u == "" || slices.Contains(p.RepoURLs, u) {
 			continue
 		}
 		if len(u) > maxURLLength || strings.ContainsAny(u, "\x00\r\n") {
@@ -107,19 +108,9 @@ func ParsePayload(provider string, body []byte) (Push, error) {
 	return p, nil
 }
 
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func isHex(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+		if strings.IndexByte("0123456789abcdefABCDEF", s[i]) < 0 {
 			return false
 		}
 	}

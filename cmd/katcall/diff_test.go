@@ -268,6 +268,7 @@ func TestRunDiff(t *testing.T) {
 	examples := copyTree(t, filepath.Join("..", "..", "examples-repo"))
 	hello := filepath.Join(examples, "default", "hello")
 	applied := func(t *testing.T) *fakeCluster {
+		t.Helper()
 		f := &fakeCluster{namespaces: []api.Namespace{{Name: "default"}, {Name: "demo", Labels: map[string]string{"team": "platform"}}}}
 		for _, dir := range []string{hello, filepath.Join(examples, "demo", "node-monitor"), filepath.Join(examples, "demo", "nightly-report")} {
 			f.store(t, dir, 1, resources.Owner{Kind: resources.OwnerAPI})
@@ -300,6 +301,7 @@ func TestRunDiff(t *testing.T) {
 			name:    "comment only",
 			cluster: applied,
 			edit: func(t *testing.T, dir string) string {
+				t.Helper()
 				editFile(t, filepath.Join(dir, "default", "hello", "workload.kat"), "kind: Workload\n", "kind: Workload # same spec\n")
 				return dir
 			},
@@ -310,6 +312,7 @@ func TestRunDiff(t *testing.T) {
 			name:    "replicas changed",
 			cluster: applied,
 			edit: func(t *testing.T, dir string) string {
+				t.Helper()
 				editFile(t, filepath.Join(dir, "default", "hello", "workload.kat"), "replicas: 2", "replicas: 3")
 				return filepath.Join(dir, "default", "hello")
 			},
@@ -321,6 +324,7 @@ func TestRunDiff(t *testing.T) {
 		{
 			name: "git owned",
 			cluster: func(t *testing.T) *fakeCluster {
+				t.Helper()
 				f := applied(t)
 				f.workloads["default/hello"].Owner = resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "default/hello"}
 				f.workloads["default/hello"].SpecHash = "old"
@@ -334,6 +338,7 @@ func TestRunDiff(t *testing.T) {
 			name:    "file removed",
 			cluster: applied,
 			edit: func(t *testing.T, dir string) string {
+				t.Helper()
 				d := filepath.Join(dir, "default", "hello")
 				if err := os.Remove(filepath.Join(d, "VirtualLoadBalancer.kat")); err != nil {
 					t.Fatal(err)
@@ -347,6 +352,7 @@ func TestRunDiff(t *testing.T) {
 			name:    "invalid file",
 			cluster: applied,
 			edit: func(t *testing.T, dir string) string {
+				t.Helper()
 				editFile(t, filepath.Join(dir, "default", "hello", "workload.kat"), "replicas: 2", "replicas: many")
 				return dir
 			},

@@ -361,6 +361,28 @@ func TestRunDiff(t *testing.T) {
 			stdout: []string{"= workload demo/node-monitor: unchanged"},
 		},
 		{
+			name:    "archive",
+			cluster: applied,
+			edit: func(t *testing.T, dir string) string {
+				t.Helper()
+				files, err := quadlet.ReadDir(filepath.Join(dir, "default", "hello"), quadlet.DefaultLimits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var buf bytes.Buffer
+				if err := quadlet.WriteArchive(&buf, files); err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join(t.TempDir(), "hello.tar.gz")
+				if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return path
+			},
+			code:   diffExitSame,
+			stdout: []string{"= workload default/hello: unchanged (generation 1)"},
+		},
+		{
 			name:    "missing namespace",
 			cluster: func(*testing.T) *fakeCluster { return &fakeCluster{namespaces: []api.Namespace{{Name: "default"}}} },
 			edit:    func(_ *testing.T, dir string) string { return filepath.Join(dir, "demo", "node-monitor") },

@@ -428,3 +428,30 @@ func TestNewHandlerNeedsSecretAndDispatcher(t *testing.T) {
 		t.Error("no error without a Dispatcher")
 	}
 }
+
+// TestProviderUnderChiWildcard mounts the handler the way a router without
+// a {provider} parameter does: the provider comes from the last segment.
+func TestProviderUnderChiWildcard(t *testing.T) {
+	h, err := NewHandler(HandlerConfig{Secret: StaticSecret([]byte(testSecret)), Dispatcher: &fakeSources{urls: allSources}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	r.Handle("/v1alpha1/webhooks/*", h)
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	body := fixture(t, "gitlab-push.json")
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{
+		{"/v1alpha1/webhooks/gitlab", http.StatusAccepted},
+		{"/v1alpha1/webhooks/gitlab/", http.StatusAccepted},
+		{"/v1alpha1/webhooks/", http.StatusBadRequest},
+		{"/v1alpha1/webhooks/gitlab/extra", http.StatusBadRequest},
+	} {
+		if got := post(t, http.MethodPost, srv.URL+tc.path, signed(ProviderGitLab, "Push Hook", []byte(testSecret), body), body); got.status != tc.status {
+			t.Errorf("POST %s answered %d %v, want %d", tc.path, got.status, got.body, tc.status)
+		}
+	}
+}

@@ -186,7 +186,7 @@ func (h *Handler) serve(r *http.Request, provider string, w http.ResponseWriter)
 			"no source matches repository %s and ref %s", truncate(push.RepoURLs[0], 256), truncate(push.Ref, 256))
 	}
 	h.stats.add(provider, OutcomeAccepted)
-	h.log.Debug().Str("provider", provider).Str("ref", push.Ref).Str("after", push.After).
+	h.log.Info().Str("provider", provider).Str("ref", push.Ref).Str("after", push.After).
 		Int("matched", matched).Msg("webhook accepted")
 	return http.StatusAccepted, okBody{Status: "accepted", Matched: matched}, nil
 }

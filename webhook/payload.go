@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -79,17 +80,15 @@ func ParsePayload(provider string, body []byte) (Push, error) {
 		return Push{}, fmt.Errorf("unknown provider %q", truncate(provider, 64))
 	}
 	for _, u := range urls {
-		u = strings.TrimSpace(u)
-		if u == "" || slices.Contains(p.RepoURLs, u) {
+		if u = strings.TrimSpace(u); u == "" {
 			continue
 		}
 		if len(u) > maxURLLength || strings.ContainsAny(u, "\x00\r\n") {
 			return Push{}, errors.New("repository url is too long or holds control characters")
 		}
-		if len(p.RepoURLs) == maxURLs {
-			break
+		if u = withoutCredentials(u); len(p.RepoURLs) < maxURLs && len(u) <= maxURLLength && !slices.Contains(p.RepoURLs, u) {
+			p.RepoURLs = append(p.RepoURLs, u)
 		}
-		p.RepoURLs = append(p.RepoURLs, u)
 	}
 	if len(p.RepoURLs) == 0 {
 		return Push{}, errors.New("payload names no repository url")
@@ -106,6 +105,26 @@ func ParsePayload(provider string, body []byte) (Push, error) {
 		return Push{}, fmt.Errorf("after %q is not a commit id", truncate(p.After, 64))
 	}
 	return p, nil
+}
+
+// withoutCredentials drops the userinfo of an http(s) URL and the password
+// of any other, so a token in a payload never reaches a log or an error. An
+// ssh user name ("git@") is kept: it is part of how the source is named.
+func withoutCredentials(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	switch u.Scheme {
+	case "http", "https":
+		u.User = nil
+	default:
+		if _, ok := u.User.Password(); !ok {
+			return raw
+		}
+		u.User = url.User(u.User.Username())
+	}
+	return u.String()
 }
 
 func isHex(s string) bool {

@@ -20,7 +20,9 @@ type Push struct {
 	// Provider is github, gitlab, gitea or generic.
 	Provider string
 	// RepoURLs holds every URL form the payload names (clone_url, ssh_url,
-	// html_url, git_http_url, ...), deduplicated, in payload order.
+	// html_url, git_http_url, ...), deduplicated, in payload order, at most
+	// 16. Credentials are removed: an http(s) URL loses its userinfo, any
+	// other its password.
 	RepoURLs []string
 	// Ref is the full ref that moved, e.g. refs/heads/main.
 	Ref string

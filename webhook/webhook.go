@@ -32,8 +32,10 @@ type Push struct {
 }
 
 // Dispatcher receives verified pushes. It returns how many sources matched
-// (0 makes the handler answer 404). It must not block on the fetch itself:
-// coalescing bursts is its job.
+// (0 makes the handler answer 404). ctx is the request's, bounded by
+// HandlerConfig.DispatchTimeout: DispatchPush must only wake the matching
+// sources (the fetch runs on the dispatcher's own context) and coalescing
+// bursts is its job, e.g. a one-slot channel with a non-blocking send.
 type Dispatcher interface {
 	DispatchPush(ctx context.Context, p Push) (matched int, err error)
 }

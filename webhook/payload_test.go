@@ -2,8 +2,11 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -132,18 +135,24 @@ func FuzzParsePayload(f *testing.F) {
 	})
 }
 
-// BenchmarkVerifyAndParse measures the work of one GitHub push of about
-// 10 KiB: signature check plus payload parse.
-func BenchmarkVerifyAndParse(b *testing.B) {
-	body := fixture(b, "github-push.json")
-	// Pad the commit list to ~10 KiB the way a push of several commits does.
+// pushOf10KiB returns a GitHub push payload padded to about 10 KiB with
+// more commits, as a push of several commits is.
+func pushOf10KiB(tb testing.TB) []byte {
+	tb.Helper()
+	body := fixture(tb, "github-push.json")
 	commit := bytes.TrimSpace(body[bytes.Index(body, []byte(`"commits": [`))+len(`"commits": [`) : bytes.Index(body, []byte(`],
   "head_commit"`))])
 	var commits [][]byte
 	for len(body)+len(bytes.Join(commits, []byte(","))) < 10<<10 {
 		commits = append(commits, commit)
 	}
-	body = bytes.Replace(body, commit, bytes.Join(commits, []byte(",")), 1)
+	return bytes.Replace(body, commit, bytes.Join(commits, []byte(",")), 1)
+}
+
+// BenchmarkVerifyAndParse measures the work of one GitHub push of about
+// 10 KiB: signature check plus payload parse.
+func BenchmarkVerifyAndParse(b *testing.B) {
+	body := pushOf10KiB(b)
 	secret := []byte(testSecret)
 	h := http.Header{}
 	h.Set(headerGitHubSignature, Sign(secret, body))
@@ -158,3 +167,40 @@ func BenchmarkVerifyAndParse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHandlerHTTP measures one signed ~10 KiB GitHub push through a
+// real HTTP server and the whole handler, dispatch included.
+func BenchmarkHandlerHTTP(b *testing.B) {
+	body := pushOf10KiB(b)
+	h, err := NewHandler(HandlerConfig{Secret: StaticSecret([]byte(testSecret)), Dispatcher: &countingSources{},
+		RateLimit: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	sig := Sign([]byte(testSecret), body)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1alpha1/webhooks/github", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set(headerGitHubSignature, sig)
+		req.Header.Set(headerGitHubEvent, "push")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}
+
+// countingSources matches every push, without recording it.
+type countingSources struct{}
+
+func (countingSources) DispatchPush(context.Context, Push) (int, error) { return 1, nil }

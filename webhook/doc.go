@@ -63,7 +63,8 @@
 //
 // Each rejection is logged once with its reason (never the secret or a
 // signature) and counted per provider and outcome; [Handler.Stats] returns
-// the counts.
+// the counts. Rate-limited requests are logged at most 10 a minute, so a
+// flood cannot fill the log; they are all counted.
 //
 // # Bursts
 //

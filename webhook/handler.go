@@ -54,6 +54,9 @@ type Handler struct {
 	log     zerolog.Logger
 	limiter *httprate.RateLimiter
 	stats   counters
+	// floodLog logs rate-limited requests, sampled so a flood cannot fill
+	// the disk; the counters still count every one.
+	floodLog zerolog.Logger
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -83,6 +86,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.With().Str("component", "webhook").Logger()}
 	h.stats.now = cfg.Now
+	h.floodLog = h.log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Minute})
 	h.limiter = httprate.NewRateLimiter(cfg.RateLimit, cfg.RateWindow,
 		httprate.WithLimitHandler(func(w http.ResponseWriter, _ *http.Request) {
 			writeError(w, http.StatusTooManyRequests, codeRateLimited,
@@ -216,6 +220,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *rej
 func (h *Handler) rejected(provider, addr string, rej *rejection) {
 	h.stats.add(provider, rej.outcome)
 	ev := h.log.Warn()
+	if rej.outcome == OutcomeRateLimited {
+		ev = h.floodLog.Warn()
+	}
 	if rej.status >= 500 {
 		ev = h.log.Error()
 	}

@@ -398,6 +398,16 @@ func TestRateLimit(t *testing.T) {
 	if st.Get("generic", OutcomeRateLimited) != 1 || st.Get("github", OutcomeRateLimited) != 1 || st.Get("generic", OutcomeAccepted) != 3 {
 		t.Fatalf("stats %+v, want 3 accepted and 1 limited for generic, 1 limited for github", st)
 	}
+	// A flood is counted in full but logged sampled.
+	for range 30 {
+		post(t, http.MethodPost, srv.url+"generic", h.Clone(), body)
+	}
+	if n := srv.h.Stats().Get("generic", OutcomeRateLimited); n != 31 {
+		t.Fatalf("counted %d rate-limited generic requests, want 31", n)
+	}
+	if n := strings.Count(srv.logs.String(), `"reason":"rate_limited"`); n > 10 {
+		t.Fatalf("logged %d rate-limited requests, want at most 10", n)
+	}
 }
 
 func TestProviderFromPathWithoutChi(t *testing.T) {

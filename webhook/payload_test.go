@@ -130,6 +130,7 @@ func FuzzParsePayload(f *testing.F) {
 				if u == "" || len(u) > maxURLLength || strings.ContainsAny(u, "\x00\r\n") {
 					t.Fatalf("%s accepted bad url %q", provider, u)
 				}
+				_ = p.Matches(u, "main") // RepoKey must not panic on any accepted url
 			}
 		}
 	})

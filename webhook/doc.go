@@ -3,7 +3,8 @@
 //
 // A push webhook is never trusted for content: it only says "this repository
 // moved". The dispatcher (gitsync) matches the payload's repository URLs and
-// ref against its configured sources and fetches from the configured URL,
+// ref against its configured sources ([Push.Matches] compares every URL form
+// of a repository through [RepoKey]) and fetches from the configured URL,
 // never from the payload.
 //
 // # Use

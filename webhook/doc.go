@@ -42,6 +42,9 @@
 // GitHub sends X-GitHub-Event: push (ping is answered 200 without dispatch),
 // GitLab X-Gitlab-Event: Push Hook or Tag Push Hook, Gitea X-Gitea-Event (or
 // X-Forgejo-Event): push. Other verified events are answered 200 and ignored.
+// Payloads are JSON bodies, or the "payload" field of a form body
+// (Content-Type application/x-www-form-urlencoded, which GitHub and Gitea can
+// send); the signature always covers the raw body.
 // The generic provider takes a JSON body
 //
 //	{"repository": "https://git.example.com/ops/config.git", "ref": "refs/heads/main", "after": "<sha>"}

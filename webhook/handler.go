@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"path"
 	"time"
 
@@ -105,8 +107,6 @@ type rejection struct {
 	err     error
 }
 
-func (e *rejection) Error() string { return e.message }
-
 func reject(outcome Outcome, status int, code, format string, args ...any) *rejection {
 	return &rejection{outcome: outcome, status: status, code: code, message: fmt.Sprintf(format, args...)}
 }
@@ -123,7 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.rejected(label, addr, &rejection{outcome: OutcomeRateLimited, status: http.StatusTooManyRequests})
 		return
 	}
-	status, body, rej := h.serve(r, provider, w)
+	status, body, rej := h.serve(w, r, provider)
 	if rej != nil {
 		h.rejected(label, addr, rej)
 		if rej.status == http.StatusMethodNotAllowed {
@@ -142,7 +142,7 @@ type okBody struct {
 
 // serve does the work of one request and returns the success answer or why
 // it was refused.
-func (h *Handler) serve(r *http.Request, provider string, w http.ResponseWriter) (int, okBody, *rejection) {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, provider string) (int, okBody, *rejection) {
 	if r.Method != http.MethodPost {
 		return 0, okBody{}, reject(OutcomeMethodNotAllowed, http.StatusMethodNotAllowed, codeMethod,
 			"method %s not allowed: webhooks are POST", r.Method)
@@ -172,7 +172,11 @@ func (h *Handler) serve(r *http.Request, provider string, w http.ResponseWriter)
 		h.stats.add(provider, OutcomeIgnored)
 		return http.StatusOK, okBody{Status: "ignored"}, nil
 	}
-	push, err := ParsePayload(provider, body)
+	payload, err := formPayload(r.Header, body)
+	if err != nil {
+		return 0, okBody{}, reject(OutcomeMalformed, http.StatusBadRequest, codeBadRequest, "malformed %s form body: %v", provider, err)
+	}
+	push, err := ParsePayload(provider, payload)
 	if err != nil {
 		rej := reject(OutcomeMalformed, http.StatusBadRequest, codeBadRequest, "malformed %s push payload: %v", provider, err)
 		return 0, okBody{}, rej
@@ -214,6 +218,24 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *rej
 		return nil, rej
 	}
 	return b, nil
+}
+
+// formPayload returns the JSON of body: GitHub and Gitea can send it as the
+// "payload" field of a form (Content-Type application/x-www-form-urlencoded),
+// signed over the whole form body.
+func formPayload(h http.Header, body []byte) ([]byte, error) {
+	ct, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	if ct != "application/x-www-form-urlencoded" {
+		return body, nil
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("decode form: %w", err)
+	}
+	if !form.Has("payload") {
+		return nil, errors.New(`form has no "payload" field`)
+	}
+	return []byte(form.Get("payload")), nil
 }
 
 // rejected logs and counts one refused request.

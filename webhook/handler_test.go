@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -463,5 +464,27 @@ func TestProviderUnderChiWildcard(t *testing.T) {
 		if got := post(t, http.MethodPost, srv.URL+tc.path, signed(ProviderGitLab, "Push Hook", []byte(testSecret), body), body); got.status != tc.status {
 			t.Errorf("POST %s answered %d %v, want %d", tc.path, got.status, got.body, tc.status)
 		}
+	}
+}
+
+// TestFormEncodedPush: GitHub and Gitea hooks set to the form content type
+// send the JSON in a "payload" field, signed over the form.
+func TestFormEncodedPush(t *testing.T) {
+	for _, pc := range []providerCase{providers[0], providers[2]} {
+		t.Run(pc.provider, func(t *testing.T) {
+			srv := newServer(t, HandlerConfig{}, &fakeSources{urls: allSources})
+			form := []byte(url.Values{"payload": {string(fixture(t, pc.fixture))}}.Encode())
+			h := signed(pc.provider, pc.pushEvent, []byte(testSecret), form)
+			h.Set("Content-Type", "application/x-www-form-urlencoded")
+			if got := post(t, http.MethodPost, srv.url+pc.provider, h, form); got.status != http.StatusAccepted {
+				t.Fatalf("form push answered %d %v, want 202", got.status, got.body)
+			}
+			bad := []byte("nopayload=1")
+			h = signed(pc.provider, pc.pushEvent, []byte(testSecret), bad)
+			h.Set("Content-Type", "application/x-www-form-urlencoded")
+			if got := post(t, http.MethodPost, srv.url+pc.provider, h, bad); got.status != http.StatusBadRequest {
+				t.Fatalf("form without payload answered %d %v, want 400", got.status, got.body)
+			}
+		})
 	}
 }

@@ -151,7 +151,6 @@ func fileDiffs(serverPrefix, localPrefix string, server, local map[string][]byte
 
 // diffRun holds one diff's counts and output.
 type diffRun struct {
-	ctx     context.Context
 	c       clusterView
 	stdout  io.Writer
 	stderr  io.Writer
@@ -196,7 +195,7 @@ func runDiff(ctx context.Context, c clusterView, stdout, stderr io.Writer, o *di
 	if err != nil {
 		return &exitError{code: diffExitError, msg: "error: " + err.Error()}
 	}
-	d := &diffRun{ctx: ctx, c: c, stdout: stdout, stderr: stderr, counts: map[change]int{}, nsKnown: map[string]bool{}}
+	d := &diffRun{c: c, stdout: stdout, stderr: stderr, counts: map[change]int{}, nsKnown: map[string]bool{}}
 	existing, err := c.ListNamespaces(ctx)
 	if err != nil {
 		return &exitError{code: diffExitError, msg: "error: list namespaces: " + describe(err)}
@@ -214,7 +213,7 @@ func runDiff(ctx context.Context, c clusterView, stdout, stderr io.Writer, o *di
 	}
 	for _, it := range items {
 		if it.namespace == nil {
-			if err := d.workload(it, o.namespace, seen); err != nil {
+			if err := d.workload(ctx, it, o.namespace, seen); err != nil {
 				d.fail(it, err)
 				if isConnectionError(err) {
 					break
@@ -286,7 +285,7 @@ func readLocal(it applyItem, nsFlag string) (*quadlet.Quadlet, error) {
 	return q, nil
 }
 
-func (d *diffRun) workload(it applyItem, nsFlag string, seen map[string]string) error {
+func (d *diffRun) workload(ctx context.Context, it applyItem, nsFlag string, seen map[string]string) error {
 	q, err := readLocal(it, nsFlag)
 	if err != nil {
 		return err
@@ -300,7 +299,7 @@ func (d *diffRun) workload(it applyItem, nsFlag string, seen map[string]string) 
 	if !d.nsKnown[ns] {
 		return fmt.Errorf("workload %s: namespace %q does not exist and %s does not create it: apply would fail", key, ns, filepath.Base(it.label))
 	}
-	server, err := d.c.GetWorkload(d.ctx, ns, name)
+	server, err := d.c.GetWorkload(ctx, ns, name)
 	var apiErr *api.Error
 	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound {
 		server, err = nil, nil
@@ -324,7 +323,7 @@ func (d *diffRun) workload(it applyItem, nsFlag string, seen map[string]string) 
 	}
 	remote := make(map[string][]byte, len(server.Files))
 	for _, f := range server.Files {
-		b, err := d.c.GetWorkloadFile(d.ctx, ns, name, f)
+		b, err := d.c.GetWorkloadFile(ctx, ns, name, f)
 		if err != nil {
 			return fmt.Errorf("get file %s of workload %s: %w", f, key, err)
 		}

@@ -30,5 +30,6 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "katcall configuration file (default $KATCONFIG, then ~/.kat/config)")
 	root.AddCommand(newApplyCommand(g), newGetCommand(g), newDeleteCommand(g), newStatusCommand(g))
 	root.AddCommand(newSourceCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
+	root.AddCommand(newDiffCommand(g))
 	return root
 }

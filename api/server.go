@@ -127,7 +127,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	r.Get("/healthz", s.health)
 	if s.cfg.Webhooks != nil {
-		r.Handle("/v1alpha1/webhooks/*", s.cfg.Webhooks)
+		r.Handle("/v1alpha1/webhooks/{provider}", s.cfg.Webhooks)
 	}
 	r.Route("/v1alpha1", func(r chi.Router) {
 		r.Use(s.authenticate)

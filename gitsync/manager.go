@@ -13,7 +13,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/webhook"
 )
+
+var _ webhook.Dispatcher = (*Manager)(nil)
 
 // resyncInterval bounds how long a missed watch event can leave the set of
 // running sources stale.
@@ -175,31 +178,21 @@ func (m *Manager) Trigger(name string) (int, error) {
 	return 1, nil
 }
 
-// TriggerRepo triggers every source following repository url (compared by
-// NormalizeURL) and ref ("refs/heads/BRANCH"; empty matches every branch). It
-// returns how many sources matched.
-func (m *Manager) TriggerRepo(urls []string, ref string) int {
-	norm := map[string]bool{}
-	for _, u := range urls {
-		if u != "" {
-			norm[NormalizeURL(u)] = true
-		}
-	}
+// DispatchPush triggers every source whose repository and branch a verified
+// push webhook names (every URL form of the repository matches, see
+// webhook.Push.Matches). The payload is only a hint: the source fetches from
+// its own URL. It returns how many sources matched; bursts coalesce.
+func (m *Manager) DispatchPush(_ context.Context, p webhook.Push) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
 	for _, rs := range m.running {
-		spec := rs.src.spec
-		if !norm[NormalizeURL(spec.URL)] {
-			continue
+		if p.Matches(rs.src.spec.URL, rs.src.spec.Branch) {
+			rs.src.Trigger()
+			n++
 		}
-		if ref != "" && ref != "refs/heads/"+spec.Branch {
-			continue
-		}
-		rs.src.Trigger()
-		n++
 	}
-	return n
+	return n, nil
 }
 
 // Resume ends the suspension of a Git-owned workload and makes its source

@@ -21,6 +21,7 @@ import (
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/webhook"
 )
 
 // leaseTTLSeconds is the leader lease: a dead leader is replaced this fast.
@@ -289,8 +290,14 @@ func (n *node) lead(lctx context.Context) error {
 	if err != nil {
 		return leaderErr(lctx, err)
 	}
+	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
+		Secret: n.webhookSecret(), Dispatcher: gitops, Logger: n.log,
+	})
+	if err != nil {
+		return err
+	}
 	srv, err := api.NewServer(api.ServerConfig{
-		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops,
+		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks,
 		NodeLossTimeout: time.Duration(spec.NodeLossTimeoutSeconds) * time.Second,
 		Logger:          n.log.With().Str("component", "api").Logger(),
 	})
@@ -359,6 +366,17 @@ func (n *node) gitops(lctx context.Context) (*gitsync.Manager, error) {
 		}
 	}
 	return gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log}), nil
+}
+
+// webhookSecret reads cluster.kat's spec.gitops.webhookSecretFile on every
+// webhook; without one every webhook is refused.
+func (n *node) webhookSecret() func() ([]byte, error) {
+	if g := n.state.Cluster.Spec.GitOps; g != nil && g.WebhookSecretFile != "" {
+		return webhook.SecretFile(g.WebhookSecretFile)
+	}
+	return func() ([]byte, error) {
+		return nil, errors.New("webhooks are disabled: cluster.kat has no spec.gitops.webhookSecretFile")
+	}
 }
 
 // leaderErr drops errors caused by the leadership context ending.

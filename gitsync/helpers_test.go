@@ -143,30 +143,39 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 
 // env is a store, a repo with the default namespace and a running Manager.
 type env struct {
-	t    testing.TB
-	repo *resources.Repo
-	m    *Manager
+	t       testing.TB
+	repo    *resources.Repo
+	m       *Manager
+	dataDir string
+	stop    func()
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	st := storetest.New(t)
 	repo := resources.New(st)
-	ctx := context.Background()
-	if _, err := repo.EnsureNamespace(ctx, resources.NamespaceDefault, nil); err != nil {
+	if _, err := repo.EnsureNamespace(context.Background(), resources.NamespaceDefault, nil); err != nil {
 		t.Fatal(err)
 	}
-	m := NewManager(Config{Repo: repo, DataDir: t.TempDir(), Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
-	rctx, cancel := context.WithCancel(ctx)
+	e := &env{t: t, repo: repo, dataDir: t.TempDir()}
+	e.start()
+	t.Cleanup(func() { e.stop() })
+	return e
+}
+
+// start runs a new Manager over the same store and data directory.
+func (e *env) start() {
+	e.m = NewManager(Config{Repo: e.repo, DataDir: e.dataDir, Logger: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)})
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- m.Run(rctx) }()
-	t.Cleanup(func() {
+	go func(m *Manager) { done <- m.Run(ctx) }(e.m)
+	e.stop = func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
+			e.t.Errorf("manager: %v", err)
 		}
-	})
-	return &env{t: t, repo: repo, m: m}
+		e.stop = func() {}
+	}
 }
 
 func (e *env) addSource(spec resources.SourceSpec) {

@@ -3,7 +3,6 @@ package gitsync
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -240,15 +239,4 @@ func (e *env) generations() map[string]int64 {
 		out[w.Meta.Namespace+"/"+w.Meta.Name] = w.Meta.Generation
 	}
 	return out
-}
-
-func freePortClosed(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
 }

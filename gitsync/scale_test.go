@@ -90,6 +90,7 @@ func TestDamagedCloneIsClonedAgain(t *testing.T) {
 		damage func(t *testing.T, clone string)
 	}{
 		{"objects lost", func(t *testing.T, clone string) {
+			t.Helper()
 			objects := filepath.Join(clone, "objects")
 			if err := os.RemoveAll(objects); err != nil {
 				t.Fatal(err)
@@ -99,6 +100,7 @@ func TestDamagedCloneIsClonedAgain(t *testing.T) {
 			}
 		}},
 		{"unreadable repository", func(t *testing.T, clone string) {
+			t.Helper()
 			if err := os.WriteFile(filepath.Join(clone, "config"), []byte("[[[not git config"), 0o600); err != nil {
 				t.Fatal(err)
 			}

@@ -202,10 +202,14 @@ func readKatcallYAML(t *testing.T, c *Cluster) katcallYAML {
 	return k
 }
 
-func apiURL(t *testing.T, c *Cluster) string { return readKatcallYAML(t, c).Server }
+func apiURL(t *testing.T, c *Cluster) string {
+	t.Helper()
+	return readKatcallYAML(t, c).Server
+}
 
 // apiHTTPClient trusts the cluster CA, and sends no bearer token.
 func apiHTTPClient(t *testing.T, c *Cluster) *http.Client {
+	t.Helper()
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(readKatcallYAML(t, c).CA)) {
 		t.Fatal("katcall.yaml holds no CA certificate")

@@ -26,6 +26,10 @@ const (
 	fetchTimeout = 5 * time.Minute
 	// repackEvery is how many fetches may add packs before a repack.
 	repackEvery = 50
+	// fullResyncInterval is how often every directory is compared with etcd
+	// by spec hash even when the branch did not move, so that a change made
+	// behind Git's back (a forced delete, a lost write) is put right.
+	fullResyncInterval = 10 * time.Minute
 )
 
 // Condition types and reasons of a source.
@@ -61,6 +65,7 @@ type source struct {
 	status       resources.SourceStatus
 	listings     map[string]Listing // commit -> listing, the last applied one
 	fetches      int
+	lastFull     time.Time // zero: the first sync compares everything
 	lastRefused  string
 	lastWarnings string
 }
@@ -101,9 +106,6 @@ func (s *source) run(ctx context.Context) {
 	if src, err := s.repo.GetSource(ctx, s.spec.Name); err == nil {
 		s.status = src.Status
 	}
-	if s.status.LastAttemptedCommit != s.status.AppliedCommit {
-		s.fullNext() // an apply was interrupted: the applied commit does not describe etcd
-	}
 	interval := time.Duration(s.spec.IntervalSeconds) * time.Second
 	for {
 		s.round(ctx)
@@ -130,8 +132,10 @@ func (s *source) round(ctx context.Context) {
 	if err == nil || ctx.Err() != nil {
 		return
 	}
+	// Whatever failed may have left part of a commit written: the next
+	// apply compares every directory rather than trust the applied commit.
+	s.fullNext()
 	if errors.Is(err, errSuperseded) {
-		s.fullNext()
 		s.Trigger()
 		return
 	}
@@ -178,7 +182,7 @@ func (s *source) sync(ctx context.Context) error {
 		return &syncError{ReasonFetchFailed, fmt.Errorf("read branch %q of %s: %w", s.spec.Branch, RedactURL(s.spec.URL), err)}
 	}
 	s.status.LastFetchTime = s.now().UTC()
-	full := s.takeFull()
+	full := s.takeFull() || s.now().Sub(s.lastFull) >= fullResyncInterval
 	if head.String() == s.status.AppliedCommit && head == s.git.localHead() && !full {
 		if s.status.LastError != "" && s.lastRefused == "" {
 			// The remote is back and nothing moved: clear the fetch error.
@@ -341,6 +345,9 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 		return err
 	}
 	s.listings = map[string]Listing{commit: next}
+	if in.Full {
+		s.lastFull = s.now()
+	}
 	s.status.AppliedCommit = commit
 	s.status.LastAppliedTime = s.now().UTC()
 	s.status.LastError = ""

@@ -31,7 +31,8 @@ var ErrInvalidSpec = errors.New("gitsync: invalid source spec")
 func SpecFromGitOps(g *quadlet.GitOpsConfig) resources.SourceSpec {
 	return resources.SourceSpec{
 		Name: ClusterSourceName, URL: g.Repository, Branch: g.Branch, Path: g.Path,
-		IntervalSeconds: g.PollIntervalSeconds,
+		IntervalSeconds: g.PollIntervalSeconds, KeyringFile: g.KeyringFile,
+		Auth: resources.SourceAuth{TokenFile: g.TokenFile, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile},
 	}
 }
 

@@ -182,6 +182,70 @@ func TestGitOpsThroughBinaries(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, "config") || !strings.Contains(r.Stdout, "True") {
 		t.Errorf("katcall get sources: %s", r)
 	}
+	if r := c.Katcall(context.Background(), "status"); r.Code != 0 || !strings.Contains(r.Stdout, "SOURCE") || !strings.Contains(r.Stdout, "git:config/default/synced") {
+		t.Errorf("katcall status lacks the source or the owner: %s", r)
+	}
+	ownershipThroughBinaries(t, c, remote)
+}
+
+// ownershipThroughBinaries: katcall source set changes one field; katcall
+// apply on a Git-owned workload is refused, --force suspends it, katcall
+// resume applies Git's version again.
+func ownershipThroughBinaries(t *testing.T, c *Cluster, remote *gitRemote) {
+	t.Helper()
+	ctx := context.Background()
+	if r := c.Katcall(ctx, "source", "set", "config", "--interval", "20s"); r.Code != 0 {
+		t.Fatalf("katcall source set: %s", r)
+	}
+	r := c.Katcall(ctx, "get", "sources", "config", "-o", "json")
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"intervalSeconds": 20`) || !strings.Contains(r.Stdout, remote.url) {
+		t.Errorf("after source set --interval 20s: %s", r)
+	}
+	if r := c.Katcall(ctx, "source", "set", "config", "--interval", "1s"); r.Code == 0 || !strings.Contains(r.Stderr, "intervalSeconds") {
+		t.Errorf("source set --interval 1s: %s, want refused naming intervalSeconds", r)
+	}
+
+	dir := filepath.Join(remote.work, "default", "synced")
+	wl, err := os.ReadFile(filepath.Join(dir, "workload.kat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(t.TempDir(), "synced")
+	if err := os.MkdirAll(edited, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(edited, "workload.kat"), []byte(strings.Replace(string(wl), "replicas: 1", "replicas: 3", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Katcall(ctx, "apply", "-f", edited); r.Code == 0 || !strings.Contains(r.Stderr, "default/synced") {
+		t.Fatalf("apply on a Git-owned workload: %s, want refused naming the path", r)
+	}
+	if r := c.Katcall(ctx, "apply", "-f", edited, "--force"); r.Code != 0 || !strings.Contains(r.Stdout, "suspended") {
+		t.Fatalf("apply --force: %s", r)
+	}
+	if r := c.Katcall(ctx, "resume", "default/synced"); r.Code != 0 {
+		t.Fatalf("katcall resume: %s", r)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, ws := getWorkloads(t, c)
+		back := false
+		for _, w := range ws {
+			if w.Name == "synced" && w.Suspended != nil && !*w.Suspended && w.Generation == 3 {
+				back = true
+			}
+		}
+		if back {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Git's version of default/synced not applied again within 60s: %s", c.Katcall(ctx, "get", "workloads", "-o", "json"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := c.Katcall(ctx, "suspend", "default/first"); r.Code != 0 || !strings.Contains(r.Stdout, "suspended") {
+		t.Errorf("katcall suspend: %s", r)
+	}
 }
 
 type katcallYAML struct {

@@ -182,6 +182,9 @@ func Decide(in DecideInput) Plan {
 		case exists && cur.Owner.Kind == resources.OwnerGit && cur.Owner.Source != in.Source:
 			fail(fmt.Sprintf("%s: workload %s is managed by %s", path, k, cur.Owner))
 			continue
+		case exists && cur.Owner.Kind == resources.OwnerGit && cur.Owner.Path != path && stillDefines(in, cur.Owner.Path):
+			fail(fmt.Sprintf("%s: workload %s is already defined by %s", path, k, cur.Owner.Path))
+			continue
 		case exists && cur.Owner.Kind == resources.OwnerGit && cur.Suspended:
 			p.Suspended = append(p.Suspended, ref)
 		case exists && cur.SpecHash == q.SpecHash() && cur.Owner.Kind == resources.OwnerGit && cur.Owner.Path == path:
@@ -203,11 +206,10 @@ func Decide(in DecideInput) Plan {
 		_, listed := in.Listing.Dirs[path]
 		pd, parsed := in.Parsed[path]
 		for _, m := range byPath[path] {
-			gone := !listed
-			if listed && parsed && pd.Err == nil && key(pd.Quadlet.Namespace(), pd.Quadlet.Name()) != key(m.Namespace, m.Name) {
-				gone = claimed[key(m.Namespace, m.Name)] == "" // renamed, unless another dir took it over
-			}
-			if !gone {
+			renamed := listed && parsed && pd.Err == nil && key(pd.Quadlet.Namespace(), pd.Quadlet.Name()) != key(m.Namespace, m.Name)
+			// A workload another directory defines in this commit moved
+			// there: it is not pruned.
+			if (listed && !renamed) || claimed[key(m.Namespace, m.Name)] != "" {
 				continue
 			}
 			ref := WorkloadRef{m.Namespace, m.Name, path}
@@ -247,6 +249,27 @@ func describe(path string, err error) string {
 		return strings.Join(parts, "; ")
 	}
 	return path + ": " + err.Error()
+}
+
+// stillDefines reports whether path, a directory of the last applied commit,
+// still defines its workload: it is listed and unchanged in this commit.
+func stillDefines(in DecideInput, path string) bool {
+	_, listed := in.Listing.Dirs[path]
+	_, parsed := in.Parsed[path]
+	return listed && !parsed
+}
+
+// WithRetries adds to c the listed directories that had errors at the last
+// applied commit, so that they are parsed again: what they depend on (a
+// namespace, another directory) may have changed.
+func WithRetries(c Changes, next Listing, prevErrors []resources.PathError) Changes {
+	for _, e := range prevErrors {
+		if _, ok := next.Dirs[e.Path]; ok && !slices.Contains(c.Dirs, e.Path) {
+			c.Dirs = append(c.Dirs, e.Path)
+		}
+	}
+	slices.Sort(c.Dirs)
+	return c
 }
 
 func short(commit string) string {

@@ -81,6 +81,10 @@ func TestChangedPaths(t *testing.T) {
 	if !slices.Equal(got.Dirs, []string{"b", "d"}) || len(got.Namespaces) != 0 {
 		t.Errorf("ChangedPaths = %+v, want dirs [b d] and no namespaces", got)
 	}
+	retried := WithRetries(got, next, []resources.PathError{{Path: "a"}, {Path: "gone"}})
+	if !slices.Equal(retried.Dirs, []string{"a", "b", "d"}) {
+		t.Errorf("WithRetries = %v, want [a b d]: listed directories with errors are parsed again", retried.Dirs)
+	}
 	all := ChangedPaths(nil, next)
 	if !slices.Equal(all.Dirs, []string{"a", "b", "d"}) || !slices.Equal(all.Namespaces, []string{"ns/namespace.kat"}) {
 		t.Errorf("ChangedPaths(nil) = %+v, want everything", all)
@@ -192,6 +196,18 @@ func TestDecide(t *testing.T) {
 			name: "two directories defining one workload",
 			in:   DecideInput{Listing: dirs("a/web", "b/web"), Parsed: map[string]ParsedDir{"a/web": {Quadlet: web1}, "b/web": {Quadlet: web2}}},
 			want: "apply a/web default/web\nerror b/web",
+		},
+		{
+			name: "moved directory keeps its workload",
+			in: DecideInput{Listing: dirs("apps/web2", "apps/db"), Parsed: map[string]ParsedDir{"apps/web2": {Quadlet: web1}},
+				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web"), gitMeta(db, "config", "apps/db")}},
+			want: "apply apps/web2 default/web",
+		},
+		{
+			name: "new directory claiming an unchanged directory's workload",
+			in: DecideInput{Listing: dirs("a", "b"), Parsed: map[string]ParsedDir{"b": {Quadlet: web2}},
+				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "a")}},
+			want: "error b",
 		},
 		{
 			name: "renamed workload prunes the old name",

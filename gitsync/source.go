@@ -298,7 +298,7 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	if !full {
 		prev = s.previous()
 	}
-	ch := ChangedPaths(prev, next)
+	ch := WithRetries(ChangedPaths(prev, next), next, s.status.PathErrors)
 	in := DecideInput{
 		Source: s.spec.Name, Commit: commit, Full: prev == nil, AllowPruneAll: s.spec.AllowPruneAll,
 		Listing: next, Parsed: map[string]ParsedDir{}, Namespaces: map[string]ParsedNamespace{},
@@ -445,7 +445,9 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 		case err == nil:
 			res.changed = append(res.changed, a.Quadlet.Namespace()+"/"+a.Quadlet.Name())
 		case errors.Is(err, resources.ErrSuspended):
-		case errors.Is(err, resources.ErrNotFound), errors.Is(err, resources.ErrConflict):
+		case errors.Is(err, resources.ErrNotFound):
+			addErr(a.Path, fmt.Errorf("namespace %q does not exist: add a %s defining it", a.Quadlet.Namespace(), quadlet.NamespaceFile))
+		case errors.Is(err, resources.ErrConflict):
 			addErr(a.Path, err)
 		default:
 			return res, err

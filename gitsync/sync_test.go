@@ -254,3 +254,26 @@ func TestSuspendAndResume(t *testing.T) {
 		t.Error("suspend did not suspend")
 	}
 }
+
+// TestMissingNamespaceThenAdded: a workload in a namespace that does not
+// exist is a path error; the commit adding only namespace.kat applies it.
+func TestMissingNamespaceThenAdded(t *testing.T) {
+	r := newTestRemote(t)
+	r.workload("apps/web", "default", "web", 1)
+	r.workload("late/job", "late", "job", 1)
+	c1 := r.commit("late namespace missing")
+	e := newEnv(t)
+	e.addSource(resources.SourceSpec{URL: r.fileURL()})
+	st := e.waitApplied("config", c1)
+	if len(st.PathErrors) != 1 || st.PathErrors[0].Path != "late/job" || !strings.Contains(st.PathErrors[0].Error, `namespace "late"`) {
+		t.Fatalf("path errors = %+v, want late/job naming the namespace", st.PathErrors)
+	}
+	r.write("late/namespace.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: late\n"))
+	c2 := r.commit("add namespace late")
+	if st := e.waitApplied("config", c2); len(st.PathErrors) != 0 {
+		t.Errorf("path errors = %+v, want none", st.PathErrors)
+	}
+	if _, ok := e.generations()["late/job"]; !ok {
+		t.Error("late/job not applied once its namespace exists")
+	}
+}

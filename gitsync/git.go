@@ -9,12 +9,15 @@ import (
 	pathpkg "path"
 	"strings"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"kat.dws.rip/kat/quadlet"
 )
@@ -24,11 +27,13 @@ import (
 var errPathMissing = errors.New("gitsync: path not in commit")
 
 // gitRepo is a bare clone of one branch of a source, without a worktree. It
-// is not safe for concurrent use: one source loop owns it.
+// is not safe for concurrent use: one source loop owns it. Close releases
+// the pack files it keeps open.
 type gitRepo struct {
 	dir    string
 	url    string
 	branch string
+	st     *filesystem.Storage
 	repo   *git.Repository
 }
 
@@ -36,18 +41,26 @@ func (g *gitRepo) remoteRef() plumbing.ReferenceName {
 	return plumbing.NewRemoteReferenceName("origin", g.branch)
 }
 
+// storage opens dir with pack files kept open between reads: the clone is
+// only ever used by its source's loop.
+func storage(dir string) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
+		filesystem.Options{ExclusiveAccess: true, KeepDescriptors: true})
+}
+
 // openRepo opens the clone in dir, or creates it when it is missing, points
 // elsewhere or cannot be opened (a corrupted clone is started again).
 func openRepo(dir, url, branch string) (*gitRepo, error) {
 	g := &gitRepo{dir: dir, url: url, branch: branch}
-	r, err := git.PlainOpen(dir)
-	if err == nil {
+	st := storage(dir)
+	if r, err := git.Open(st, nil); err == nil {
 		rem, rerr := r.Remote("origin")
 		if rerr == nil && len(rem.Config().URLs) == 1 && rem.Config().URLs[0] == url {
-			g.repo = r
+			g.st, g.repo = st, r
 			return g, nil
 		}
 	}
+	_ = st.Close()
 	if err := g.reinit(); err != nil {
 		return nil, err
 	}
@@ -56,21 +69,33 @@ func openRepo(dir, url, branch string) (*gitRepo, error) {
 
 // reinit deletes the clone and creates an empty bare repository with origin.
 func (g *gitRepo) reinit() error {
+	g.close()
 	if err := os.RemoveAll(g.dir); err != nil {
 		return fmt.Errorf("remove clone %s: %w", g.dir, err)
 	}
 	if err := os.MkdirAll(g.dir, 0o700); err != nil {
 		return fmt.Errorf("create clone directory: %w", err)
 	}
-	r, err := git.PlainInit(g.dir, true)
+	st := storage(g.dir)
+	r, err := git.Init(st, nil)
 	if err != nil {
+		_ = st.Close()
 		return fmt.Errorf("init clone %s: %w", g.dir, err)
 	}
 	if _, err := r.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{g.url}}); err != nil {
+		_ = st.Close()
 		return fmt.Errorf("init clone %s: %w", g.dir, err)
 	}
-	g.repo = r
+	g.st, g.repo = st, r
 	return nil
+}
+
+// close releases the clone's open files.
+func (g *gitRepo) close() {
+	if g.st != nil {
+		_ = g.st.Close()
+		g.st, g.repo = nil, nil
+	}
 }
 
 // remoteHead asks the remote for the branch head without fetching anything
@@ -126,9 +151,10 @@ func (g *gitRepo) repack() error {
 }
 
 // listTree lists the workload directories and namespace files of commit
-// under root.
-func (g *gitRepo) listTree(c *object.Commit, root string) (Listing, error) {
-	l := Listing{Dirs: map[string]string{}, Namespaces: map[string]string{}}
+// under root. Subtrees whose hash equals one in prev (the listing of an
+// earlier commit, may be nil) are taken from prev without being read.
+func (g *gitRepo) listTree(c *object.Commit, root string, prev *Listing) (Listing, error) {
+	l := Listing{Dirs: map[string]string{}, Namespaces: map[string]string{}, Trees: map[string]string{}}
 	t, err := c.Tree()
 	if err != nil {
 		return l, fmt.Errorf("read tree of %s: %w", short(c.Hash.String()), err)
@@ -141,30 +167,36 @@ func (g *gitRepo) listTree(c *object.Commit, root string) (Listing, error) {
 			return l, fmt.Errorf("read %s at %s: %w", root, short(c.Hash.String()), err)
 		}
 	}
-	return l, g.walk(t, root, &l)
+	return l, g.walk(t, root, prev, &l)
 }
 
-func (g *gitRepo) walk(t *object.Tree, dir string, l *Listing) error {
+func (g *gitRepo) walk(t *object.Tree, dir string, prev *Listing, l *Listing) error {
 	for _, e := range t.Entries {
 		if e.Name == quadlet.WorkloadFile && e.Mode.IsFile() {
 			l.Dirs[dir] = t.Hash.String()
 			return nil
 		}
 	}
+	l.Trees[dir] = t.Hash.String()
 	for _, e := range t.Entries {
 		p := pathpkg.Join(dir, e.Name)
+		h := e.Hash.String()
 		switch {
 		case strings.HasPrefix(e.Name, "."):
+		case e.Mode == filemode.Dir && prev != nil && prev.Dirs[p] == h:
+			l.Dirs[p] = h // an unchanged workload directory
+		case e.Mode == filemode.Dir && prev != nil && prev.Trees[p] == h:
+			prev.copySubtree(p, l)
 		case e.Mode == filemode.Dir:
 			sub, err := g.repo.TreeObject(e.Hash)
 			if err != nil {
 				return fmt.Errorf("read tree %s: %w", p, err)
 			}
-			if err := g.walk(sub, p, l); err != nil {
+			if err := g.walk(sub, p, prev, l); err != nil {
 				return err
 			}
 		case e.Name == quadlet.NamespaceFile && e.Mode.IsFile():
-			l.Namespaces[p] = e.Hash.String()
+			l.Namespaces[p] = h
 		}
 	}
 	return nil

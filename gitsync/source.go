@@ -106,6 +106,11 @@ func (s *source) run(ctx context.Context) {
 	if src, err := s.repo.GetSource(ctx, s.spec.Name); err == nil {
 		s.status = src.Status
 	}
+	defer func() {
+		if s.git != nil {
+			s.git.close()
+		}
+	}()
 	interval := time.Duration(s.spec.IntervalSeconds) * time.Second
 	for {
 		s.round(ctx)
@@ -280,7 +285,7 @@ func (s *source) previous() *Listing {
 	if err != nil {
 		return nil // force-pushed away, or a new clone
 	}
-	l, err := s.git.listTree(c, s.spec.Path)
+	l, err := s.git.listTree(c, s.spec.Path, nil)
 	if err != nil {
 		return nil
 	}
@@ -289,14 +294,14 @@ func (s *source) previous() *Listing {
 
 func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	commit := c.Hash.String()
-	next, err := s.git.listTree(c, s.spec.Path)
-	if err != nil {
-		s.status.LastAttemptedCommit = commit
-		return &syncError{ReasonApplyFailed, err}
-	}
 	var prev *Listing
 	if !full {
 		prev = s.previous()
+	}
+	next, err := s.git.listTree(c, s.spec.Path, prev)
+	if err != nil {
+		s.status.LastAttemptedCommit = commit
+		return &syncError{ReasonApplyFailed, err}
 	}
 	ch := WithRetries(ChangedPaths(prev, next), next, s.status.PathErrors)
 	in := DecideInput{
@@ -344,6 +349,7 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	if err != nil {
 		return err
 	}
+	res.owned = ownedAfter(s.spec.Name, metas, res)
 	s.listings = map[string]Listing{commit: next}
 	if in.Full {
 		s.lastFull = s.now()
@@ -369,15 +375,7 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 }
 
 func (s *source) currentMetas(ctx context.Context) ([]resources.WorkloadMeta, error) {
-	ws, err := s.repo.ListWorkloads(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	metas := make([]resources.WorkloadMeta, 0, len(ws))
-	for _, w := range ws {
-		metas = append(metas, w.Meta)
-	}
-	return metas, nil
+	return s.repo.ListWorkloadMetas(ctx)
 }
 
 // applyResult is what execute wrote.
@@ -481,16 +479,24 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 	}
 	slices.SortFunc(pathErrs, func(a, b resources.PathError) int { return strings.Compare(a.Path, b.Path) })
 	res.pathErrors = pathErrs
-	metas, err := s.currentMetas(ctx)
-	if err != nil {
-		return res, err
-	}
+	return res, nil
+}
+
+// ownedAfter counts the workloads source owns once res is written over metas.
+func ownedAfter(source string, metas []resources.WorkloadMeta, res applyResult) int {
+	owned := map[string]bool{}
 	for _, m := range metas {
-		if m.Owner.Kind == resources.OwnerGit && m.Owner.Source == s.spec.Name {
-			res.owned++
+		if m.Owner.Kind == resources.OwnerGit && m.Owner.Source == source {
+			owned[m.Namespace+"/"+m.Name] = true
 		}
 	}
-	return res, nil
+	for _, k := range res.changed {
+		owned[k] = true
+	}
+	for _, k := range res.deleted {
+		delete(owned, k)
+	}
+	return len(owned)
 }
 
 // superseded reports whether a trigger is pending and the remote head has

@@ -441,3 +441,24 @@ func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*Workload
 	}
 	return nil, fmt.Errorf("delete workload %s/%s: %w: too many concurrent writers", ns, name, ErrConflict)
 }
+
+// ListWorkloadMetas returns the metadata of every workload, without status:
+// cheaper than ListWorkloads for callers that only need owners and hashes.
+func (r *Repo) ListWorkloadMetas(ctx context.Context) ([]WorkloadMeta, error) {
+	kvs, err := r.st.List(ctx, prefixDesired)
+	if err != nil {
+		return nil, fmt.Errorf("list workloads: %w", err)
+	}
+	var out []WorkloadMeta
+	for _, kv := range kvs {
+		if _, _, ok := splitDesiredMeta(kv.Key); !ok {
+			continue
+		}
+		var m WorkloadMeta
+		if err := json.Unmarshal(kv.Value, &m); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}

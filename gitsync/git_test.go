@@ -53,6 +53,12 @@ func TestIncrementalListingEqualsFullListing(t *testing.T) {
 	if !maps.Equal(full.Dirs, incr.Dirs) || !maps.Equal(full.Namespaces, incr.Namespaces) || !maps.Equal(full.Trees, incr.Trees) {
 		t.Errorf("incremental listing %+v differs from full listing %+v", incr, full)
 	}
+	if err := g.repack(); err != nil {
+		t.Fatalf("repack: %v", err)
+	}
+	if again := list(c2, nil); !maps.Equal(again.Dirs, full.Dirs) {
+		t.Errorf("listing after a repack = %v, want %v", again.Dirs, full.Dirs)
+	}
 	if ch := ChangedPaths(&l1, incr); len(ch.Dirs) != 2 || ch.Dirs[0] != "ns2/d" || ch.Dirs[1] != "ns3/e" {
 		t.Errorf("changed = %v, want [ns2/d ns3/e]", ch.Dirs)
 	}

@@ -44,7 +44,7 @@ func newDeleteCommand(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(g.stdout, "source %s deleted\n", args[1])
 			default:
-				return fmt.Errorf("nodes cannot be deleted with katcall delete")
+				return fmt.Errorf("%s cannot be deleted with katcall delete", kind)
 			}
 			return nil
 		},

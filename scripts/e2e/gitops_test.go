@@ -185,6 +185,9 @@ func TestGitOpsThroughBinaries(t *testing.T) {
 	if r := c.Katcall(context.Background(), "status"); r.Code != 0 || !strings.Contains(r.Stdout, "SOURCE") || !strings.Contains(r.Stdout, "git:config/default/synced") {
 		t.Errorf("katcall status lacks the source or the owner: %s", r)
 	}
+	if r := c.Katcall(context.Background(), "get", "events"); r.Code != 0 || !strings.Contains(r.Stdout, "source/config") || !strings.Contains(r.Stdout, "default/hooked") {
+		t.Errorf("katcall get events lacks the applied commits: %s", r)
+	}
 	ownershipThroughBinaries(t, c, remote)
 }
 

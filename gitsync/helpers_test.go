@@ -3,6 +3,7 @@ package gitsync
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -88,8 +89,8 @@ func (r *testRemote) commit(msg string) string {
 func (r *testRemote) fileURL() string { return "file://" + r.bare }
 
 // gitServer serves the remote's parent directory over Git smart HTTP with
-// git http-backend. down makes it drop every connection; bytes counts what it
-// sent.
+// git http-backend. down makes it drop every connection; bytes counts the
+// bodies it received and sent.
 type gitServer struct {
 	*httptest.Server
 	down  atomic.Bool
@@ -122,11 +123,24 @@ func newGitServer(t testing.TB, r *testRemote) (*gitServer, string) {
 		}
 		s.reqs.Add(1)
 		cw := &countingWriter{ResponseWriter: w}
+		cr := &countingReader{ReadCloser: req.Body}
+		req.Body = cr
 		h.ServeHTTP(cw, req)
-		s.bytes.Add(cw.n)
+		s.bytes.Add(cw.n + cr.n)
 	}))
 	t.Cleanup(s.Close)
 	return s, s.URL + "/" + filepath.Base(r.bare)
+}
+
+type countingReader struct {
+	io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.ReadCloser.Read(b)
+	c.n += int64(n)
+	return n, err
 }
 
 type countingWriter struct {

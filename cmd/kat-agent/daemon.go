@@ -355,7 +355,10 @@ func (n *node) gitops(lctx context.Context) (*gitsync.Manager, error) {
 	if g := n.state.Cluster.Spec.GitOps; g != nil {
 		spec := gitsync.Defaulted(gitsync.SpecFromGitOps(g))
 		if err := gitsync.ValidateSpec(spec); err != nil {
-			return nil, fmt.Errorf("cluster.kat spec.gitops: %w", err)
+			// cluster.kat was checked at init; a source it cannot make is
+			// reported, and katcall source set can still add one.
+			n.log.Error().Str("error", err.Error()).Msg("cluster.kat spec.gitops does not make a valid source; not following it")
+			return gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log}), nil
 		}
 		created, err := n.repo.CreateSourceSpec(lctx, spec)
 		if err != nil {

@@ -127,5 +127,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	for _, wl := range st.Workloads {
 		st.Phases[wl.Status.Phase]++
 	}
+	if st.Sources, err = s.cfg.Repo.ListSources(ctx); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -54,6 +54,13 @@ type ServerConfig struct {
 	Logger zerolog.Logger
 	// Now replaces time.Now, for tests.
 	Now func() time.Time
+	// GitOps is the leader's Git sync, for sync, suspend and resume; nil
+	// answers sync with 503 and makes suspend/resume only flip the flag.
+	GitOps GitOps
+	// Webhooks, when set, serves POST /v1alpha1/webhooks/{provider}
+	// outside the bearer-token authentication: webhooks authenticate by
+	// signature.
+	Webhooks http.Handler
 }
 
 // Server serves the v1alpha1 API.
@@ -119,6 +126,9 @@ func (s *Server) Handler() http.Handler {
 			Message: r.Method + " is not allowed on " + r.URL.Path})
 	})
 	r.Get("/healthz", s.health)
+	if s.cfg.Webhooks != nil {
+		r.Handle("/v1alpha1/webhooks/{provider}", s.cfg.Webhooks)
+	}
 	r.Route("/v1alpha1", func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Use(middleware.Timeout(defaultRequestTimeout))
@@ -140,7 +150,16 @@ func (s *Server) Handler() http.Handler {
 			r.Put("/{name}", s.putWorkload)
 			r.Delete("/{name}", s.deleteWorkload)
 			r.Get("/{name}/files/{file}", s.getWorkloadFile)
+			r.Post("/{name}/suspend", s.suspendWorkload)
+			r.Post("/{name}/resume", s.resumeWorkload)
 		})
+		r.Get("/sources", s.listSources)
+		r.Get("/sources/{source}", s.getSource)
+		r.Put("/sources/{source}", s.putSource)
+		r.Delete("/sources/{source}", s.deleteSource)
+		r.Post("/sources/{source}/sync", s.syncSources)
+		r.Post("/sync", s.syncSources)
+		r.Get("/events", s.listEvents)
 	})
 	return r
 }

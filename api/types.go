@@ -141,4 +141,6 @@ type Status struct {
 	Namespaces []Namespace    `json:"namespaces"`
 	Workloads  []Workload     `json:"workloads"`
 	Phases     map[string]int `json:"phases"`
+	// Sources are the Git sources with their status.
+	Sources []Source `json:"sources"`
 }

@@ -73,6 +73,16 @@ type GitOpsConfig struct {
 	// WebhookSecretFile is an absolute path to a file holding the webhook
 	// secret. Default none: webhooks are not accepted.
 	WebhookSecretFile string `json:"webhookSecretFile,omitempty" yaml:"webhookSecretFile,omitempty"`
+	// TokenFile is an absolute path to a file holding an access token for
+	// an http(s) repository (sent as the HTTP basic password). Default none.
+	TokenFile string `json:"tokenFile,omitempty" yaml:"tokenFile,omitempty"`
+	// SSHKeyFile and KnownHostsFile are absolute paths to a private key and a
+	// known_hosts file for an ssh repository; both or neither. Default none.
+	SSHKeyFile     string `json:"sshKeyFile,omitempty" yaml:"sshKeyFile,omitempty"`
+	KnownHostsFile string `json:"knownHostsFile,omitempty" yaml:"knownHostsFile,omitempty"`
+	// KeyringFile is an absolute path to an armored PGP public keyring; when
+	// set, only commits signed by one of its keys are applied. Default none.
+	KeyringFile string `json:"keyringFile,omitempty" yaml:"keyringFile,omitempty"`
 }
 
 // Cluster defaults (spec §3.9).
@@ -205,6 +215,19 @@ func validateCluster(c *checker, s *ClusterSpec) {
 		c.atLeast(p+".pollIntervalSeconds", g.PollIntervalSeconds, minPollIntervalSeconds)
 		if g.WebhookSecretFile != "" {
 			c.check(p+".webhookSecretFile", g.WebhookSecretFile, cleanAbsPath)
+		}
+		for _, f := range []struct{ field, v string }{
+			{"tokenFile", g.TokenFile}, {"sshKeyFile", g.SSHKeyFile}, {"knownHostsFile", g.KnownHostsFile}, {"keyringFile", g.KeyringFile},
+		} {
+			if f.v != "" {
+				c.check(p+"."+f.field, f.v, cleanAbsPath)
+			}
+		}
+		if (g.SSHKeyFile == "") != (g.KnownHostsFile == "") {
+			c.errorf(p, "sshKeyFile and knownHostsFile must be given together")
+		}
+		if g.TokenFile != "" && g.SSHKeyFile != "" {
+			c.errorf(p+".tokenFile", "is for http(s) repositories; sshKeyFile is for ssh ones: give one")
 		}
 	}
 }

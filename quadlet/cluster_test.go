@@ -66,6 +66,12 @@ func TestParseClusterConfigurationGitOps(t *testing.T) {
 			want: GitOpsConfig{Repository: "git@github.com:ops/cluster.git", Branch: "prod", Path: "clusters/home", PollIntervalSeconds: 5, WebhookSecretFile: "/etc/kat/webhook.secret"},
 		},
 		{
+			name: "credentials and keyring",
+			yaml: "  gitops:\n    repository: ssh://git@example.com/ops/cluster.git\n    sshKeyFile: /etc/kat/id_ed25519\n    knownHostsFile: /etc/kat/known_hosts\n    keyringFile: /etc/kat/trusted.asc\n",
+			want: GitOpsConfig{Repository: "ssh://git@example.com/ops/cluster.git", Branch: "main", Path: ".", PollIntervalSeconds: 30,
+				SSHKeyFile: "/etc/kat/id_ed25519", KnownHostsFile: "/etc/kat/known_hosts", KeyringFile: "/etc/kat/trusted.asc"},
+		},
+		{
 			name: "file and ssh URLs",
 			yaml: "  gitops:\n    repository: file:///srv/git/cluster.git\n",
 			want: GitOpsConfig{Repository: "file:///srv/git/cluster.git", Branch: "main", Path: ".", PollIntervalSeconds: 30},
@@ -118,6 +124,8 @@ func TestParseClusterConfigurationInvalid(t *testing.T) {
 		{"gitops repository password", minimalCluster + "  gitops:\n    repository: https://me:s3cret@example.com/x.git\n", "spec.gitops.repository: must not contain a password"},
 		{"gitops repository relative", minimalCluster + "  gitops:\n    repository: ../cluster\n", "spec.gitops.repository: \"../cluster\" is not a Git URL"},
 		{"gitops path dotdot", minimalCluster + "  gitops:\n    repository: https://example.com/x.git\n    path: ../other\n", "cluster.kat:10: spec.gitops.path: \"../other\" must not contain \"..\""},
+		{"gitops ssh key without known hosts", minimalCluster + "  gitops:\n    repository: ssh://git@example.com/x.git\n    sshKeyFile: /etc/kat/id\n", "spec.gitops: sshKeyFile and knownHostsFile must be given together"},
+		{"gitops keyring relative", minimalCluster + "  gitops:\n    repository: https://example.com/x.git\n    keyringFile: keys.asc\n", "spec.gitops.keyringFile:"},
 		{"gitops path absolute", minimalCluster + "  gitops:\n    repository: https://example.com/x.git\n    path: /clusters\n", "spec.gitops.path: \"/clusters\" must be a relative path"},
 		{"gitops poll too fast", minimalCluster + "  gitops:\n    repository: https://example.com/x.git\n    pollIntervalSeconds: 4\n", "cluster.kat:10: spec.gitops.pollIntervalSeconds: must be at least 5, got 4"},
 		{"gitops branch invalid", minimalCluster + "  gitops:\n    repository: https://example.com/x.git\n    branch: \"a b\"\n", "spec.gitops.branch: \"a b\" is not a valid Git branch"},

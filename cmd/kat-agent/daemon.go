@@ -16,10 +16,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/webhook"
 )
 
 // leaseTTLSeconds is the leader lease: a dead leader is replaced this fast.
@@ -284,8 +286,18 @@ func (n *node) lead(lctx context.Context) error {
 	if err != nil {
 		return leaderErr(lctx, err)
 	}
+	gitops, err := n.gitops(lctx)
+	if err != nil {
+		return leaderErr(lctx, err)
+	}
+	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
+		Secret: n.webhookSecret(), Dispatcher: gitops, Logger: n.log,
+	})
+	if err != nil {
+		return err
+	}
 	srv, err := api.NewServer(api.ServerConfig{
-		Repo: n.repo, AdminTokenHash: hash,
+		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks,
 		NodeLossTimeout: time.Duration(spec.NodeLossTimeoutSeconds) * time.Second,
 		Logger:          n.log.With().Str("component", "api").Logger(),
 	})
@@ -325,6 +337,7 @@ func (n *node) lead(lctx context.Context) error {
 		defer cancel()
 		return httpSrv.Shutdown(sctx)
 	})
+	g.Go(func() error { return gitops.Run(gctx) })
 	g.Go(func() error {
 		return reconcile.RunHeartbeat(gctx, reconcile.HeartbeatConfig{
 			Repo: n.repo, Node: n.state.NodeName, NodeUID: n.state.NodeUID,
@@ -333,6 +346,40 @@ func (n *node) lead(lctx context.Context) error {
 		})
 	})
 	return g.Wait()
+}
+
+// gitops creates the source cluster.kat's spec.gitops names (once: later
+// changes are made with katcall source set) and returns the Git sync the
+// leader runs until it loses leadership.
+func (n *node) gitops(lctx context.Context) (*gitsync.Manager, error) {
+	if g := n.state.Cluster.Spec.GitOps; g != nil {
+		spec := gitsync.Defaulted(gitsync.SpecFromGitOps(g))
+		if err := gitsync.ValidateSpec(spec); err != nil {
+			// cluster.kat was checked at init; a source it cannot make is
+			// reported, and katcall source set can still add one.
+			n.log.Error().Str("error", err.Error()).Msg("cluster.kat spec.gitops does not make a valid source; not following it")
+			return gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log}), nil
+		}
+		created, err := n.repo.CreateSourceSpec(lctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			n.log.Info().Str("source", spec.Name).Str("url", gitsync.RedactURL(spec.URL)).Msg("created the Git source of cluster.kat")
+		}
+	}
+	return gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log}), nil
+}
+
+// webhookSecret reads cluster.kat's spec.gitops.webhookSecretFile on every
+// webhook; without one every webhook is refused.
+func (n *node) webhookSecret() func() ([]byte, error) {
+	if g := n.state.Cluster.Spec.GitOps; g != nil && g.WebhookSecretFile != "" {
+		return webhook.SecretFile(g.WebhookSecretFile)
+	}
+	return func() ([]byte, error) {
+		return nil, errors.New("webhooks are disabled: cluster.kat has no spec.gitops.webhookSecretFile")
+	}
 }
 
 // leaderErr drops errors caused by the leadership context ending.

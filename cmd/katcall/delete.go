@@ -38,8 +38,13 @@ func newDeleteCommand(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(g.stdout, "namespace %s deleted\n", args[1])
+			case "sources":
+				if err := c.DeleteSource(cmd.Context(), args[1]); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "source %s deleted\n", args[1])
 			default:
-				return fmt.Errorf("nodes cannot be deleted with katcall delete")
+				return fmt.Errorf("%s cannot be deleted with katcall delete", kind)
 			}
 			return nil
 		},

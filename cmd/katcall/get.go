@@ -18,10 +18,10 @@ type getOptions struct {
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:       "get workloads|namespaces|nodes [NAME]",
-		Short:     "List workloads, namespaces or nodes",
+		Use:       "get workloads|namespaces|nodes|sources|events [NAME]",
+		Short:     "List workloads, namespaces, nodes, Git sources or recent events",
 		Args:      cobra.RangeArgs(1, 2),
-		ValidArgs: []string{"workloads", "namespaces", "nodes"},
+		ValidArgs: []string{"workloads", "namespaces", "nodes", "sources", "events"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(o.output)
 			if err != nil {
@@ -56,13 +56,21 @@ func resourceKind(s string) (string, error) {
 		return "namespaces", nil
 	case "nodes", "node", "no":
 		return "nodes", nil
+	case "sources", "source", "src":
+		return "sources", nil
+	case "events", "event", "ev":
+		return "events", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces or nodes", s)
+	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources or events", s)
 }
 
 func runGet(ctx context.Context, c *api.Client, g *globals, kind, name, ns string, f outputFormat) error {
 	now := time.Now()
 	switch kind {
+	case "sources":
+		return runGetSources(ctx, c, g, name, f)
+	case "events":
+		return runGetEvents(ctx, c, g, f)
 	case "workloads":
 		ws, err := c.ListWorkloads(ctx, ns)
 		if err != nil {

@@ -29,5 +29,7 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "katcall configuration file (default $KATCONFIG, then ~/.kat/config)")
 	root.AddCommand(newApplyCommand(g), newGetCommand(g), newDeleteCommand(g), newStatusCommand(g))
+	root.AddCommand(newSourceCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
+	root.AddCommand(newDiffCommand(g))
 	return root
 }

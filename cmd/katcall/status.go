@@ -69,6 +69,12 @@ func runStatus(ctx context.Context, c *api.Client, g *globals, f outputFormat) e
 			return err
 		}
 	}
+	if len(st.Sources) > 0 {
+		fmt.Fprintln(w)
+		if err := sourceTable(g, st.Sources, now); err != nil {
+			return err
+		}
+	}
 	if len(st.Workloads) > 0 {
 		fmt.Fprintln(w)
 		t := newTable(w, "WORKLOAD", "TYPE", "GEN", "OBSERVED", "PHASE", "READY", "OWNER", "LAST ERROR")

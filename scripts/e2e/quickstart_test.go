@@ -12,14 +12,17 @@ import (
 
 // TestQuickStartScripts runs the README's start command (scripts/up.sh, which
 // task up calls) on free ports, twice to prove it resumes, then stops it with
-// scripts/down.sh.
+// scripts/down.sh. In between it follows the README's Git tour: clone the
+// config repo, commit a new workload, push, katcall sync, and the workload
+// appears.
 func TestQuickStartScripts(t *testing.T) {
 	ports, err := FreePorts(4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
-	env := append(os.Environ(), "KAT_DATA_DIR="+data,
+	configRepo := filepath.Join(t.TempDir(), "config.git")
+	env := append(os.Environ(), "KAT_DATA_DIR="+data, "KAT_CONFIG_REPO="+configRepo,
 		"KAT_API_PORT="+itoa(ports[0]), "KAT_AGENT_PORT="+itoa(ports[1]),
 		"KAT_ETCD_CLIENT_PORT="+itoa(ports[2]), "KAT_ETCD_PEER_PORT="+itoa(ports[3]))
 	script := func(name string) (string, error) {
@@ -39,14 +42,33 @@ func TestQuickStartScripts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("up.sh: %v\n%s", err, out)
 	}
-	for _, want := range []string{"kat-agent started", "workload default/hello created (generation 1)",
-		"Leader:     ", "Nodes:      1/1 ready", "Workloads:  3"} {
+	for _, want := range []string{"kat-agent started", "created the config repo", "of branch main applied",
+		"Leader:     ", "Nodes:      1/1 ready", "Workloads:  3", "git:config/default/hello"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("up.sh output lacks %q:\n%s", want, out)
 		}
 	}
+	gitPushNewWorkload(t, configRepo)
+	katcall := func(args ...string) Result {
+		return RunKatcall(context.Background(), filepath.Join(RepoRoot(), "bin", "katcall"),
+			append([]string{"--config", filepath.Join(data, "katcall.yaml")}, args...)...)
+	}
+	if r := katcall("sync"); r.Code != 0 {
+		t.Fatalf("katcall sync: %s", r)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := katcall("get", "workloads")
+		if r.Code == 0 && strings.Contains(r.Stdout, "pushed") && strings.Contains(r.Stdout, "git:config/default/pushed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pushed workload did not appear within 60s: %s\n%s", r, katcall("get", "sources"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	out, err = script("up.sh")
-	if err != nil || !strings.Contains(out, "already running") || !strings.Contains(out, "unchanged (generation 1)") {
+	if err != nil || !strings.Contains(out, "already running") || !strings.Contains(out, "Workloads:  4") {
 		t.Fatalf("second up.sh: %v\n%s", err, out)
 	}
 	out, err = script("down.sh")
@@ -54,7 +76,40 @@ func TestQuickStartScripts(t *testing.T) {
 		t.Fatalf("down.sh: %v\n%s", err, out)
 	}
 	out, err = script("up.sh")
-	if err != nil || !strings.Contains(out, "kat-agent started") || !strings.Contains(out, "unchanged (generation 1)") {
-		t.Fatalf("up.sh after down.sh should resume the same cluster: %v\n%s", err, out)
+	if err != nil || !strings.Contains(out, "kat-agent started") || !strings.Contains(out, "Workloads:  4") ||
+		strings.Contains(out, "created the config repo") {
+		t.Fatalf("up.sh after down.sh should resume the same cluster and config repo: %v\n%s", err, out)
 	}
+}
+
+// gitPushNewWorkload clones the config repo, adds default/pushed and pushes,
+// as the README tells a user to.
+func gitPushNewWorkload(t *testing.T, repo string) {
+	t.Helper()
+	work := filepath.Join(t.TempDir(), "my-config")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=e2e", "GIT_AUTHOR_EMAIL=e2e@example.com",
+			"GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	git(filepath.Dir(work), "clone", "-q", repo, work)
+	hello, err := os.ReadFile(filepath.Join(work, "default", "hello", "workload.kat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed := strings.Replace(string(hello), "name: hello", "name: pushed", 1)
+	if err := os.MkdirAll(filepath.Join(work, "default", "pushed"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "default", "pushed", "workload.kat"), []byte(pushed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(work, "add", "-A")
+	git(work, "commit", "-q", "-m", "add default/pushed")
+	git(work, "push", "-q", "origin", "main")
 }

@@ -65,3 +65,18 @@ func splitDesiredMeta(key string) (ns, name string, ok bool) {
 	}
 	return parts[0], parts[1], true
 }
+
+// Key prefixes of Git sources and events (DESIGN.md "etcd keys").
+const (
+	prefixSources = "/kat/sources/"
+	prefixEvents  = "/kat/events/"
+)
+
+// SourceSpecKey is where a Git source's spec lives.
+func SourceSpecKey(name string) string { return prefixSources + name + "/spec" }
+
+// SourceStatusKey is where a Git source's status lives.
+func SourceStatusKey(name string) string { return prefixSources + name + "/status" }
+
+// SourcesPrefix is the prefix of every Git source's records.
+func SourcesPrefix() string { return prefixSources }

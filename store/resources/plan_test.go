@@ -30,6 +30,11 @@ spec:
 	return q
 }
 
+func suspended(m *WorkloadMeta) *WorkloadMeta {
+	m.Suspended = true
+	return m
+}
+
 func TestPlanApply(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	q1, q2 := quadletFor(t, 1), quadletFor(t, 2)
@@ -66,6 +71,14 @@ func TestPlanApply(t *testing.T) {
 			stale: []string{"old.kat"}},
 		{name: "forced write of the same spec still suspends", cur: existing(gitOwner),
 			req: ApplyRequest{Quadlet: q1, Owner: APIOwner(), Force: true}, wantGen: 4, changed: true, suspended: true},
+		{name: "git write to a suspended workload is refused", cur: suspended(existing(gitOwner)),
+			req: ApplyRequest{Quadlet: q2, Owner: gitOwner}, wantErr: ErrSuspended},
+		{name: "git resume writes and ends the suspension", cur: suspended(existing(gitOwner)),
+			req: ApplyRequest{Quadlet: q2, Owner: gitOwner, Resume: true}, wantGen: 5, changed: true, stale: []string{"old.kat"}},
+		{name: "git write to another source's workload is refused", cur: existing(Owner{Kind: OwnerGit, Source: "other", Path: "x"}),
+			req: ApplyRequest{Quadlet: q2, Owner: gitOwner}, wantErr: ErrConflict},
+		{name: "git adopts an api-owned workload", cur: existing(APIOwner()),
+			req: ApplyRequest{Quadlet: q1, Owner: gitOwner}, wantGen: 4, changed: true},
 		{name: "archive keeps the newest generations", cur: existing(APIOwner()), archived: []int64{1, 2, 3, 4},
 			req: ApplyRequest{Quadlet: q2, Owner: APIOwner()}, wantGen: 5, changed: true, stale: []string{"old.kat"},
 			prune: []int64{1, 2}},

@@ -108,6 +108,9 @@ var (
 	ErrConflict          = errors.New("resources: conflict")
 	ErrNamespaceNotEmpty = errors.New("resources: namespace not empty")
 	ErrProtected         = errors.New("resources: protected")
+	// ErrSuspended is returned to a Git write of a workload whose Git
+	// management is suspended.
+	ErrSuspended = errors.New("resources: git management suspended")
 )
 
 // OwnershipError is returned when a writer that does not own a workload tries

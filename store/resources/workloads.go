@@ -26,6 +26,9 @@ type ApplyRequest struct {
 	Force bool
 	// CreateOnly refuses to replace an existing workload (HTTP POST).
 	CreateOnly bool
+	// Resume lets a Git write replace a workload whose Git management is
+	// suspended, and ends the suspension.
+	Resume bool
 }
 
 // ApplyResult says what an apply did.
@@ -74,6 +77,12 @@ func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, 
 		return applyPlan{}, fmt.Errorf("workload %s/%s: %w (use PUT to update it)", ns, name, ErrAlreadyExists)
 	}
 	meta := *cur
+	if err := checkGitWrite(cur, req); err != nil {
+		return applyPlan{}, err
+	}
+	if req.Resume {
+		meta.Suspended = false
+	}
 	if cur.Owner.Kind == OwnerGit && req.Owner.Kind != OwnerGit {
 		if !req.Force {
 			return applyPlan{}, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner}
@@ -102,6 +111,21 @@ func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, 
 	}
 	p.meta = meta
 	return p, nil
+}
+
+// checkGitWrite refuses a Git write to a workload whose Git management is
+// suspended (unless it resumes it) or that another source manages.
+func checkGitWrite(cur *WorkloadMeta, req ApplyRequest) error {
+	if req.Owner.Kind != OwnerGit || cur.Owner.Kind != OwnerGit {
+		return nil
+	}
+	if cur.Owner.Source != req.Owner.Source {
+		return &OwnershipError{Namespace: cur.Namespace, Name: cur.Name, Owner: cur.Owner}
+	}
+	if cur.Suspended && !req.Resume {
+		return fmt.Errorf("workload %s/%s: %w", cur.Namespace, cur.Name, ErrSuspended)
+	}
+	return nil
 }
 
 // gensToPrune returns the archived generations that fall out of the newest
@@ -395,6 +419,12 @@ func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*Workload
 		if cur.Owner.Kind == OwnerGit && req.Owner.Kind != OwnerGit && !req.Force {
 			return nil, fmt.Errorf("delete workload %s/%s: %w", ns, name, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner})
 		}
+		if req.Owner.Kind == OwnerGit && (cur.Owner.Kind != OwnerGit || cur.Owner.Source != req.Owner.Source) {
+			return nil, fmt.Errorf("prune workload %s/%s: %w", ns, name, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner})
+		}
+		if req.Owner.Kind == OwnerGit && cur.Suspended {
+			return nil, fmt.Errorf("prune workload %s/%s: %w", ns, name, ErrSuspended)
+		}
 		ok, err := r.st.DoTransaction(ctx,
 			[]store.Compare{{Key: MetaKey(ns, name), ExpectedVersion: ver}},
 			[]store.Op{
@@ -410,4 +440,25 @@ func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*Workload
 		}
 	}
 	return nil, fmt.Errorf("delete workload %s/%s: %w: too many concurrent writers", ns, name, ErrConflict)
+}
+
+// ListWorkloadMetas returns the metadata of every workload, without status:
+// cheaper than ListWorkloads for callers that only need owners and hashes.
+func (r *Repo) ListWorkloadMetas(ctx context.Context) ([]WorkloadMeta, error) {
+	kvs, err := r.st.List(ctx, prefixDesired)
+	if err != nil {
+		return nil, fmt.Errorf("list workloads: %w", err)
+	}
+	var out []WorkloadMeta
+	for _, kv := range kvs {
+		if _, _, ok := splitDesiredMeta(kv.Key); !ok {
+			continue
+		}
+		var m WorkloadMeta
+		if err := json.Unmarshal(kv.Value, &m); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }

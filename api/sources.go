@@ -1,0 +1,245 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"kat.dws.rip/kat/gitsync"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// GitOps is what the API needs of the leader's gitsync.Manager.
+type GitOps interface {
+	// Trigger asks a source (every source for "") to poll now and returns
+	// how many were triggered.
+	Trigger(name string) (int, error)
+	// Suspend and Resume pause and hand back Git management of a workload.
+	Suspend(ctx context.Context, ns, name string) (*resources.WorkloadMeta, error)
+	Resume(ctx context.Context, ns, name string) (*resources.WorkloadMeta, error)
+}
+
+var _ GitOps = (*gitsync.Manager)(nil)
+
+// Source is a Git source's spec and status as the API returns it.
+type Source = resources.Source
+
+// SourceSpec is the body of PUT /v1alpha1/sources/{name}.
+type SourceSpec = resources.SourceSpec
+
+// SyncResult is the response to a sync request.
+type SyncResult struct {
+	// Triggered is how many sources were asked to poll now.
+	Triggered int `json:"triggered"`
+}
+
+// Event is one recorded event.
+type Event = resources.Event
+
+func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
+	srcs, err := s.cfg.Repo.ListSources(r.Context())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if srcs == nil {
+		srcs = []resources.Source{}
+	}
+	writeJSON(w, http.StatusOK, srcs)
+}
+
+func (s *Server) getSource(w http.ResponseWriter, r *http.Request) {
+	src, err := s.cfg.Repo.GetSource(r.Context(), chi.URLParam(r, "source"))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, src)
+}
+
+func (s *Server) putSource(w http.ResponseWriter, r *http.Request) {
+	body, apiErr := readBody(w, r, s.cfg.MaxJSONBytes)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	var spec resources.SourceSpec
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		writeError(w, badRequest("source spec: %v", err))
+		return
+	}
+	name := chi.URLParam(r, "source")
+	if spec.Name != "" && spec.Name != name {
+		writeError(w, badRequest("source spec: name %q does not match the URL's %q", spec.Name, name))
+		return
+	}
+	spec.Name = name
+	spec = gitsync.Defaulted(spec)
+	if err := gitsync.ValidateSpec(spec); err != nil {
+		writeError(w, badRequest("%v", err))
+		return
+	}
+	created, err := s.cfg.Repo.PutSourceSpec(r.Context(), spec)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	src, err := s.cfg.Repo.GetSource(r.Context(), name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	writeJSON(w, code, src)
+}
+
+func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.Repo.DeleteSource(r.Context(), chi.URLParam(r, "source")); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// syncSources triggers one source ({source}) or all: the same path a webhook
+// takes.
+func (s *Server) syncSources(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.GitOps == nil {
+		writeError(w, &Error{StatusCode: http.StatusServiceUnavailable, Code: CodeInternal, Message: "Git sync is not running on this node"})
+		return
+	}
+	name := chi.URLParam(r, "source")
+	if name != "" {
+		if _, err := s.cfg.Repo.GetSource(r.Context(), name); err != nil {
+			writeError(w, errorFor(err))
+			return
+		}
+	}
+	n, err := s.cfg.GitOps.Trigger(name)
+	if errors.Is(err, gitsync.ErrUnknownSource) {
+		writeError(w, &Error{StatusCode: http.StatusConflict, Code: CodeConflict, Message: "source " + name + " exists but is not running: check its spec (katcall get sources)"})
+		return
+	}
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, SyncResult{Triggered: n})
+}
+
+func (s *Server) suspendWorkload(w http.ResponseWriter, r *http.Request) { s.setSuspended(w, r, true) }
+func (s *Server) resumeWorkload(w http.ResponseWriter, r *http.Request)  { s.setSuspended(w, r, false) }
+
+func (s *Server) setSuspended(w http.ResponseWriter, r *http.Request, suspend bool) {
+	ns, name, ok := s.workloadParams(w, r)
+	if !ok {
+		return
+	}
+	var meta *resources.WorkloadMeta
+	var err error
+	switch {
+	case s.cfg.GitOps == nil:
+		meta, err = s.cfg.Repo.SetSuspended(r.Context(), ns, name, suspend)
+	case suspend:
+		meta, err = s.cfg.GitOps.Suspend(r.Context(), ns, name)
+	default:
+		meta, err = s.cfg.GitOps.Resume(r.Context(), ns, name)
+	}
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	wl, err := s.cfg.Repo.GetWorkload(r.Context(), ns, name)
+	if err != nil {
+		wl = &resources.Workload{Meta: *meta}
+	}
+	writeJSON(w, http.StatusOK, toAPIWorkload(*wl))
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	limit := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, badRequest("limit: %q is not a non-negative number", v))
+			return
+		}
+		limit = n
+	}
+	evs, err := s.cfg.Repo.ListEvents(r.Context(), limit)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if evs == nil {
+		evs = []resources.Event{}
+	}
+	writeJSON(w, http.StatusOK, evs)
+}
+
+// ListSources returns every Git source with its status.
+func (c *Client) ListSources(ctx context.Context) ([]Source, error) {
+	var out []Source
+	return out, c.do(ctx, http.MethodGet, "/v1alpha1/sources", nil, nil, "", &out)
+}
+
+// GetSource returns one Git source.
+func (c *Client) GetSource(ctx context.Context, name string) (*Source, error) {
+	var s Source
+	return &s, c.do(ctx, http.MethodGet, "/v1alpha1/sources/"+url.PathEscape(name), nil, nil, "", &s)
+}
+
+// PutSource creates or replaces a Git source.
+func (c *Client) PutSource(ctx context.Context, spec SourceSpec) (*Source, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	var s Source
+	return &s, c.do(ctx, http.MethodPut, "/v1alpha1/sources/"+url.PathEscape(spec.Name), nil, b, "application/json", &s)
+}
+
+// DeleteSource deletes a Git source; its workloads stay.
+func (c *Client) DeleteSource(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1alpha1/sources/"+url.PathEscape(name), nil, nil, "", nil)
+}
+
+// Sync asks one source (every source for "") to fetch now.
+func (c *Client) Sync(ctx context.Context, name string) (*SyncResult, error) {
+	path := "/v1alpha1/sync"
+	if name != "" {
+		path = "/v1alpha1/sources/" + url.PathEscape(name) + "/sync"
+	}
+	var res SyncResult
+	return &res, c.do(ctx, http.MethodPost, path, nil, nil, "", &res)
+}
+
+// SuspendWorkload pauses Git management of a workload.
+func (c *Client) SuspendWorkload(ctx context.Context, ns, name string) (*Workload, error) {
+	var w Workload
+	return &w, c.do(ctx, http.MethodPost, workloadsPath(ns)+"/"+url.PathEscape(name)+"/suspend", nil, nil, "", &w)
+}
+
+// ResumeWorkload hands a workload back to Git management.
+func (c *Client) ResumeWorkload(ctx context.Context, ns, name string) (*Workload, error) {
+	var w Workload
+	return &w, c.do(ctx, http.MethodPost, workloadsPath(ns)+"/"+url.PathEscape(name)+"/resume", nil, nil, "", &w)
+}
+
+// ListEvents returns the newest limit events, oldest first.
+func (c *Client) ListEvents(ctx context.Context, limit int) ([]Event, error) {
+	var out []Event
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	return out, c.do(ctx, http.MethodGet, "/v1alpha1/events", q, nil, "", &out)
+}

@@ -1,0 +1,297 @@
+package gitsync
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	pathpkg "path"
+	"slices"
+	"sort"
+	"strings"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Listing is what one commit holds under a source's path: every workload
+// directory and namespace.kat file, by repository-relative path, with the
+// hash of its Git tree or blob. Equal hashes mean equal content.
+type Listing struct {
+	Dirs       map[string]string
+	Namespaces map[string]string
+	// Trees holds the other directories walked, so that an unchanged
+	// subtree of a later commit can be copied rather than read.
+	Trees map[string]string
+}
+
+// copySubtree copies into l everything l has at or below dir.
+func (l *Listing) copySubtree(dir string, into *Listing) {
+	under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	for _, m := range []struct{ from, to map[string]string }{
+		{l.Dirs, into.Dirs}, {l.Namespaces, into.Namespaces}, {l.Trees, into.Trees},
+	} {
+		for p, h := range m.from {
+			if under(p) {
+				m.to[p] = h
+			}
+		}
+	}
+}
+
+// Changes are the paths of a new commit that must be read and parsed.
+type Changes struct {
+	Dirs       []string
+	Namespaces []string
+}
+
+// ChangedPaths returns the directories and namespace files of next that are
+// new or differ from prev. A nil prev (the last applied commit is unknown)
+// returns everything.
+func ChangedPaths(prev *Listing, next Listing) Changes {
+	var c Changes
+	for _, p := range slices.Sorted(maps.Keys(next.Dirs)) {
+		if prev == nil || prev.Dirs[p] != next.Dirs[p] {
+			c.Dirs = append(c.Dirs, p)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(next.Namespaces)) {
+		if prev == nil || prev.Namespaces[p] != next.Namespaces[p] {
+			c.Namespaces = append(c.Namespaces, p)
+		}
+	}
+	return c
+}
+
+// ParsedDir is a workload directory read from the new commit: its parsed
+// Quadlet, or why it could not be read or parsed.
+type ParsedDir struct {
+	Quadlet *quadlet.Quadlet
+	Err     error
+}
+
+// ParsedNamespace is a namespace.kat read from the new commit.
+type ParsedNamespace struct {
+	Namespace *quadlet.Namespace
+	Err       error
+}
+
+// DecideInput is everything Decide needs.
+type DecideInput struct {
+	Source string
+	Commit string
+	// Full is true when every directory was parsed (the previous commit is
+	// unknown): unchanged workloads are then skipped by spec hash.
+	Full bool
+	// AllowPruneAll lets the commit delete every workload of the source.
+	AllowPruneAll bool
+	// Listing is the new commit's listing.
+	Listing Listing
+	// Parsed holds the directories (and Namespaces the namespace files)
+	// that changed.
+	Parsed     map[string]ParsedDir
+	Namespaces map[string]ParsedNamespace
+	// Current is the metadata of every workload in etcd.
+	Current []resources.WorkloadMeta
+	// PrevErrors are the source's path errors at the last applied commit.
+	PrevErrors []resources.PathError
+}
+
+// WorkloadRef names a workload and the directory it comes from.
+type WorkloadRef struct {
+	Namespace, Name, Path string
+}
+
+func (w WorkloadRef) String() string { return w.Namespace + "/" + w.Name }
+
+// Apply is one workload to write.
+type Apply struct {
+	Path    string
+	Quadlet *quadlet.Quadlet
+}
+
+// Stall marks a workload whose directory is invalid.
+type Stall struct {
+	WorkloadRef
+	Message string
+}
+
+// Plan is what one commit changes.
+type Plan struct {
+	Namespaces []*quadlet.Namespace
+	Apply      []Apply
+	Delete     []WorkloadRef
+	// Stall and Unstall set and clear the Stalled condition of workloads.
+	Stall   []Stall
+	Unstall []WorkloadRef
+	// PathErrors are the source's path errors once the plan is written
+	// (before write failures are added).
+	PathErrors []resources.PathError
+	// Unchanged counts parsed directories whose workload is already as
+	// desired; Suspended those left alone because Git management is
+	// suspended.
+	Unchanged int
+	Suspended []WorkloadRef
+	// Refused is set when the commit must not be applied at all.
+	Refused string
+}
+
+// Decide turns a new commit's listing and parsed changes plus the current
+// desired state into a plan. It is pure.
+func Decide(in DecideInput) Plan {
+	var p Plan
+	key := func(ns, name string) string { return ns + "/" + name }
+	current := map[string]resources.WorkloadMeta{}
+	byPath := map[string][]resources.WorkloadMeta{} // this source's workloads by directory
+	owned := 0
+	for _, m := range in.Current {
+		current[key(m.Namespace, m.Name)] = m
+		if m.Owner.Kind == resources.OwnerGit && m.Owner.Source == in.Source {
+			byPath[m.Owner.Path] = append(byPath[m.Owner.Path], m)
+			owned++
+		}
+	}
+	errs := map[string]resources.PathError{}
+	for _, e := range in.PrevErrors { // errors of paths that did not change stay
+		_, dir := in.Listing.Dirs[e.Path]
+		_, ns := in.Listing.Namespaces[e.Path]
+		if dir || ns {
+			errs[e.Path] = e
+		}
+	}
+	prevErr := func(path string) bool { _, ok := errs[path]; return ok }
+
+	for _, path := range slices.Sorted(maps.Keys(in.Namespaces)) {
+		pn := in.Namespaces[path]
+		delete(errs, path)
+		if pn.Err != nil {
+			errs[path] = resources.PathError{Path: path, Error: describe(pathpkg.Dir(path), pn.Err), Commit: in.Commit}
+			continue
+		}
+		p.Namespaces = append(p.Namespaces, pn.Namespace)
+	}
+
+	claimed := map[string]string{} // ns/name -> path, in this commit
+	created := 0
+	for _, path := range slices.Sorted(maps.Keys(in.Parsed)) {
+		pd := in.Parsed[path]
+		hadErr := prevErr(path)
+		delete(errs, path)
+		fail := func(msg string) {
+			errs[path] = resources.PathError{Path: path, Error: msg, Commit: in.Commit}
+			for _, m := range byPath[path] {
+				p.Stall = append(p.Stall, Stall{WorkloadRef: WorkloadRef{m.Namespace, m.Name, path}, Message: msg})
+			}
+		}
+		if pd.Err != nil {
+			fail(describe(path, pd.Err))
+			continue
+		}
+		q := pd.Quadlet
+		k := key(q.Namespace(), q.Name())
+		if other, dup := claimed[k]; dup {
+			fail(fmt.Sprintf("%s: workload %s is already defined by %s", path, k, other))
+			continue
+		}
+		claimed[k] = path
+		ref := WorkloadRef{q.Namespace(), q.Name(), path}
+		cur, exists := current[k]
+		switch {
+		case exists && cur.Owner.Kind == resources.OwnerGit && cur.Owner.Source != in.Source:
+			fail(fmt.Sprintf("%s: workload %s is managed by %s", path, k, cur.Owner))
+			continue
+		case exists && cur.Owner.Kind == resources.OwnerGit && cur.Owner.Path != path && stillDefines(in, cur.Owner.Path):
+			fail(fmt.Sprintf("%s: workload %s is already defined by %s", path, k, cur.Owner.Path))
+			continue
+		case exists && cur.Owner.Kind == resources.OwnerGit && cur.Suspended:
+			p.Suspended = append(p.Suspended, ref)
+		case exists && cur.SpecHash == q.SpecHash() && cur.Owner.Kind == resources.OwnerGit && cur.Owner.Path == path:
+			p.Unchanged++
+		default:
+			p.Apply = append(p.Apply, Apply{Path: path, Quadlet: q})
+			if !exists || cur.Owner.Kind != resources.OwnerGit || cur.Owner.Source != in.Source {
+				created++
+			}
+		}
+		if hadErr {
+			p.Unstall = append(p.Unstall, ref)
+		}
+	}
+
+	// Prune: this source's workloads whose directory is gone, or whose
+	// directory now defines a different workload.
+	for _, path := range slices.Sorted(maps.Keys(byPath)) {
+		_, listed := in.Listing.Dirs[path]
+		pd, parsed := in.Parsed[path]
+		for _, m := range byPath[path] {
+			renamed := listed && parsed && pd.Err == nil && key(pd.Quadlet.Namespace(), pd.Quadlet.Name()) != key(m.Namespace, m.Name)
+			// A workload another directory defines in this commit moved
+			// there: it is not pruned.
+			if (listed && !renamed) || claimed[key(m.Namespace, m.Name)] != "" {
+				continue
+			}
+			ref := WorkloadRef{m.Namespace, m.Name, path}
+			if m.Suspended {
+				p.Suspended = append(p.Suspended, ref)
+				continue
+			}
+			p.Delete = append(p.Delete, ref)
+		}
+	}
+	if len(p.Delete) > 0 && len(p.Delete) == owned && created == 0 && !in.AllowPruneAll {
+		p = Plan{Refused: fmt.Sprintf("commit %s would delete all %d workloads of source %q; refusing (set allowPruneAll on the source to permit it)",
+			short(in.Commit), owned, in.Source)}
+		p.PathErrors = slices.Clone(in.PrevErrors)
+		return p
+	}
+	for _, path := range slices.Sorted(maps.Keys(errs)) {
+		p.PathErrors = append(p.PathErrors, errs[path])
+	}
+	return p
+}
+
+// describe formats a directory's error with the directory in front of each
+// file name, one problem per "; ".
+func describe(path string, err error) string {
+	var list quadlet.ErrorList
+	if errors.As(err, &list) {
+		parts := make([]string, 0, len(list))
+		for _, fe := range list {
+			s := fe.Error()
+			if fe.File != "" {
+				s = path + "/" + s
+			}
+			parts = append(parts, s)
+		}
+		sort.Strings(parts)
+		return strings.Join(parts, "; ")
+	}
+	return path + ": " + err.Error()
+}
+
+// stillDefines reports whether path, a directory of the last applied commit,
+// still defines its workload: it is listed and unchanged in this commit.
+func stillDefines(in DecideInput, path string) bool {
+	_, listed := in.Listing.Dirs[path]
+	_, parsed := in.Parsed[path]
+	return listed && !parsed
+}
+
+// WithRetries adds to c the listed directories that had errors at the last
+// applied commit, so that they are parsed again: what they depend on (a
+// namespace, another directory) may have changed.
+func WithRetries(c Changes, next Listing, prevErrors []resources.PathError) Changes {
+	for _, e := range prevErrors {
+		if _, ok := next.Dirs[e.Path]; ok && !slices.Contains(c.Dirs, e.Path) {
+			c.Dirs = append(c.Dirs, e.Path)
+		}
+	}
+	slices.Sort(c.Dirs)
+	return c
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}

@@ -1,0 +1,556 @@
+package gitsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Timeouts of remote operations.
+const (
+	listTimeout  = 30 * time.Second
+	fetchTimeout = 5 * time.Minute
+	// repackEvery is how many fetches may add packs before a repack.
+	repackEvery = 50
+	// fullResyncInterval is how often every directory is compared with etcd
+	// by spec hash even when the branch did not move, so that a change made
+	// behind Git's back (a forced delete, a lost write) is put right.
+	fullResyncInterval = 10 * time.Minute
+)
+
+// Condition types and reasons of a source.
+const (
+	CondReady            = "Ready"
+	CondStalled          = "Stalled"
+	ReasonApplied        = "Applied"
+	ReasonPathErrors     = "PathErrors"
+	ReasonFetchFailed    = "FetchFailed"
+	ReasonSignature      = "SignatureInvalid"
+	ReasonPruneRefused   = "PruneRefused"
+	ReasonInvalidQuadlet = "InvalidQuadlet"
+	ReasonApplyFailed    = "ApplyFailed"
+)
+
+// errSuperseded stops an apply when a newer commit has arrived.
+var errSuperseded = errors.New("gitsync: superseded by a newer commit")
+
+// source is one source's loop. Its goroutine owns the clone and the status.
+type source struct {
+	spec    resources.SourceSpec
+	repo    *resources.Repo
+	dir     string
+	log     zerolog.Logger
+	now     func() time.Time
+	trigger chan struct{} // one slot: bursts of triggers coalesce
+
+	mu   sync.Mutex
+	full bool // the next apply compares every directory
+
+	// Owned by the loop goroutine.
+	git          *gitRepo
+	status       resources.SourceStatus
+	listings     map[string]Listing // commit -> listing, the last applied one
+	fetches      int
+	lastFull     time.Time // zero: the first sync compares everything
+	lastRefused  string
+	lastWarnings string
+}
+
+func newSource(spec resources.SourceSpec, repo *resources.Repo, dir string, log zerolog.Logger, now func() time.Time) *source {
+	return &source{
+		spec: spec, repo: repo, dir: dir, now: now, trigger: make(chan struct{}, 1),
+		log:      log.With().Str("source", spec.Name).Logger(),
+		listings: map[string]Listing{},
+	}
+}
+
+// Trigger asks for a poll now; it never blocks.
+func (s *source) Trigger() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// fullNext makes the next apply compare every directory by spec hash.
+func (s *source) fullNext() {
+	s.mu.Lock()
+	s.full = true
+	s.mu.Unlock()
+}
+
+func (s *source) takeFull() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.full
+	s.full = false
+	return f
+}
+
+// run polls until ctx ends.
+func (s *source) run(ctx context.Context) {
+	if src, err := s.repo.GetSource(ctx, s.spec.Name); err == nil {
+		s.status = src.Status
+	}
+	defer func() {
+		if s.git != nil {
+			s.git.close()
+		}
+	}()
+	interval := time.Duration(s.spec.IntervalSeconds) * time.Second
+	for {
+		s.round(ctx)
+		// Jitter of up to a tenth of the interval spreads sources out.
+		wait := interval + rand.N(interval/10+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.trigger:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// round is one poll: compare heads, fetch when moved, apply.
+func (s *source) round(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	err := s.sync(ctx)
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	// Whatever failed may have left part of a commit written: the next
+	// apply compares every directory rather than trust the applied commit.
+	s.fullNext()
+	if errors.Is(err, errSuperseded) {
+		s.Trigger()
+		return
+	}
+	msg := redactMessage(err.Error(), s.spec.URL)
+	s.log.Warn().Str("error", msg).Msg("sync failed")
+	s.status.LastError = msg
+	s.setCondition(CondReady, resources.ConditionFalse, reasonOf(err), msg)
+	s.writeStatus(ctx)
+}
+
+// syncError carries a condition reason.
+type syncError struct {
+	reason string
+	err    error
+}
+
+func (e *syncError) Error() string { return e.err.Error() }
+func (e *syncError) Unwrap() error { return e.err }
+
+func reasonOf(err error) string {
+	var se *syncError
+	if errors.As(err, &se) {
+		return se.reason
+	}
+	return ReasonApplyFailed
+}
+
+func (s *source) sync(ctx context.Context) error {
+	if s.git == nil {
+		g, err := openRepo(s.dir, s.spec.URL, s.spec.Branch)
+		if err != nil {
+			return err
+		}
+		s.git = g
+	}
+	auth, err := authFor(s.spec.Auth)
+	if err != nil {
+		return &syncError{ReasonFetchFailed, err}
+	}
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	head, err := s.git.remoteHead(lctx, auth)
+	cancel()
+	if err != nil {
+		return &syncError{ReasonFetchFailed, fmt.Errorf("read branch %q of %s: %w", s.spec.Branch, RedactURL(s.spec.URL), err)}
+	}
+	s.status.LastFetchTime = s.now().UTC()
+	full := s.takeFull() || s.now().Sub(s.lastFull) >= fullResyncInterval
+	if head.String() == s.status.AppliedCommit && head == s.git.localHead() && !full {
+		if s.status.LastError != "" && s.lastRefused == "" {
+			// The remote is back and nothing moved: clear the fetch error.
+			s.status.LastError = ""
+			s.setReady()
+		}
+		s.writeStatus(ctx)
+		return nil
+	}
+	if head != s.git.localHead() {
+		fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+		_, err := s.git.fetch(fctx, auth)
+		cancel()
+		if err != nil {
+			return &syncError{ReasonFetchFailed, fmt.Errorf("fetch %s: %w", RedactURL(s.spec.URL), err)}
+		}
+		s.fetches++
+		if s.fetches%repackEvery == 0 {
+			if err := s.git.repack(); err != nil {
+				s.log.Warn().Err(err).Msg("repack clone")
+			}
+		}
+	}
+	s.status.FetchedCommit = head.String()
+	commit, err := s.git.repo.CommitObject(head)
+	if err != nil {
+		// The clone lost the object it just fetched: start it again.
+		s.log.Warn().Err(err).Msg("clone is damaged; cloning again")
+		if err := s.reclone(ctx, auth); err != nil {
+			return err
+		}
+		if commit, err = s.git.repo.CommitObject(head); err != nil {
+			return fmt.Errorf("read commit %s: %w", short(head.String()), err)
+		}
+		full = true
+	}
+	if err := s.verify(commit); err != nil {
+		s.status.LastAttemptedCommit = head.String()
+		s.fullNext()
+		return err
+	}
+	err = s.apply(ctx, commit, full)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		s.log.Warn().Err(err).Msg("clone is missing objects; cloning again")
+		if err := s.reclone(ctx, auth); err != nil {
+			return err
+		}
+		return s.apply(ctx, commit, true)
+	}
+	return err
+}
+
+func (s *source) reclone(ctx context.Context, auth transport.AuthMethod) error {
+	if err := s.git.reinit(); err != nil {
+		return err
+	}
+	s.listings = map[string]Listing{}
+	fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	if _, err := s.git.fetch(fctx, auth); err != nil {
+		return &syncError{ReasonFetchFailed, fmt.Errorf("fetch %s: %w", RedactURL(s.spec.URL), err)}
+	}
+	return nil
+}
+
+// verify checks the commit's signature against the source's keyring.
+func (s *source) verify(c *object.Commit) error {
+	if s.spec.KeyringFile == "" {
+		return nil
+	}
+	ring, err := os.ReadFile(s.spec.KeyringFile)
+	if err != nil {
+		return &syncError{ReasonSignature, fmt.Errorf("read keyring: %w", err)}
+	}
+	if c.PGPSignature == "" {
+		return &syncError{ReasonSignature, fmt.Errorf("commit %s is not signed; the source requires a signature by a key in %s", short(c.Hash.String()), s.spec.KeyringFile)}
+	}
+	if _, err := c.Verify(string(ring)); err != nil {
+		return &syncError{ReasonSignature, fmt.Errorf("commit %s is not signed by a trusted key (%s): %w", short(c.Hash.String()), s.spec.KeyringFile, err)}
+	}
+	return nil
+}
+
+// previous returns the listing of the last applied commit, or nil when it
+// is unknown.
+func (s *source) previous() *Listing {
+	applied := s.status.AppliedCommit
+	if applied == "" {
+		return nil
+	}
+	if l, ok := s.listings[applied]; ok {
+		return &l
+	}
+	c, err := s.git.repo.CommitObject(plumbing.NewHash(applied))
+	if err != nil {
+		return nil // force-pushed away, or a new clone
+	}
+	l, err := s.git.listTree(c, s.spec.Path, nil)
+	if err != nil {
+		return nil
+	}
+	return &l
+}
+
+func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
+	commit := c.Hash.String()
+	var prev *Listing
+	if !full {
+		prev = s.previous()
+	}
+	next, err := s.git.listTree(c, s.spec.Path, prev)
+	if err != nil {
+		s.status.LastAttemptedCommit = commit
+		return &syncError{ReasonApplyFailed, err}
+	}
+	ch := WithRetries(ChangedPaths(prev, next), next, s.status.PathErrors)
+	in := DecideInput{
+		Source: s.spec.Name, Commit: commit, Full: prev == nil, AllowPruneAll: s.spec.AllowPruneAll,
+		Listing: next, Parsed: map[string]ParsedDir{}, Namespaces: map[string]ParsedNamespace{},
+		PrevErrors: s.status.PathErrors,
+	}
+	for _, p := range ch.Namespaces {
+		data, err := s.git.readBlob(plumbing.NewHash(next.Namespaces[p]), quadlet.DefaultLimits.MaxFileBytes)
+		if err != nil {
+			in.Namespaces[p] = ParsedNamespace{Err: err}
+			continue
+		}
+		ns, err := quadlet.ParseNamespace(quadlet.NamespaceFile, data)
+		in.Namespaces[p] = ParsedNamespace{Namespace: ns, Err: err}
+	}
+	for _, p := range ch.Dirs {
+		files, err := s.git.readDir(next.Dirs[p])
+		if err != nil {
+			in.Parsed[p] = ParsedDir{Err: err}
+			continue
+		}
+		q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
+		in.Parsed[p] = ParsedDir{Quadlet: q, Err: err}
+	}
+	metas, err := s.currentMetas(ctx)
+	if err != nil {
+		return err
+	}
+	in.Current = metas
+	plan := Decide(in)
+	s.status.LastAttemptedCommit = commit
+	if plan.Refused != "" {
+		if s.lastRefused != commit {
+			s.lastRefused = commit
+			s.event(ctx, resources.EventWarning, ReasonPruneRefused, plan.Refused)
+		}
+		s.setCondition(CondStalled, resources.ConditionTrue, ReasonPruneRefused, plan.Refused)
+		s.fullNext()
+		return &syncError{ReasonPruneRefused, errors.New(plan.Refused)}
+	}
+	s.lastRefused = ""
+	s.writeStatus(ctx) // record the attempt: an interruption forces a full compare
+	res, err := s.execute(ctx, commit, plan)
+	if err != nil {
+		return err
+	}
+	res.owned = ownedAfter(s.spec.Name, metas, res)
+	s.listings = map[string]Listing{commit: next}
+	if in.Full {
+		s.lastFull = s.now()
+	}
+	s.status.AppliedCommit = commit
+	s.status.LastAppliedTime = s.now().UTC()
+	s.status.LastError = ""
+	s.status.PathErrors = res.pathErrors
+	s.status.Workloads = res.owned
+	s.removeCondition(CondStalled)
+	s.setReady()
+	s.writeStatus(ctx)
+	if msg := res.summary(commit); msg != "" {
+		s.event(ctx, resources.EventNormal, ReasonApplied, msg)
+		s.log.Info().Str("commit", commit).Int("changed", len(res.changed)).Int("deleted", len(res.deleted)).
+			Int("path_errors", len(res.pathErrors)).Msg("applied commit")
+	}
+	if w := pathErrorSummary(res.pathErrors); w != "" && w != s.lastWarnings {
+		s.event(ctx, resources.EventWarning, ReasonInvalidQuadlet, fmt.Sprintf("commit %s: %s", short(commit), w))
+	}
+	s.lastWarnings = pathErrorSummary(res.pathErrors)
+	return nil
+}
+
+func (s *source) currentMetas(ctx context.Context) ([]resources.WorkloadMeta, error) {
+	return s.repo.ListWorkloadMetas(ctx)
+}
+
+// applyResult is what execute wrote.
+type applyResult struct {
+	changed, deleted []string
+	pathErrors       []resources.PathError
+	owned            int
+}
+
+func (r applyResult) summary(commit string) string {
+	if len(r.changed)+len(r.deleted) == 0 {
+		return ""
+	}
+	var parts []string
+	if len(r.changed) > 0 {
+		parts = append(parts, "applied "+capList(r.changed))
+	}
+	if len(r.deleted) > 0 {
+		parts = append(parts, "pruned "+capList(r.deleted))
+	}
+	return fmt.Sprintf("commit %s: %s", short(commit), strings.Join(parts, "; "))
+}
+
+func capList(xs []string) string {
+	const maxListed = 20
+	if len(xs) <= maxListed {
+		return strings.Join(xs, ", ")
+	}
+	return strings.Join(xs[:maxListed], ", ") + fmt.Sprintf(" and %d more", len(xs)-maxListed)
+}
+
+func pathErrorSummary(errs []resources.PathError) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	paths := make([]string, 0, len(errs))
+	for _, e := range errs {
+		paths = append(paths, e.Path)
+	}
+	return fmt.Sprintf("%d path(s) have errors: %s", len(errs), capList(paths))
+}
+
+// execute writes a plan. Errors of one item become path errors; a store
+// error or a newer commit stops it.
+func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyResult, error) {
+	var res applyResult
+	pathErrs := slices.Clone(plan.PathErrors)
+	addErr := func(path string, err error) {
+		pathErrs = append(pathErrs, resources.PathError{Path: path, Error: path + ": " + err.Error(), Commit: commit})
+	}
+	for _, ns := range plan.Namespaces {
+		if _, _, err := s.repo.PutNamespace(ctx, ns.Metadata.Name, ns.Metadata.Labels); err != nil {
+			return res, fmt.Errorf("write namespace %s: %w", ns.Metadata.Name, err)
+		}
+	}
+	for i, a := range plan.Apply {
+		if i%16 == 15 && s.superseded(ctx, commit) {
+			return res, errSuperseded
+		}
+		_, err := s.repo.ApplyWorkload(ctx, resources.ApplyRequest{
+			Quadlet: a.Quadlet,
+			Owner:   resources.Owner{Kind: resources.OwnerGit, Source: s.spec.Name, Path: a.Path, Commit: commit},
+		})
+		switch {
+		case err == nil:
+			res.changed = append(res.changed, a.Quadlet.Namespace()+"/"+a.Quadlet.Name())
+		case errors.Is(err, resources.ErrSuspended):
+		case errors.Is(err, resources.ErrNotFound):
+			addErr(a.Path, fmt.Errorf("namespace %q does not exist: add a %s defining it", a.Quadlet.Namespace(), quadlet.NamespaceFile))
+		case errors.Is(err, resources.ErrConflict):
+			addErr(a.Path, err)
+		default:
+			return res, err
+		}
+	}
+	for _, d := range plan.Delete {
+		_, err := s.repo.DeleteWorkload(ctx, resources.DeleteRequest{
+			Namespace: d.Namespace, Name: d.Name, Owner: resources.Owner{Kind: resources.OwnerGit, Source: s.spec.Name},
+		})
+		switch {
+		case err == nil:
+			res.deleted = append(res.deleted, d.String())
+		case errors.Is(err, resources.ErrNotFound), errors.Is(err, resources.ErrSuspended), errors.Is(err, resources.ErrConflict):
+		default:
+			return res, err
+		}
+	}
+	now := s.now().UTC()
+	for _, st := range plan.Stall {
+		if err := s.repo.SetWorkloadCondition(ctx, st.Namespace, st.Name, resources.Condition{
+			Type: CondStalled, Status: resources.ConditionTrue, Reason: ReasonInvalidQuadlet,
+			Message: fmt.Sprintf("commit %s: %s; the last good version stays applied", short(commit), st.Message), LastTransitionTime: now,
+		}); err != nil {
+			return res, err
+		}
+	}
+	for _, u := range plan.Unstall {
+		if err := s.repo.SetWorkloadCondition(ctx, u.Namespace, u.Name, resources.Condition{Type: CondStalled, Status: resources.ConditionFalse}); err != nil {
+			return res, err
+		}
+	}
+	slices.SortFunc(pathErrs, func(a, b resources.PathError) int { return strings.Compare(a.Path, b.Path) })
+	res.pathErrors = pathErrs
+	return res, nil
+}
+
+// ownedAfter counts the workloads source owns once res is written over metas.
+func ownedAfter(source string, metas []resources.WorkloadMeta, res applyResult) int {
+	owned := map[string]bool{}
+	for _, m := range metas {
+		if m.Owner.Kind == resources.OwnerGit && m.Owner.Source == source {
+			owned[m.Namespace+"/"+m.Name] = true
+		}
+	}
+	for _, k := range res.changed {
+		owned[k] = true
+	}
+	for _, k := range res.deleted {
+		delete(owned, k)
+	}
+	return len(owned)
+}
+
+// superseded reports whether a trigger is pending and the remote head has
+// moved past commit.
+func (s *source) superseded(ctx context.Context, commit string) bool {
+	if len(s.trigger) == 0 {
+		return false
+	}
+	auth, err := authFor(s.spec.Auth)
+	if err != nil {
+		return false
+	}
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	head, err := s.git.remoteHead(lctx, auth)
+	return err == nil && head.String() != commit
+}
+
+func (s *source) setReady() {
+	if n := len(s.status.PathErrors); n > 0 {
+		s.setCondition(CondReady, resources.ConditionFalse, ReasonPathErrors,
+			fmt.Sprintf("applied commit %s; %s", short(s.status.AppliedCommit), pathErrorSummary(s.status.PathErrors)))
+		return
+	}
+	s.setCondition(CondReady, resources.ConditionTrue, ReasonApplied, "applied commit "+short(s.status.AppliedCommit))
+}
+
+func (s *source) setCondition(typ, status, reason, msg string) {
+	now := s.now().UTC()
+	for i, c := range s.status.Conditions {
+		if c.Type == typ {
+			if c.Status != status {
+				c.LastTransitionTime = now
+			}
+			c.Status, c.Reason, c.Message = status, reason, msg
+			s.status.Conditions[i] = c
+			return
+		}
+	}
+	s.status.Conditions = append(s.status.Conditions, resources.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: now})
+}
+
+func (s *source) removeCondition(typ string) {
+	s.status.Conditions = slices.DeleteFunc(s.status.Conditions, func(c resources.Condition) bool { return c.Type == typ })
+}
+
+func (s *source) writeStatus(ctx context.Context) {
+	if err := s.repo.PutSourceStatus(ctx, s.spec.Name, s.status); err != nil && ctx.Err() == nil {
+		s.log.Warn().Err(err).Msg("write source status")
+	}
+}
+
+func (s *source) event(ctx context.Context, typ, reason, msg string) {
+	if err := s.repo.AppendEvent(ctx, resources.Event{Type: typ, Object: "source/" + s.spec.Name, Reason: reason, Message: msg}); err != nil && ctx.Err() == nil {
+		s.log.Warn().Err(err).Msg("record event")
+	}
+}

@@ -1,0 +1,151 @@
+package gitsync
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Source defaults.
+const (
+	DefaultBranch          = "main"
+	DefaultPath            = "."
+	DefaultIntervalSeconds = 30
+	MinIntervalSeconds     = 5
+	MaxIntervalSeconds     = 86400
+	// ClusterSourceName is the name of the source cluster.kat's spec.gitops
+	// creates.
+	ClusterSourceName = "config"
+)
+
+// ErrInvalidSpec is wrapped by every error of ValidateSpec.
+var ErrInvalidSpec = errors.New("gitsync: invalid source spec")
+
+// SpecFromGitOps turns cluster.kat's spec.gitops into the first source.
+func SpecFromGitOps(g *quadlet.GitOpsConfig) resources.SourceSpec {
+	return resources.SourceSpec{
+		Name: ClusterSourceName, URL: g.Repository, Branch: g.Branch, Path: g.Path,
+		IntervalSeconds: g.PollIntervalSeconds, KeyringFile: g.KeyringFile,
+		Auth: resources.SourceAuth{TokenFile: g.TokenFile, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile},
+	}
+}
+
+// Defaulted returns spec with its defaults filled in.
+func Defaulted(spec resources.SourceSpec) resources.SourceSpec {
+	if spec.Branch == "" {
+		spec.Branch = DefaultBranch
+	}
+	if spec.Path == "" {
+		spec.Path = DefaultPath
+	}
+	spec.Path = path.Clean(spec.Path)
+	if spec.IntervalSeconds == 0 {
+		spec.IntervalSeconds = DefaultIntervalSeconds
+	}
+	return spec
+}
+
+// ValidateSpec checks a defaulted spec; the error names every bad field and
+// wraps ErrInvalidSpec.
+func ValidateSpec(spec resources.SourceSpec) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if !quadlet.IsDNSLabel(spec.Name) {
+		bad("name", "%q must be a DNS label (lowercase letters, digits and '-')", spec.Name)
+	}
+	if msg := checkURL(spec.URL); msg != "" {
+		bad("url", "%s", msg)
+	}
+	if msg := checkBranch(spec.Branch); msg != "" {
+		bad("branch", "%s", msg)
+	}
+	if p := spec.Path; p != "." && (path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") || strings.ContainsAny(p, "\\\x00")) {
+		bad("path", "%q must be a relative path inside the repository", p)
+	}
+	if spec.IntervalSeconds < MinIntervalSeconds || spec.IntervalSeconds > MaxIntervalSeconds {
+		bad("intervalSeconds", "must be between %d and %d, got %d", MinIntervalSeconds, MaxIntervalSeconds, spec.IntervalSeconds)
+	}
+	a := spec.Auth
+	for _, f := range []struct{ field, v string }{
+		{"auth.tokenFile", a.TokenFile}, {"auth.basicAuthFile", a.BasicAuthFile},
+		{"auth.sshKeyFile", a.SSHKeyFile}, {"auth.knownHostsFile", a.KnownHostsFile}, {"keyringFile", spec.KeyringFile},
+	} {
+		if f.v != "" && (!filepath.IsAbs(f.v) || filepath.Clean(f.v) != f.v) {
+			bad(f.field, "%q must be a clean absolute path", f.v)
+		}
+	}
+	if a.TokenFile != "" && a.BasicAuthFile != "" {
+		bad("auth", "tokenFile and basicAuthFile are exclusive")
+	}
+	if (a.SSHKeyFile == "") != (a.KnownHostsFile == "") {
+		bad("auth", "sshKeyFile and knownHostsFile must be given together")
+	}
+	isSSH := strings.HasPrefix(spec.URL, "ssh://") || isSCPLike(spec.URL)
+	if a.SSHKeyFile != "" && !isSSH {
+		bad("auth.sshKeyFile", "only for ssh:// URLs")
+	}
+	if (a.TokenFile != "" || a.BasicAuthFile != "") && isSSH {
+		bad("auth", "tokenFile and basicAuthFile are for http(s) URLs, not ssh")
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("source %q: %w: %w", spec.Name, ErrInvalidSpec, errors.Join(errs...))
+}
+
+func isSCPLike(s string) bool {
+	at, _, ok := strings.Cut(s, ":")
+	return ok && !strings.Contains(at, "/") && !strings.Contains(s, "://") && at != ""
+}
+
+func checkURL(s string) string {
+	if s == "" {
+		return "required"
+	}
+	if strings.ContainsAny(s, " \t\r\n\x00") {
+		return "must not contain white space or control characters"
+	}
+	if isSCPLike(s) {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not a URL", RedactURL(s))
+	}
+	switch u.Scheme {
+	case "https", "http", "ssh":
+		if u.Host == "" {
+			return fmt.Sprintf("%q has no host", RedactURL(s))
+		}
+	case "file":
+		if u.Path == "" || !path.IsAbs(u.Path) {
+			return fmt.Sprintf("%q must name an absolute path", s)
+		}
+	default:
+		return fmt.Sprintf("scheme %q is not one of https, http, ssh, file", u.Scheme)
+	}
+	if _, has := u.User.Password(); has {
+		return "must not hold a password: put credentials in auth.tokenFile or auth.basicAuthFile"
+	}
+	return ""
+}
+
+func checkBranch(b string) string {
+	switch {
+	case b == "":
+		return "required"
+	case strings.HasPrefix(b, "-"), strings.HasPrefix(b, "/"), strings.HasSuffix(b, "/"), strings.HasSuffix(b, ".lock"),
+		strings.Contains(b, ".."), strings.Contains(b, "//"), strings.Contains(b, "@{"),
+		strings.ContainsAny(b, " ~^:?*[\\\t\r\n\x00\x7f"):
+		return fmt.Sprintf("%q is not a valid branch name", b)
+	}
+	return ""
+}

@@ -1,0 +1,81 @@
+package gitsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/store/storetest"
+)
+
+// TestNewerCommitSupersedes stops an apply in progress when a trigger is
+// pending and the remote head has moved past the commit being applied.
+func TestNewerCommitSupersedes(t *testing.T) {
+	r := newTestRemote(t)
+	r.workload("web", "default", "web", 1)
+	c1 := r.commit("one")
+	repo := resources.New(storetest.New(t))
+	ctx := context.Background()
+	if _, err := repo.EnsureNamespace(ctx, resources.NamespaceDefault, nil); err != nil {
+		t.Fatal(err)
+	}
+	spec := Defaulted(resources.SourceSpec{Name: "config", URL: r.fileURL(), IntervalSeconds: 3600})
+	s := newSource(spec, repo, t.TempDir(), zerolog.Nop(), time.Now)
+	s.round(ctx)
+	t.Cleanup(func() { s.git.close() })
+	if s.status.AppliedCommit != c1 {
+		t.Fatalf("applied %q, want %s (error %q)", s.status.AppliedCommit, c1, s.status.LastError)
+	}
+
+	var plan Plan
+	for i := range 40 {
+		plan.Apply = append(plan.Apply, Apply{Path: fmt.Sprintf("w%02d", i), Quadlet: testQuadlet(t, "default", fmt.Sprintf("w%02d", i), 1)})
+	}
+	if _, err := s.execute(ctx, c1, plan); err != nil {
+		t.Fatalf("execute without a newer commit: %v", err)
+	}
+
+	r.workload("web", "default", "web", 2)
+	r.commit("two")
+	s.Trigger()
+	plan.Apply = plan.Apply[:0]
+	for i := range 40 {
+		plan.Apply = append(plan.Apply, Apply{Path: fmt.Sprintf("x%02d", i), Quadlet: testQuadlet(t, "default", fmt.Sprintf("x%02d", i), 1)})
+	}
+	res, err := s.execute(ctx, c1, plan)
+	if !errors.Is(err, errSuperseded) {
+		t.Fatalf("execute with a newer commit pending = %v, want errSuperseded", err)
+	}
+	if len(res.changed) >= 40 {
+		t.Errorf("wrote all %d workloads of a superseded commit", len(res.changed))
+	}
+}
+
+// TestFirstSyncRepairsDriftBehindGitsBack deletes a Git-owned workload with
+// the API's --force while the leader is down; the next leader's first sync
+// compares every directory and writes it again.
+func TestFirstSyncRepairsDriftBehindGitsBack(t *testing.T) {
+	r := newTestRemote(t)
+	r.workload("web", "default", "web", 1)
+	r.workload("db", "default", "db", 1)
+	c1 := r.commit("one")
+	e := newEnv(t)
+	e.addSource(resources.SourceSpec{URL: r.fileURL()})
+	e.waitApplied("config", c1)
+	e.stop()
+	if _, err := e.repo.DeleteWorkload(context.Background(), resources.DeleteRequest{Namespace: "default", Name: "web", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.eventually("default/web written again", func() string {
+		if _, ok := e.generations()["default/web"]; !ok {
+			return "missing"
+		}
+		return ""
+	})
+}

@@ -1,0 +1,285 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"kat.dws.rip/kat/webhook"
+)
+
+// gitRemote is a bare repository served over Git smart HTTP by git
+// http-backend, and a working clone that pushes to it.
+type gitRemote struct {
+	t    testing.TB
+	bare string
+	work string
+	url  string
+}
+
+func newGitRemote(t testing.TB) *gitRemote {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Skipf("git is not installed: %v", err)
+	}
+	root := t.TempDir()
+	r := &gitRemote{t: t, bare: filepath.Join(root, "config.git"), work: filepath.Join(root, "work")}
+	r.git(root, "init", "-q", "--bare", "-b", "main", r.bare)
+	r.git(root, "clone", "-q", r.bare, r.work)
+	h := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	r.url = srv.URL + "/config.git"
+	return r
+}
+
+func (r *gitRemote) git(dir string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=e2e", "GIT_AUTHOR_EMAIL=e2e@example.com",
+		"GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// pushWorkload commits default/NAME and pushes it.
+func (r *gitRemote) pushWorkload(name string) string {
+	r.t.Helper()
+	dir := filepath.Join(r.work, "default", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	wl := fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata:
+  name: %s
+  namespace: default
+spec:
+  type: Service
+  source:
+    image: localhost/kat-base:latest
+  replicas: 1
+  restartPolicy:
+    condition: Always
+  container:
+    command: ["/bin/sh", "-c", "sleep 3600"]
+`, name)
+	if err := os.WriteFile(filepath.Join(dir, "workload.kat"), []byte(wl), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	r.git(r.work, "add", "-A")
+	r.git(r.work, "commit", "-q", "-m", "add "+name)
+	r.git(r.work, "push", "-q", "origin", "HEAD:main")
+	return r.git(r.work, "rev-parse", "HEAD")
+}
+
+func waitForWorkload(t *testing.T, c *Cluster, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, ws := getWorkloads(t, c)
+		for _, w := range ws {
+			if w.Name == name && w.Owner.Kind == "git" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workload %s did not appear within 60s\n%s\n%s", name, c.Katcall(context.Background(), "get", "sources"), c.Tail(20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestGitOpsThroughBinaries follows a config repo served by git http-backend:
+// the first commit is applied at start-up, a push announced by a signed
+// GitHub webhook is applied, a push followed by katcall sync is applied, and
+// a webhook with a bad signature is refused.
+func TestGitOpsThroughBinaries(t *testing.T) {
+	remote := newGitRemote(t)
+	remote.pushWorkload("first")
+	dir := t.TempDir()
+	secret := []byte("e2e-webhook-secret")
+	secretFile := filepath.Join(dir, "webhook.secret")
+	if err := os.WriteFile(secretFile, append(secret, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.ReadFile(filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "cluster.kat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterKat := filepath.Join(dir, "cluster.kat")
+	gitops := fmt.Sprintf("  gitops:\n    repository: %s\n    branch: main\n    pollIntervalSeconds: 3600\n    webhookSecretFile: %s\n", remote.url, secretFile)
+	if err := os.WriteFile(clusterKat, append(base, gitops...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCluster(sharedBinaries(t), filepath.Join(dir, "data"), clusterKat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(30 * time.Second); err != nil {
+			t.Errorf("stop kat-agent: %v", err)
+		}
+	})
+	waitForWorkload(t, c, "first")
+
+	hook := func(body []byte, sig string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, apiURL(t, c)+"/v1alpha1/webhooks/github", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-Hub-Signature-256", sig)
+		resp, err := apiHTTPClient(t, c).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	head := remote.pushWorkload("hooked")
+	body := fmt.Appendf(nil, `{"ref":"refs/heads/main","after":%q,"repository":{"clone_url":%q}}`, head, remote.url)
+	if code := hook(body, "sha256="+strings.Repeat("0", 64)); code != http.StatusUnauthorized {
+		t.Errorf("webhook with a bad signature: %d, want 401", code)
+	}
+	if code := hook(body, webhook.Sign(secret, body)); code != http.StatusAccepted {
+		t.Fatalf("signed webhook: %d, want 202\n%s", code, c.Tail(10))
+	}
+	waitForWorkload(t, c, "hooked")
+
+	remote.pushWorkload("synced")
+	if r := c.Katcall(context.Background(), "sync", "config"); r.Code != 0 {
+		t.Fatalf("katcall sync: %s", r)
+	}
+	waitForWorkload(t, c, "synced")
+	r := c.Katcall(context.Background(), "get", "sources")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "config") || !strings.Contains(r.Stdout, "True") {
+		t.Errorf("katcall get sources: %s", r)
+	}
+	if r := c.Katcall(context.Background(), "status"); r.Code != 0 || !strings.Contains(r.Stdout, "SOURCE") || !strings.Contains(r.Stdout, "git:config/default/synced") {
+		t.Errorf("katcall status lacks the source or the owner: %s", r)
+	}
+	if r := c.Katcall(context.Background(), "get", "events"); r.Code != 0 || !strings.Contains(r.Stdout, "source/config") || !strings.Contains(r.Stdout, "default/hooked") {
+		t.Errorf("katcall get events lacks the applied commits: %s", r)
+	}
+	ownershipThroughBinaries(t, c, remote)
+}
+
+// ownershipThroughBinaries: katcall source set changes one field; katcall
+// apply on a Git-owned workload is refused, --force suspends it, katcall
+// resume applies Git's version again.
+func ownershipThroughBinaries(t *testing.T, c *Cluster, remote *gitRemote) {
+	t.Helper()
+	ctx := context.Background()
+	if r := c.Katcall(ctx, "source", "set", "config", "--interval", "20s"); r.Code != 0 {
+		t.Fatalf("katcall source set: %s", r)
+	}
+	r := c.Katcall(ctx, "get", "sources", "config", "-o", "json")
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"intervalSeconds": 20`) || !strings.Contains(r.Stdout, remote.url) {
+		t.Errorf("after source set --interval 20s: %s", r)
+	}
+	if r := c.Katcall(ctx, "source", "set", "config", "--interval", "1s"); r.Code == 0 || !strings.Contains(r.Stderr, "intervalSeconds") {
+		t.Errorf("source set --interval 1s: %s, want refused naming intervalSeconds", r)
+	}
+
+	dir := filepath.Join(remote.work, "default", "synced")
+	wl, err := os.ReadFile(filepath.Join(dir, "workload.kat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(t.TempDir(), "synced")
+	if err := os.MkdirAll(edited, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(edited, "workload.kat"), []byte(strings.Replace(string(wl), "replicas: 1", "replicas: 3", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Katcall(ctx, "apply", "-f", edited); r.Code == 0 || !strings.Contains(r.Stderr, "default/synced") {
+		t.Fatalf("apply on a Git-owned workload: %s, want refused naming the path", r)
+	}
+	if r := c.Katcall(ctx, "apply", "-f", edited, "--force"); r.Code != 0 || !strings.Contains(r.Stdout, "suspended") {
+		t.Fatalf("apply --force: %s", r)
+	}
+	if r := c.Katcall(ctx, "resume", "default/synced"); r.Code != 0 {
+		t.Fatalf("katcall resume: %s", r)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, ws := getWorkloads(t, c)
+		back := false
+		for _, w := range ws {
+			if w.Name == "synced" && w.Suspended != nil && !*w.Suspended && w.Generation == 3 {
+				back = true
+			}
+		}
+		if back {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Git's version of default/synced not applied again within 60s: %s", c.Katcall(ctx, "get", "workloads", "-o", "json"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := c.Katcall(ctx, "suspend", "default/first"); r.Code != 0 || !strings.Contains(r.Stdout, "suspended") {
+		t.Errorf("katcall suspend: %s", r)
+	}
+}
+
+type katcallYAML struct {
+	Server string `yaml:"server"`
+	CA     string `yaml:"certificateAuthorityData"`
+}
+
+func readKatcallYAML(t *testing.T, c *Cluster) katcallYAML {
+	t.Helper()
+	b, err := os.ReadFile(c.KatcallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k katcallYAML
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func apiURL(t *testing.T, c *Cluster) string {
+	t.Helper()
+	return readKatcallYAML(t, c).Server
+}
+
+// apiHTTPClient trusts the cluster CA, and sends no bearer token.
+func apiHTTPClient(t *testing.T, c *Cluster) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(readKatcallYAML(t, c).CA)) {
+		t.Fatal("katcall.yaml holds no CA certificate")
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}

@@ -1,0 +1,136 @@
+package resources_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"kat.dws.rip/kat/store/resources"
+)
+
+func TestSourceRecords(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newRepo(t)
+	spec := resources.SourceSpec{Name: "config", URL: "file:///srv/config.git", Branch: "main", Path: ".", IntervalSeconds: 30}
+	if created, err := r.CreateSourceSpec(ctx, spec); err != nil || !created {
+		t.Fatalf("CreateSourceSpec = %v, %v", created, err)
+	}
+	spec2 := spec
+	spec2.Branch = "other"
+	if created, err := r.CreateSourceSpec(ctx, spec2); err != nil || created {
+		t.Fatalf("second CreateSourceSpec = %v, %v; want false: an existing source is kept", created, err)
+	}
+	if created, err := r.PutSourceSpec(ctx, spec2); err != nil || created {
+		t.Fatalf("PutSourceSpec = %v, %v", created, err)
+	}
+	st := resources.SourceStatus{AppliedCommit: "abc", PathErrors: []resources.PathError{{Path: "apps/web", Error: "bad"}}}
+	if err := r.PutSourceStatus(ctx, "config", st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.GetSource(ctx, "config")
+	if err != nil || got.Spec.Branch != "other" || got.Status.AppliedCommit != "abc" || len(got.Status.PathErrors) != 1 {
+		t.Fatalf("GetSource = %+v, %v", got, err)
+	}
+	// A status without a spec (a leftover) is not listed.
+	if err := r.PutSourceStatus(ctx, "ghost", st); err != nil {
+		t.Fatal(err)
+	}
+	list, err := r.ListSources(ctx)
+	if err != nil || len(list) != 1 || list[0].Spec.Name != "config" {
+		t.Fatalf("ListSources = %+v, %v", list, err)
+	}
+	if err := r.DeleteSource(ctx, "config"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.GetSource(ctx, "config"); !errors.Is(err, resources.ErrNotFound) {
+		t.Fatalf("GetSource after delete = %v, want ErrNotFound", err)
+	}
+	if err := r.DeleteSource(ctx, "config"); !errors.Is(err, resources.ErrNotFound) {
+		t.Fatalf("second DeleteSource = %v, want ErrNotFound", err)
+	}
+}
+
+func TestEventsAreCapped(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newRepo(t)
+	for i := range resources.DefaultEventKeep + 5 {
+		if err := r.AppendEvent(ctx, resources.Event{Object: "source/config", Reason: "Applied", Message: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := r.ListEvents(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != resources.DefaultEventKeep || evs[0].Message != "5" || evs[len(evs)-1].Message != fmt.Sprint(resources.DefaultEventKeep+4) {
+		t.Fatalf("kept %d events from %q to %q; want the newest %d", len(evs), evs[0].Message, evs[len(evs)-1].Message, resources.DefaultEventKeep)
+	}
+	last, err := r.ListEvents(ctx, 3)
+	if err != nil || len(last) != 3 || last[2].Message != fmt.Sprint(resources.DefaultEventKeep+4) {
+		t.Fatalf("ListEvents(3) = %+v, %v", last, err)
+	}
+}
+
+func TestSuspendResumeAndGitPrune(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newRepo(t)
+	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "api", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.SetSuspended(ctx, "default", "api", true); !errors.Is(err, resources.ErrConflict) {
+		t.Fatalf("suspend of an API workload = %v, want ErrConflict", err)
+	}
+	git := resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "web"}
+	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 1), Owner: git}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := r.SetSuspended(ctx, "default", "web", true); err != nil || !m.Suspended {
+		t.Fatalf("suspend = %+v, %v", m, err)
+	}
+	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 2), Owner: git}); !errors.Is(err, resources.ErrSuspended) {
+		t.Fatalf("git write while suspended = %v, want ErrSuspended", err)
+	}
+	if _, err := r.DeleteWorkload(ctx, resources.DeleteRequest{Namespace: "default", Name: "web", Owner: git}); !errors.Is(err, resources.ErrSuspended) {
+		t.Fatalf("git prune while suspended = %v, want ErrSuspended", err)
+	}
+	if m, err := r.SetSuspended(ctx, "default", "web", false); err != nil || m.Suspended {
+		t.Fatalf("resume = %+v, %v", m, err)
+	}
+	other := resources.Owner{Kind: resources.OwnerGit, Source: "other"}
+	if _, err := r.DeleteWorkload(ctx, resources.DeleteRequest{Namespace: "default", Name: "web", Owner: other}); !errors.Is(err, resources.ErrConflict) {
+		t.Fatalf("prune by another source = %v, want ErrConflict", err)
+	}
+	if _, err := r.DeleteWorkload(ctx, resources.DeleteRequest{Namespace: "default", Name: "api", Owner: git}); !errors.Is(err, resources.ErrConflict) {
+		t.Fatalf("git prune of an API workload = %v, want ErrConflict", err)
+	}
+	if _, err := r.DeleteWorkload(ctx, resources.DeleteRequest{Namespace: "default", Name: "web", Owner: git}); err != nil {
+		t.Fatalf("git prune = %v", err)
+	}
+}
+
+func TestWorkloadConditions(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newRepo(t)
+	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	stalled := resources.Condition{Type: "Stalled", Status: resources.ConditionTrue, Reason: "InvalidQuadlet", Message: "workload.kat:3: bad"}
+	if err := r.SetWorkloadCondition(ctx, "default", "web", stalled); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := r.GetWorkload(ctx, "default", "web")
+	if len(w.Status.Conditions) != 2 || w.Status.Conditions[1].Message != stalled.Message || w.Status.Conditions[1].LastTransitionTime.IsZero() {
+		t.Fatalf("conditions = %+v, want Ready and Stalled", w.Status.Conditions)
+	}
+	if err := r.SetWorkloadCondition(ctx, "default", "web", resources.Condition{Type: "Stalled", Status: resources.ConditionFalse}); err != nil {
+		t.Fatal(err)
+	}
+	w, _ = r.GetWorkload(ctx, "default", "web")
+	if len(w.Status.Conditions) != 1 || w.Status.Conditions[0].Type != "Ready" {
+		t.Fatalf("conditions after clearing = %+v, want only Ready", w.Status.Conditions)
+	}
+	if err := r.SetWorkloadCondition(ctx, "default", "missing", stalled); err != nil {
+		t.Fatalf("condition on a missing workload = %v, want nil", err)
+	}
+}

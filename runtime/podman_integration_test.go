@@ -81,6 +81,7 @@ func testSpec(mark, name string, args ...string) ContainerSpec {
 }
 
 func testCtx(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx

@@ -343,6 +343,7 @@ func TestPodmanLogsFollow(t *testing.T) {
 		}
 	}
 	expect("first")
+	beforeSecond := time.Now()
 	if res, err := pm.Exec(ctx, id, []string{"touch", "/tmp/go"}, 10*time.Second); err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec touch: %+v %v", res, err)
 	}
@@ -351,6 +352,26 @@ func TestPodmanLogsFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range lines { // the reader goroutine ends once the stream is closed
+	}
+
+	for _, tc := range []struct {
+		name string
+		opts LogOptions
+		want string
+	}{
+		{"tail", LogOptions{Tail: 1}, "second\n"},
+		{"since", LogOptions{Since: beforeSecond}, "second\n"},
+		{"all", LogOptions{}, "first\nsecond\n"},
+	} {
+		rc, err := pm.Logs(ctx, id, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil || string(out) != tc.want {
+			t.Errorf("logs %s: %q, %v; want %q", tc.name, out, err, tc.want)
+		}
 	}
 
 	if _, err := pm.Logs(ctx, "kat-rt-test-"+mark+"-absent", LogOptions{}); !errors.Is(err, ErrNotFound) {

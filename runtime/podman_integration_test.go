@@ -444,3 +444,39 @@ func TestPodmanRejectsBadSpecs(t *testing.T) {
 		t.Fatalf("create from a missing image: got %v, want ErrImageNotFound naming podman create", err)
 	}
 }
+
+// TestPodmanSeparateStorage runs a second driver with its own storage root,
+// run root and tmpdir, as a second agent on the same machine would: its
+// containers and images are invisible to the default storage.
+func TestPodmanSeparateStorage(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	own := NewPodman(PodmanConfig{Root: dir + "/storage", RunRoot: dir + "/run", TmpDir: dir + "/tmp"})
+	if ok, err := own.ImageExists(ctx, baseImage); err != nil || ok {
+		t.Fatalf("fresh storage has the base image (%v) or fails: %v", ok, err)
+	}
+	build := exec.CommandContext(ctx, "bash", "../scripts/build-base-image.sh")
+	build.Env = append(os.Environ(), "KAT_PODMAN_ARGS="+strings.Join(own.GlobalArgs(), " "))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the base image into the separate storage: %v: %s", err, out)
+	}
+	id, err := own.CreateContainer(ctx, testSpec(mark, "own", "sleep", "600"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := own.RemoveContainer(context.Background(), id, true); err != nil {
+			t.Error(err)
+		}
+	})
+	must(t, own.StartContainer(ctx, id))
+	mine, err := own.ListManagedContainers(ctx, map[string]string{testLabel: mark})
+	if err != nil || len(mine) != 1 || mine[0].ID != id || mine[0].State != StateRunning {
+		t.Fatalf("separate storage lists %+v, %v", mine, err)
+	}
+	theirs, err := pm.ListManagedContainers(ctx, map[string]string{testLabel: mark})
+	if err != nil || len(theirs) != 0 {
+		t.Fatalf("default storage sees the separate storage's containers: %+v, %v", theirs, err)
+	}
+}

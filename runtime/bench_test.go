@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -16,7 +17,8 @@ import (
 // it reports the mean of each (run-ms/op, driver-ms/op), their ratio and the
 // slowest start of each (podman commands of other processes can stall one). Run
 // it with -benchtime 50x for 50 sequential starts each way. The containers
-// are removed at the end, outside the timed part.
+// are removed at the end, outside the timed part. KAT_PODMAN_ARGS gives
+// podman global args, for example a storage root of the benchmark's own.
 func BenchmarkStartContainers(b *testing.B) {
 	pm, mark := podmanForBench(b)
 	ctx := context.Background()
@@ -61,7 +63,7 @@ func podmanForBench(b *testing.B) (*Podman, string) {
 	if _, err := exec.LookPath("podman"); err != nil {
 		b.Skip("skipping: podman is not installed (run scripts/install-prereqs.sh as root)")
 	}
-	pm := NewPodman(PodmanConfig{})
+	pm := NewPodman(PodmanConfig{ExtraArgs: strings.Fields(os.Getenv("KAT_PODMAN_ARGS"))})
 	ok, err := pm.ImageExists(context.Background(), baseImage)
 	if err != nil || !ok {
 		b.Skipf("skipping: image %s is missing (run scripts/build-base-image.sh): %v", baseImage, err)

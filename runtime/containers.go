@@ -66,6 +66,18 @@ func (p *Podman) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 	if err := spec.Validate(); err != nil {
 		return "", fmt.Errorf("create container %q: %w", spec.Name, err)
 	}
+	userns := spec.UserNS
+	if userns == "" {
+		userns = p.cfg.DefaultUserNS
+	}
+	if userns == "auto" || strings.HasPrefix(userns, "auto:") {
+		select {
+		case p.autoCreate <- struct{}{}:
+			defer func() { <-p.autoCreate }()
+		case <-ctx.Done():
+			return "", fmt.Errorf("create container %s: wait for another create: %w", spec.Name, ctx.Err())
+		}
+	}
 	out, err := p.run(ctx, p.createArgs(&spec)...)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)

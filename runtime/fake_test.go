@@ -168,7 +168,7 @@ func TestCommandErrors(t *testing.T) {
 				t.Fatalf("got %v, want it to wrap %v", err, tc.sentinel)
 			}
 			for _, s := range []error{ErrNotFound, ErrAlreadyExists, ErrImageNotFound, ErrNotRunning} {
-				if s != tc.sentinel && errors.Is(err, s) {
+				if !errors.Is(tc.sentinel, s) && errors.Is(err, s) {
 					t.Fatalf("%v wrongly wraps %v", err, s)
 				}
 			}
@@ -301,5 +301,40 @@ func TestEventsFromFakePodman(t *testing.T) {
 	err = f.pm.Events(context.Background(), nil, make(chan Event, 1))
 	if err == nil || !strings.Contains(err.Error(), `parse podman event "not json"`) {
 		t.Fatalf("garbage event: %v", err)
+	}
+}
+
+// TestAutoUserNSCreatesRunOneAtATime checks that the driver never runs two
+// `podman create --userns auto` at once (podman 4.3.1 can deadlock then): the
+// fake fails when it finds another create running.
+func TestAutoUserNSCreatesRunOneAtATime(t *testing.T) {
+	f := newFakePodman(t, PodmanConfig{})
+	script := `#!/bin/sh
+mkdir "$FAKE_DIR/busy" 2>/dev/null || { echo "Error: two creates at once" >&2; exit 125; }
+sleep 0.05
+rmdir "$FAKE_DIR/busy"
+echo 0123abcd
+`
+	must(t, os.WriteFile(f.pm.cfg.Binary, []byte(script), 0o755))
+	ctx := context.Background()
+	errs := make(chan error, 6)
+	for i := range cap(errs) {
+		go func() {
+			_, err := f.pm.CreateContainer(ctx, ContainerSpec{Name: "c" + strconv.Itoa(i), Image: "i"})
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	// A context that ends while waiting gives up with its error.
+	f.pm.autoCreate <- struct{}{}
+	defer func() { <-f.pm.autoCreate }()
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := f.pm.CreateContainer(short, ContainerSpec{Name: "late", Image: "i"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("create waiting past its deadline: got %v", err)
 	}
 }

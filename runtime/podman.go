@@ -41,9 +41,17 @@ type PodmanConfig struct {
 }
 
 // Podman is a ContainerRuntime that runs the podman CLI and parses its JSON
-// output. It holds no state of its own: it is safe for concurrent use.
+// output. It is safe for concurrent use.
+//
+// Bound every call with a context deadline: podman can hang (podman 4.3.1
+// sometimes does, holding its storage locks), and the driver kills a
+// command whose context ends, which frees podman's locks.
 type Podman struct {
 	cfg PodmanConfig
+	// autoCreate lets one `podman create --userns=auto` run at a time:
+	// podman 4.3.1 can hang for good, holding every storage lock, when
+	// several allocate auto user namespaces at once.
+	autoCreate chan struct{}
 }
 
 var _ ContainerRuntime = (*Podman)(nil)
@@ -59,7 +67,7 @@ func NewPodman(cfg PodmanConfig) *Podman {
 	if cfg.WaitDelay == 0 {
 		cfg.WaitDelay = 5 * time.Second
 	}
-	return &Podman{cfg: cfg}
+	return &Podman{cfg: cfg, autoCreate: make(chan struct{}, 1)}
 }
 
 // Config returns the configuration with defaults filled in.

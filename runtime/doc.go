@@ -1,0 +1,45 @@
+// Package runtime runs containers for the KAT agent: the ContainerRuntime
+// interface (spec §6.1), its Podman driver, and the mapping from a workload
+// to a container spec.
+//
+// The agent loop depends on ContainerRuntime only. Podman implements it by
+// running the podman CLI with JSON output; several agents can share one
+// machine by giving each its own storage root, run root and network config
+// directory:
+//
+//	pm := runtime.NewPodman(runtime.PodmanConfig{Root: "/var/lib/kat/n1/storage"})
+//	id, err := pm.CreateContainer(ctx, runtime.ContainerSpec{
+//		Name:   "web-1",
+//		Image:  "localhost/kat-base:latest",
+//		Args:   []string{"httpd", "-f", "-p", "8080"},
+//		Labels: map[string]string{runtime.LabelInstance: "web-1"},
+//	})
+//	if err == nil {
+//		err = pm.StartContainer(ctx, id)
+//	}
+//
+// # Labels
+//
+// Every container KAT creates carries LabelManaged plus the instance's
+// identity (LabelNamespace, LabelWorkload, LabelInstance, LabelSpecHash,
+// LabelGeneration, LabelSourceCommit). ListManagedContainers and Events filter
+// on them, so an agent that restarts finds and adopts its containers.
+//
+// # Restarts and state
+//
+// Containers are created without a podman restart policy: the agent decides
+// every restart. State is observed through Events plus a periodic resync with
+// ListManagedContainers; events can be lost.
+//
+// # User namespaces
+//
+// Containers run with --userns=auto by default: container root maps to an
+// unprivileged host uid range (the "containers" entries of /etc/subuid and
+// /etc/subgid), never to host root.
+//
+// # Errors
+//
+// Errors name the podman command that failed and include podman's stderr.
+// They wrap the package's sentinels (ErrNotFound, ErrInvalidSpec,
+// ErrExecTimeout, ...) where one applies.
+package runtime

@@ -100,7 +100,7 @@ func DeriveWorkloadStatus(in StatusInput, now time.Time) resources.WorkloadStatu
 	conds := []resources.Condition{cond}
 	if st.Phase == resources.PhaseProgressing {
 		conds = append(conds, resources.Condition{Type: "Reconciling", Status: resources.ConditionTrue, Reason: "Progressing",
-			Message: fmt.Sprintf("%d of %d instances of generation %d assigned, %d old instances left", fresh, in.Desired, in.Meta.Generation, stale),
+			Message:            fmt.Sprintf("%d of %d instances of generation %d assigned, %d old instances left", fresh, in.Desired, in.Meta.Generation, stale),
 			LastTransitionTime: now})
 	}
 	if st.Phase == resources.PhaseFailed {

@@ -6,16 +6,57 @@ set -euo pipefail
 need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+# Container runtime (DESIGN.md, "Facts"): Podman with runc (crun refuses the
+# hybrid cgroup layout), uidmap for --userns=auto, busybox-static for the
+# offline base image; docker-registry and gnupg for builds and signed commits.
+for pkg in podman runc uidmap busybox-static docker-registry gnupg; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
+done
 
-if [ ${#need[@]} -eq 0 ]; then
-  echo "prerequisites: all present"
+if [ ${#need[@]} -ne 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "prerequisites missing: ${need[*]}; run this script as root or install them with apt-get" >&2
+    exit 1
+  fi
+  echo "prerequisites: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}"
+else
+  echo "prerequisites: packages all present"
+fi
+
+# Podman settings this kind of host needs. The file is KAT's when it starts
+# with the marker line; a file someone else wrote is left alone, with a
+# warning when it lacks what KAT needs.
+conf=/etc/containers/containers.conf
+marker="# Written by KAT's scripts/install-prereqs.sh"
+want="$marker
+[containers]
+default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"]
+
+[engine]
+runtime = \"runc\""
+if [ "$(id -u)" -ne 0 ]; then
+  echo "prerequisites: not root, leaving $conf and /etc/subuid, /etc/subgid as they are"
   exit 0
 fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "prerequisites missing: ${need[*]}; run this script as root or install them with apt-get" >&2
-  exit 1
+if [ ! -e "$conf" ] || head -n1 "$conf" | grep -qxF "$marker"; then
+  if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
+    mkdir -p "$(dirname "$conf")"
+    printf '%s\n' "$want" >"$conf.tmp" && mv "$conf.tmp" "$conf"
+    echo "prerequisites: wrote $conf"
+  fi
+else
+  grep -q 'runtime *= *"runc"' "$conf" && grep -q 'nofile' "$conf" ||
+    echo "prerequisites: WARNING: $conf was not written by KAT and is left alone; KAT needs runtime = \"runc\" under [engine] and default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"] under [containers]" >&2
 fi
-echo "prerequisites: installing ${need[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}"
+
+# Sub-id ranges for --userns=auto, owned by the user "containers".
+for f in /etc/subuid /etc/subgid; do
+  touch "$f"
+  if ! grep -q '^containers:' "$f"; then
+    echo "containers:2147483647:2147483648" >>"$f"
+    echo "prerequisites: added the containers range to $f"
+  fi
+done

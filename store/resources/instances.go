@@ -54,6 +54,10 @@ type InstanceStatus struct {
 	Restarts int `json:"restarts"`
 	// RestartWindowStart is when the current MaxCount window began.
 	RestartWindowStart time.Time `json:"restartWindowStart,omitzero"`
+	// WindowRestarts counts the restarts since RestartWindowStart.
+	WindowRestarts int `json:"windowRestarts,omitempty"`
+	// Ports are the container ports published on the node.
+	Ports []PublishedPort `json:"ports,omitempty"`
 	StartedAt          time.Time `json:"startedAt,omitzero"`
 	// Message says what the agent last failed to do, or why it waits.
 	Message string `json:"message,omitempty"`
@@ -63,6 +67,14 @@ type InstanceStatus struct {
 // instances: running and healthy (or without a health check).
 func (s InstanceStatus) Ready() bool {
 	return s.Phase == InstanceRunning && (s.HealthStatus == HealthHealthy || s.HealthStatus == HealthNotApplicable)
+}
+
+// PublishedPort is a container port published on the node.
+type PublishedPort struct {
+	HostIP        string `json:"hostIP,omitempty"`
+	HostPort      int    `json:"hostPort"`
+	ContainerPort int    `json:"containerPort"`
+	Protocol      string `json:"protocol,omitempty"`
 }
 
 // GPU is one GPU of a node.

@@ -57,8 +57,8 @@ type InstanceStatus struct {
 	// WindowRestarts counts the restarts since RestartWindowStart.
 	WindowRestarts int `json:"windowRestarts,omitempty"`
 	// Ports are the container ports published on the node.
-	Ports []PublishedPort `json:"ports,omitempty"`
-	StartedAt          time.Time `json:"startedAt,omitzero"`
+	Ports     []PublishedPort `json:"ports,omitempty"`
+	StartedAt time.Time       `json:"startedAt,omitzero"`
 	// Message says what the agent last failed to do, or why it waits.
 	Message string `json:"message,omitempty"`
 }

@@ -54,6 +54,9 @@ type ServerConfig struct {
 	Logger zerolog.Logger
 	// Now replaces time.Now, for tests.
 	Now func() time.Time
+	// AgentTransport reaches agents' APIs (mutual TLS with this node's
+	// certificate), to proxy logs. Default nil: logs are unavailable.
+	AgentTransport http.RoundTripper
 }
 
 // Server serves the v1alpha1 API.
@@ -119,6 +122,9 @@ func (s *Server) Handler() http.Handler {
 			Message: r.Method + " is not allowed on " + r.URL.Path})
 	})
 	r.Get("/healthz", s.health)
+	// Routes without the request timeout: followed logs stream for long.
+	r.With(s.authenticate).Get("/v1alpha1/n/{ns}/workloads/{name}/logs", s.workloadLogs)
+	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/status", s.postNodeStatus)
 	r.Route("/v1alpha1", func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Use(middleware.Timeout(defaultRequestTimeout))
@@ -140,6 +146,7 @@ func (s *Server) Handler() http.Handler {
 			r.Put("/{name}", s.putWorkload)
 			r.Delete("/{name}", s.deleteWorkload)
 			r.Get("/{name}/files/{file}", s.getWorkloadFile)
+			r.Get("/{name}/status", s.getWorkloadStatus)
 		})
 	})
 	return r

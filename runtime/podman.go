@@ -1,14 +1,20 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"io"
+	"fmt"
+	"os/exec"
+	"strings"
 	"time"
 )
 
 // PodmanConfig configures a Podman driver. The zero value uses podman from
 // PATH with its default storage.
+//
+// Several agents can share one machine when each has its own Root, RunRoot,
+// NetworkConfigDir and TmpDir (podman keeps its event log under TmpDir).
 type PodmanConfig struct {
 	// Binary is the podman executable. Default "podman" (looked up in
 	// PATH).
@@ -20,8 +26,8 @@ type PodmanConfig struct {
 	// NetworkConfigDir is where podman keeps network definitions
 	// (--network-config-dir). Default "": podman's.
 	NetworkConfigDir string
-	// TmpDir is podman's temporary directory (--tmpdir). Default "":
-	// podman's.
+	// TmpDir is podman's directory for temporary state, including the
+	// event log (--tmpdir). Default "": podman's.
 	TmpDir string
 	// DefaultUserNS is the --userns of a ContainerSpec that names none.
 	// Default "auto": container root is never host root.
@@ -29,16 +35,18 @@ type PodmanConfig struct {
 	// ExtraArgs are further global arguments put before every podman
 	// subcommand. Default none.
 	ExtraArgs []string
+	// WaitDelay bounds how long a podman command may keep its output open
+	// after it was killed (see exec.Cmd.WaitDelay). Default 5s.
+	WaitDelay time.Duration
 }
 
-// Podman is a ContainerRuntime that runs the podman CLI.
+// Podman is a ContainerRuntime that runs the podman CLI and parses its JSON
+// output. It holds no state of its own: it is safe for concurrent use.
 type Podman struct {
 	cfg PodmanConfig
 }
 
 var _ ContainerRuntime = (*Podman)(nil)
-
-var errNotImplemented = errors.New("runtime: not implemented yet")
 
 // NewPodman returns a driver with cfg's defaults filled in.
 func NewPodman(cfg PodmanConfig) *Podman {
@@ -48,61 +56,151 @@ func NewPodman(cfg PodmanConfig) *Podman {
 	if cfg.DefaultUserNS == "" {
 		cfg.DefaultUserNS = "auto"
 	}
+	if cfg.WaitDelay == 0 {
+		cfg.WaitDelay = 5 * time.Second
+	}
 	return &Podman{cfg: cfg}
 }
 
-// PullImage implements ContainerRuntime.
-func (p *Podman) PullImage(ctx context.Context, ref string, opts PullOptions) (string, error) {
-	return "", errNotImplemented
+// Config returns the configuration with defaults filled in.
+func (p *Podman) Config() PodmanConfig { return p.cfg }
+
+// GlobalArgs returns the global arguments put before every subcommand, for
+// callers (build, scripts) that run podman themselves against the same
+// storage.
+func (p *Podman) GlobalArgs() []string {
+	var args []string
+	for _, f := range []struct{ flag, val string }{
+		{"--root", p.cfg.Root},
+		{"--runroot", p.cfg.RunRoot},
+		{"--network-config-dir", p.cfg.NetworkConfigDir},
+		{"--tmpdir", p.cfg.TmpDir},
+	} {
+		if f.val != "" {
+			args = append(args, f.flag, f.val)
+		}
+	}
+	return append(args, p.cfg.ExtraArgs...)
 }
 
-// ImageExists implements ContainerRuntime.
-func (p *Podman) ImageExists(ctx context.Context, ref string) (bool, error) {
-	return false, errNotImplemented
+// command builds a podman command; args start with the subcommand.
+func (p *Podman) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, p.cfg.Binary, append(p.GlobalArgs(), args...)...)
+	cmd.WaitDelay = p.cfg.WaitDelay
+	return cmd
 }
 
-// RemoveImage implements ContainerRuntime.
-func (p *Podman) RemoveImage(ctx context.Context, ref string) error { return errNotImplemented }
-
-// CreateContainer implements ContainerRuntime.
-func (p *Podman) CreateContainer(ctx context.Context, spec ContainerSpec) (string, error) {
-	return "", errNotImplemented
+// run runs podman and returns its stdout. A failure is a *CommandError.
+func (p *Podman) run(ctx context.Context, args ...string) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := p.command(ctx, args...)
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), p.commandError(ctx, args, err, stderr.Bytes())
+	}
+	return stdout.Bytes(), nil
 }
 
-// StartContainer implements ContainerRuntime.
-func (p *Podman) StartContainer(ctx context.Context, id string) error { return errNotImplemented }
-
-// StopContainer implements ContainerRuntime.
-func (p *Podman) StopContainer(ctx context.Context, id string, grace time.Duration) error {
-	return errNotImplemented
+// CommandError is a podman command that failed. Error names the command
+// (with environment values redacted) and podman's stderr; Unwrap yields the
+// matching sentinel (ErrNotFound, ...) when one applies, or the context's
+// error when the context ended the command.
+type CommandError struct {
+	// Args are the podman arguments after the global ones.
+	Args []string
+	// ExitCode is podman's exit status, -1 when it did not exit normally.
+	ExitCode int
+	// Stderr is podman's standard error, trimmed and capped.
+	Stderr string
+	// Err is the underlying error: a sentinel, a context error or the
+	// exec error.
+	Err error
 }
 
-// RemoveContainer implements ContainerRuntime.
-func (p *Podman) RemoveContainer(ctx context.Context, id string, force bool) error {
-	return errNotImplemented
+func (e *CommandError) Error() string {
+	msg := fmt.Sprintf("podman %s: ", strings.Join(redactArgs(e.Args), " "))
+	if e.Stderr != "" {
+		return msg + e.Stderr
+	}
+	return msg + e.Err.Error()
 }
 
-// InspectContainer implements ContainerRuntime.
-func (p *Podman) InspectContainer(ctx context.Context, id string) (*ContainerStatus, error) {
-	return nil, errNotImplemented
+func (e *CommandError) Unwrap() error { return e.Err }
+
+const maxStderr = 4 << 10
+
+func (p *Podman) commandError(ctx context.Context, args []string, err error, stderr []byte) error {
+	ce := &CommandError{Args: args, ExitCode: -1, Stderr: trimStderr(stderr), Err: err}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		ce.ExitCode = ee.ExitCode()
+	}
+	switch {
+	case ctx.Err() != nil:
+		ce.Err = ctx.Err()
+	default:
+		if s := classify(ce.Stderr); s != nil {
+			ce.Err = s
+		}
+	}
+	return ce
 }
 
-// ListManagedContainers implements ContainerRuntime.
-func (p *Podman) ListManagedContainers(ctx context.Context, labels map[string]string) ([]ContainerStatus, error) {
-	return nil, errNotImplemented
+// trimStderr keeps the useful part of podman's stderr: without blank lines,
+// at most maxStderr bytes (the end, where the error is).
+func trimStderr(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > maxStderr {
+		s = "..." + s[len(s)-maxStderr:]
+	}
+	return s
 }
 
-// Events implements ContainerRuntime.
-func (p *Podman) Events(ctx context.Context, labels map[string]string, out chan<- Event) error {
-	return errNotImplemented
+// classify maps podman's error messages (podman 4.x) to sentinels.
+func classify(stderr string) error {
+	s := strings.ToLower(stderr)
+	switch {
+	case strings.Contains(s, "no such container"),
+		strings.Contains(s, "no container with name or id"),
+		strings.Contains(s, "no such object"):
+		return ErrNotFound
+	case strings.Contains(s, "image not known"),
+		strings.Contains(s, "no such image"),
+		strings.Contains(s, "manifest unknown"):
+		return ErrImageNotFound
+	case strings.Contains(s, "the container name") && strings.Contains(s, "already in use"):
+		return ErrAlreadyExists
+	case strings.Contains(s, "image is in use by a container"),
+		strings.Contains(s, "image used by"):
+		return ErrInUse
+	case strings.Contains(s, "can only create exec sessions on running containers"),
+		strings.Contains(s, "is not running"):
+		return ErrNotRunning
+	}
+	return nil
 }
 
-// Logs implements ContainerRuntime.
-func (p *Podman) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error) {
-	return nil, errNotImplemented
+// redactArgs hides environment values, which may hold secrets, from
+// errors: "--env NAME=VALUE" becomes "--env NAME=<redacted>".
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		switch {
+		case i > 0 && (args[i-1] == "--env" || args[i-1] == "-e"):
+			out[i] = redactEnv(a)
+		case strings.HasPrefix(a, "--env="):
+			out[i] = "--env=" + redactEnv(strings.TrimPrefix(a, "--env="))
+		}
+	}
+	return out
 }
 
-// Exec implements ContainerRuntime.
-func (p *Podman) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) (ExecResult, error) {
-	return ExecResult{}, errNotImplemented
+func redactEnv(kv string) string {
+	name, _, ok := strings.Cut(kv, "=")
+	if !ok {
+		return kv
+	}
+	return name + "=<redacted>"
 }

@@ -37,7 +37,8 @@ type ContainerRuntime interface {
 	// Stopping a stopped container is not an error.
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
 	// RemoveContainer removes a container; force also removes a running
-	// one. Removing an absent container wraps ErrNotFound.
+	// one (killing it at once) and makes removing an absent container a
+	// success. Without force, an absent container wraps ErrNotFound.
 	RemoveContainer(ctx context.Context, id string, force bool) error
 	// InspectContainer returns the current status of one container.
 	InspectContainer(ctx context.Context, id string) (*ContainerStatus, error)
@@ -171,6 +172,10 @@ type Mount struct {
 	Target string
 	// ReadOnly mounts it read-only. Default false.
 	ReadOnly bool
+	// Chown makes podman chown the source, recursively, to the
+	// container's root user (podman's U option), so container root can
+	// write it under a user namespace. Default false.
+	Chown bool
 }
 
 // State is the coarse state of a container.

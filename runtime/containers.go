@@ -1,0 +1,406 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// PullImage implements ContainerRuntime.
+func (p *Podman) PullImage(ctx context.Context, ref string, opts PullOptions) (string, error) {
+	if strings.TrimSpace(ref) == "" {
+		return "", fmt.Errorf("%w: image: is required", ErrInvalidSpec)
+	}
+	args := []string{"pull", "--quiet"}
+	if opts.Platform != "" {
+		args = append(args, "--platform", opts.Platform)
+	}
+	if opts.TLSVerify != nil {
+		args = append(args, "--tls-verify="+strconv.FormatBool(*opts.TLSVerify))
+	}
+	if opts.AuthFile != "" {
+		args = append(args, "--authfile", opts.AuthFile)
+	}
+	out, err := p.run(ctx, append(args, "--", ref)...)
+	if err != nil {
+		return "", fmt.Errorf("pull image %s: %w", ref, err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) == 0 {
+		return "", fmt.Errorf("pull image %s: podman pull printed no image ID", ref)
+	}
+	return lines[len(lines)-1], nil
+}
+
+// ImageExists implements ContainerRuntime.
+func (p *Podman) ImageExists(ctx context.Context, ref string) (bool, error) {
+	if strings.TrimSpace(ref) == "" {
+		return false, fmt.Errorf("%w: image: is required", ErrInvalidSpec)
+	}
+	_, err := p.run(ctx, "image", "exists", "--", ref)
+	var ce *CommandError
+	if errors.As(err, &ce) && ce.ExitCode == 1 && ctx.Err() == nil {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check image %s: %w", ref, err)
+	}
+	return true, nil
+}
+
+// RemoveImage implements ContainerRuntime.
+func (p *Podman) RemoveImage(ctx context.Context, ref string) error {
+	if _, err := p.run(ctx, "rmi", "--", ref); err != nil {
+		return fmt.Errorf("remove image %s: %w", ref, err)
+	}
+	return nil
+}
+
+// CreateContainer implements ContainerRuntime.
+func (p *Podman) CreateContainer(ctx context.Context, spec ContainerSpec) (string, error) {
+	if err := spec.Validate(); err != nil {
+		return "", fmt.Errorf("create container %q: %w", spec.Name, err)
+	}
+	out, err := p.run(ctx, p.createArgs(&spec)...)
+	if err != nil {
+		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	id := strings.TrimSpace(string(out))
+	if i := strings.LastIndexByte(id, '\n'); i >= 0 {
+		id = id[i+1:] // warnings may come first
+	}
+	if id == "" {
+		return "", fmt.Errorf("create container %s: podman create printed no container ID", spec.Name)
+	}
+	return id, nil
+}
+
+// StartContainer implements ContainerRuntime.
+func (p *Podman) StartContainer(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if _, err := p.run(ctx, "start", "--", id); err != nil {
+		return fmt.Errorf("start container %s: %w", id, err)
+	}
+	return nil
+}
+
+// StopContainer implements ContainerRuntime. The grace period is rounded up
+// to whole seconds; ctx should outlast it.
+func (p *Podman) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if grace < 0 {
+		grace = 0
+	}
+	if _, err := p.run(ctx, "stop", "--time", strconv.Itoa(ceilSeconds(grace)), "--", id); err != nil {
+		return fmt.Errorf("stop container %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveContainer implements ContainerRuntime. With force a running
+// container is killed at once (stop it first for a graceful end).
+func (p *Podman) RemoveContainer(ctx context.Context, id string, force bool) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	args := []string{"rm"}
+	if force {
+		args = append(args, "--force", "--time", "0")
+	}
+	_, err := p.run(ctx, append(args, "--", id)...)
+	if err != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+		// podman 4.3 sometimes fails to unmount a container's shm while
+		// its cleanup process races it, yet removes the container: what
+		// counts is whether it is gone.
+		if exists, xerr := p.containerExists(ctx, id); xerr == nil && !exists {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("remove container %s: %w", id, err)
+	}
+	return nil
+}
+
+// containerExists runs `podman container exists`.
+func (p *Podman) containerExists(ctx context.Context, id string) (bool, error) {
+	_, err := p.run(ctx, "container", "exists", "--", id)
+	var ce *CommandError
+	if errors.As(err, &ce) && ce.ExitCode == 1 && ctx.Err() == nil {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check container %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// InspectContainer implements ContainerRuntime.
+func (p *Podman) InspectContainer(ctx context.Context, id string) (*ContainerStatus, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	out, err := p.run(ctx, "container", "inspect", "--format", "json", "--", id)
+	if err != nil {
+		return nil, fmt.Errorf("inspect container %s: %w", id, err)
+	}
+	st, err := parseInspect(out)
+	if err != nil {
+		return nil, fmt.Errorf("inspect container %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// ListManagedContainers implements ContainerRuntime. Times in the result
+// have podman ps's precision: whole seconds.
+func (p *Podman) ListManagedContainers(ctx context.Context, labels map[string]string) ([]ContainerStatus, error) {
+	args := []string{"ps", "--all", "--no-trunc", "--format", "json", "--filter", "label=" + LabelManaged + "=true"}
+	for _, k := range sortedKeys(labels) {
+		args = append(args, "--filter", "label="+k+"="+labels[k])
+	}
+	out, err := p.run(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	list, err := parsePS(out)
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	// podman ANDs label filters; check again so a podman that ORs them
+	// cannot widen the result.
+	kept := list[:0]
+	for _, c := range list {
+		if matchLabels(c.Labels, labels) {
+			kept = append(kept, c)
+		}
+	}
+	return kept, nil
+}
+
+func checkID(id string) error {
+	if strings.TrimSpace(id) == "" {
+		return fmt.Errorf("%w: container id: is required", ErrInvalidSpec)
+	}
+	return nil
+}
+
+func matchLabels(have, want map[string]string) bool {
+	if have[LabelManaged] != "true" {
+		return false
+	}
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// podmanState maps podman's state words to State.
+func podmanState(s string) State {
+	switch strings.ToLower(s) {
+	case "created", "configured", "initialized":
+		return StateCreated
+	case "running":
+		return StateRunning
+	case "paused":
+		return StatePaused
+	case "exited", "stopped", "stopping":
+		return StateExited
+	}
+	return StateUnknown
+}
+
+// psEntry is one element of `podman ps --format json` (podman 4.3).
+type psEntry struct {
+	ID       string            `json:"Id"`
+	Names    []string          `json:"Names"`
+	Image    string            `json:"Image"`
+	ImageID  string            `json:"ImageID"`
+	Labels   map[string]string `json:"Labels"`
+	State    string            `json:"State"`
+	ExitCode int               `json:"ExitCode"`
+	Exited   bool              `json:"Exited"`
+	ExitedAt int64             `json:"ExitedAt"`
+	Started  int64             `json:"StartedAt"`
+	Created  json.RawMessage   `json:"Created"`
+	Pid      int               `json:"Pid"`
+	Ports    []struct {
+		HostIP        string `json:"host_ip"`
+		ContainerPort int    `json:"container_port"`
+		HostPort      int    `json:"host_port"`
+		Range         int    `json:"range"`
+		Protocol      string `json:"protocol"`
+	} `json:"Ports"`
+}
+
+func parsePS(out []byte) ([]ContainerStatus, error) {
+	out = bytes.TrimSpace(out)
+	if len(out) == 0 || bytes.Equal(out, []byte("null")) {
+		return nil, nil
+	}
+	var entries []psEntry
+	if err := json.Unmarshal(out, &entries); err != nil {
+		return nil, fmt.Errorf("parse podman ps output: %w", err)
+	}
+	list := make([]ContainerStatus, 0, len(entries))
+	for _, e := range entries {
+		c := ContainerStatus{
+			ID:        e.ID,
+			Image:     e.Image,
+			ImageID:   e.ImageID,
+			Labels:    e.Labels,
+			State:     podmanState(e.State),
+			RawState:  e.State,
+			ExitCode:  e.ExitCode,
+			Pid:       e.Pid,
+			CreatedAt: unixTime(parseCreated(e.Created)),
+			StartedAt: unixTime(e.Started),
+		}
+		if c.Labels == nil {
+			c.Labels = map[string]string{}
+		}
+		if len(e.Names) > 0 {
+			c.Name = e.Names[0]
+		}
+		if c.State == StateExited || e.Exited {
+			c.FinishedAt = unixTime(e.ExitedAt)
+		}
+		for _, pt := range e.Ports {
+			n := max(pt.Range, 1)
+			for i := range n {
+				c.Ports = append(c.Ports, PortMapping{
+					HostIP: pt.HostIP, HostPort: pt.HostPort + i,
+					ContainerPort: pt.ContainerPort + i, Protocol: pt.Protocol,
+				})
+			}
+		}
+		list = append(list, c)
+	}
+	return list, nil
+}
+
+// parseCreated reads ps's Created, a unix time (podman 4) or an RFC 3339
+// string (some podman 3 builds).
+func parseCreated(raw json.RawMessage) int64 {
+	var n int64
+	if json.Unmarshal(raw, &n) == nil {
+		return n
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t.Unix()
+		}
+	}
+	return 0
+}
+
+// unixTime turns podman's unix seconds into a time; zero and Go's zero time
+// (-62135596800, which podman prints for "never") become the zero Time.
+func unixTime(sec int64) time.Time {
+	if sec <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0).UTC()
+}
+
+// inspectEntry is the part of `podman container inspect --format json`
+// (podman 4.3) the runtime reads.
+type inspectEntry struct {
+	ID        string    `json:"Id"`
+	Name      string    `json:"Name"`
+	Created   time.Time `json:"Created"`
+	Image     string    `json:"Image"`
+	ImageName string    `json:"ImageName"`
+	State     struct {
+		Status     string    `json:"Status"`
+		Running    bool      `json:"Running"`
+		Paused     bool      `json:"Paused"`
+		OOMKilled  bool      `json:"OOMKilled"`
+		Pid        int       `json:"Pid"`
+		ExitCode   int       `json:"ExitCode"`
+		StartedAt  time.Time `json:"StartedAt"`
+		FinishedAt time.Time `json:"FinishedAt"`
+	} `json:"State"`
+	RestartCount int `json:"RestartCount"`
+	Config       struct {
+		Labels map[string]string `json:"Labels"`
+	} `json:"Config"`
+	NetworkSettings struct {
+		Ports map[string][]struct {
+			HostIP   string `json:"HostIp"`
+			HostPort string `json:"HostPort"`
+		} `json:"Ports"`
+	} `json:"NetworkSettings"`
+}
+
+func parseInspect(out []byte) (*ContainerStatus, error) {
+	var entries []inspectEntry
+	if err := json.Unmarshal(bytes.TrimSpace(out), &entries); err != nil {
+		return nil, fmt.Errorf("parse podman inspect output: %w", err)
+	}
+	if len(entries) == 0 {
+		return nil, ErrNotFound
+	}
+	e := entries[0]
+	c := &ContainerStatus{
+		ID:           e.ID,
+		Name:         e.Name,
+		Image:        e.ImageName,
+		ImageID:      e.Image,
+		Labels:       e.Config.Labels,
+		State:        podmanState(e.State.Status),
+		RawState:     e.State.Status,
+		ExitCode:     e.State.ExitCode,
+		OOMKilled:    e.State.OOMKilled,
+		Pid:          e.State.Pid,
+		CreatedAt:    realTime(e.Created),
+		StartedAt:    realTime(e.State.StartedAt),
+		FinishedAt:   realTime(e.State.FinishedAt),
+		RestartCount: e.RestartCount,
+	}
+	if c.Labels == nil {
+		c.Labels = map[string]string{}
+	}
+	for _, key := range sortedKeys(portKeys(e.NetworkSettings.Ports)) {
+		cport, proto, _ := strings.Cut(key, "/")
+		cp, err := strconv.Atoi(cport)
+		if err != nil {
+			continue
+		}
+		for _, b := range e.NetworkSettings.Ports[key] {
+			hp, err := strconv.Atoi(b.HostPort)
+			if err != nil {
+				continue
+			}
+			c.Ports = append(c.Ports, PortMapping{HostIP: b.HostIP, HostPort: hp, ContainerPort: cp, Protocol: proto})
+		}
+	}
+	return c, nil
+}
+
+func portKeys[V any](m map[string]V) map[string]string {
+	keys := make(map[string]string, len(m))
+	for k := range m {
+		keys[k] = ""
+	}
+	return keys
+}
+
+// realTime turns podman's "never" (year 1) into the zero Time.
+func realTime(t time.Time) time.Time {
+	if t.Year() <= 1 {
+		return time.Time{}
+	}
+	return t.UTC()
+}

@@ -1,0 +1,424 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// baseImage is the image integration tests run; scripts/build-base-image.sh
+// builds it.
+const baseImage = "localhost/kat-base:latest"
+
+// testLabel marks every container of one test so cleanup finds them.
+const testLabel = "kat.test"
+
+// podmanForTest returns a driver using the machine's podman storage (or
+// KAT_PODMAN_ARGS's global args) and the label value that marks this test's
+// containers, which are removed when the test ends. It skips the test when
+// podman or the base image is missing.
+func podmanForTest(t *testing.T) (*Podman, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping podman integration test in -short mode")
+	}
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Skip("skipping: podman is not installed (run scripts/install-prereqs.sh as root)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: podman integration tests run as root (--userns=auto needs the containers sub-id ranges)")
+	}
+	pm := NewPodman(PodmanConfig{ExtraArgs: strings.Fields(os.Getenv("KAT_PODMAN_ARGS"))})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok, err := pm.ImageExists(ctx, baseImage)
+	if err != nil {
+		t.Skipf("skipping: podman does not work here: %v", err)
+	}
+	if !ok {
+		t.Skipf("skipping: image %s is missing (run scripts/build-base-image.sh)", baseImage)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	mark := hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		list, err := pm.ListManagedContainers(ctx, map[string]string{testLabel: mark})
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		for _, c := range list {
+			if err := pm.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, ErrNotFound) {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+	return pm, mark
+}
+
+// testSpec is a spec of the base image labelled for cleanup.
+func testSpec(mark, name string, args ...string) ContainerSpec {
+	return ContainerSpec{
+		Name:   "kat-rt-test-" + mark + "-" + name,
+		Image:  baseImage,
+		Args:   args,
+		Labels: map[string]string{testLabel: mark, LabelWorkload: name},
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond every 50ms until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var lastErr error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		lastErr = err
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s (last error: %v)", what, d, lastErr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// freePort returns a TCP port free on 127.0.0.1 at the time of the call.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestPodmanLifecycle(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	port := freePort(t)
+	spec := testSpec(mark, "web", "-c", `echo "$GREETING" > /var/www/g.txt && exec httpd -f -p 8080 -h /var/www`)
+	spec.Command = []string{"/bin/sh"}
+	spec.Env = []EnvVar{{Name: "GREETING", Value: "hello from kat"}}
+	spec.Ports = []PortMapping{{HostIP: "127.0.0.1", HostPort: port, ContainerPort: 8080, Protocol: "TCP"}}
+	spec.CPUMillis = 500
+	spec.MemoryBytes = 64 << 20
+	spec.Labels[LabelInstance] = "web-" + mark
+
+	id, err := pm.CreateContainer(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := pm.InspectContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCreated || st.ID != id || st.Name != spec.Name || st.Labels[LabelManaged] != "true" || st.Labels[LabelInstance] != "web-"+mark {
+		t.Fatalf("after create: %+v", st)
+	}
+	if _, err := pm.CreateContainer(ctx, spec); !errors.Is(err, ErrAlreadyExists) {
+		t.Fatalf("second create with the same name: got %v, want ErrAlreadyExists", err)
+	}
+
+	if err := pm.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := pm.StartContainer(ctx, id); err != nil {
+		t.Fatalf("starting a running container: %v", err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/g.txt", port)
+	eventually(t, 20*time.Second, "httpd answers on the published port", func() (bool, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && strings.TrimSpace(string(body)) == "hello from kat", err
+	})
+	st, err = pm.InspectContainer(ctx, spec.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateRunning || st.Pid <= 0 || st.StartedAt.IsZero() || len(st.Ports) != 1 || st.Ports[0].HostPort != port {
+		t.Fatalf("after start: %+v", st)
+	}
+
+	list, err := pm.ListManagedContainers(ctx, map[string]string{testLabel: mark, LabelInstance: "web-" + mark})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != id || list[0].State != StateRunning || list[0].Name != spec.Name ||
+		len(list[0].Ports) != 1 || list[0].Ports[0] != (PortMapping{HostIP: "127.0.0.1", HostPort: port, ContainerPort: 8080, Protocol: "tcp"}) {
+		t.Fatalf("list by label: %+v", list)
+	}
+	none, err := pm.ListManagedContainers(ctx, map[string]string{testLabel: mark, LabelInstance: "other"})
+	if err != nil || len(none) != 0 {
+		t.Fatalf("list by another instance label: %+v, %v", none, err)
+	}
+
+	if err := pm.StopContainer(ctx, id, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := pm.StopContainer(ctx, id, time.Second); err != nil {
+		t.Fatalf("stopping a stopped container: %v", err)
+	}
+	st, err = pm.InspectContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateExited || st.FinishedAt.IsZero() {
+		t.Fatalf("after stop: %+v", st)
+	}
+	if err := pm.RemoveContainer(ctx, id, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := pm.RemoveContainer(ctx, id, true); err != nil {
+		t.Fatalf("forced remove of an absent container: %v, want success", err)
+	}
+	if _, err := pm.InspectContainer(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("inspect after remove: got %v, want ErrNotFound", err)
+	}
+	for name, err := range map[string]error{
+		"start":  pm.StartContainer(ctx, id),
+		"stop":   pm.StopContainer(ctx, id, 0),
+		"remove": pm.RemoveContainer(ctx, id, false),
+	} {
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s of a removed container: got %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+func TestPodmanExitCodeAndUserNS(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	id, err := pm.CreateContainer(ctx, testSpec(mark, "exit", "sh", "-c", "id -u; cat /proc/self/uid_map; exit 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pm.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	var st *ContainerStatus
+	eventually(t, 20*time.Second, "container exits", func() (bool, error) {
+		st, err = pm.InspectContainer(ctx, id)
+		return err == nil && st.State == StateExited, err
+	})
+	if st.ExitCode != 3 {
+		t.Fatalf("exit code %d, want 3", st.ExitCode)
+	}
+	rc, err := pm.Logs(ctx, id, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 2 || lines[0] != "0" {
+		t.Fatalf("want uid 0 and a uid map, got %q", out)
+	}
+	f := strings.Fields(lines[1])
+	if len(f) != 3 || f[0] != "0" {
+		t.Fatalf("uid_map line %q", lines[1])
+	}
+	if host, err := strconv.Atoi(f[1]); err != nil || host == 0 {
+		t.Fatalf("container root maps to host uid %q: want an unprivileged uid (userns=auto)", f[1])
+	}
+}
+
+func TestPodmanEvents(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	id, err := pm.CreateContainer(ctx, testSpec(mark, "events", "sh", "-c", "exit 4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evCtx, stop := context.WithCancel(ctx)
+	events := make(chan Event, 64)
+	done := make(chan error, 1)
+	go func() { done <- pm.Events(evCtx, map[string]string{testLabel: mark}, events) }()
+	defer func() {
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Events after cancel: got %v, want context.Canceled", err)
+		}
+	}()
+
+	// podman events only shows what happens after it subscribed, and
+	// nothing says when that is: start the container until both its start
+	// and its death are seen.
+	seen := map[string]Event{}
+	deadline := time.Now().Add(30 * time.Second)
+	for seen[ActionStart].ID == "" || seen[ActionDied].ID == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no start and died events within 30s; saw %v", seen)
+		}
+		if err := pm.StartContainer(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		timeout := time.After(2 * time.Second)
+	wait:
+		for {
+			select {
+			case ev := <-events:
+				if ev.ID != id || ev.Labels[testLabel] != mark {
+					t.Fatalf("event of another container: %+v", ev)
+				}
+				seen[ev.Action] = ev
+				if ev.Action == ActionDied {
+					break wait
+				}
+			case err := <-done:
+				t.Fatalf("events stream ended: %v", err)
+			case <-timeout:
+				break wait
+			}
+		}
+	}
+	if d := seen[ActionDied]; d.ExitCode != 4 || d.Time.IsZero() || d.Name == "" {
+		t.Fatalf("died event: %+v", d)
+	}
+}
+
+func TestPodmanLogsFollow(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	id, err := pm.CreateContainer(ctx, testSpec(mark, "logs", "sh", "-c",
+		`echo first; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo second >&2; exec sleep 600`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pm.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := pm.Logs(ctx, id, LogOptions{Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(rc)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case got, ok := <-lines:
+			if !ok || got != want {
+				t.Fatalf("log line %q (open %v), want %q", got, ok, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no log line %q within 20s", want)
+		}
+	}
+	expect("first")
+	if res, err := pm.Exec(ctx, id, []string{"touch", "/tmp/go"}, 10*time.Second); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec touch: %+v %v", res, err)
+	}
+	expect("second")
+	if err := rc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range lines { // the reader goroutine ends once the stream is closed
+	}
+
+	if _, err := pm.Logs(ctx, "kat-rt-test-"+mark+"-absent", LogOptions{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("logs of an absent container: got %v, want ErrNotFound", err)
+	}
+}
+
+func TestPodmanExec(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	id, err := pm.CreateContainer(ctx, testSpec(mark, "exec", "sleep", "600"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pm.Exec(ctx, id, []string{"true"}, 5*time.Second); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("exec in a created container: got %v, want ErrNotRunning", err)
+	}
+	if err := pm.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pm.Exec(ctx, id, []string{"sh", "-c", "echo out; echo err >&2; exit 7"}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 7 || !strings.Contains(string(res.Output), "out\n") || !strings.Contains(string(res.Output), "err\n") {
+		t.Fatalf("exec result %+v (%q)", res, res.Output)
+	}
+	res, err = pm.Exec(ctx, id, []string{"no-such-command"}, 10*time.Second)
+	if err != nil || res.ExitCode != 127 {
+		t.Fatalf("exec of a missing command: %+v %v, want exit code 127 and no error", res, err)
+	}
+
+	_, err = pm.Exec(ctx, id, []string{"sh", "-c", "sleep 321"}, 500*time.Millisecond)
+	if !errors.Is(err, ErrExecTimeout) {
+		t.Fatalf("exec past its timeout: got %v, want ErrExecTimeout", err)
+	}
+	eventually(t, 10*time.Second, "the timed-out command is killed", func() (bool, error) {
+		res, err := pm.Exec(ctx, id, []string{"ps", "-o", "args"}, 10*time.Second)
+		return err == nil && !strings.Contains(string(res.Output), "sleep 321"), err
+	})
+}
+
+func TestPodmanRejectsBadSpecs(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		name   string
+		modify func(*ContainerSpec)
+		want   string
+	}{
+		{"empty image", func(s *ContainerSpec) { s.Image = "" }, "image: is required"},
+		{"port out of range", func(s *ContainerSpec) { s.Ports = []PortMapping{{ContainerPort: 70000}} }, "ports[0].containerPort: 70000 is out of range"},
+		{"bad protocol", func(s *ContainerSpec) { s.Ports = []PortMapping{{ContainerPort: 80, Protocol: "sctp"}} }, `ports[0].protocol: "sctp"`},
+		{"relative mount", func(s *ContainerSpec) { s.Mounts = []Mount{{Source: "data", Target: "/data"}} }, `mounts[0].source: "data" is not an absolute path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec(mark, "bad", "true")
+			tc.modify(&spec)
+			_, err := pm.CreateContainer(ctx, spec)
+			if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrInvalidSpec with %q", err, tc.want)
+			}
+			if _, err := pm.InspectContainer(ctx, spec.Name); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("a refused spec left a container: %v", err)
+			}
+		})
+	}
+	_, err := pm.CreateContainer(ctx, ContainerSpec{Name: "kat-rt-test-" + mark + "-noimage", Image: "localhost/kat-no-such-image:" + mark})
+	if !errors.Is(err, ErrImageNotFound) || !strings.Contains(err.Error(), "podman create") {
+		t.Fatalf("create from a missing image: got %v, want ErrImageNotFound naming podman create", err)
+	}
+}

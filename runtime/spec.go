@@ -1,0 +1,195 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var (
+	containerNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+	envNameRE       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Validate checks a spec without running anything. Its errors wrap
+// ErrInvalidSpec and name the field.
+func (s *ContainerSpec) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidSpec, field, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case s.Name == "":
+		return bad("name", "is required")
+	case len(s.Name) > 253 || !containerNameRE.MatchString(s.Name):
+		return bad("name", "%q is not a valid container name (letters, digits, '_', '.', '-', starting with a letter or digit, at most 253)", s.Name)
+	case strings.TrimSpace(s.Image) == "":
+		return bad("image", "is required")
+	case strings.ContainsAny(s.Image, " \t\n"):
+		return bad("image", "%q contains white space", s.Image)
+	case s.CPUMillis < 0:
+		return bad("cpuMillis", "%d is negative", s.CPUMillis)
+	case s.MemoryBytes < 0:
+		return bad("memoryBytes", "%d is negative", s.MemoryBytes)
+	case s.MemoryBytes > 0 && s.MemoryBytes < 6<<20:
+		return bad("memoryBytes", "%d is below podman's minimum of 6MiB", s.MemoryBytes)
+	case s.StopTimeout < 0:
+		return bad("stopTimeout", "%s is negative", s.StopTimeout)
+	case strings.ContainsAny(s.UserNS, " \t\n"):
+		return bad("userNS", "%q contains white space", s.UserNS)
+	}
+	seen := map[string]bool{}
+	for i, e := range s.Env {
+		if !envNameRE.MatchString(e.Name) {
+			return bad(fmt.Sprintf("env[%d].name", i), "%q is not a valid variable name", e.Name)
+		}
+		if seen[e.Name] {
+			return bad(fmt.Sprintf("env[%d].name", i), "%q is set twice", e.Name)
+		}
+		seen[e.Name] = true
+		if strings.ContainsRune(e.Value, 0) {
+			return bad(fmt.Sprintf("env[%d].value", i), "contains a NUL byte")
+		}
+	}
+	for k := range s.Labels {
+		if k == "" || strings.ContainsAny(k, "= \t\n") {
+			return bad("labels", "key %q is empty or contains '=' or white space", k)
+		}
+	}
+	for i, pm := range s.Ports {
+		f := fmt.Sprintf("ports[%d]", i)
+		switch {
+		case pm.ContainerPort < 1 || pm.ContainerPort > 65535:
+			return bad(f+".containerPort", "%d is out of range (1-65535)", pm.ContainerPort)
+		case pm.HostPort < 0 || pm.HostPort > 65535:
+			return bad(f+".hostPort", "%d is out of range (1-65535, or 0 for the container port)", pm.HostPort)
+		}
+		if p := strings.ToLower(pm.Protocol); p != "" && p != "tcp" && p != "udp" {
+			return bad(f+".protocol", "%q is not tcp or udp", pm.Protocol)
+		}
+		if pm.HostIP != "" && !validIP(pm.HostIP) {
+			return bad(f+".hostIP", "%q is not an IP address", pm.HostIP)
+		}
+	}
+	targets := map[string]bool{}
+	for i, m := range s.Mounts {
+		f := fmt.Sprintf("mounts[%d]", i)
+		for _, p := range []struct{ field, val string }{{"source", m.Source}, {"target", m.Target}} {
+			switch {
+			case !path.IsAbs(p.val):
+				return bad(f+"."+p.field, "%q is not an absolute path", p.val)
+			case strings.ContainsAny(p.val, ",\n"):
+				return bad(f+"."+p.field, "%q contains ',' or a newline, which podman --mount cannot express", p.val)
+			}
+		}
+		t := path.Clean(m.Target)
+		if targets[t] {
+			return bad(f+".target", "%q is mounted twice", m.Target)
+		}
+		targets[t] = true
+	}
+	return nil
+}
+
+func validIP(s string) bool {
+	_, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+	return err == nil
+}
+
+// createArgs renders a valid spec as podman create's arguments.
+func (p *Podman) createArgs(s *ContainerSpec) []string {
+	args := []string{"create", "--name", s.Name, "--pull", "never", "--restart", "no"}
+	userns := s.UserNS
+	if userns == "" {
+		userns = p.cfg.DefaultUserNS
+	}
+	args = append(args, "--userns", userns)
+	args = append(args, "--label", LabelManaged+"=true")
+	for _, k := range sortedKeys(s.Labels) {
+		if k != LabelManaged {
+			args = append(args, "--label", k+"="+s.Labels[k])
+		}
+	}
+	for _, e := range s.Env {
+		args = append(args, "--env", e.Name+"="+e.Value)
+	}
+	for _, pm := range s.Ports {
+		args = append(args, "--publish", publishArg(pm))
+	}
+	for _, m := range s.Mounts {
+		v := "type=bind,source=" + m.Source + ",destination=" + m.Target
+		if m.ReadOnly {
+			v += ",ro=true"
+		}
+		if m.Chown {
+			v += ",U=true"
+		}
+		args = append(args, "--mount", v)
+	}
+	if s.CPUMillis > 0 {
+		args = append(args, "--cpus", strconv.FormatFloat(float64(s.CPUMillis)/1000, 'f', -1, 64))
+	}
+	if s.MemoryBytes > 0 {
+		args = append(args, "--memory", strconv.FormatInt(s.MemoryBytes, 10)+"b")
+	}
+	if s.Hostname != "" {
+		args = append(args, "--hostname", s.Hostname)
+	}
+	if s.StopTimeout > 0 {
+		args = append(args, "--stop-timeout", strconv.Itoa(ceilSeconds(s.StopTimeout)))
+	}
+	if len(s.Command) > 0 {
+		args = append(args, "--entrypoint", jsonArray(s.Command))
+	}
+	args = append(args, "--", s.Image)
+	return append(args, s.Args...)
+}
+
+func publishArg(pm PortMapping) string {
+	host := pm.HostPort
+	if host == 0 {
+		host = pm.ContainerPort
+	}
+	proto := strings.ToLower(pm.Protocol)
+	if proto == "" {
+		proto = "tcp"
+	}
+	v := fmt.Sprintf("%d:%d/%s", host, pm.ContainerPort, proto)
+	if pm.HostIP != "" {
+		ip := pm.HostIP
+		if strings.Contains(ip, ":") && !strings.HasPrefix(ip, "[") {
+			ip = "[" + ip + "]"
+		}
+		v = ip + ":" + v
+	}
+	return v
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// jsonArray renders ss as a JSON array, the form of --entrypoint that keeps
+// each element one argument.
+func jsonArray(ss []string) string {
+	b, err := json.Marshal(ss)
+	if err != nil {
+		panic(err) // strings always marshal
+	}
+	return string(b)
+}
+
+// ceilSeconds rounds d up to whole seconds.
+func ceilSeconds(d time.Duration) int {
+	return int((d + time.Second - 1) / time.Second)
+}

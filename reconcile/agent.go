@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"reflect"
 	"slices"
 	"strconv"
@@ -38,8 +39,10 @@ var _ Runtime = runtime.ContainerRuntime(nil)
 
 // SpecBuilder turns an assignment and its parsed Quadlet into the container
 // to create, preparing what must exist on the host first (volume
-// directories). An error wrapping runtime.ErrInvalidSpec fails the instance.
-type SpecBuilder func(a resources.Assignment, q *quadlet.Quadlet) (runtime.ContainerSpec, error)
+// directories). hostPorts maps each container port of the
+// VirtualLoadBalancer to the host port the agent picked for it. An error
+// wrapping runtime.ErrInvalidSpec fails the instance.
+type SpecBuilder func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error)
 
 // AgentConfig holds the dependencies of an Agent.
 type AgentConfig struct {
@@ -102,6 +105,8 @@ type Agent struct {
 	listSeq   int64
 	listedSeq int64
 	needList  map[string]int64
+	// reserved are host ports picked for creates in flight.
+	reserved map[int]string
 }
 
 type assignedInstance struct {
@@ -137,7 +142,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		cfg: cfg, pulls: make(chan struct{}, cfg.MaxConcurrentPulls), wake: make(chan struct{}, 1),
 		assigned: map[string]assignedInstance{}, containers: map[string]runtime.ContainerStatus{},
 		state: map[string]instanceState{}, busy: map[string]bool{}, probing: map[string]bool{},
-		needList: map[string]int64{},
+		needList: map[string]int64{}, reserved: map[int]string{},
 	}, nil
 }
 
@@ -446,7 +451,9 @@ func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
 			return fmt.Errorf("pull image %s: %w", a.Image, err)
 		}
 	}
-	spec, err := ag.cfg.BuildSpec(a, ai.q)
+	hostPorts := ag.pickHostPorts(a.InstanceID, ai.q)
+	defer ag.releasePorts(a.InstanceID)
+	spec, err := ag.cfg.BuildSpec(a, ai.q, hostPorts)
 	if err != nil {
 		return fmt.Errorf("build container spec: %w", err)
 	}
@@ -550,4 +557,68 @@ func (ag *Agent) Logs(ctx context.Context, instanceID string, follow bool, w io.
 		return fmt.Errorf("stream logs of %s: %w", instanceID, err)
 	}
 	return nil
+}
+
+// pickHostPorts chooses the host port of each VirtualLoadBalancer port of a
+// new container: the container port itself while no other container of this
+// node publishes it and it is free on the host, otherwise a free port the
+// kernel picks. Until the overlay exists this is how several replicas share
+// a node.
+func (ag *Agent) pickHostPorts(id string, q *quadlet.Quadlet) map[int]int {
+	if q.LoadBalancer == nil {
+		return nil
+	}
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	used := map[int]bool{}
+	for _, c := range ag.containers {
+		for _, p := range c.Ports {
+			used[p.HostPort] = true
+		}
+	}
+	for p := range ag.reserved {
+		used[p] = true
+	}
+	out := map[int]int{}
+	for _, p := range q.LoadBalancer.Spec.Ports {
+		host := p.ContainerPort
+		if used[host] || !hostPortFree(host) {
+			host = freeHostPort()
+		}
+		if host == 0 {
+			continue // let the runtime use the container port and report the clash
+		}
+		used[host] = true
+		ag.reserved[host] = id
+		out[p.ContainerPort] = host
+	}
+	return out
+}
+
+func (ag *Agent) releasePorts(id string) {
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	for p, owner := range ag.reserved {
+		if owner == id {
+			delete(ag.reserved, p)
+		}
+	}
+}
+
+func hostPortFree(port int) bool {
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+func freeHostPort() int {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

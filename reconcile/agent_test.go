@@ -31,8 +31,12 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 	ag, err := NewAgent(AgentConfig{
 		Repo: e.repo, Node: "n1", Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
 		RestartBackoff: 10 * time.Millisecond,
-		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet) (runtime.ContainerSpec, error) {
-			return runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}, nil
+		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
+			for c, h := range hostPorts {
+				spec.Ports = append(spec.Ports, runtime.PortMapping{HostPort: h, ContainerPort: c})
+			}
+			return spec, nil
 		},
 	})
 	if err != nil {
@@ -204,4 +208,18 @@ func TestAgentReportsUnhealthy(t *testing.T) {
 	e.waitFor("unhealthy", ag, func(m map[string]resources.InstanceStatus) bool {
 		return m["web-1"].HealthStatus == resources.HealthUnhealthy && !m["web-1"].Ready()
 	})
+}
+
+func TestAgentGivesReplicasDistinctHostPorts(t *testing.T) {
+	e := newAgentEnv(t)
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
+	e.assign("web-2", quadlet.RestartAlways, "httpd -f", true)
+	ag, _ := e.start()
+	got := e.waitFor("two running", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Phase == resources.InstanceRunning && m["web-2"].Phase == resources.InstanceRunning
+	})
+	p1, p2 := got["web-1"].Ports, got["web-2"].Ports
+	if len(p1) != 1 || len(p2) != 1 || p1[0].HostPort == p2[0].HostPort || p1[0].ContainerPort != 8080 {
+		t.Fatalf("published ports %+v and %+v; want 8080 published on two different host ports", p1, p2)
+	}
 }

@@ -50,7 +50,7 @@ func (f *fakeRuntime) CreateContainer(_ context.Context, spec runtime.ContainerS
 	f.creates++
 	id := fmt.Sprintf("c%03d", f.seq)
 	f.c[id] = &runtime.ContainerStatus{ID: id, Name: spec.Name, Image: spec.Image, Labels: maps.Clone(spec.Labels),
-		State: runtime.StateCreated, CreatedAt: f.now()}
+		State: runtime.StateCreated, CreatedAt: f.now(), Ports: spec.Ports}
 	f.cmds[id] = append(append([]string{}, spec.Command...), spec.Args...)
 	return id, nil
 }

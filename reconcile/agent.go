@@ -263,6 +263,7 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 		ag.mu.Unlock()
 		cs, err := ag.cfg.Runtime.ListManagedContainers(ctx, ag.labels())
 		ag.mu.Lock()
+		repeated := err != nil && ag.runtimeErr != nil && err.Error() == ag.runtimeErr.Error()
 		ag.runtimeErr = err
 		if err == nil {
 			ag.containers = indexContainers(cs)
@@ -271,8 +272,8 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 		ag.mu.Unlock()
 		if err != nil {
 			ag.containersDirty.Store(true)
-			if ctx.Err() == nil {
-				ag.cfg.Logger.Warn().Err(err).Msg("cannot list containers")
+			if ctx.Err() == nil && !repeated {
+				ag.cfg.Logger.Warn().Err(err).Msg("cannot list containers; retrying every tick")
 			}
 			ag.notifyIfChanged()
 			return

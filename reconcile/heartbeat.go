@@ -66,12 +66,16 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
+		var retry <-chan time.Time
 		if err := beat(ctx, cfg, gpus); err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn().Err(err).Str("node", cfg.Node).Msg("heartbeat failed")
+			// A failed beat (the leader not serving yet) is retried soon.
+			retry = time.After(min(cfg.Interval, time.Second))
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-retry:
 		case <-t.C:
 		case <-cfg.Wake:
 			select { // coalesce a burst of wake-ups

@@ -29,5 +29,6 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "katcall configuration file (default $KATCONFIG, then ~/.kat/config)")
 	root.AddCommand(newApplyCommand(g), newGetCommand(g), newDeleteCommand(g), newStatusCommand(g))
+	root.AddCommand(newLogsCommand(g))
 	return root
 }

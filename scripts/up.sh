@@ -4,7 +4,8 @@
 # Running it again resumes the same cluster. Stop it with scripts/down.sh.
 #
 # Environment: KAT_DATA_DIR (default .kat/data); KAT_API_PORT, KAT_AGENT_PORT,
-# KAT_ETCD_CLIENT_PORT, KAT_ETCD_PEER_PORT override cluster.kat's ports.
+# KAT_ETCD_CLIENT_PORT, KAT_ETCD_PEER_PORT override cluster.kat's ports;
+# KAT_NODE_NAME sets the node name (default: the host name).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,6 +24,7 @@ else
   [ -n "${KAT_AGENT_PORT:-}" ] && ports+=(--agent-port "$KAT_AGENT_PORT")
   [ -n "${KAT_ETCD_CLIENT_PORT:-}" ] && ports+=(--etcd-client-port "$KAT_ETCD_CLIENT_PORT")
   [ -n "${KAT_ETCD_PEER_PORT:-}" ] && ports+=(--etcd-peer-port "$KAT_ETCD_PEER_PORT")
+  [ -n "${KAT_NODE_NAME:-}" ] && ports+=(--node-name "$KAT_NODE_NAME")
   nohup "$bin/kat-agent" init --config "$root/examples-repo/cluster.kat" --data-dir "$data" \
     --advertise-address 127.0.0.1 --log-format json "${ports[@]}" >>"$data/kat-agent.log" 2>&1 &
   echo $! >"$pidfile"

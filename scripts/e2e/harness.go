@@ -266,8 +266,14 @@ func RemoveNodeContainers(node string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if out, err := exec.Command("podman", append([]string{"rm", "-f", "-t", "0"}, ids...)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("podman rm: %w\n%s", err, out)
+	// podman rm now and then fails on a busy shm mount; a retry succeeds.
+	var err2 error
+	for range 3 {
+		out, err := exec.Command("podman", append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		err2 = fmt.Errorf("podman rm: %w\n%s", err, out)
 	}
-	return nil
+	return err2
 }

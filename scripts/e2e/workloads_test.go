@@ -42,8 +42,7 @@ func writeWorkload(t testing.TB, files map[string]string) string {
 	return dir
 }
 
-// webWorkload is a Service of busybox httpd with an exec health check and a
-// SimpleClusterStorage volume.
+// webWorkload is a Service of busybox httpd with an exec health check.
 func webWorkload(name string, replicas int) map[string]string {
 	return map[string]string{
 		"workload.kat": fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
@@ -60,12 +59,6 @@ spec:
     condition: Always
   container:
     command: ["/bin/sh", "-c", "mkdir -p /www && echo hello from $HOSTNAME > /www/index.html && echo web started && exec httpd -f -p 8080 -h /www"]
-    volumeMounts:
-      - name: data
-        mountPath: /data
-  volumes:
-    - name: data
-      simpleClusterStorage: {}
 `, name, replicas),
 		"VirtualLoadBalancer.kat": `apiVersion: kat.dws.rip/v1alpha1
 kind: VirtualLoadBalancer
@@ -79,6 +72,31 @@ spec:
     periodSeconds: 1
 `,
 	}
+}
+
+// volumeWorkload is one instance with a SimpleClusterStorage volume.
+func volumeWorkload(name string) map[string]string {
+	return map[string]string{"workload.kat": fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata:
+  name: %s
+  namespace: default
+spec:
+  type: Service
+  replicas: 1
+  source:
+    image: localhost/kat-base:latest
+  restartPolicy:
+    condition: Always
+  container:
+    command: ["/bin/sh", "-c", "exec sleep 100000"]
+    volumeMounts:
+      - name: data
+        mountPath: /data
+  volumes:
+    - name: data
+      simpleClusterStorage: {}
+`, name)}
 }
 
 func failingWorkload(name string) map[string]string {
@@ -131,7 +149,7 @@ func waitStatus(t testing.TB, c *Cluster, ref, what string, cond func(*api.Workl
 		time.Sleep(300 * time.Millisecond)
 	}
 	b, _ := json.MarshalIndent(last, "", "  ")
-	t.Fatalf("%s: timed out waiting for %s; last status (%v):\n%s\nagent log:\n%s", ref, what, lastErr, b, c.Tail(40))
+	t.Fatalf("%s: timed out waiting for %s; last status (%v):\n%s\nagent log:\n%s", ref, what, lastErr, b, agentLog(c, 40))
 	return nil
 }
 
@@ -196,9 +214,10 @@ func TestAgentRunsWorkloads(t *testing.T) {
 			t.Errorf("clean up: %v", err)
 		}
 	})
-	web := "web-" + randomHex(3)
+	web, vol := "web-"+randomHex(3), "vol-"+randomHex(3)
 	ref := "default/" + web
 	mustApply(t, c, writeWorkload(t, webWorkload(web, 2)))
+	mustApply(t, c, writeWorkload(t, volumeWorkload(vol)))
 
 	// Ready 2, each instance answering on its published port.
 	d := waitStatus(t, c, ref, "ready 2/2", func(d *api.WorkloadDetail) bool {
@@ -221,10 +240,8 @@ func TestAgentRunsWorkloads(t *testing.T) {
 		t.Fatalf("katcall status does not show 2/2 ready: %s", r)
 	}
 
-	// podman kill: the agent restarts the same container; the volume keeps
-	// its file.
+	// podman kill: the agent restarts the same container.
 	victim := d.Instances[0]
-	podman(t, "exec", victim.ContainerID, "sh", "-c", "echo kept > /data/file")
 	podman(t, "kill", victim.ContainerID)
 	d = waitStatus(t, c, ref, "a restart after podman kill", func(d *api.WorkloadDetail) bool {
 		for _, in := range d.Instances {
@@ -239,10 +256,19 @@ func TestAgentRunsWorkloads(t *testing.T) {
 			t.Fatalf("the restart replaced container %s by %s", victim.ContainerID, in.ContainerID)
 		}
 	}
-	if got := podman(t, "exec", victim.ContainerID, "cat", "/data/file"); got != "kept" {
+
+	// A SimpleClusterStorage volume keeps a file across a container restart.
+	vd := waitStatus(t, c, "default/"+vol, "ready 1/1", func(d *api.WorkloadDetail) bool { return d.Status.Ready == 1 })
+	volID := vd.Instances[0].ContainerID
+	podman(t, "exec", volID, "sh", "-c", "echo kept > /data/file")
+	podman(t, "kill", volID)
+	waitStatus(t, c, "default/"+vol, "a restart of the volume's container", func(d *api.WorkloadDetail) bool {
+		return d.Instances[0].Restarts == 1 && d.Instances[0].State == "running"
+	})
+	if got := podman(t, "exec", volID, "cat", "/data/file"); got != "kept" {
 		t.Fatalf("after the restart /data/file = %q, want kept", got)
 	}
-	if b, err := os.ReadFile(filepath.Join(volumes, "default", web, "data", "file")); err != nil || string(b) != "kept\n" {
+	if b, err := os.ReadFile(filepath.Join(volumes, "default", vol, "data", "file")); err != nil || string(b) != "kept\n" {
 		t.Fatalf("volume on the host: %q, %v", b, err)
 	}
 
@@ -288,16 +314,29 @@ func TestAgentRunsWorkloads(t *testing.T) {
 	}
 
 	// Delete removes every container.
-	for _, name := range []string{web, bad} {
+	for _, name := range []string{web, bad, vol} {
 		if r := c.Katcall(context.Background(), "delete", "workload", "default/"+name); r.Code != 0 {
 			t.Fatalf("delete %s: %s", name, r)
 		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
-	for len(containerIDs(t, c.Node, web))+len(containerIDs(t, c.Node, bad)) > 0 {
+	for len(containerIDs(t, c.Node, web))+len(containerIDs(t, c.Node, bad))+len(containerIDs(t, c.Node, vol)) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("containers left after delete: %v %v\n%s", containerIDs(t, c.Node, web), containerIDs(t, c.Node, bad), c.Tail(30))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// agentLog returns the last n lines of the agent's log other than API
+// request lines.
+func agentLog(c *Cluster, n int) string {
+	b, _ := os.ReadFile(c.LogPath())
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, `"api request"`) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -37,6 +37,9 @@ type Runtime interface {
 
 var _ Runtime = runtime.ContainerRuntime(nil)
 
+// stepTimeout bounds one step (a pull, create and start, or a restart).
+const stepTimeout = 5 * time.Minute
+
 // SpecBuilder turns an assignment and its parsed Quadlet into the container
 // to create, preparing what must exist on the host first (volume
 // directories). hostPorts maps each container port of the
@@ -384,6 +387,13 @@ func healthCheckOf(q *quadlet.Quadlet) *quadlet.HealthCheck {
 // runStep carries out one step and records its outcome.
 func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assignedInstance, c *runtime.ContainerStatus) {
 	log := ag.cfg.Logger.With().Str("instance", id).Str("step", step.String()).Logger()
+	// A hung runtime call must not hold the instance forever.
+	timeout := stepTimeout
+	if step == stepRemove {
+		timeout += ag.cfg.StopGrace
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var err error
 	switch step {
 	case stepCreate:
@@ -411,7 +421,7 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 			st.Message = ""
 		}
 		log.Info().Msg("done")
-	case ctx.Err() != nil:
+	case errors.Is(ctx.Err(), context.Canceled):
 	case errors.Is(err, runtime.ErrInvalidSpec):
 		st.Failed, st.Message = true, err.Error()
 		log.Error().Err(err).Msg("invalid container spec: the instance fails")

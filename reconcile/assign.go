@@ -26,7 +26,9 @@ func (p AssignmentPlan) Empty() bool { return len(p.Put) == 0 && len(p.Delete) =
 // or DaemonService one. It is pure: desired state and current assignments in,
 // plan out.
 //
-// A workload whose spec hash changed gets new instances first; its old
+// Instances are matched by TemplateHash, the spec hash without replicas, so
+// scaling keeps the running instances. A workload whose template changed
+// gets new instances first; its old
 // instances are removed on the pass that finds enough new ones assigned.
 // Replicas down removes the newest surplus instances; a deleted workload
 // loses them all. A workload whose files do not parse keeps what it has.
@@ -61,9 +63,10 @@ func PlanAssignments(node string, desired []resources.DesiredSpec, current []res
 
 func planWorkload(plan *AssignmentPlan, node string, d resources.DesiredSpec, q *quadlet.Quadlet, cur []resources.Assignment, now time.Time, newSuffix func() string) {
 	want := resources.DesiredInstances(q)
+	tmpl := TemplateHash(q)
 	var fresh, stale []resources.Assignment
 	for _, a := range cur {
-		if a.SpecHash == d.Meta.SpecHash {
+		if a.TemplateHash == tmpl {
 			fresh = append(fresh, a)
 		} else {
 			stale = append(stale, a)
@@ -91,7 +94,7 @@ func newAssignment(node string, d resources.DesiredSpec, q *quadlet.Quadlet, now
 		}
 	}
 	return resources.Assignment{
-		InstanceID: InstanceID(d.Meta.Name, d.Meta.SpecHash, suffix),
+		InstanceID: InstanceID(d.Meta.Name, TemplateHash(q), suffix), TemplateHash: TemplateHash(q),
 		Node:       node, Namespace: d.Meta.Namespace, Workload: d.Meta.Name, Type: d.Meta.Type,
 		Generation: d.Meta.Generation, SpecHash: d.Meta.SpecHash, Image: q.Workload.Spec.Source.Image,
 		Ports: ports, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition, SourceCommit: d.Meta.Owner.Commit,
@@ -99,7 +102,16 @@ func newAssignment(node string, d resources.DesiredSpec, q *quadlet.Quadlet, now
 	}
 }
 
-// InstanceID is {workload}-{first 8 of specHash}-{suffix} (DESIGN.md
+// TemplateHash is the spec hash of q without its replica count: what an
+// instance runs. Scaling a workload keeps its instances; any other change of
+// the spec makes new ones.
+func TemplateHash(q *quadlet.Quadlet) string {
+	t := *q
+	t.Workload.Spec.Replicas = nil
+	return t.SpecHash()
+}
+
+// InstanceID is {workload}-{first 8 of the template hash}-{suffix} (DESIGN.md
 // "Identity"): a changed spec is visibly a new instance.
 func InstanceID(workload, specHash, suffix string) string {
 	return workload + "-" + specHash[:min(8, len(specHash))] + "-" + suffix

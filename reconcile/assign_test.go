@@ -39,17 +39,26 @@ spec:
 	return files
 }
 
-func desiredSpec(t testing.TB, name, typ string, replicas int, hash string) resources.DesiredSpec {
+func desiredSpec(t testing.TB, name, typ string, replicas int, cmd string) resources.DesiredSpec {
 	return resources.DesiredSpec{
-		Meta:  resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: typ, Generation: 1, SpecHash: hash},
-		Files: workloadFiles(t, name, typ, replicas, "sleep 1"),
+		Meta:  resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: typ, Generation: 1, SpecHash: "spec-" + cmd},
+		Files: workloadFiles(t, name, typ, replicas, cmd),
 	}
+}
+
+// tmpl is the TemplateHash of a fixture workload.
+func tmpl(t testing.TB, name, typ, cmd string) string {
+	q, err := quadlet.ParseWorkload(workloadFiles(t, name, typ, 1, cmd), quadlet.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return TemplateHash(q)
 }
 
 func assigned(name, hash, suffix string, created int) resources.Assignment {
 	return resources.Assignment{
 		InstanceID: InstanceID(name, hash, suffix), Node: "n1", Namespace: "ns1", Workload: name, SpecHash: hash,
-		CreatedAt: time.Unix(int64(created), 0),
+		TemplateHash: hash, CreatedAt: time.Unix(int64(created), 0),
 	}
 }
 
@@ -63,7 +72,9 @@ func ids(as []resources.Assignment) []string {
 }
 
 func TestPlanAssignments(t *testing.T) {
-	const h1, h2 = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
+	svc := quadlet.TypeService
+	w1, w2 := tmpl(t, "web", svc, "v1"), tmpl(t, "web", svc, "v2")
+	id := func(hash, suffix string) string { return InstanceID("web", hash, suffix) }
 	tests := []struct {
 		name       string
 		desired    []resources.DesiredSpec
@@ -73,48 +84,55 @@ func TestPlanAssignments(t *testing.T) {
 	}{
 		{
 			name:    "new service gets replicas instances",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", quadlet.TypeService, 2, h1)},
-			wantPut: []string{"web-aaaaaaaa-s0", "web-aaaaaaaa-s1"}, wantDelete: []string{},
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v1")},
+			wantPut: []string{id(w1, "s0"), id(w1, "s1")}, wantDelete: []string{},
 		},
 		{
 			name:    "job and daemon service get one",
-			desired: []resources.DesiredSpec{desiredSpec(t, "job", quadlet.TypeJob, 0, h1), desiredSpec(t, "dmn", quadlet.TypeDaemonService, 0, h2)},
-			wantPut: []string{"dmn-bbbbbbbb-s1", "job-aaaaaaaa-s0"}, wantDelete: []string{},
+			desired: []resources.DesiredSpec{desiredSpec(t, "job", quadlet.TypeJob, 0, "v1"), desiredSpec(t, "dmn", quadlet.TypeDaemonService, 0, "v1")},
+			wantPut: []string{InstanceID("dmn", tmpl(t, "dmn", quadlet.TypeDaemonService, "v1"), "s1"), InstanceID("job", tmpl(t, "job", quadlet.TypeJob, "v1"), "s0")},
+			wantDelete: []string{},
 		},
 		{
 			name:    "satisfied workload changes nothing",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", quadlet.TypeService, 2, h1)},
-			current: []resources.Assignment{assigned("web", h1, "x", 1), assigned("web", h1, "y", 2)},
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v1")},
+			current: []resources.Assignment{assigned("web", w1, "x", 1), assigned("web", w1, "y", 2)},
 			wantPut: []string{}, wantDelete: []string{},
 		},
 		{
+			name:    "scaling up keeps the instances and adds one",
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 3, "v1")},
+			current: []resources.Assignment{assigned("web", w1, "x", 1), assigned("web", w1, "y", 2)},
+			wantPut: []string{id(w1, "s0")}, wantDelete: []string{},
+		},
+		{
 			name:    "replicas down removes the newest",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", quadlet.TypeService, 1, h1)},
-			current: []resources.Assignment{assigned("web", h1, "new", 9), assigned("web", h1, "old", 1)},
-			wantPut: []string{}, wantDelete: []string{"web-aaaaaaaa-new"},
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v1")},
+			current: []resources.Assignment{assigned("web", w1, "new", 9), assigned("web", w1, "old", 1)},
+			wantPut: []string{}, wantDelete: []string{id(w1, "new")},
 		},
 		{
 			name:    "replicas zero removes all",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", quadlet.TypeService, 0, h1)},
-			current: []resources.Assignment{assigned("web", h1, "a", 1), assigned("web", h1, "b", 2)},
-			wantPut: []string{}, wantDelete: []string{"web-aaaaaaaa-a", "web-aaaaaaaa-b"},
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 0, "v1")},
+			current: []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w1, "b", 2)},
+			wantPut: []string{}, wantDelete: []string{id(w1, "a"), id(w1, "b")},
 		},
 		{
 			name:    "deleted workload loses every instance",
-			current: []resources.Assignment{assigned("gone", h1, "a", 1), assigned("gone", h2, "b", 2)},
-			wantPut: []string{}, wantDelete: []string{"gone-aaaaaaaa-a", "gone-bbbbbbbb-b"},
+			current: []resources.Assignment{assigned("gone", w1, "a", 1), assigned("gone", w2, "b", 2)},
+			wantPut: []string{}, wantDelete: []string{InstanceID("gone", w1, "a"), InstanceID("gone", w2, "b")},
 		},
 		{
 			name:    "changed spec starts new instances and keeps the old ones",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", quadlet.TypeService, 1, h2)},
-			current: []resources.Assignment{assigned("web", h1, "a", 1)},
-			wantPut: []string{"web-bbbbbbbb-s0"}, wantDelete: []string{},
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v2")},
+			current: []resources.Assignment{assigned("web", w1, "a", 1)},
+			wantPut: []string{id(w2, "s0")}, wantDelete: []string{},
 		},
 		{
 			name:    "old instances go once the new ones are assigned",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", quadlet.TypeService, 1, h2)},
-			current: []resources.Assignment{assigned("web", h1, "a", 1), assigned("web", h2, "b", 2)},
-			wantPut: []string{}, wantDelete: []string{"web-aaaaaaaa-a"},
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v2")},
+			current: []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w2, "b", 2)},
+			wantPut: []string{}, wantDelete: []string{id(w1, "a")},
 		},
 	}
 	for _, tc := range tests {
@@ -122,14 +140,16 @@ func TestPlanAssignments(t *testing.T) {
 			n := 0
 			suffix := func() string { n++; return fmt.Sprintf("s%d", n-1) }
 			plan := PlanAssignments("n1", tc.desired, tc.current, time.Unix(100, 0), suffix)
-			if got := ids(plan.Put); !slices.Equal(got, tc.wantPut) {
-				t.Errorf("put = %v, want %v", got, tc.wantPut)
+			want := slices.Sorted(slices.Values(tc.wantPut))
+			if got := ids(plan.Put); !slices.Equal(got, want) {
+				t.Errorf("put = %v, want %v", got, want)
 			}
-			if got := ids(plan.Delete); !slices.Equal(got, tc.wantDelete) {
-				t.Errorf("delete = %v, want %v", got, tc.wantDelete)
+			want = slices.Sorted(slices.Values(tc.wantDelete))
+			if got := ids(plan.Delete); !slices.Equal(got, want) {
+				t.Errorf("delete = %v, want %v", got, want)
 			}
 			for _, a := range plan.Put {
-				if a.Node != "n1" || a.Image != "localhost/kat-base:latest" || a.RestartPolicy != "Always" || len(a.Files) == 0 {
+				if a.Node != "n1" || a.Image != "localhost/kat-base:latest" || a.RestartPolicy != "Always" || len(a.Files) == 0 || a.TemplateHash == "" {
 					t.Errorf("assignment %s incomplete: %+v", a.InstanceID, a)
 				}
 			}

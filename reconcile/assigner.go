@@ -150,7 +150,7 @@ func writeStatuses(ctx context.Context, cfg AssignerConfig, desired []resources.
 			continue
 		}
 		st := DeriveWorkloadStatus(StatusInput{
-			Meta: w.Meta, Desired: resources.DesiredInstances(q), Assigned: byWorkload[k], Reported: reported, Prev: w.Status,
+			Meta: w.Meta, TemplateHash: TemplateHash(q), Desired: resources.DesiredInstances(q), Assigned: byWorkload[k], Reported: reported, Prev: w.Status,
 		}, now)
 		if statusEqual(st, w.Status) {
 			continue

@@ -12,6 +12,9 @@ import (
 // StatusInput is what DeriveWorkloadStatus needs to know about one workload.
 type StatusInput struct {
 	Meta resources.WorkloadMeta
+	// TemplateHash is the workload's TemplateHash: assignments with
+	// another are old instances.
+	TemplateHash string
 	// Desired is the instance count the workload asks for.
 	Desired int
 	// Assigned are the workload's assignments, on every node.
@@ -38,7 +41,7 @@ func DeriveWorkloadStatus(in StatusInput, now time.Time) resources.WorkloadStatu
 	var ready, failed, succeeded, running, fresh, stale int
 	lastError := ""
 	for _, a := range in.Assigned {
-		if a.SpecHash == in.Meta.SpecHash {
+		if a.TemplateHash == in.TemplateHash {
 			fresh++
 		} else {
 			stale++
@@ -61,7 +64,7 @@ func DeriveWorkloadStatus(in StatusInput, now time.Time) resources.WorkloadStatu
 		if r.Message != "" && lastError == "" && r.Phase != resources.InstanceRunning {
 			lastError = r.Message
 		}
-		if a.SpecHash == in.Meta.SpecHash && r.Ready() {
+		if a.TemplateHash == in.TemplateHash && r.Ready() {
 			ready++
 		}
 	}

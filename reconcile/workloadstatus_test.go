@@ -60,7 +60,7 @@ func TestDeriveWorkloadStatus(t *testing.T) {
 			for _, r := range tc.reported {
 				rep[r.InstanceID] = r
 			}
-			got := DeriveWorkloadStatus(StatusInput{Meta: tc.meta, Desired: tc.desired, Assigned: tc.assigned, Reported: rep,
+			got := DeriveWorkloadStatus(StatusInput{Meta: tc.meta, TemplateHash: h2, Desired: tc.desired, Assigned: tc.assigned, Reported: rep,
 				Prev: resources.WorkloadStatus{Phase: tc.prevPhase}}, now)
 			if got.Phase != tc.phase || got.Ready != tc.ready || got.Desired != tc.desired || got.ObservedGeneration != tc.observed || got.LastError != tc.lastError {
 				t.Fatalf("got phase %s ready %d/%d observed %d lastError %q; want %s %d/%d %d %q",
@@ -69,7 +69,7 @@ func TestDeriveWorkloadStatus(t *testing.T) {
 			if len(got.Conditions) == 0 || got.Conditions[0].Type != "Ready" {
 				t.Fatalf("no Ready condition: %+v", got.Conditions)
 			}
-			again := DeriveWorkloadStatus(StatusInput{Meta: tc.meta, Desired: tc.desired, Assigned: tc.assigned, Reported: rep, Prev: got}, now.Add(time.Minute))
+			again := DeriveWorkloadStatus(StatusInput{Meta: tc.meta, TemplateHash: h2, Desired: tc.desired, Assigned: tc.assigned, Reported: rep, Prev: got}, now.Add(time.Minute))
 			if !statusEqual(again, got) || !again.UpdatedAt.Equal(got.UpdatedAt) {
 				t.Fatalf("deriving again from the result changed it:\n%+v\n%+v", got, again)
 			}

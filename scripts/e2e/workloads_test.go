@@ -282,11 +282,13 @@ func TestAgentRunsWorkloads(t *testing.T) {
 	if err := c.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	restarted := time.Now()
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	d = waitStatus(t, c, ref, "ready 2/2 after the agent restart", func(d *api.WorkloadDetail) bool {
-		return d.Status.Ready == 2 && d.Instances[0].Restarts+d.Instances[1].Restarts == 1
+	d = waitStatus(t, c, ref, "ready 2/2 reported by the new agent", func(d *api.WorkloadDetail) bool {
+		return d.Status.Ready == 2 && d.Instances[0].Restarts+d.Instances[1].Restarts == 1 &&
+			lastHeartbeat(t, c).After(restarted.Add(3*time.Second))
 	})
 	if after := containerIDs(t, c.Node, web); !slices.Equal(after, ids) {
 		t.Fatalf("container IDs changed across the agent restart: %v, then %v", ids, after)
@@ -302,6 +304,9 @@ func TestAgentRunsWorkloads(t *testing.T) {
 	waitStatus(t, c, ref, "one instance", func(d *api.WorkloadDetail) bool {
 		return d.Status.Desired == 1 && d.Status.Ready == 1 && len(d.Instances) == 1 && len(containerIDs(t, c.Node, web)) == 1
 	})
+	if left := containerIDs(t, c.Node, web); !slices.Contains(ids, left[0]) {
+		t.Fatalf("scaling down replaced the containers: %v left, had %v", left, ids)
+	}
 
 	// MaxCount: exit 1 becomes Failed after maxRestarts.
 	bad := "fail-" + randomHex(3)
@@ -339,4 +344,15 @@ func agentLog(c *Cluster, n int) string {
 		}
 	}
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// lastHeartbeat returns the time of the cluster node's last heartbeat.
+func lastHeartbeat(t testing.TB, c *Cluster) time.Time {
+	t.Helper()
+	r := c.Katcall(context.Background(), "get", "nodes", "-o", "json")
+	var nodes []api.Node
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &nodes) != nil || len(nodes) != 1 || nodes[0].LastHeartbeat == nil {
+		return time.Time{}
+	}
+	return *nodes[0].LastHeartbeat
 }

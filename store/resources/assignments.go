@@ -24,6 +24,9 @@ type Assignment struct {
 	Type       string `json:"type"`
 	Generation int64  `json:"generation"`
 	SpecHash   string `json:"specHash"`
+	// TemplateHash is the spec hash without the replica count: instances of
+	// the same template survive scaling.
+	TemplateHash string `json:"templateHash"`
 	// Image is the image to run.
 	Image string `json:"image"`
 	// Ports are the container ports of VirtualLoadBalancer.kat.

@@ -258,7 +258,9 @@ func RemoveNodeContainers(node string) error {
 	if _, err := exec.LookPath("podman"); err != nil {
 		return nil
 	}
-	out, err := exec.Command("podman", "ps", "-aq", "--filter", "label=kat.node="+node).Output()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "podman", "ps", "-aq", "--filter", "label=kat.node="+node).Output()
 	if err != nil {
 		return fmt.Errorf("podman ps: %w", err)
 	}
@@ -269,7 +271,7 @@ func RemoveNodeContainers(node string) error {
 	// podman rm now and then fails on a busy shm mount; a retry succeeds.
 	var err2 error
 	for range 3 {
-		out, err := exec.Command("podman", append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, "podman", append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput()
 		if err == nil {
 			return nil
 		}

@@ -156,7 +156,9 @@ func waitStatus(t testing.TB, c *Cluster, ref, what string, cond func(*api.Workl
 // containerIDs lists the IDs of the workload's containers in Podman.
 func containerIDs(t testing.TB, node, workload string) []string {
 	t.Helper()
-	out, err := exec.Command("podman", "ps", "-a", "--no-trunc", "--format", "{{.ID}}",
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "podman", "ps", "-a", "--no-trunc", "--format", "{{.ID}}",
 		"--filter", "label=kat.node="+node, "--filter", "label=kat.workload="+workload).Output()
 	if err != nil {
 		t.Fatalf("podman ps: %v", err)
@@ -168,7 +170,9 @@ func containerIDs(t testing.TB, node, workload string) []string {
 
 func podman(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("podman", args...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "podman", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

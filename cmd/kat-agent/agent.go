@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
@@ -33,7 +33,8 @@ type agentOptions struct {
 	maxSteps       int
 }
 
-func (o *agentOptions) addFlags(f *pflag.FlagSet) {
+func (o *agentOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
 	f.StringVar(&o.podman, "podman", "podman", "podman binary that runs this node's containers")
 	f.StringVar(&o.podmanRoot, "podman-root", "", "podman storage root (--root; default: podman's)")
 	f.StringVar(&o.podmanRunRoot, "podman-runroot", "", "podman run root (--runroot; default: podman's)")

@@ -202,3 +202,22 @@ func (n *node) leaderPoster() (func(context.Context, resources.NodeStatus) error
 		return c.PostNodeStatus(ctx, st)
 	}, nil
 }
+
+// touchNodeStatus marks the leader's own node live at once on election,
+// keeping the instances its agent reported last; the agent's next heartbeat
+// (over the API, which is only now starting) brings the rest.
+func (n *node) touchNodeStatus(ctx context.Context) error {
+	st, err := n.repo.GetNodeStatus(ctx, n.state.NodeName)
+	if err != nil && !errors.Is(err, resources.ErrNotFound) {
+		return err
+	}
+	if st == nil {
+		st = &resources.NodeStatus{}
+	}
+	res, err := reconcile.DetectResources()
+	if err != nil {
+		return err
+	}
+	st.NodeName, st.NodeUID, st.Timestamp, st.Resources = n.state.NodeName, n.state.NodeUID, time.Now().Unix(), res
+	return n.repo.PutNodeStatus(ctx, *st)
+}

@@ -72,7 +72,7 @@ func setUpStore(dir string) error {
 func needPodman(t testing.TB) {
 	t.Helper()
 	if storeErr != nil {
-		t.Skip(storeErr)
+		skipOrFail(t, "%v", storeErr)
 	}
 }
 
@@ -107,15 +107,15 @@ type appRepoOptions struct {
 func newAppRepo(t testing.TB, opts appRepoOptions) *appRepo {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		skipOrFail(t, "git is not installed")
 	}
 	execPath, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Skipf("git --exec-path: %v", err)
+		skipOrFail(t, "git --exec-path: %v", err)
 	}
 	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
 	if _, err := os.Stat(backend); err != nil {
-		t.Skipf("git http-backend not found: %v", err)
+		skipOrFail(t, "git http-backend not found: %v", err)
 	}
 	root := t.TempDir()
 	r := &appRepo{t: t, bare: filepath.Join(root, "app.git"), work: filepath.Join(root, "work")}
@@ -268,7 +268,7 @@ func startRegistryAuth(t testing.TB, withAuth bool) *registry {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
-		t.Skip("docker-registry is not installed (Debian package docker-registry; scripts/install-prereqs.sh)")
+		skipOrFail(t, "docker-registry is not installed (Debian package docker-registry; scripts/install-prereqs.sh)")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -402,4 +402,15 @@ func dumpLogs(t testing.TB, workDir string) {
 		b, _ := os.ReadFile(l)
 		t.Logf("build log %s:\n%s", l, b)
 	}
+}
+
+// skipOrFail skips t for a missing prerequisite, or fails it when
+// KAT_REQUIRE_PREREQS is set (task ci sets it after installing them), so a CI
+// machine that lost Podman or git goes red instead of silently skipping.
+func skipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("KAT_REQUIRE_PREREQS") != "" {
+		t.Fatalf("prerequisite missing (KAT_REQUIRE_PREREQS is set): "+format, args...)
+	}
+	t.Skipf(format, args...)
 }

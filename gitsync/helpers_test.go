@@ -32,7 +32,7 @@ type testRemote struct {
 func newTestRemote(t testing.TB) *testRemote {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		skipOrFail(t, "git is not installed")
 	}
 	root := t.TempDir()
 	r := &testRemote{t: t, bare: filepath.Join(root, "config.git"), work: filepath.Join(root, "work")}
@@ -102,11 +102,11 @@ func newGitServer(t testing.TB, r *testRemote) (*gitServer, string) {
 	t.Helper()
 	execPath, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Skipf("git --exec-path: %v", err)
+		skipOrFail(t, "git --exec-path: %v", err)
 	}
 	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
 	if _, err := os.Stat(backend); err != nil {
-		t.Skipf("git http-backend not found: %v", err)
+		skipOrFail(t, "git http-backend not found: %v", err)
 	}
 	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(r.bare), "GIT_HTTP_EXPORT_ALL=1"}}
 	s := &gitServer{}
@@ -253,4 +253,15 @@ func (e *env) generations() map[string]int64 {
 		out[w.Meta.Namespace+"/"+w.Meta.Name] = w.Meta.Generation
 	}
 	return out
+}
+
+// skipOrFail skips t for a missing prerequisite, or fails it when
+// KAT_REQUIRE_PREREQS is set (task ci sets it after installing them), so a CI
+// machine that lost Podman or git goes red instead of silently skipping.
+func skipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("KAT_REQUIRE_PREREQS") != "" {
+		t.Fatalf("prerequisite missing (KAT_REQUIRE_PREREQS is set): "+format, args...)
+	}
+	t.Skipf(format, args...)
 }

@@ -20,7 +20,7 @@ func startRegistry(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
-		t.Skip("skipping: docker-registry is not installed (run scripts/install-prereqs.sh as root)")
+		skipOrFail(t, "skipping: docker-registry is not installed (run scripts/install-prereqs.sh as root)")
 	}
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))

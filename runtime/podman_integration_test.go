@@ -35,7 +35,7 @@ func podmanForTest(t *testing.T) (*Podman, string) {
 		t.Skip("skipping podman integration test in -short mode")
 	}
 	if _, err := exec.LookPath("podman"); err != nil {
-		t.Skip("skipping: podman is not installed (run scripts/install-prereqs.sh as root)")
+		skipOrFail(t, "skipping: podman is not installed (run scripts/install-prereqs.sh as root)")
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: podman integration tests run as root (--userns=auto needs the containers sub-id ranges)")
@@ -45,10 +45,10 @@ func podmanForTest(t *testing.T) (*Podman, string) {
 	defer cancel()
 	ok, err := pm.ImageExists(ctx, baseImage)
 	if err != nil {
-		t.Skipf("skipping: podman does not work here: %v", err)
+		skipOrFail(t, "skipping: podman does not work here: %v", err)
 	}
 	if !ok {
-		t.Skipf("skipping: image %s is missing (run scripts/build-base-image.sh)", baseImage)
+		skipOrFail(t, "skipping: image %s is missing (run scripts/build-base-image.sh)", baseImage)
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -479,4 +479,15 @@ func TestPodmanSeparateStorage(t *testing.T) {
 	if err != nil || len(theirs) != 0 {
 		t.Fatalf("default storage sees the separate storage's containers: %+v, %v", theirs, err)
 	}
+}
+
+// skipOrFail skips t for a missing prerequisite, or fails it when
+// KAT_REQUIRE_PREREQS is set (task ci sets it after installing them), so a CI
+// machine that lost Podman or git goes red instead of silently skipping.
+func skipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("KAT_REQUIRE_PREREQS") != "" {
+		t.Fatalf("prerequisite missing (KAT_REQUIRE_PREREQS is set): "+format, args...)
+	}
+	t.Skipf(format, args...)
 }

@@ -15,8 +15,14 @@ busybox=${KAT_BUSYBOX:-/bin/busybox}
 podman=(podman ${KAT_PODMAN_ARGS:-})
 
 if [ "${KAT_BASE_REBUILD:-0}" != 1 ] && "${podman[@]}" image exists "$image"; then
-  echo "base image: $image present"
-  exit 0
+  # An image whose layer a crashed podman left half-written still "exists":
+  # check that a container can read it, and rebuild it otherwise.
+  if timeout 120 "${podman[@]}" run --rm --pull never --network none "$image" /bin/true >/dev/null 2>&1; then
+    echo "base image: $image present"
+    exit 0
+  fi
+  echo "base image: $image is present but unusable; removing and rebuilding it" >&2
+  timeout 120 "${podman[@]}" rmi --force "$image" >/dev/null 2>&1 || true
 fi
 if ! file -L "$busybox" 2>/dev/null | grep -q 'statically linked' &&
   ! ldd "$busybox" 2>&1 | grep -q 'not a dynamic executable'; then

@@ -34,7 +34,7 @@ func newGitRemote(t testing.TB) *gitRemote {
 	t.Helper()
 	execPath, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Skipf("git is not installed: %v", err)
+		skipOrFail(t, "git is not installed: %v", err)
 	}
 	root := t.TempDir()
 	r := &gitRemote{t: t, bare: filepath.Join(root, "config.git"), work: filepath.Join(root, "work")}

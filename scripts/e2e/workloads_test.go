@@ -23,10 +23,10 @@ import (
 func requirePodman(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("podman"); err != nil {
-		t.Skip("podman is not installed: run scripts/install-prereqs.sh (as root) to run this test")
+		skipOrFail(t, "podman is not installed: run scripts/install-prereqs.sh (as root) to run this test")
 	}
 	if err := exec.Command("podman", "image", "exists", "localhost/kat-base:latest").Run(); err != nil {
-		t.Skip("the image localhost/kat-base:latest is missing: run scripts/build-base-image.sh to run this test")
+		skipOrFail(t, "the image localhost/kat-base:latest is missing: run scripts/build-base-image.sh to run this test")
 	}
 }
 
@@ -366,4 +366,15 @@ func lastHeartbeat(t testing.TB, c *Cluster) time.Time {
 		return time.Time{}
 	}
 	return *nodes[0].LastHeartbeat
+}
+
+// skipOrFail skips t for a missing prerequisite, or fails it when
+// KAT_REQUIRE_PREREQS is set (task ci sets it after installing them), so a CI
+// machine that lost Podman or git goes red instead of silently skipping.
+func skipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("KAT_REQUIRE_PREREQS") != "" {
+		t.Fatalf("prerequisite missing (KAT_REQUIRE_PREREQS is set): "+format, args...)
+	}
+	t.Skipf(format, args...)
 }

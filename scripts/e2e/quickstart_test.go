@@ -26,17 +26,23 @@ func TestQuickStartScripts(t *testing.T) {
 	env := append(os.Environ(), "KAT_DATA_DIR="+data, "KAT_CONFIG_REPO="+configRepo, "KAT_NODE_NAME="+node,
 		"KAT_API_PORT="+itoa(ports[0]), "KAT_AGENT_PORT="+itoa(ports[1]),
 		"KAT_ETCD_CLIENT_PORT="+itoa(ports[2]), "KAT_ETCD_PEER_PORT="+itoa(ports[3]))
-	script := func(name string) (string, error) {
+	script := func(name string, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(RepoRoot(), "scripts", name))
+		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(RepoRoot(), "scripts", name)}, args...)...)
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 	t.Cleanup(func() {
-		if out, err := script("down.sh"); err != nil {
-			t.Errorf("down.sh: %v\n%s", err, out)
+		if out, err := script("down.sh", "--containers"); err != nil {
+			t.Errorf("down.sh --containers: %v\n%s", err, out)
+		}
+		if _, err := exec.LookPath("podman"); err == nil {
+			left, err := exec.Command("podman", "ps", "-aq", "--filter", "label=kat.node="+node).Output()
+			if err != nil || len(strings.TrimSpace(string(left))) != 0 {
+				t.Errorf("down.sh --containers left containers of node %s: %q (%v)", node, left, err)
+			}
 		}
 		if err := RemoveNodeContainers(node); err != nil {
 			t.Errorf("remove the test's containers: %v", err)

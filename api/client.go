@@ -28,6 +28,9 @@ type ClientConfig struct {
 	CAData []byte
 	// Timeout bounds each request. Default 30s.
 	Timeout time.Duration
+	// ClientCert is presented for mutual TLS: a node's certificate, with
+	// which an agent reports its status. Default none.
+	ClientCert *pki.Leaf
 }
 
 // Client calls the v1alpha1 API. Errors answered by the server are *Error.
@@ -52,7 +55,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("api client: %w", err)
 		}
-		tr.TLSClientConfig, err = pki.ClientTLSConfig(pool, nil)
+		tr.TLSClientConfig, err = pki.ClientTLSConfig(pool, cfg.ClientCert)
 		if err != nil {
 			return nil, err
 		}

@@ -61,6 +61,7 @@ func (s *Server) nodeViews(ctx context.Context) ([]Node, error) {
 			hb := time.Unix(n.Status.Timestamp, 0).UTC()
 			v.LastHeartbeat = &hb
 			v.Resources = n.Status.Resources
+			v.Conditions, v.Instances = n.Status.Conditions, len(n.Status.WorkloadInstances)
 			v.Status = NodeReady
 			if now.Sub(hb) > s.cfg.NodeLossTimeout {
 				v.Status = NodeNotReady

@@ -61,6 +61,9 @@ type ServerConfig struct {
 	// outside the bearer-token authentication: webhooks authenticate by
 	// signature.
 	Webhooks http.Handler
+	// AgentTransport reaches agents' APIs (mutual TLS with this node's
+	// certificate), to proxy logs. Default nil: logs are unavailable.
+	AgentTransport http.RoundTripper
 }
 
 // Server serves the v1alpha1 API.
@@ -129,6 +132,9 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Webhooks != nil {
 		r.Handle("/v1alpha1/webhooks/{provider}", s.cfg.Webhooks)
 	}
+	// Routes without the request timeout: followed logs stream for long.
+	r.With(s.authenticate).Get("/v1alpha1/n/{ns}/workloads/{name}/logs", s.workloadLogs)
+	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/status", s.postNodeStatus)
 	r.Route("/v1alpha1", func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Use(middleware.Timeout(defaultRequestTimeout))
@@ -152,6 +158,7 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/{name}/files/{file}", s.getWorkloadFile)
 			r.Post("/{name}/suspend", s.suspendWorkload)
 			r.Post("/{name}/resume", s.resumeWorkload)
+			r.Get("/{name}/status", s.getWorkloadStatus)
 		})
 		r.Get("/sources", s.listSources)
 		r.Get("/sources/{source}", s.getSource)

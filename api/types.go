@@ -113,6 +113,11 @@ type Node struct {
 	JoinedAt         time.Time               `json:"joinedAt"`
 	LastHeartbeat    *time.Time              `json:"lastHeartbeat,omitempty"`
 	Resources        resources.NodeResources `json:"resources"`
+	// Conditions are what the node reports about itself, such as
+	// RuntimeReady=False when it cannot run containers.
+	Conditions []resources.Condition `json:"conditions,omitempty"`
+	// Instances is how many workload instances the node reports.
+	Instances int `json:"instances"`
 }
 
 // Leader is the current leader.

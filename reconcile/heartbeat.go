@@ -25,15 +25,35 @@ type HeartbeatConfig struct {
 	// Now replaces time.Now, for tests.
 	Now    func() time.Time
 	Logger zerolog.Logger
+
+	// Post sends the status to the leader (POST /v1alpha1/nodes/{node}/status).
+	// Default nil: write it to Repo directly.
+	Post func(ctx context.Context, st resources.NodeStatus) error
+	// Instances returns the instance reports (Agent.Instances). Default none.
+	Instances func() []resources.InstanceStatus
+	// Conditions returns node conditions (Agent.Conditions). Default none.
+	Conditions func() []resources.Condition
+	// GPUs returns the node's GPUs, asked once at start. Default DetectGPUs.
+	GPUs func() []resources.GPU
+	// Wake asks for a beat before the next tick, for example when an
+	// instance changed. Beats are at most minBeatGap apart. Default none.
+	Wake <-chan struct{}
 }
+
+// minBeatGap spaces beats asked for through HeartbeatConfig.Wake.
+const minBeatGap = 200 * time.Millisecond
 
 // RunHeartbeat writes this node's status at once and then every Interval until
 // ctx is done. A failed write is logged and retried on the next tick; it
 // returns only when ctx ends.
 func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
-	if cfg.Repo == nil || cfg.Node == "" {
-		return errors.New("heartbeat: repo and node name are required")
+	if (cfg.Repo == nil && cfg.Post == nil) || cfg.Node == "" {
+		return errors.New("heartbeat: a repo or post function, and the node name are required")
 	}
+	if cfg.GPUs == nil {
+		cfg.GPUs = DetectGPUs
+	}
+	gpus := cfg.GPUs()
 	if cfg.Interval <= 0 {
 		cfg.Interval = 15 * time.Second
 	}
@@ -46,23 +66,43 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
-		if err := beat(ctx, cfg); err != nil && ctx.Err() == nil {
+		var retry <-chan time.Time
+		if err := beat(ctx, cfg, gpus); err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn().Err(err).Str("node", cfg.Node).Msg("heartbeat failed")
+			// A failed beat (the leader not serving yet) is retried soon.
+			retry = time.After(min(cfg.Interval, time.Second))
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-retry:
 		case <-t.C:
+		case <-cfg.Wake:
+			select { // coalesce a burst of wake-ups
+			case <-ctx.Done():
+				return nil
+			case <-time.After(minBeatGap):
+			}
 		}
 	}
 }
 
-func beat(ctx context.Context, cfg HeartbeatConfig) error {
+func beat(ctx context.Context, cfg HeartbeatConfig, gpus []resources.GPU) error {
 	res, err := cfg.Resources()
 	if err != nil {
 		return err
 	}
-	return cfg.Repo.PutNodeStatus(ctx, resources.NodeStatus{
-		NodeName: cfg.Node, NodeUID: cfg.NodeUID, Timestamp: cfg.Now().Unix(), Resources: res,
-	})
+	st := resources.NodeStatus{
+		NodeName: cfg.Node, NodeUID: cfg.NodeUID, Timestamp: cfg.Now().Unix(), Resources: res, GPUs: gpus,
+	}
+	if cfg.Instances != nil {
+		st.WorkloadInstances = cfg.Instances()
+	}
+	if cfg.Conditions != nil {
+		st.Conditions = cfg.Conditions()
+	}
+	if cfg.Post != nil {
+		return cfg.Post(ctx, st)
+	}
+	return cfg.Repo.PutNodeStatus(ctx, st)
 }

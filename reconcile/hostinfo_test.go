@@ -55,3 +55,10 @@ func TestMemTotal(t *testing.T) {
 		t.Fatalf("DetectResources on this host: %v", err)
 	}
 }
+
+func TestParseNvidiaSMI(t *testing.T) {
+	got := parseNvidiaSMI("0, NVIDIA A10, 23028\n1, Tesla T4, 15360\ngarbage\n")
+	if len(got) != 2 || got[1] != (resources.GPU{Index: 1, Name: "Tesla T4", Driver: "nvidia", VRAMMiB: 15360}) {
+		t.Fatalf("parseNvidiaSMI = %+v", got)
+	}
+}

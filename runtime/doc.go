@@ -25,6 +25,26 @@
 // LabelGeneration, LabelSourceCommit). ListManagedContainers and Events filter
 // on them, so an agent that restarts finds and adopts its containers.
 //
+// # From a workload to a container
+//
+// ContainerSpecFor turns a parsed workload (quadlet.Quadlet) and an
+// Instance (instance ID, node, generation, spec hash, source commit, the
+// agent's volumeBasePath) into a ContainerSpec: command, args, env, the
+// VirtualLoadBalancer's ports published on the host, CPU and memory limits,
+// volume mounts and labels. It is pure. Before creating the container,
+// PrepareVolumes(VolumePaths(q, inst)) makes the host side exist:
+// SimpleClusterStorage directories under
+// {volumeBasePath}/{namespace}/{workload}/{volume}, HostMount paths checked or
+// created according to their ensureType, and sub-paths (never through a
+// symbolic link).
+//
+// SimpleClusterStorage mounts are chowned to the container's root user when
+// the container is created (podman's U option), so container root can write
+// them under --userns=auto. Replicas of one workload on one node share the
+// directory but get different uid ranges: the one created last owns it.
+// HostMounts are mounted as they are: a writable one must allow the
+// container's unprivileged host uids.
+//
 // # Restarts and state
 //
 // Containers are created without a podman restart policy: the agent decides

@@ -168,7 +168,7 @@ func TestCommandErrors(t *testing.T) {
 				t.Fatalf("got %v, want it to wrap %v", err, tc.sentinel)
 			}
 			for _, s := range []error{ErrNotFound, ErrAlreadyExists, ErrImageNotFound, ErrNotRunning} {
-				if s != tc.sentinel && errors.Is(err, s) {
+				if !errors.Is(tc.sentinel, s) && errors.Is(err, s) {
 					t.Fatalf("%v wrongly wraps %v", err, s)
 				}
 			}

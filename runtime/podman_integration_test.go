@@ -81,6 +81,7 @@ func testSpec(mark, name string, args ...string) ContainerSpec {
 }
 
 func testCtx(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
@@ -342,6 +343,7 @@ func TestPodmanLogsFollow(t *testing.T) {
 		}
 	}
 	expect("first")
+	beforeSecond := time.Now()
 	if res, err := pm.Exec(ctx, id, []string{"touch", "/tmp/go"}, 10*time.Second); err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec touch: %+v %v", res, err)
 	}
@@ -350,6 +352,26 @@ func TestPodmanLogsFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range lines { // the reader goroutine ends once the stream is closed
+	}
+
+	for _, tc := range []struct {
+		name string
+		opts LogOptions
+		want string
+	}{
+		{"tail", LogOptions{Tail: 1}, "second\n"},
+		{"since", LogOptions{Since: beforeSecond}, "second\n"},
+		{"all", LogOptions{}, "first\nsecond\n"},
+	} {
+		rc, err := pm.Logs(ctx, id, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil || string(out) != tc.want {
+			t.Errorf("logs %s: %q, %v; want %q", tc.name, out, err, tc.want)
+		}
 	}
 
 	if _, err := pm.Logs(ctx, "kat-rt-test-"+mark+"-absent", LogOptions{}); !errors.Is(err, ErrNotFound) {
@@ -420,5 +442,41 @@ func TestPodmanRejectsBadSpecs(t *testing.T) {
 	_, err := pm.CreateContainer(ctx, ContainerSpec{Name: "kat-rt-test-" + mark + "-noimage", Image: "localhost/kat-no-such-image:" + mark})
 	if !errors.Is(err, ErrImageNotFound) || !strings.Contains(err.Error(), "podman create") {
 		t.Fatalf("create from a missing image: got %v, want ErrImageNotFound naming podman create", err)
+	}
+}
+
+// TestPodmanSeparateStorage runs a second driver with its own storage root,
+// run root and tmpdir, as a second agent on the same machine would: its
+// containers and images are invisible to the default storage.
+func TestPodmanSeparateStorage(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	own := NewPodman(PodmanConfig{Root: dir + "/storage", RunRoot: dir + "/run", TmpDir: dir + "/tmp"})
+	if ok, err := own.ImageExists(ctx, baseImage); err != nil || ok {
+		t.Fatalf("fresh storage has the base image (%v) or fails: %v", ok, err)
+	}
+	build := exec.CommandContext(ctx, "bash", "../scripts/build-base-image.sh")
+	build.Env = append(os.Environ(), "KAT_PODMAN_ARGS="+strings.Join(own.GlobalArgs(), " "))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the base image into the separate storage: %v: %s", err, out)
+	}
+	id, err := own.CreateContainer(ctx, testSpec(mark, "own", "sleep", "600"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := own.RemoveContainer(context.Background(), id, true); err != nil {
+			t.Error(err)
+		}
+	})
+	must(t, own.StartContainer(ctx, id))
+	mine, err := own.ListManagedContainers(ctx, map[string]string{testLabel: mark})
+	if err != nil || len(mine) != 1 || mine[0].ID != id || mine[0].State != StateRunning {
+		t.Fatalf("separate storage lists %+v, %v", mine, err)
+	}
+	theirs, err := pm.ListManagedContainers(ctx, map[string]string{testLabel: mark})
+	if err != nil || len(theirs) != 0 {
+		t.Fatalf("default storage sees the separate storage's containers: %+v, %v", theirs, err)
 	}
 }

@@ -217,14 +217,10 @@ func TestPrepareVolumes(t *testing.T) {
 		{"no ensureType checks nothing", EnsureNone, absent, "", absent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Unix socket paths are short: keep the directory short too.
-			base, err := os.MkdirTemp("", "katvol")
-			must(t, err)
-			t.Cleanup(func() { os.RemoveAll(base) })
-			p := filepath.Join(base, "a", "v")
+			p := filepath.Join(t.TempDir(), "a", "v")
 			must(t, os.MkdirAll(filepath.Dir(p), 0o755))
 			make(t, p, tc.have)
-			err = PrepareVolumes([]VolumePath{{Name: "vol", Path: p, Ensure: tc.ensure}})
+			err := PrepareVolumes([]VolumePath{{Name: "vol", Path: p, Ensure: tc.ensure}})
 			if tc.wantErr != "" {
 				if !errors.Is(err, ErrVolumeNotReady) || !strings.Contains(err.Error(), tc.wantErr) ||
 					!strings.Contains(err.Error(), `volume "vol" at `+p) {

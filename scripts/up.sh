@@ -10,7 +10,7 @@
 #
 # Environment: KAT_DATA_DIR (default .kat/data); KAT_CONFIG_REPO; KAT_API_PORT,
 # KAT_AGENT_PORT, KAT_ETCD_CLIENT_PORT, KAT_ETCD_PEER_PORT override cluster.kat's
-# ports.
+# ports; KAT_NODE_NAME sets the node name (default: the host name).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -48,6 +48,7 @@ else
   [ -n "${KAT_AGENT_PORT:-}" ] && ports+=(--agent-port "$KAT_AGENT_PORT")
   [ -n "${KAT_ETCD_CLIENT_PORT:-}" ] && ports+=(--etcd-client-port "$KAT_ETCD_CLIENT_PORT")
   [ -n "${KAT_ETCD_PEER_PORT:-}" ] && ports+=(--etcd-peer-port "$KAT_ETCD_PEER_PORT")
+  [ -n "${KAT_NODE_NAME:-}" ] && ports+=(--node-name "$KAT_NODE_NAME")
   nohup "$bin/kat-agent" init --config "$cluster" --data-dir "$data" \
     --advertise-address 127.0.0.1 --log-format json "${ports[@]}" >>"$data/kat-agent.log" 2>&1 &
   echo $! >"$pidfile"

@@ -226,6 +226,7 @@ func (n *node) run(ctx context.Context) error {
 			}
 		})
 	}
+	g.Go(func() error { return n.runAgent(ctx) })
 	g.Go(func() error {
 		for ctx.Err() == nil {
 			lctx, err := n.st.Campaign(ctx, n.state.NodeName, leaseTTLSeconds)
@@ -296,8 +297,12 @@ func (n *node) lead(lctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	agentTr, err := n.agentTransport()
+	if err != nil {
+		return err
+	}
 	srv, err := api.NewServer(api.ServerConfig{
-		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks,
+		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		NodeLossTimeout: time.Duration(spec.NodeLossTimeoutSeconds) * time.Second,
 		Logger:          n.log.With().Str("component", "api").Logger(),
 	})
@@ -309,6 +314,7 @@ func (n *node) lead(lctx context.Context) error {
 		return err
 	}
 	tlsCfg.MinVersion = tls.VersionTLS12
+	tlsCfg.ClientAuth = tls.VerifyClientCertIfGiven // agents report with their node certificate
 	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(int(spec.APIPort))))
 	if err != nil {
 		return fmt.Errorf("listen for the API on port %d: %w", spec.APIPort, err)
@@ -338,11 +344,10 @@ func (n *node) lead(lctx context.Context) error {
 		return httpSrv.Shutdown(sctx)
 	})
 	g.Go(func() error { return gitops.Run(gctx) })
+	// The heartbeat is the agent's (runAgent), posted to whichever node leads.
 	g.Go(func() error {
-		return reconcile.RunHeartbeat(gctx, reconcile.HeartbeatConfig{
-			Repo: n.repo, Node: n.state.NodeName, NodeUID: n.state.NodeUID,
-			Interval: time.Duration(spec.AgentTickSeconds) * time.Second,
-			Logger:   n.log.With().Str("component", "heartbeat").Logger(),
+		return reconcile.RunAssigner(gctx, reconcile.AssignerConfig{
+			Repo: n.repo, Node: n.state.NodeName, Logger: n.log.With().Str("component", "assigner").Logger(),
 		})
 	})
 	return g.Wait()

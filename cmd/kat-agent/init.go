@@ -29,6 +29,7 @@ type initOptions struct {
 	logLevel       string
 	logFormat      string
 	changed        func(name string) bool
+	agent          agentOptions
 }
 
 func newInitCommand() *cobra.Command {
@@ -68,6 +69,7 @@ given on a later run override the ports and addresses this node uses.`,
 	f.StringVar(&o.etcdKeyFile, "etcd-keyfile", "", "client key for the external etcd")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
+	o.agent.addFlags(f)
 	return cmd
 }
 
@@ -109,6 +111,9 @@ func (o *initOptions) validate() error {
 	case "auto", "json", "console":
 	default:
 		errs = append(errs, fmt.Errorf("--log-format: %q is not one of auto, json, console", o.logFormat))
+	}
+	if err := o.agent.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

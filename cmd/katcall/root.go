@@ -31,5 +31,6 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.AddCommand(newApplyCommand(g), newGetCommand(g), newDeleteCommand(g), newStatusCommand(g))
 	root.AddCommand(newSourceCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
 	root.AddCommand(newDiffCommand(g))
+	root.AddCommand(newLogsCommand(g))
 	return root
 }

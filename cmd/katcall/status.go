@@ -15,10 +15,10 @@ import (
 func newStatusCommand(g *globals) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Summarise the cluster: leader, nodes, namespaces and workloads",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:   "status [NAMESPACE/NAME]",
+		Short: "Summarise the cluster (leader, nodes, namespaces, workloads), or one workload with its instances",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(output)
 			if err != nil {
 				return err
@@ -26,6 +26,9 @@ func newStatusCommand(g *globals) *cobra.Command {
 			c, err := g.client()
 			if err != nil {
 				return err
+			}
+			if len(args) == 1 {
+				return runWorkloadStatus(cmd.Context(), c, g, args[0], f)
 			}
 			return runStatus(cmd.Context(), c, g, f)
 		},

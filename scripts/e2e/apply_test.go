@@ -64,7 +64,7 @@ func TestStatusReportsTheLeader(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("katcall status: %s", r)
 	}
-	for _, want := range []string{"Cluster:    e2e", "Leader:     e2e-node", "Nodes:      1/1 ready", "default", "kat-core"} {
+	for _, want := range []string{"Cluster:    e2e", "Leader:     " + c.Node, "Nodes:      1/1 ready", "default", "kat-core"} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("katcall status lacks %q:\n%s", want, r.Stdout)
 		}
@@ -78,8 +78,8 @@ func TestStatusReportsTheLeader(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &nodes); err != nil || len(nodes) != 1 {
 		t.Fatalf("get nodes -o json: %v\n%s", err, r)
 	}
-	if nodes[0].Name != "e2e-node" || nodes[0].Status != "Ready" || !nodes[0].Leader {
-		t.Fatalf("node = %+v, want e2e-node Ready leader", nodes[0])
+	if nodes[0].Name != c.Node || nodes[0].Status != "Ready" || !nodes[0].Leader {
+		t.Fatalf("node = %+v, want %s Ready leader", nodes[0], c.Node)
 	}
 }
 

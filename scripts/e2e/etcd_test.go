@@ -105,6 +105,9 @@ func TestExternalEtcd(t *testing.T) {
 		if err := c.Stop(30 * time.Second); err != nil {
 			t.Errorf("stop: %v", err)
 		}
+		if err := RemoveNodeContainers(c.Node); err != nil {
+			t.Errorf("remove the test's containers: %v", err)
+		}
 	}()
 	mustApply(t, c, filepath.Join(RepoRoot(), "examples-repo"))
 	st := store.New(ext.Client())

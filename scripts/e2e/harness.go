@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -82,7 +84,7 @@ func NewCluster(bin Binaries, dataDir, clusterKat string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{Bin: bin, DataDir: dataDir, Config: clusterKat, Node: "e2e-node", APIPort: ports[0], ports: ports}, nil
+	return &Cluster{Bin: bin, DataDir: dataDir, Config: clusterKat, Node: "e2e-" + randomHex(3), APIPort: ports[0], ports: ports}, nil
 }
 
 // KatcallConfig is the path of the katcall configuration init writes.
@@ -239,3 +241,41 @@ func RSS(pid int) (int64, error) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// AgentPort is the agent API's port.
+func (c *Cluster) AgentPort() int { return c.ports[1] }
+
+// RemoveNodeContainers force-removes every container of the shared Podman
+// store labelled with node: stopping kat-agent leaves its containers running
+// by design, so tests clean up after themselves with this.
+func RemoveNodeContainers(node string) error {
+	if _, err := exec.LookPath("podman"); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "podman", "ps", "-aq", "--filter", "label=kat.node="+node).Output()
+	if err != nil {
+		return fmt.Errorf("podman ps: %w", err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return nil
+	}
+	// podman rm now and then fails on a busy shm mount; a retry succeeds.
+	var err2 error
+	for range 3 {
+		out, err := exec.CommandContext(ctx, "podman", append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		err2 = fmt.Errorf("podman rm: %w\n%s", err, out)
+	}
+	return err2
+}

@@ -48,6 +48,9 @@ func StartTestCluster(t testing.TB) *Cluster {
 				t.Errorf("stop kat-agent: %v\n%s", err, c.Tail(20))
 			}
 		}
+		if err := RemoveNodeContainers(c.Node); err != nil {
+			t.Errorf("remove the test's containers: %v", err)
+		}
 	})
 	return c
 }

@@ -22,7 +22,8 @@ func TestQuickStartScripts(t *testing.T) {
 	}
 	data := t.TempDir()
 	configRepo := filepath.Join(t.TempDir(), "config.git")
-	env := append(os.Environ(), "KAT_DATA_DIR="+data, "KAT_CONFIG_REPO="+configRepo,
+	node := "e2e-qs-" + randomHex(3)
+	env := append(os.Environ(), "KAT_DATA_DIR="+data, "KAT_CONFIG_REPO="+configRepo, "KAT_NODE_NAME="+node,
 		"KAT_API_PORT="+itoa(ports[0]), "KAT_AGENT_PORT="+itoa(ports[1]),
 		"KAT_ETCD_CLIENT_PORT="+itoa(ports[2]), "KAT_ETCD_PEER_PORT="+itoa(ports[3]))
 	script := func(name string) (string, error) {
@@ -36,6 +37,9 @@ func TestQuickStartScripts(t *testing.T) {
 	t.Cleanup(func() {
 		if out, err := script("down.sh"); err != nil {
 			t.Errorf("down.sh: %v\n%s", err, out)
+		}
+		if err := RemoveNodeContainers(node); err != nil {
+			t.Errorf("remove the test's containers: %v", err)
 		}
 	})
 	out, err := script("up.sh")

@@ -80,3 +80,20 @@ func SourceStatusKey(name string) string { return prefixSources + name + "/statu
 
 // SourcesPrefix is the prefix of every Git source's records.
 func SourcesPrefix() string { return prefixSources }
+
+// Keys of the agent issue (assignments and instance status).
+const prefixAssignments = "/kat/assignments/"
+
+// AssignmentsPrefix is the prefix of every assignment.
+func AssignmentsPrefix() string { return prefixAssignments }
+
+// NodeAssignmentsPrefix is the prefix of one node's assignments, the key an
+// agent watches.
+func NodeAssignmentsPrefix(node string) string { return prefixAssignments + node + "/" }
+
+// AssignmentKey is where one instance's assignment lives.
+func AssignmentKey(node, instanceID string) string { return NodeAssignmentsPrefix(node) + instanceID }
+
+// DesiredRootPrefix is the prefix of every workload's desired state, the key
+// the leader's assignment loop watches.
+func DesiredRootPrefix() string { return prefixDesired }

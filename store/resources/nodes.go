@@ -39,6 +39,14 @@ type NodeStatus struct {
 	NodeUID   string        `json:"nodeUID"`
 	Timestamp int64         `json:"timestamp"`
 	Resources NodeResources `json:"resources"`
+	// WorkloadInstances are the instances assigned to the node as the agent
+	// sees them.
+	WorkloadInstances []InstanceStatus `json:"workloadInstances,omitempty"`
+	// GPUs are the GPUs nvidia-smi reports; empty without one.
+	GPUs []GPU `json:"gpus,omitempty"`
+	// Conditions report node problems, such as a missing container runtime
+	// (type RuntimeReady).
+	Conditions []Condition `json:"conditions,omitempty"`
 }
 
 // Node is a node's registration with its last status.

@@ -1,0 +1,78 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/rs/zerolog"
+)
+
+// ErrUnknownInstance is what AgentConfig.Logs returns (wrapped) for an
+// instance the node does not run; the agent API answers 404.
+var ErrUnknownInstance = errors.New("api: unknown instance")
+
+// AgentConfig holds the dependencies of the agent API. Serve it on the node's
+// agent port with a TLS configuration that requires and verifies a client
+// certificate of the cluster CA (pki.ServerTLSConfig with requireClientCert),
+// so only the leader and other nodes can call it.
+type AgentConfig struct {
+	// Logs writes an instance's container output to w; with follow it
+	// keeps writing until ctx ends or the container stops. Required.
+	Logs   func(ctx context.Context, instanceID string, follow bool, w io.Writer) error
+	Logger zerolog.Logger
+}
+
+// AgentHandler returns the agent API's handler:
+//
+//	GET /v1alpha1/instances/{id}/logs?follow=true
+func AgentHandler(cfg AgentConfig) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/v1alpha1/instances/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
+		follow, err := boolQuery(r, "follow")
+		if err != nil {
+			writeError(w, badRequest("%v", err))
+			return
+		}
+		id := chi.URLParam(r, "id")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fw := &flushWriter{w: w, rc: http.NewResponseController(w)}
+		start := time.Now()
+		err = cfg.Logs(r.Context(), id, follow, fw)
+		switch {
+		case errors.Is(err, ErrUnknownInstance) && !fw.wrote:
+			writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()})
+		case err != nil && !fw.wrote:
+			writeError(w, &Error{StatusCode: http.StatusBadGateway, Code: CodeInternal, Message: err.Error()})
+		case err != nil:
+			cfg.Logger.Warn().Err(err).Str("instance", id).Msg("log stream ended with an error")
+		}
+		cfg.Logger.Debug().Str("instance", id).Bool("follow", follow).Dur("duration", time.Since(start)).Msg("served logs")
+	})
+	return r
+}
+
+// flushWriter flushes after every write.
+type flushWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	wrote bool
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	if !f.wrote {
+		f.wrote = true
+		f.w.WriteHeader(http.StatusOK)
+	}
+	n, err := f.w.Write(p)
+	_ = f.rc.Flush()
+	return n, err
+}

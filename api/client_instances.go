@@ -1,0 +1,68 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"kat.dws.rip/kat/store/resources"
+)
+
+// WorkloadStatus returns a workload with its instances.
+func (c *Client) WorkloadStatus(ctx context.Context, ns, name string) (*WorkloadDetail, error) {
+	var d WorkloadDetail
+	return &d, c.do(ctx, http.MethodGet, workloadsPath(ns)+"/"+url.PathEscape(name)+"/status", nil, nil, "", &d)
+}
+
+// PostNodeStatus reports a node's status (the agent heartbeat).
+func (c *Client) PostNodeStatus(ctx context.Context, st resources.NodeStatus) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode node status: %w", err)
+	}
+	return c.do(ctx, http.MethodPost, "/v1alpha1/nodes/"+url.PathEscape(st.NodeName)+"/status", nil, b, "application/json", nil)
+}
+
+// Logs writes the output of one instance of workload ns/name to w (the first
+// instance when instance is empty). With follow it streams until ctx ends or
+// the container stops; the client's timeout does not apply.
+func (c *Client) Logs(ctx context.Context, ns, name, instance string, follow bool, w io.Writer) error {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + workloadsPath(ns) + "/" + url.PathEscape(name) + "/logs"
+	q := url.Values{"follow": {strconv.FormatBool(follow)}}
+	if instance != "" {
+		q.Set("instance", instance)
+	}
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("build logs request: %w", err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	hc := *c.http
+	hc.Timeout = 0
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("get logs of %s/%s: %w", ns, name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		apiErr := &Error{StatusCode: resp.StatusCode}
+		if json.Unmarshal(data, apiErr) != nil || apiErr.Message == "" {
+			apiErr.Code, apiErr.Message = http.StatusText(resp.StatusCode), "logs: "+resp.Status
+		}
+		return apiErr
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("read logs of %s/%s: %w", ns, name, err)
+	}
+	return nil
+}

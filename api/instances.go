@@ -1,0 +1,224 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Instance is one instance of a workload: where it is assigned and what its
+// agent last reported.
+type Instance struct {
+	InstanceID  string                    `json:"instanceID"`
+	Node        string                    `json:"node"`
+	Generation  int64                     `json:"generation"`
+	SpecHash    string                    `json:"specHash"`
+	ContainerID string                    `json:"containerID"`
+	State       string                    `json:"state"`
+	Phase       string                    `json:"phase"`
+	Health      string                    `json:"health"`
+	Restarts    int                       `json:"restarts"`
+	ExitCode    int                       `json:"exitCode"`
+	Image       string                    `json:"image"`
+	Ports       []resources.PublishedPort `json:"ports,omitempty"`
+	Message     string                    `json:"message,omitempty"`
+}
+
+// WorkloadDetail is a workload with its instances, the answer of
+// GET /v1alpha1/n/{ns}/workloads/{name}/status.
+type WorkloadDetail struct {
+	Workload
+	Instances []Instance `json:"instances"`
+}
+
+// workloadInstances joins a workload's assignments with the agents' reports.
+func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]Instance, error) {
+	as, err := s.cfg.Repo.ListAssignments(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	sts, err := s.cfg.Repo.ListNodeStatuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reported := map[string]resources.InstanceStatus{}
+	for _, n := range sts {
+		for _, is := range n.WorkloadInstances {
+			reported[is.InstanceID] = is
+		}
+	}
+	out := []Instance{}
+	for _, a := range as {
+		if a.Namespace != ns || a.Workload != name {
+			continue
+		}
+		in := Instance{InstanceID: a.InstanceID, Node: a.Node, Generation: a.Generation, SpecHash: a.SpecHash,
+			Image: a.Image, Phase: resources.InstancePending, Health: resources.HealthPending}
+		if r, ok := reported[a.InstanceID]; ok {
+			in.ContainerID, in.State, in.Phase, in.Health, in.Restarts, in.ExitCode, in.Ports, in.Message =
+				r.ContainerID, r.State, r.Phase, r.HealthStatus, r.Restarts, r.ExitCode, r.Ports, r.Message
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {
+	ns, name, ok := s.workloadParams(w, r)
+	if !ok {
+		return
+	}
+	wl, err := s.cfg.Repo.GetWorkload(r.Context(), ns, name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	ins, err := s.workloadInstances(r.Context(), ns, name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins})
+}
+
+// postNodeStatus stores a node's heartbeat. The caller is the node itself
+// (its client certificate names it) or holds the admin token.
+func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
+	node := chi.URLParam(r, "node")
+	if !quadlet.IsDNSLabel(node) {
+		writeError(w, badRequest("invalid node name %q in the URL: must be a DNS label", node))
+		return
+	}
+	body, apiErr := readBody(w, r, max(s.cfg.MaxJSONBytes, 1<<20))
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	var st resources.NodeStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		writeError(w, badRequest("node status: invalid JSON: %v", err))
+		return
+	}
+	if st.NodeName != node {
+		writeError(w, badRequest("node status: nodeName %q does not match the URL's node %q", st.NodeName, node))
+		return
+	}
+	if _, err := s.cfg.Repo.GetNodeRegistration(r.Context(), node); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if err := s.cfg.Repo.PutNodeStatus(r.Context(), st); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// authenticateNode lets a request through with the admin token or with a
+// client certificate of the cluster CA whose common name is the {node} of
+// the URL.
+func (s *Server) authenticateNode(next http.Handler) http.Handler {
+	token := s.authenticate(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 &&
+			r.TLS.VerifiedChains[0][0].Subject.CommonName == chi.URLParam(r, "node") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		token.ServeHTTP(w, r)
+	})
+}
+
+// workloadLogs proxies an instance's logs from the agent that runs it.
+func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) {
+	ns, name, ok := s.workloadParams(w, r)
+	if !ok {
+		return
+	}
+	follow, err := boolQuery(r, "follow")
+	if err != nil {
+		writeError(w, badRequest("%v", err))
+		return
+	}
+	ctx := r.Context()
+	if _, err := s.cfg.Repo.GetWorkload(ctx, ns, name); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	ins, err := s.workloadInstances(ctx, ns, name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	want := r.URL.Query().Get("instance")
+	i := slices.IndexFunc(ins, func(in Instance) bool { return want == "" || in.InstanceID == want })
+	if i < 0 {
+		msg := fmt.Sprintf("workload %s/%s has no instances yet", ns, name)
+		if want != "" {
+			msg = fmt.Sprintf("workload %s/%s has no instance %q", ns, name, want)
+		}
+		writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: msg})
+		return
+	}
+	if s.cfg.AgentTransport == nil {
+		writeError(w, &Error{StatusCode: http.StatusServiceUnavailable, Code: CodeInternal, Message: "this server cannot reach agents"})
+		return
+	}
+	reg, err := s.cfg.Repo.GetNodeRegistration(ctx, ins[i].Node)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	u := url.URL{Scheme: "https", Host: net.JoinHostPort(reg.AdvertiseAddress, strconv.Itoa(reg.AgentPort)),
+		Path: "/v1alpha1/instances/" + url.PathEscape(ins[i].InstanceID) + "/logs", RawQuery: url.Values{"follow": {strconv.FormatBool(follow)}}.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	resp, err := (&http.Client{Transport: s.cfg.AgentTransport}).Do(req)
+	if err != nil {
+		writeError(w, &Error{StatusCode: http.StatusBadGateway, Code: CodeInternal,
+			Message: fmt.Sprintf("reach the agent of node %s: %v", ins[i].Node, err)})
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.Header().Set("X-Kat-Instance", ins[i].InstanceID)
+	w.WriteHeader(resp.StatusCode)
+	_ = copyFlushing(w, resp.Body)
+}
+
+// copyFlushing copies src to w, flushing after every read so followed logs
+// arrive as they are written.
+func copyFlushing(w http.ResponseWriter, src io.Reader) error {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			_ = rc.Flush()
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"kat.dws.rip/kat/api"
+)
+
+// workloadRef splits NAMESPACE/NAME.
+func workloadRef(s string) (ns, name string, err error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("workload %q: want NAMESPACE/NAME", s)
+	}
+	return ns, name, nil
+}
+
+// runWorkloadStatus shows one workload and its instances.
+func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref string, f outputFormat) error {
+	ns, name, err := workloadRef(ref)
+	if err != nil {
+		return err
+	}
+	d, err := c.WorkloadStatus(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	if f != formatTable {
+		return printData(g.stdout, f, d)
+	}
+	w := g.stdout
+	st := d.Status
+	fmt.Fprintf(w, "Workload:   %s/%s (%s, generation %d, observed %d)\n", d.Namespace, d.Name, d.Type, d.Generation, st.ObservedGeneration)
+	fmt.Fprintf(w, "Phase:      %s, %d/%d ready\n", orDash(st.Phase), st.Ready, st.Desired)
+	if st.LastError != "" {
+		fmt.Fprintf(w, "Last error: %s\n", st.LastError)
+	}
+	for _, cond := range st.Conditions {
+		fmt.Fprintf(w, "Condition:  %s=%s %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
+	}
+	if len(d.Instances) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "INSTANCE", "NODE", "PHASE", "STATE", "HEALTH", "RESTARTS", "PORTS", "CONTAINER", "MESSAGE")
+	for _, in := range d.Instances {
+		var ports []string
+		for _, p := range in.Ports {
+			ports = append(ports, fmt.Sprintf("%d->%d", p.HostPort, p.ContainerPort))
+		}
+		t.row(in.InstanceID, in.Node, in.Phase, orDash(in.State), orDash(in.Health), fmt.Sprint(in.Restarts),
+			orDash(strings.Join(ports, ",")), orDash(short(in.ContainerID)), orDash(in.Message))
+	}
+	return t.flush()
+}
+
+func short(id string) string { return id[:min(len(id), 12)] }
+
+func newLogsCommand(g *globals) *cobra.Command {
+	var (
+		instance string
+		follow   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs NAMESPACE/NAME",
+		Short: "Print the output of one instance of a workload (the first one unless --instance)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, name, err := workloadRef(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			return c.Logs(cmd.Context(), ns, name, instance, follow, g.stdout)
+		},
+	}
+	cmd.Flags().StringVar(&instance, "instance", "", "instance ID (see katcall status NAMESPACE/NAME)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep streaming new output")
+	return cmd
+}

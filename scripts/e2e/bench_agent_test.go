@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/api"
+)
+
+// BenchmarkAgentStart50 brings a Service of 50 replicas to running through a
+// real kat-agent and real Podman, and compares the time with 50 sequential
+// `podman run -d` of the same image and user-namespace mode. It reports both
+// durations, their ratio and the agent's RSS with 50 containers.
+func BenchmarkAgentStart50(b *testing.B) {
+	requirePodman(b)
+	const n = 50
+	for b.Loop() {
+		c, err := NewCluster(sharedBinaries(b), b.TempDir(), filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "cluster.kat"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			if c.Running() {
+				_ = c.Stop(30 * time.Second)
+			}
+			if err := RemoveNodeContainers(c.Node); err != nil {
+				b.Errorf("clean up: %v", err)
+			}
+		})
+		name := "bench-" + randomHex(3)
+		dir := writeWorkload(b, map[string]string{"workload.kat": fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: %s, namespace: default}
+spec:
+  type: Service
+  replicas: %d
+  source: {image: localhost/kat-base:latest}
+  restartPolicy: {condition: Always}
+  container:
+    command: ["/bin/sleep", "100000"]
+`, name, n)})
+		start := time.Now()
+		mustApplyTB(b, c, dir)
+		waitStatus(b, c, "default/"+name, "50 running", func(d *api.WorkloadDetail) bool {
+			running := 0
+			for _, in := range d.Instances {
+				if in.State == "running" {
+					running++
+				}
+			}
+			return running == n
+		})
+		agentDur := time.Since(start)
+		rss, err := RSS(c.PID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Stop(30 * time.Second); err != nil {
+			b.Fatal(err)
+		}
+		if err := RemoveNodeContainers(c.Node); err != nil {
+			b.Fatal(err)
+		}
+
+		label := "kat-bench=" + randomHex(4)
+		b.Cleanup(func() { removeLabelled(b, label) })
+		start = time.Now()
+		for i := range n {
+			out, err := exec.Command("podman", "run", "-d", "--userns=auto", "--label", label,
+				"--name", fmt.Sprintf("katbench-%s-%d", strings.TrimPrefix(label, "kat-bench="), i),
+				"localhost/kat-base:latest", "/bin/sleep", "100000").CombinedOutput()
+			if err != nil {
+				b.Fatalf("podman run: %v\n%s", err, out)
+			}
+		}
+		podmanDur := time.Since(start)
+		removeLabelled(b, label)
+
+		b.ReportMetric(agentDur.Seconds(), "agent-50-s")
+		b.ReportMetric(podmanDur.Seconds(), "podman-run-50-s")
+		b.ReportMetric(agentDur.Seconds()/podmanDur.Seconds(), "ratio")
+		b.ReportMetric(float64(rss)/(1<<20), "agent-rss-MiB")
+		fmt.Fprintf(os.Stderr, "50 instances: kat-agent %s, 50 sequential podman run -d %s, ratio %.2f; kat-agent RSS with 50 containers %.1f MiB\n",
+			agentDur.Round(time.Millisecond), podmanDur.Round(time.Millisecond), agentDur.Seconds()/podmanDur.Seconds(), float64(rss)/(1<<20))
+	}
+}
+
+func mustApplyTB(tb testing.TB, c *Cluster, path string) {
+	tb.Helper()
+	if r := c.Katcall(context.Background(), "apply", "-f", path); r.Code != 0 {
+		tb.Fatalf("katcall apply -f %s: %s", path, r)
+	}
+}
+
+func removeLabelled(tb testing.TB, label string) {
+	out, err := exec.Command("podman", "ps", "-aq", "--filter", "label="+label).Output()
+	if err != nil {
+		tb.Errorf("podman ps: %v", err)
+		return
+	}
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		if out, err := exec.Command("podman", append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput(); err != nil {
+			tb.Errorf("podman rm: %v\n%s", err, out)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"kat.dws.rip/kat/store"
+)
+
+// Assignment is one instance a node must run: the key
+// /kat/assignments/{node}/{instanceID}. It is written once by the leader and
+// never changed: a changed spec is a new instance.
+type Assignment struct {
+	// InstanceID is {workload}-{specHash[:8]}-{suffix}, unique in the cluster.
+	InstanceID string `json:"instanceID"`
+	// Node is the node that runs the instance.
+	Node       string `json:"node"`
+	Namespace  string `json:"namespace"`
+	Workload   string `json:"workload"`
+	Type       string `json:"type"`
+	Generation int64  `json:"generation"`
+	SpecHash   string `json:"specHash"`
+	// TemplateHash is the spec hash without the replica count: instances of
+	// the same template survive scaling.
+	TemplateHash string `json:"templateHash"`
+	// Image is the image to run.
+	Image string `json:"image"`
+	// Ports are the container ports of VirtualLoadBalancer.kat.
+	Ports []int `json:"ports,omitempty"`
+	// RestartPolicy is workload.kat's restartPolicy.condition.
+	RestartPolicy string `json:"restartPolicy"`
+	// SourceCommit is the commit of the config repo the spec came from, when
+	// Git owns the workload.
+	SourceCommit string `json:"sourceCommit,omitempty"`
+	// Files are the Quadlet files of the generation, so an agent needs no
+	// other key to build the container.
+	Files     map[string][]byte `json:"files"`
+	CreatedAt time.Time         `json:"createdAt"`
+}
+
+// Key returns the assignment's etcd key.
+func (a Assignment) Key() string { return AssignmentKey(a.Node, a.InstanceID) }
+
+// DesiredSpec is a workload's metadata with its current Quadlet files.
+type DesiredSpec struct {
+	Meta  WorkloadMeta
+	Files map[string][]byte
+}
+
+// ListDesiredSpecs returns every workload's metadata and manifests, sorted by
+// namespace and name.
+func (r *Repo) ListDesiredSpecs(ctx context.Context) ([]DesiredSpec, error) {
+	kvs, err := r.st.List(ctx, prefixDesired)
+	if err != nil {
+		return nil, fmt.Errorf("list desired state: %w", err)
+	}
+	byName := map[string]*DesiredSpec{}
+	var order []string
+	get := func(ns, name string) *DesiredSpec {
+		k := ns + "/" + name
+		d, ok := byName[k]
+		if !ok {
+			d = &DesiredSpec{Files: map[string][]byte{}}
+			byName[k] = d
+			order = append(order, k)
+		}
+		return d
+	}
+	for _, kv := range kvs {
+		rest := strings.TrimPrefix(kv.Key, prefixDesired)
+		parts := strings.SplitN(rest, "/", 4)
+		switch {
+		case len(parts) == 3 && parts[2] == "meta":
+			d := get(parts[0], parts[1])
+			if err := json.Unmarshal(kv.Value, &d.Meta); err != nil {
+				return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+			}
+		case len(parts) == 4 && parts[2] == "manifest":
+			get(parts[0], parts[1]).Files[parts[3]] = kv.Value
+		}
+	}
+	sort.Strings(order)
+	out := make([]DesiredSpec, 0, len(order))
+	for _, k := range order {
+		if d := byName[k]; d.Meta.Name != "" {
+			out = append(out, *d)
+		}
+	}
+	return out, nil
+}
+
+// ListAssignments returns the assignments of node, or of every node when node
+// is empty, sorted by key.
+func (r *Repo) ListAssignments(ctx context.Context, node string) ([]Assignment, error) {
+	prefix := prefixAssignments
+	if node != "" {
+		prefix = NodeAssignmentsPrefix(node)
+	}
+	kvs, err := r.st.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("list assignments: %w", err)
+	}
+	out := make([]Assignment, 0, len(kvs))
+	for _, kv := range kvs {
+		a, err := DecodeAssignment(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// DecodeAssignment decodes an assignment record.
+func DecodeAssignment(b []byte) (Assignment, error) {
+	var a Assignment
+	err := json.Unmarshal(b, &a)
+	return a, err
+}
+
+// maxOpsPerTxn stays under etcd's default limit of 128 operations per
+// transaction.
+const maxOpsPerTxn = 100
+
+// WriteAssignments puts and deletes assignments. Up to 100 changes go in one
+// transaction; a larger plan is written in several, puts first, so an
+// interrupted write starts new instances before removing old ones.
+func (r *Repo) WriteAssignments(ctx context.Context, put, del []Assignment) error {
+	ops := make([]store.Op, 0, len(put)+len(del))
+	for _, a := range put {
+		op, err := putJSON(a.Key(), a)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, op)
+	}
+	for _, a := range del {
+		ops = append(ops, store.Op{Type: store.OpDelete, Key: a.Key()})
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), maxOpsPerTxn)
+		if _, err := r.st.DoTransaction(ctx, nil, ops[:n], nil); err != nil {
+			return fmt.Errorf("write assignments: %w", err)
+		}
+		ops = ops[n:]
+	}
+	return nil
+}

@@ -37,6 +37,9 @@ type Runtime interface {
 
 var _ Runtime = runtime.ContainerRuntime(nil)
 
+// listTimeout bounds one listing of the containers.
+const listTimeout = time.Minute
+
 // stepTimeout bounds one step (a pull, create and start, or a restart).
 const stepTimeout = 5 * time.Minute
 
@@ -69,6 +72,11 @@ type AgentConfig struct {
 	RestartBackoff time.Duration
 	// MaxConcurrentPulls bounds image pulls in flight. Default 2.
 	MaxConcurrentPulls int
+	// MaxConcurrentSteps bounds the runtime calls in flight: steps (create,
+	// start, remove), health checks and listings. Podman 4.3 can deadlock
+	// when `podman create --userns=auto`, `podman start` and `podman ps`
+	// run together. Default 1.
+	MaxConcurrentSteps int
 	// StopGrace is how long a removed container gets to stop before it is
 	// killed. Default 10s.
 	StopGrace time.Duration
@@ -87,6 +95,9 @@ type AgentConfig struct {
 type Agent struct {
 	cfg   AgentConfig
 	pulls chan struct{}
+	// slots bounds runtime calls in flight (steps, health checks and
+	// listings), MaxConcurrentSteps of them.
+	slots chan struct{}
 	wake  chan struct{}
 
 	assignmentsDirty atomic.Bool
@@ -132,6 +143,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if cfg.MaxConcurrentPulls <= 0 {
 		cfg.MaxConcurrentPulls = 2
 	}
+	if cfg.MaxConcurrentSteps <= 0 {
+		cfg.MaxConcurrentSteps = 1
+	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
 	}
@@ -143,6 +157,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	}
 	return &Agent{
 		cfg: cfg, pulls: make(chan struct{}, cfg.MaxConcurrentPulls), wake: make(chan struct{}, 1),
+		slots:    make(chan struct{}, cfg.MaxConcurrentSteps),
 		assigned: map[string]assignedInstance{}, containers: map[string]runtime.ContainerStatus{},
 		state: map[string]instanceState{}, busy: map[string]bool{}, probing: map[string]bool{},
 		needList: map[string]int64{}, reserved: map[int]string{},
@@ -264,7 +279,17 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 		ag.listSeq++
 		seq := ag.listSeq
 		ag.mu.Unlock()
-		cs, err := ag.cfg.Runtime.ListManagedContainers(ctx, ag.labels())
+		var cs []runtime.ContainerStatus
+		var err error
+		select {
+		case ag.slots <- struct{}{}:
+			lctx, cancel := context.WithTimeout(ctx, listTimeout)
+			cs, err = ag.cfg.Runtime.ListManagedContainers(lctx, ag.labels())
+			cancel()
+			<-ag.slots
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 		ag.mu.Lock()
 		repeated := err != nil && ag.runtimeErr != nil && err.Error() == ag.runtimeErr.Error()
 		ag.runtimeErr = err
@@ -392,15 +417,22 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 	if step == stepRemove {
 		timeout += ag.cfg.StopGrace
 	}
+	var err error
+	select {
+	case ag.slots <- struct{}{}:
+		defer func() { <-ag.slots }()
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var err error
-	switch step {
-	case stepCreate:
+	switch {
+	case err != nil:
+	case step == stepCreate:
 		err = ag.create(ctx, ai)
-	case stepStart:
+	case step == stepStart:
 		err = ag.cfg.Runtime.StartContainer(ctx, c.ID)
-	case stepRemove:
+	case step == stepRemove:
 		if err = ag.cfg.Runtime.StopContainer(ctx, c.ID, ag.cfg.StopGrace); err == nil || errors.Is(err, runtime.ErrNotFound) {
 			err = ag.cfg.Runtime.RemoveContainer(ctx, c.ID, true)
 		}
@@ -491,8 +523,14 @@ func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
 
 // probe runs one health check and folds its result into the state.
 func (ag *Agent) probe(ctx context.Context, id, containerID string, run time.Time, hc *quadlet.HealthCheck) {
-	res, err := ag.cfg.Runtime.Exec(ctx, containerID, hc.Exec.Command, time.Duration(max(hc.TimeoutSeconds, 1))*time.Second)
-	ok := err == nil && res.ExitCode == 0
+	ok := false
+	select {
+	case ag.slots <- struct{}{}:
+		res, err := ag.cfg.Runtime.Exec(ctx, containerID, hc.Exec.Command, time.Duration(max(hc.TimeoutSeconds, 1))*time.Second)
+		<-ag.slots
+		ok = err == nil && res.ExitCode == 0
+	case <-ctx.Done():
+	}
 	ag.mu.Lock()
 	delete(ag.probing, id)
 	if st, exists := ag.state[id]; exists && st.Health.run.Equal(run) && ctx.Err() == nil {

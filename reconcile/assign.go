@@ -95,7 +95,7 @@ func newAssignment(node string, d resources.DesiredSpec, q *quadlet.Quadlet, now
 	}
 	return resources.Assignment{
 		InstanceID: InstanceID(d.Meta.Name, TemplateHash(q), suffix), TemplateHash: TemplateHash(q),
-		Node:       node, Namespace: d.Meta.Namespace, Workload: d.Meta.Name, Type: d.Meta.Type,
+		Node: node, Namespace: d.Meta.Namespace, Workload: d.Meta.Name, Type: d.Meta.Type,
 		Generation: d.Meta.Generation, SpecHash: d.Meta.SpecHash, Image: q.Workload.Spec.Source.Image,
 		Ports: ports, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition, SourceCommit: d.Meta.Owner.Commit,
 		Files: d.Files, CreatedAt: now,

@@ -30,6 +30,7 @@ type agentOptions struct {
 	podmanRunRoot  string
 	volumeBasePath string
 	maxPulls       int
+	maxSteps       int
 }
 
 func (o *agentOptions) addFlags(f *pflag.FlagSet) {
@@ -38,11 +39,15 @@ func (o *agentOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.podmanRunRoot, "podman-runroot", "", "podman run root (--runroot; default: podman's)")
 	f.StringVar(&o.volumeBasePath, "volume-base-path", "", "where SimpleClusterStorage volumes live (default: cluster.kat volumeBasePath, /var/lib/kat/volumes)")
 	f.IntVar(&o.maxPulls, "max-concurrent-pulls", 2, "image pulls in flight at most")
+	f.IntVar(&o.maxSteps, "max-concurrent-steps", 1, "container operations (create, start, remove, health check) in flight at most; podman 4.3 can deadlock on concurrent creates")
 }
 
 func (o *agentOptions) validate() error {
 	if o.maxPulls < 1 {
 		return fmt.Errorf("--max-concurrent-pulls: %d must be at least 1", o.maxPulls)
+	}
+	if o.maxSteps < 1 {
+		return fmt.Errorf("--max-concurrent-steps: %d must be at least 1", o.maxSteps)
 	}
 	return nil
 }
@@ -65,7 +70,7 @@ func (n *node) runAgent(ctx context.Context) error {
 	}
 	beat := make(chan struct{}, 1)
 	ag, err := reconcile.NewAgent(reconcile.AgentConfig{
-		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.maxPulls,
+		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.maxPulls, MaxConcurrentSteps: o.maxSteps,
 		BuildSpec: containerSpecBuilder(n.state.NodeName, volumes),
 		OnChange: func() {
 			select {

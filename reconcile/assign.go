@@ -137,7 +137,7 @@ func newAssignment(node string, d resources.DesiredSpec, q *quadlet.Quadlet, com
 	tmpl := InstanceTemplate(q, commit)
 	a := resources.Assignment{
 		InstanceID: InstanceID(d.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
-		Node:       node, Namespace: d.Meta.Namespace, Workload: d.Meta.Name, Type: d.Meta.Type,
+		Node: node, Namespace: d.Meta.Namespace, Workload: d.Meta.Name, Type: d.Meta.Type,
 		Generation: d.Meta.Generation, SpecHash: d.Meta.SpecHash, Image: q.Workload.Spec.Source.Image,
 		Ports: ports, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition, SourceCommit: d.Meta.Owner.Commit,
 		Files: d.Files, CreatedAt: now,

@@ -80,6 +80,10 @@ type AgentConfig struct {
 	// StopGrace is how long a removed container gets to stop before it is
 	// killed. Default 10s.
 	StopGrace time.Duration
+	// Builder builds the images of assignments that carry a build
+	// reference (workloads built from an app repository). Default nil: such
+	// instances fail with a message saying the node cannot build.
+	Builder Builder
 	// OnChange is called, without blocking, whenever the instance reports
 	// change, so the heartbeat can send them at once. Default none.
 	OnChange func()
@@ -414,8 +418,11 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 	log := ag.cfg.Logger.With().Str("instance", id).Str("step", step.String()).Logger()
 	// A hung runtime call must not hold the instance forever.
 	timeout := stepTimeout
-	if step == stepRemove {
+	switch {
+	case step == stepRemove:
 		timeout += ag.cfg.StopGrace
+	case step == stepCreate && ai.a.Build != nil:
+		timeout = buildStepTimeout
 	}
 	var err error
 	select {
@@ -438,6 +445,9 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 		}
 		if errors.Is(err, runtime.ErrNotFound) {
 			err = nil
+		}
+		if err == nil {
+			ag.pruneAfter(ctx, c)
 		}
 	}
 	now := ag.cfg.Now()
@@ -471,10 +481,17 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 	poke(ag.wake)
 }
 
-// create pulls the image when it is missing (at most MaxConcurrentPulls at
-// once), then creates and starts the container.
+// create builds the image (an assignment with a build reference) or pulls
+// it when it is missing (at most MaxConcurrentPulls at once), then creates
+// and starts the container.
 func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
 	a := ai.a
+	if a.Build != nil {
+		if err := ag.buildImage(ctx, ai); err != nil {
+			return err
+		}
+		return ag.createContainer(ctx, ai)
+	}
 	ok, err := ag.cfg.Runtime.ImageExists(ctx, a.Image)
 	if err != nil {
 		return fmt.Errorf("check image %s: %w", a.Image, err)
@@ -494,6 +511,13 @@ func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
 			return fmt.Errorf("pull image %s: %w", a.Image, err)
 		}
 	}
+	return ag.createContainer(ctx, ai)
+}
+
+// createContainer creates and starts the container of an instance whose
+// image is on the node.
+func (ag *Agent) createContainer(ctx context.Context, ai assignedInstance) error {
+	a := ai.a
 	hostPorts := ag.pickHostPorts(a.InstanceID, ai.q)
 	defer ag.releasePorts(a.InstanceID)
 	spec, err := ag.cfg.BuildSpec(a, ai.q, hostPorts)

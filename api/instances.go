@@ -141,7 +141,8 @@ func (s *Server) authenticateNode(next http.Handler) http.Handler {
 	})
 }
 
-// workloadLogs proxies an instance's logs from the agent that runs it.
+// workloadLogs proxies an instance's logs from the agent that runs it, or
+// with ?build=true the log of a build (buildLog).
 func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) {
 	ns, name, ok := s.workloadParams(w, r)
 	if !ok {
@@ -150,6 +151,13 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) {
 	follow, err := boolQuery(r, "follow")
 	if err != nil {
 		writeError(w, badRequest("%v", err))
+		return
+	}
+	if isBuild, err := boolQuery(r, "build"); err != nil {
+		writeError(w, badRequest("%v", err))
+		return
+	} else if isBuild {
+		s.buildLog(w, r, ns, name)
 		return
 	}
 	ctx := r.Context()

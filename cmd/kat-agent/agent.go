@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
@@ -31,6 +32,14 @@ type agentOptions struct {
 	volumeBasePath string
 	maxPulls       int
 	maxSteps       int
+	// Builds of app repositories (push to deploy).
+	buildDir           string
+	registryAuthFile   string
+	insecureRegistries []string
+	keepImages         int
+	buildTimeout       time.Duration
+	maxBuilds          int
+	appPollInterval    time.Duration
 }
 
 func (o *agentOptions) addFlags(f *pflag.FlagSet) {
@@ -40,11 +49,30 @@ func (o *agentOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.volumeBasePath, "volume-base-path", "", "where SimpleClusterStorage volumes live (default: cluster.kat volumeBasePath, /var/lib/kat/volumes)")
 	f.IntVar(&o.maxPulls, "max-concurrent-pulls", 2, "image pulls in flight at most")
 	f.IntVar(&o.maxSteps, "max-concurrent-steps", 1, "container operations (create, start, remove, health check) in flight at most; podman 4.3 can deadlock on concurrent creates")
+	f.StringVar(&o.buildDir, "build-dir", "", "where app-repository clones and build logs live (default: DATA_DIR/builds)")
+	f.StringVar(&o.registryAuthFile, "registry-auth-file", "", "podman auth file with the build cache registry's credentials (default: podman's)")
+	f.StringSliceVar(&o.insecureRegistries, "insecure-registry", nil, "build cache registry (host:port) reached without TLS verification; repeatable")
+	f.IntVar(&o.keepImages, "keep-images", 3, "kat-local images kept per workload by build housekeeping")
+	f.DurationVar(&o.buildTimeout, "build-timeout", 10*time.Minute, "bound of one image build (cache pull, clone, podman build, push)")
+	f.IntVar(&o.maxBuilds, "max-concurrent-builds", 2, "image builds in flight at most")
+	f.DurationVar(&o.appPollInterval, "app-poll-interval", 0, "how often the leader resolves app repositories' branches without a webhook (default: cluster.kat gitops pollIntervalSeconds, else 30s)")
 }
 
 func (o *agentOptions) validate() error {
 	if o.maxPulls < 1 {
 		return fmt.Errorf("--max-concurrent-pulls: %d must be at least 1", o.maxPulls)
+	}
+	if o.keepImages < 1 {
+		return fmt.Errorf("--keep-images: %d must be at least 1", o.keepImages)
+	}
+	if o.maxBuilds < 1 {
+		return fmt.Errorf("--max-concurrent-builds: %d must be at least 1", o.maxBuilds)
+	}
+	if o.buildTimeout < time.Second {
+		return fmt.Errorf("--build-timeout: %s must be at least 1s", o.buildTimeout)
+	}
+	if o.appPollInterval != 0 && o.appPollInterval < time.Second {
+		return fmt.Errorf("--app-poll-interval: %s must be at least 1s", o.appPollInterval)
 	}
 	if o.maxSteps < 1 {
 		return fmt.Errorf("--max-concurrent-steps: %d must be at least 1", o.maxSteps)
@@ -68,9 +96,22 @@ func (n *node) runAgent(ctx context.Context) error {
 	if volumes == "" {
 		volumes = spec.VolumeBasePath
 	}
+	buildDir := o.buildDir
+	if buildDir == "" {
+		buildDir = n.dir.path("builds")
+	}
+	builder, err := build.New(build.Config{
+		Node: n.state.NodeName, WorkDir: buildDir, Podman: rt, Records: reconcile.BuildRecords{Repo: n.repo},
+		Timeout: o.buildTimeout, AuthFile: o.registryAuthFile, InsecureRegistries: o.insecureRegistries,
+		MaxParallel: o.maxBuilds, KeepImages: o.keepImages, Logger: n.log.With().Str("component", "build").Logger(),
+	})
+	if err != nil {
+		return err
+	}
+	defer builder.Close() // after every goroutine below has ended: stops builds still under way
 	beat := make(chan struct{}, 1)
 	ag, err := reconcile.NewAgent(reconcile.AgentConfig{
-		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.maxPulls, MaxConcurrentSteps: o.maxSteps,
+		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.maxPulls, Builder: builder, MaxConcurrentSteps: o.maxSteps,
 		BuildSpec: containerSpecBuilder(n.state.NodeName, volumes),
 		OnChange: func() {
 			select {
@@ -154,6 +195,13 @@ func (n *node) agentServer(ag *reconcile.Agent) (*http.Server, net.Listener, err
 			err := ag.Logs(ctx, id, follow, w)
 			if errors.Is(err, reconcile.ErrUnknownInstance) {
 				return fmt.Errorf("%w: %w", api.ErrUnknownInstance, err)
+			}
+			return err
+		},
+		BuildLog: func(_ context.Context, ns, name, commit string, w io.Writer) error {
+			err := ag.BuildLog(ns, name, commit, w)
+			if errors.Is(err, build.ErrLogNotFound) || errors.Is(err, build.ErrInvalid) || errors.Is(err, reconcile.ErrNoBuilder) {
+				return fmt.Errorf("%w: %w", api.ErrUnknownBuild, err)
 			}
 			return err
 		},

@@ -1,12 +1,14 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +22,38 @@ type buildRecordRef struct {
 	Node      string    `json:"node"`
 	Commit    string    `json:"commit"`
 	StartedAt time.Time `json:"startedAt"`
+}
+
+// Build is one node's record of the build of one commit of a workload: the
+// build.Record the node stored under /kat/builds.
+type Build struct {
+	Node       string    `json:"node"`
+	Commit     string    `json:"commit"`
+	Image      string    `json:"image"`
+	State      string    `json:"state"`
+	CacheHit   bool      `json:"cacheHit"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	Error      string    `json:"error,omitempty"`
+	Warnings   []string  `json:"warnings,omitempty"`
+}
+
+// workloadBuilds returns the build records of workload ns/name, newest
+// first; records that do not decode are skipped.
+func (s *Server) workloadBuilds(ctx context.Context, ns, name string) ([]Build, error) {
+	kvs, err := s.cfg.Repo.ListBuildRecordsJSON(ctx, ns, name, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Build, 0, len(kvs))
+	for _, kv := range kvs {
+		var b Build
+		if json.Unmarshal(kv.Value, &b) == nil {
+			out = append(out, b)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].StartedAt.After(out[j].StartedAt) })
+	return out, nil
 }
 
 // buildLog proxies the log of a build of workload ns/name from the node that

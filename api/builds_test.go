@@ -55,6 +55,10 @@ func TestBuildLogProxied(t *testing.T) {
 	if err := f.repo.PutBuildRecordJSON(ctx, "default", "web", commit, "n1", []byte(rec)); err != nil {
 		t.Fatal(err)
 	}
+	d, err := f.client.WorkloadStatus(ctx, "default", "web")
+	if err != nil || len(d.Builds) != 1 || d.Builds[0].Node != "n1" || d.Builds[0].Commit != commit {
+		t.Fatalf("status builds = %+v, %v", d, err)
+	}
 	for _, c := range []string{commit, commit[:12], commit[:7]} {
 		buf.Reset()
 		if err := f.client.BuildLog(ctx, "default", "web", c, &buf); err != nil || buf.String() != "STEP 1/2: FROM localhost/kat-base:latest (default/web)\n" {

@@ -41,6 +41,9 @@ type Instance struct {
 type WorkloadDetail struct {
 	Workload
 	Instances []Instance `json:"instances"`
+	// Builds are the nodes' records of the workload's image builds (a
+	// workload built from an app repository), newest first.
+	Builds []Build `json:"builds,omitempty"`
 }
 
 // workloadInstances joins a workload's assignments with the agents' reports.
@@ -90,7 +93,12 @@ func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins})
+	builds, err := s.workloadBuilds(r.Context(), ns, name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins, Builds: builds})
 }
 
 // postNodeStatus stores a node's heartbeat. The caller is the node itself

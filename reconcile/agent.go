@@ -300,6 +300,13 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 		if err == nil {
 			ag.containers = indexContainers(cs)
 			ag.listedSeq = seq
+			for p, owner := range ag.reserved {
+				_, listed := ag.containers[owner]
+				_, assigned := ag.assigned[owner]
+				if listed || !assigned {
+					delete(ag.reserved, p) // the listing now shows the port, or nobody needs it
+				}
+			}
 		}
 		ag.mu.Unlock()
 		if err != nil {
@@ -518,8 +525,14 @@ func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
 // image is on the node.
 func (ag *Agent) createContainer(ctx context.Context, ai assignedInstance) error {
 	a := ai.a
+	// The ports stay reserved until a listing shows the container (pass).
 	hostPorts := ag.pickHostPorts(a.InstanceID, ai.q)
-	defer ag.releasePorts(a.InstanceID)
+	created := false
+	defer func() {
+		if !created {
+			ag.releasePorts(a.InstanceID)
+		}
+	}()
 	spec, err := ag.cfg.BuildSpec(a, ai.q, hostPorts)
 	if err != nil {
 		return fmt.Errorf("build container spec: %w", err)
@@ -539,6 +552,7 @@ func (ag *Agent) createContainer(ctx context.Context, ai assignedInstance) error
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)
 	}
+	created = true
 	if err := ag.cfg.Runtime.StartContainer(ctx, id); err != nil {
 		return fmt.Errorf("start container %s: %w", id, err)
 	}

@@ -23,6 +23,7 @@ type agentEnv struct {
 }
 
 func newAgentEnv(t *testing.T) *agentEnv {
+	t.Helper()
 	return &agentEnv{t: t, repo: resources.New(storetest.New(t)), rt: newFakeRuntime()}
 }
 

@@ -40,6 +40,7 @@ spec:
 }
 
 func desiredSpec(t testing.TB, name, typ string, replicas int, cmd string) resources.DesiredSpec {
+	t.Helper()
 	return resources.DesiredSpec{
 		Meta:  resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: typ, Generation: 1, SpecHash: "spec-" + cmd},
 		Files: workloadFiles(t, name, typ, replicas, cmd),
@@ -48,6 +49,7 @@ func desiredSpec(t testing.TB, name, typ string, replicas int, cmd string) resou
 
 // tmpl is the TemplateHash of a fixture workload.
 func tmpl(t testing.TB, name, typ, cmd string) string {
+	t.Helper()
 	q, err := quadlet.ParseWorkload(workloadFiles(t, name, typ, 1, cmd), quadlet.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +187,7 @@ func TestInstanceID(t *testing.T) {
 	if got := InstanceID("web", "0123456789abcdef", "a1b2c"); got != "web-01234567-a1b2c" {
 		t.Fatalf("InstanceID = %q", got)
 	}
-	if s := RandomSuffix(); len(s) != 5 || s == RandomSuffix() && s == RandomSuffix() {
+	if s, s2, s3 := RandomSuffix(), RandomSuffix(), RandomSuffix(); len(s) != 5 || (s == s2 && s == s3) {
 		t.Fatalf("RandomSuffix = %q", s)
 	}
 }

@@ -12,4 +12,21 @@
 // status record directly.
 //
 //	err := reconcile.RunHeartbeat(ctx, reconcile.HeartbeatConfig{Repo: repo, Node: "n1", Interval: 15 * time.Second})
+//
+// Agents report over the API (HeartbeatConfig.Post) with their instances.
+//
+// # Assignments and workload status (leader)
+//
+// [RunAssigner] places instances until the scheduler exists: every instance
+// on the leader's node, decided by the pure [PlanAssignments], and derives
+// every workload's status from the agents' reports with the pure
+// [DeriveWorkloadStatus].
+//
+// # The agent loop
+//
+// [Agent] watches /kat/assignments/{node}/, lists the node's containers
+// (runtime events and a periodic resync), and takes the single next step per
+// instance decided by a pure function: create, start, restart by the restart
+// policy, remove, or wait. It runs exec health checks and adopts running
+// containers after a restart; stopping it never stops a container.
 package reconcile

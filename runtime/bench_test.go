@@ -13,13 +13,14 @@ import (
 // (a sleeping busybox) with `podman run -d` and with the driver's
 // CreateContainer + StartContainer. Each iteration starts one container
 // each way, interleaved so that other load on the machine hits both alike;
-// it reports the mean of each (run-ms/op, driver-ms/op) and their ratio. Run
+// it reports the mean of each (run-ms/op, driver-ms/op), their ratio and the
+// slowest start of each (podman commands of other processes can stall one). Run
 // it with -benchtime 50x for 50 sequential starts each way. The containers
 // are removed at the end, outside the timed part.
 func BenchmarkStartContainers(b *testing.B) {
 	pm, mark := podmanForBench(b)
 	ctx := context.Background()
-	var runTime, driverTime time.Duration
+	var runTime, driverTime, maxRun, maxDriver time.Duration
 	for i := range b.N {
 		name := fmt.Sprintf("kat-rt-bench-%s-run-%d", mark, i)
 		args := append(pm.GlobalArgs(), "run", "-d", "--name", name, "--userns", "auto",
@@ -28,7 +29,9 @@ func BenchmarkStartContainers(b *testing.B) {
 		if out, err := exec.Command("podman", args...).CombinedOutput(); err != nil {
 			b.Fatalf("podman run: %v: %s", err, out)
 		}
-		runTime += time.Since(start)
+		d := time.Since(start)
+		runTime += d
+		maxRun = max(maxRun, d)
 
 		spec := testSpec(mark, fmt.Sprintf("drv-%d", i), "sleep", "600")
 		start = time.Now()
@@ -39,13 +42,17 @@ func BenchmarkStartContainers(b *testing.B) {
 		if err := pm.StartContainer(ctx, id); err != nil {
 			b.Fatal(err)
 		}
-		driverTime += time.Since(start)
+		d = time.Since(start)
+		driverTime += d
+		maxDriver = max(maxDriver, d)
 	}
 	b.StopTimer()
 	n := float64(b.N)
 	b.ReportMetric(float64(runTime.Milliseconds())/n, "run-ms/op")
 	b.ReportMetric(float64(driverTime.Milliseconds())/n, "driver-ms/op")
 	b.ReportMetric(float64(driverTime)/float64(runTime), "driver/run")
+	b.ReportMetric(float64(maxRun.Milliseconds()), "max-run-ms")
+	b.ReportMetric(float64(maxDriver.Milliseconds()), "max-driver-ms")
 	removeMarked(b, pm, mark)
 }
 

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
@@ -42,7 +42,8 @@ type agentOptions struct {
 	appPollInterval    time.Duration
 }
 
-func (o *agentOptions) addFlags(f *pflag.FlagSet) {
+func (o *agentOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
 	f.StringVar(&o.podman, "podman", "podman", "podman binary that runs this node's containers")
 	f.StringVar(&o.podmanRoot, "podman-root", "", "podman storage root (--root; default: podman's)")
 	f.StringVar(&o.podmanRunRoot, "podman-runroot", "", "podman run root (--runroot; default: podman's)")
@@ -248,4 +249,23 @@ func (n *node) leaderPoster() (func(context.Context, resources.NodeStatus) error
 		mu.Unlock()
 		return c.PostNodeStatus(ctx, st)
 	}, nil
+}
+
+// touchNodeStatus marks the leader's own node live at once on election,
+// keeping the instances its agent reported last; the agent's next heartbeat
+// (over the API, which is only now starting) brings the rest.
+func (n *node) touchNodeStatus(ctx context.Context) error {
+	st, err := n.repo.GetNodeStatus(ctx, n.state.NodeName)
+	if err != nil && !errors.Is(err, resources.ErrNotFound) {
+		return err
+	}
+	if st == nil {
+		st = &resources.NodeStatus{}
+	}
+	res, err := reconcile.DetectResources()
+	if err != nil {
+		return err
+	}
+	st.NodeName, st.NodeUID, st.Timestamp, st.Resources = n.state.NodeName, n.state.NodeUID, time.Now().Unix(), res
+	return n.repo.PutNodeStatus(ctx, *st)
 }

@@ -280,6 +280,9 @@ func (n *node) lead(lctx context.Context) error {
 	if err := n.repo.PutNodeRegistration(lctx, reg); err != nil {
 		return leaderErr(lctx, err)
 	}
+	if err := n.touchNodeStatus(lctx); err != nil {
+		return leaderErr(lctx, err)
+	}
 	if err := n.repo.SetLeaderEndpoint(lctx, resources.LeaderEndpoint{Node: n.state.NodeName, APIURL: apiURL, Since: now}); err != nil {
 		return leaderErr(lctx, err)
 	}

@@ -69,7 +69,7 @@ given on a later run override the ports and addresses this node uses.`,
 	f.StringVar(&o.etcdKeyFile, "etcd-keyfile", "", "client key for the external etcd")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
-	o.agent.addFlags(f)
+	o.agent.addFlags(cmd)
 	return cmd
 }
 

@@ -102,14 +102,8 @@ func mustApplyTB(tb testing.TB, c *Cluster, path string) {
 }
 
 func removeLabelled(tb testing.TB, label string) {
-	out, err := exec.Command("podman", "ps", "-aq", "--filter", "label="+label).Output()
-	if err != nil {
-		tb.Errorf("podman ps: %v", err)
-		return
-	}
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		if out, err := exec.Command("podman", append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput(); err != nil {
-			tb.Errorf("podman rm: %v\n%s", err, out)
-		}
+	tb.Helper()
+	if err := removeByFilter("label=" + label); err != nil {
+		tb.Error(err)
 	}
 }

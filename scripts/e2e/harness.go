@@ -258,24 +258,29 @@ func RemoveNodeContainers(node string) error {
 	if _, err := exec.LookPath("podman"); err != nil {
 		return nil
 	}
+	return removeByFilter("label=kat.node=" + node)
+}
+
+// removeByFilter force-removes the containers podman ps --filter finds.
+func removeByFilter(filter string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "podman", "ps", "-aq", "--filter", "label=kat.node="+node).Output()
-	if err != nil {
-		return fmt.Errorf("podman ps: %w", err)
-	}
-	ids := strings.Fields(string(out))
-	if len(ids) == 0 {
-		return nil
-	}
 	// podman rm now and then fails on a busy shm mount; a retry succeeds.
-	var err2 error
-	for range 3 {
-		out, err := exec.CommandContext(ctx, "podman", append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput()
+	var last error
+	for range 4 {
+		out, err := exec.CommandContext(ctx, "podman", "ps", "-aq", "--filter", filter).Output()
+		if err != nil {
+			return fmt.Errorf("podman ps: %w", err)
+		}
+		ids := strings.Fields(string(out))
+		if len(ids) == 0 {
+			return nil
+		}
+		out, err = exec.CommandContext(ctx, "podman", append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput()
 		if err == nil {
 			return nil
 		}
-		err2 = fmt.Errorf("podman rm: %w\n%s", err, out)
+		last = fmt.Errorf("podman rm: %w\n%s", err, out)
 	}
-	return err2
+	return last
 }

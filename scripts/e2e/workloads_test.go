@@ -290,7 +290,7 @@ func TestAgentRunsWorkloads(t *testing.T) {
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	d = waitStatus(t, c, ref, "ready 2/2 reported by the new agent", func(d *api.WorkloadDetail) bool {
+	waitStatus(t, c, ref, "ready 2/2 reported by the new agent", func(d *api.WorkloadDetail) bool {
 		return d.Status.Ready == 2 && d.Instances[0].Restarts+d.Instances[1].Restarts == 1 &&
 			lastHeartbeat(t, c).After(restarted.Add(3*time.Second))
 	})

@@ -199,8 +199,8 @@ func servingPorts(d *api.WorkloadDetail) []int {
 }
 
 // prober watches a workload from outside during a rollout: one goroutine
-// keeps learning the published ports of its running instances from
-// katcall status, another sends GET / to every port learnt so far every
+// keeps learning the published ports of its running instances from the
+// workload status API (what katcall status shows), another sends GET / to every port learnt so far every
 // 50ms. A round in which no port answers 200 is a gap.
 type prober struct {
 	mu     sync.Mutex
@@ -227,12 +227,13 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
+	client := clientFor(t, c)
+	ns, name, _ := strings.Cut(ref, "/")
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
 		for ctx.Err() == nil {
-			r := c.Katcall(ctx, "status", ref, "-o", "json")
-			if d, err := decodeDetail(r); err == nil {
+			if d, err := client.WorkloadStatus(ctx, ns, name); err == nil {
 				p.mu.Lock()
 				for _, port := range servingPorts(d) {
 					p.ports[port] = true

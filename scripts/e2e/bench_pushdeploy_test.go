@@ -74,6 +74,10 @@ func BenchmarkPushToDeploy(b *testing.B) {
 		if len(d.Builds) == 0 || d.Builds[0].Commit != commit || !d.Builds[0].CacheHit {
 			b.Errorf("second node's build of %s: %+v, want a cache hit", commit[:12], d.Builds)
 		}
+		if i == 1 {
+			b.Logf("build log of %s on the first node:\n%s", commit[:12], first.Katcall(context.Background(), "logs", ref, "--build").Stdout)
+			b.Logf("build log of %s on the second node:\n%s", commit[:12], second.Katcall(context.Background(), "logs", ref, "--build").Stdout)
+		}
 		waitStatus(b, first.Cluster, ref, "old instance gone", func(d *api.WorkloadDetail) bool { return onlyImage(d, image) })
 	}
 	n := float64(i)

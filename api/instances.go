@@ -21,19 +21,22 @@ import (
 // Instance is one instance of a workload: where it is assigned and what its
 // agent last reported.
 type Instance struct {
-	InstanceID  string                    `json:"instanceID"`
-	Node        string                    `json:"node"`
-	Generation  int64                     `json:"generation"`
-	SpecHash    string                    `json:"specHash"`
-	ContainerID string                    `json:"containerID"`
-	State       string                    `json:"state"`
-	Phase       string                    `json:"phase"`
-	Health      string                    `json:"health"`
-	Restarts    int                       `json:"restarts"`
-	ExitCode    int                       `json:"exitCode"`
-	Image       string                    `json:"image"`
-	Ports       []resources.PublishedPort `json:"ports,omitempty"`
-	Message     string                    `json:"message,omitempty"`
+	InstanceID  string `json:"instanceID"`
+	Node        string `json:"node"`
+	Generation  int64  `json:"generation"`
+	SpecHash    string `json:"specHash"`
+	ContainerID string `json:"containerID"`
+	State       string `json:"state"`
+	Phase       string `json:"phase"`
+	Health      string `json:"health"`
+	Restarts    int    `json:"restarts"`
+	ExitCode    int    `json:"exitCode"`
+	Image       string `json:"image"`
+	// SourceCommit is the app commit the instance's image is built from
+	// (or the config repo commit its spec came from).
+	SourceCommit string                    `json:"sourceCommit,omitempty"`
+	Ports        []resources.PublishedPort `json:"ports,omitempty"`
+	Message      string                    `json:"message,omitempty"`
 }
 
 // WorkloadDetail is a workload with its instances, the answer of
@@ -68,7 +71,7 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]Inst
 			continue
 		}
 		in := Instance{InstanceID: a.InstanceID, Node: a.Node, Generation: a.Generation, SpecHash: a.SpecHash,
-			Image: a.Image, Phase: resources.InstancePending, Health: resources.HealthPending}
+			Image: a.Image, SourceCommit: a.SourceCommit, Phase: resources.InstancePending, Health: resources.HealthPending}
 		if r, ok := reported[a.InstanceID]; ok {
 			in.ContainerID, in.State, in.Phase, in.Health, in.Restarts, in.ExitCode, in.Ports, in.Message =
 				r.ContainerID, r.State, r.Phase, r.HealthStatus, r.Restarts, r.ExitCode, r.Ports, r.Message

@@ -425,37 +425,23 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 	log := ag.cfg.Logger.With().Str("instance", id).Str("step", step.String()).Logger()
 	// A hung runtime call must not hold the instance forever.
 	timeout := stepTimeout
-	switch {
-	case step == stepRemove:
+	if step == stepRemove {
 		timeout += ag.cfg.StopGrace
-	case step == stepCreate && ai.a.Build != nil:
-		timeout = buildStepTimeout
 	}
 	var err error
-	select {
-	case ag.slots <- struct{}{}:
-		defer func() { <-ag.slots }()
-	case <-ctx.Done():
-		err = ctx.Err()
+	if step == stepCreate && ai.a.Build != nil {
+		// Builds run outside the runtime slots (the Builder bounds its
+		// own), so a long build never holds up listings, health checks
+		// and other instances' steps.
+		bctx, bcancel := context.WithTimeout(ctx, buildStepTimeout)
+		err = ag.buildImage(bctx, ai)
+		bcancel()
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	switch {
-	case err != nil:
-	case step == stepCreate:
-		err = ag.create(ctx, ai)
-	case step == stepStart:
-		err = ag.cfg.Runtime.StartContainer(ctx, c.ID)
-	case step == stepRemove:
-		if err = ag.cfg.Runtime.StopContainer(ctx, c.ID, ag.cfg.StopGrace); err == nil || errors.Is(err, runtime.ErrNotFound) {
-			err = ag.cfg.Runtime.RemoveContainer(ctx, c.ID, true)
-		}
-		if errors.Is(err, runtime.ErrNotFound) {
-			err = nil
-		}
-		if err == nil {
-			ag.pruneAfter(ctx, c)
-		}
+	if err == nil {
+		err = ag.runtimeStep(ctx, step, ai, c, timeout)
+	}
+	if err == nil && step == stepRemove {
+		ag.pruneAfter(ctx, c)
 	}
 	now := ag.cfg.Now()
 	ag.mu.Lock()
@@ -488,15 +474,41 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 	poke(ag.wake)
 }
 
-// create builds the image (an assignment with a build reference) or pulls
-// it when it is missing (at most MaxConcurrentPulls at once), then creates
-// and starts the container.
+// runtimeStep carries out the runtime calls of one step, holding one of the
+// MaxConcurrentSteps slots.
+func (ag *Agent) runtimeStep(ctx context.Context, step stepKind, ai assignedInstance, c *runtime.ContainerStatus, timeout time.Duration) error {
+	select {
+	case ag.slots <- struct{}{}:
+		defer func() { <-ag.slots }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch step {
+	case stepCreate:
+		return ag.create(ctx, ai)
+	case stepStart:
+		return ag.cfg.Runtime.StartContainer(ctx, c.ID)
+	case stepRemove:
+		err := ag.cfg.Runtime.StopContainer(ctx, c.ID, ag.cfg.StopGrace)
+		if err == nil || errors.Is(err, runtime.ErrNotFound) {
+			err = ag.cfg.Runtime.RemoveContainer(ctx, c.ID, true)
+		}
+		if errors.Is(err, runtime.ErrNotFound) {
+			err = nil
+		}
+		return err
+	}
+	return nil
+}
+
+// create pulls the image when it is missing (at most MaxConcurrentPulls at
+// once; an assignment with a build reference was built before), then
+// creates and starts the container.
 func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
 	a := ai.a
 	if a.Build != nil {
-		if err := ag.buildImage(ctx, ai); err != nil {
-			return err
-		}
 		return ag.createContainer(ctx, ai)
 	}
 	ok, err := ag.cfg.Runtime.ImageExists(ctx, a.Image)

@@ -17,12 +17,20 @@ import (
 // fakeBuilder fails the commits in fail, builds the others.
 type fakeBuilder struct {
 	mu     sync.Mutex
+	block  chan struct{} // when set, every build waits for it to close
 	fail   map[string]*build.FailedError
 	reqs   []build.Request
 	pruned int
 }
 
-func (f *fakeBuilder) Build(_ context.Context, req build.Request) (build.Record, error) {
+func (f *fakeBuilder) Build(ctx context.Context, req build.Request) (build.Record, error) {
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return build.Record{}, ctx.Err()
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reqs = append(f.reqs, req)
@@ -166,4 +174,22 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	if err := ag.BuildLog("ns1", "app", good, &sb); err != nil || sb.String() != "log of "+good+"\n" {
 		t.Fatalf("BuildLog = %q, %v", sb.String(), err)
 	}
+}
+
+// TestAgentBuildDoesNotHoldRuntimeSlot: while a build runs, the single
+// runtime slot stays free for other instances.
+func TestAgentBuildDoesNotHoldRuntimeSlot(t *testing.T) {
+	fb := &fakeBuilder{block: make(chan struct{})}
+	e := newAgentEnv(t)
+	e.builder = fb
+	e.assignBuild("app-1", strings.Repeat("a", 40))
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
+	ag, _ := e.start()
+	e.waitFor("the pulled instance running while the build waits", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Phase == resources.InstanceRunning && m["app-1"].Phase == resources.InstancePending
+	})
+	close(fb.block)
+	e.waitFor("the built instance running", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["app-1"].Phase == resources.InstanceRunning
+	})
 }

@@ -255,6 +255,17 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 		return err
 	}
 	obj := "workload/" + m.Namespace + "/" + m.Name
+	// The workload shows why it has no new instances; a later success
+	// clears it.
+	cond := resources.Condition{Type: ConditionSourceResolved, Status: resources.ConditionFalse}
+	if next.LastError != "" {
+		cond.Reason, cond.Message = "ResolveFailed", next.LastError
+	}
+	if next.LastError != "" || prev.LastError != "" {
+		if cerr := s.cfg.Repo.SetWorkloadCondition(ctx, m.Namespace, m.Name, cond); cerr != nil {
+			log.Warn().Err(cerr).Msg("cannot set the SourceResolved condition")
+		}
+	}
 	switch {
 	case err != nil:
 		log.Warn().Str("error", next.LastError).Msg("cannot resolve the app repository")
@@ -266,5 +277,10 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 	}
 	return nil
 }
+
+// ConditionSourceResolved is False, with reason ResolveFailed, on a
+// workload whose app repository ref cannot be resolved; it is removed once
+// it resolves.
+const ConditionSourceResolved = "SourceResolved"
 
 func shortCommit(c string) string { return c[:min(12, len(c))] }

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -100,14 +101,29 @@ func TestAppSourcesLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	head := strings.Repeat("1", 40)
+	head := ""
 	resolve := func(_ context.Context, g quadlet.GitSource) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if g.Branch != "main" {
 			return "", fmt.Errorf("unexpected ref %+v", g)
 		}
+		if head == "" {
+			return "", errors.New("branch \"main\" not found")
+		}
 		return head, nil
+	}
+	cond := func() *resources.Condition {
+		w, err := repo.GetWorkload(ctx, "ns1", "app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range w.Status.Conditions {
+			if c.Type == ConditionSourceResolved {
+				return &c
+			}
+		}
+		return nil
 	}
 	run := func() (*AppSources, func()) {
 		s := NewAppSources(AppSourcesConfig{Repo: repo, Interval: time.Hour, Resolve: resolve})
@@ -139,7 +155,23 @@ func TestAppSourcesLoop(t *testing.T) {
 		}
 	}
 	s, stop := run()
+	deadline := time.Now().Add(10 * time.Second)
+	for c := cond(); c == nil || c.Reason != "ResolveFailed"; c = cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ResolveFailed condition: %+v", c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	head = strings.Repeat("1", 40)
+	mu.Unlock()
+	if n, _ := s.DispatchPush(ctx, webhook.Push{RepoURLs: []string{"https://git.example.com/app.git"}, Ref: "refs/heads/main"}); n != 1 {
+		t.Fatalf("push matched %d", n)
+	}
 	waitCommit(head)
+	if c := cond(); c != nil {
+		t.Fatalf("SourceResolved condition left after a success: %+v", c)
+	}
 
 	mu.Lock()
 	head = strings.Repeat("2", 40)

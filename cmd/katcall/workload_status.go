@@ -37,6 +37,9 @@ func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref strin
 	st := d.Status
 	fmt.Fprintf(w, "Workload:   %s/%s (%s, generation %d, observed %d)\n", d.Namespace, d.Name, d.Type, d.Generation, st.ObservedGeneration)
 	fmt.Fprintf(w, "Phase:      %s, %d/%d ready\n", orDash(st.Phase), st.Ready, st.Desired)
+	if st.SourceCommit != "" {
+		fmt.Fprintf(w, "Commit:     %s (app repository)\n", short(st.SourceCommit))
+	}
 	if st.LastError != "" {
 		fmt.Fprintf(w, "Last error: %s\n", st.LastError)
 	}
@@ -56,7 +59,27 @@ func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref strin
 		t.row(in.InstanceID, in.Node, in.Phase, orDash(in.State), orDash(in.Health), fmt.Sprint(in.Restarts),
 			orDash(strings.Join(ports, ",")), orDash(short(in.ContainerID)), orDash(in.Message))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(d.Builds) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	bt := newTable(w, "BUILD", "NODE", "STATE", "CACHE", "STARTED", "ERROR")
+	for _, b := range d.Builds {
+		cache := "miss"
+		if b.CacheHit {
+			cache = "hit"
+		}
+		bt.row(short(b.Commit), b.Node, b.State, cache, b.StartedAt.Local().Format("15:04:05"), orDash(firstLine(b.Error)))
+	}
+	return bt.flush()
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func short(id string) string { return id[:min(len(id), 12)] }

@@ -120,6 +120,10 @@ func TestPushToDeploy(t *testing.T) {
 	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &raw) != nil || !strings.Contains(r.Stdout, `"BuildFailed"`) {
 		t.Errorf("katcall status -o json lacks BuildFailed: %s", r)
 	}
+	if r := c.Katcall(ctx, "status", ref); r.Code != 0 || !strings.Contains(r.Stdout, "Commit:     "+c3[:12]) ||
+		!strings.Contains(r.Stdout, "BuildFailed=True") || !strings.Contains(r.Stdout, "BUILD") {
+		t.Errorf("katcall status: %s", r)
+	}
 	if r := c.Katcall(ctx, "logs", ref, "--build", "--commit", c3[:12]); r.Code != 0 || !strings.Contains(r.Stdout, "about to fail") {
 		t.Errorf("katcall logs --build --commit: %s", r)
 	}

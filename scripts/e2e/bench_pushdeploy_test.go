@@ -37,7 +37,7 @@ func BenchmarkPushToDeploy(b *testing.B) {
 	app.pushFiles("v0", map[string]string{"Dockerfile": appDockerfile, "index.html": "v0\n"})
 	cfg := newGitRemote(b)
 	wl := "p2db-" + randomHex(3)
-	cfg.pushFiles("add "+wl, appWorkloadFiles(wl, app.url, reg+"/cache/"+wl))
+	cfg.pushFiles("add "+wl, appWorkloadFiles(b, wl, app.url, reg+"/cache/"+wl))
 	b.Cleanup(func() { removeLocalImages(wl) })
 	ref := "default/" + wl
 	first := startPushCluster(b, cfg, "", "--insecure-registry", reg)

@@ -78,7 +78,7 @@ func TestPushToDeployCache(t *testing.T) {
 	c1 := app.pushFiles("v1", map[string]string{"Dockerfile": appDockerfile, "index.html": "cached v1\n"})
 	cfg := newGitRemote(t)
 	wl := "p2dc-" + randomHex(3)
-	cfg.pushFiles("add "+wl, appWorkloadFiles(wl, app.url, reg+"/cache/"+wl))
+	cfg.pushFiles("add "+wl, appWorkloadFiles(t, wl, app.url, reg+"/cache/"+wl))
 	t.Cleanup(func() { removeLocalImages(wl) })
 	image := "kat-local/default_" + wl + ":" + c1[:12]
 	ref := "default/" + wl
@@ -105,8 +105,12 @@ func TestPushToDeployCache(t *testing.T) {
 	// Two Podman stores on one machine allocate container IPs on the same
 	// bridge independently, so the second node's published port is not
 	// reliable here; ask its container itself.
-	out, err := exec.Command("podman", append(storeArgs(store), "exec", d.Instances[0].ContainerID,
-		"wget", "-q", "-O", "-", "http://127.0.0.1:8080/")...).CombinedOutput()
+	in := d.Instances[0]
+	if len(in.Ports) != 1 {
+		t.Fatalf("second node's instance ports %+v", in.Ports)
+	}
+	out, err := exec.Command("podman", append(storeArgs(store), "exec", in.ContainerID,
+		"wget", "-q", "-O", "-", fmt.Sprintf("http://127.0.0.1:%d/", in.Ports[0].ContainerPort))...).CombinedOutput()
 	if err != nil || string(out) != "cached v1\n" {
 		t.Fatalf("second node's container serves %q, %v", out, err)
 	}

@@ -27,10 +27,18 @@ const appDockerfile = "FROM localhost/kat-base:latest\nCOPY index.html /www/inde
 const brokenDockerfile = "FROM localhost/kat-base:latest\nRUN echo about to fail && exit 3\n"
 
 // appWorkloadFiles is a Service built from the app repository at repoURL,
-// serving /www on port 8080 with an HTTP health check; cacheRegistry, when
-// set, is build.kat's cache.registryPath. Paths are relative to the config
-// repository's root.
-func appWorkloadFiles(name, repoURL, cacheRegistry string) map[string]string {
+// serving /www with an HTTP health check; cacheRegistry, when set, is
+// build.kat's cache.registryPath. Paths are relative to the config
+// repository's root. The container port is one free on the host now, so
+// that the agent publishes it as is and other tests on the machine (which
+// use 8080) do not compete for it.
+func appWorkloadFiles(t testing.TB, name, repoURL, cacheRegistry string) map[string]string {
+	t.Helper()
+	ports, err := FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ports[0]
 	cache := ""
 	if cacheRegistry != "" {
 		cache = "  cache:\n    registryPath: " + cacheRegistry + "\n"
@@ -52,20 +60,20 @@ spec:
   restartPolicy:
     condition: Always
   container:
-    command: ["httpd", "-f", "-p", "8080", "-h", "/www"]
-`, name, repoURL),
+    command: ["httpd", "-f", "-p", "%d", "-h", "/www"]
+`, name, repoURL, port),
 		dir + "build.kat": "apiVersion: kat.dws.rip/v1alpha1\nkind: BuildDefinition\nspec:\n  buildContext: .\n  dockerfilePath: Dockerfile\n" + cache,
-		dir + "VirtualLoadBalancer.kat": `apiVersion: kat.dws.rip/v1alpha1
+		dir + "VirtualLoadBalancer.kat": fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
 kind: VirtualLoadBalancer
 spec:
   ports:
     - name: http
-      containerPort: 8080
+      containerPort: %d
   healthCheck:
     exec:
-      command: ["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/"]
+      command: ["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:%d/"]
     periodSeconds: 1
-`,
+`, port, port),
 	}
 }
 
@@ -134,9 +142,24 @@ func cleanStore(t testing.TB, dir, node string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	args := storeArgs(dir)
-	out, _ := exec.CommandContext(ctx, "podman", append(args, "ps", "-aq", "--filter", "label=kat.node="+node)...).Output()
+	out, err := exec.CommandContext(ctx, "podman", append(args, "ps", "-aq", "--filter", "label=kat.node="+node)...).Output()
+	if err != nil {
+		t.Errorf("cleanup: podman ps in %s: %v", dir, err)
+	}
 	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.CommandContext(ctx, "podman", append(append(args, "rm", "-f", "-i", "-t", "0"), ids...)...).Run()
+		// podman rm now and then fails on a busy shm mount; a retry
+		// succeeds (as in RemoveNodeContainers).
+		var rmErr error
+		for range 3 {
+			out, err := exec.CommandContext(ctx, "podman", append(append(args, "rm", "-f", "-i", "-t", "0"), ids...)...).CombinedOutput()
+			if rmErr = err; err == nil {
+				break
+			}
+			rmErr = fmt.Errorf("%w\n%s", err, out)
+		}
+		if rmErr != nil {
+			t.Errorf("cleanup: podman rm in %s: %v", dir, rmErr)
+		}
 	}
 	_ = exec.CommandContext(ctx, "podman", append(args, "rmi", "--all", "--force")...).Run()
 	b, err := os.ReadFile("/proc/self/mountinfo")

@@ -58,7 +58,7 @@ func TestPushToDeploy(t *testing.T) {
 	c1 := app.pushFiles("v1", map[string]string{"Dockerfile": appDockerfile, "index.html": "v1\n"})
 	cfg := newGitRemote(t)
 	wl := "p2d-" + randomHex(3)
-	cfg.pushFiles("add "+wl, appWorkloadFiles(wl, app.url, ""))
+	cfg.pushFiles("add "+wl, appWorkloadFiles(t, wl, app.url, ""))
 	t.Cleanup(func() { removeLocalImages(wl) })
 	c := startPushCluster(t, cfg, "")
 	ref := "default/" + wl

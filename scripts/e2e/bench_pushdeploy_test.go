@@ -41,7 +41,8 @@ func BenchmarkPushToDeploy(b *testing.B) {
 	b.Cleanup(func() { removeLocalImages(wl) })
 	ref := "default/" + wl
 	first := startPushCluster(b, cfg, "", "--insecure-registry", reg)
-	second := startPushCluster(b, cfg, b.TempDir(), "--insecure-registry", reg)
+	secondStore := b.TempDir()
+	second := startPushCluster(b, cfg, secondStore, "--insecure-registry", reg)
 	for _, c := range []*pushCluster{first, second} {
 		waitStatus(b, c.Cluster, ref, "v0 ready", func(d *api.WorkloadDetail) bool { return d.Status.Ready == 1 && len(d.Instances) == 1 })
 	}
@@ -75,10 +76,15 @@ func BenchmarkPushToDeploy(b *testing.B) {
 			b.Errorf("second node's build of %s: %+v, want a cache hit", commit[:12], d.Builds)
 		}
 		if i == 1 {
-			b.Logf("build log of %s on the first node:\n%s", commit[:12], first.Katcall(context.Background(), "logs", ref, "--build").Stdout)
-			b.Logf("build log of %s on the second node:\n%s", commit[:12], second.Katcall(context.Background(), "logs", ref, "--build").Stdout)
+			fmt.Fprintf(os.Stderr, "build log of %s on the first node:\n%s\n", commit[:12], first.Katcall(context.Background(), "logs", ref, "--build").Stdout)
+			fmt.Fprintf(os.Stderr, "build log of %s on the second node:\n%s\n", commit[:12], second.Katcall(context.Background(), "logs", ref, "--build").Stdout)
 		}
+		// Measure the next commit on quiet nodes: the old containers are
+		// gone (busybox httpd as PID 1 ignores SIGTERM, so each stop takes
+		// the agent's stop grace).
 		waitStatus(b, first.Cluster, ref, "old instance gone", func(d *api.WorkloadDetail) bool { return onlyImage(d, image) })
+		waitContainers(b, nil, first.Node, wl, 1)
+		waitContainers(b, storeArgs(secondStore), second.Node, wl, 1)
 	}
 	n := float64(i)
 	ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / n }
@@ -89,6 +95,24 @@ func BenchmarkPushToDeploy(b *testing.B) {
 	b.ReportMetric(ms(hit)/ms(byHand), "cache-hit/by-hand")
 	fmt.Fprintf(os.Stderr, "push to deploy, mean of %d commits: by hand (git clone && podman build && podman run) %.0f ms; webhook to serving %.0f ms (%.2fx); with a cache hit on a fresh store %.0f ms (%.2fx)\n",
 		i, ms(byHand), ms(p2d), ms(p2d)/ms(byHand), ms(hit), ms(hit)/ms(byHand))
+}
+
+// waitContainers waits (2 minutes at most) until the store (podman global
+// args) holds n containers of workload wl on node.
+func waitContainers(b testing.TB, store []string, node, wl string, n int) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		args := append(append([]string(nil), store...), "ps", "-aq", "--filter", "label=kat.node="+node, "--filter", "label=kat.workload="+wl)
+		out, err := exec.Command("podman", args...).Output()
+		if err == nil && len(strings.Fields(string(out))) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: %d containers of %s wanted; podman ps: %q, %v", node, n, wl, out, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitFast polls katcall status without a pause (2 minutes at most).

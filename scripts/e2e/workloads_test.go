@@ -42,8 +42,10 @@ func writeWorkload(t testing.TB, files map[string]string) string {
 	return dir
 }
 
-// webWorkload is a Service of busybox httpd with an exec health check.
-func webWorkload(name string, replicas int) map[string]string {
+// webWorkload is a Service of busybox httpd on port with an exec health
+// check. Tests pick an unusual port: the first replica publishes it on the
+// host as is, where a common one (8080) may be taken or hold stale NAT rules.
+func webWorkload(name string, replicas, port int) map[string]string {
 	return map[string]string{
 		"workload.kat": fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
@@ -58,19 +60,19 @@ spec:
   restartPolicy:
     condition: Always
   container:
-    command: ["/bin/sh", "-c", "mkdir -p /www && echo hello from $HOSTNAME > /www/index.html && echo web started && exec httpd -f -p 8080 -h /www"]
-`, name, replicas),
-		"VirtualLoadBalancer.kat": `apiVersion: kat.dws.rip/v1alpha1
+    command: ["/bin/sh", "-c", "mkdir -p /www && echo hello from $HOSTNAME > /www/index.html && echo web started && exec httpd -f -p %[3]d -h /www"]
+`, name, replicas, port),
+		"VirtualLoadBalancer.kat": fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
 kind: VirtualLoadBalancer
 spec:
   ports:
     - name: http
-      containerPort: 8080
+      containerPort: %[1]d
   healthCheck:
     exec:
-      command: ["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/"]
+      command: ["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:%[1]d/"]
     periodSeconds: 1
-`,
+`, port),
 	}
 }
 
@@ -220,7 +222,12 @@ func TestAgentRunsWorkloads(t *testing.T) {
 	})
 	web, vol := "web-"+randomHex(3), "vol-"+randomHex(3)
 	ref := "default/" + web
-	mustApply(t, c, writeWorkload(t, webWorkload(web, 2)))
+	ports, err := FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ports[0]
+	mustApply(t, c, writeWorkload(t, webWorkload(web, 2, port)))
 	mustApply(t, c, writeWorkload(t, volumeWorkload(vol)))
 
 	// Ready 2, each instance answering on its published port.
@@ -304,7 +311,7 @@ func TestAgentRunsWorkloads(t *testing.T) {
 	}
 
 	// Replicas 1 removes one container.
-	mustApply(t, c, writeWorkload(t, webWorkload(web, 1)))
+	mustApply(t, c, writeWorkload(t, webWorkload(web, 1, port)))
 	waitStatus(t, c, ref, "one instance", func(d *api.WorkloadDetail) bool {
 		return d.Status.Desired == 1 && d.Status.Ready == 1 && len(d.Instances) == 1 && len(containerIDs(t, c.Node, web)) == 1
 	})

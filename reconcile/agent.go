@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
@@ -84,6 +85,9 @@ type AgentConfig struct {
 	// reference (workloads built from an app repository). Default nil: such
 	// instances fail with a message saying the node cannot build.
 	Builder Builder
+	// BuildAuth holds the credential files for cloning app repositories.
+	// Default: none (anonymous).
+	BuildAuth build.Auth
 	// OnChange is called, without blocking, whenever the instance reports
 	// change, so the heartbeat can send them at once. Default none.
 	OnChange func()

@@ -54,10 +54,10 @@ func (s BuildRecords) PutBuildRecord(ctx context.Context, r build.Record) error 
 }
 
 // buildRequest is the build an assignment asks for. It is pure.
-func buildRequest(a resources.Assignment, q *quadlet.Quadlet) build.Request {
+func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth build.Auth) build.Request {
 	req := build.Request{
 		Namespace: a.Namespace, Workload: a.Workload, Repository: a.Build.Repository, Commit: a.Build.Commit,
-		CacheImage: q.Workload.Spec.Source.CacheImage,
+		CacheImage: q.Workload.Spec.Source.CacheImage, Auth: auth,
 	}
 	if q.Build != nil {
 		req.Spec = q.Build.Spec
@@ -75,7 +75,7 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	if ag.cfg.Builder == nil {
 		return fmt.Errorf("%w: instance %s must be built from %s, but this node has no builder", runtime.ErrInvalidSpec, a.InstanceID, a.Build.Repository)
 	}
-	rec, err := ag.cfg.Builder.Build(ctx, buildRequest(a, ai.q))
+	rec, err := ag.cfg.Builder.Build(ctx, buildRequest(a, ai.q, ag.cfg.BuildAuth))
 	obj := "workload/" + a.Namespace + "/" + a.Workload
 	if err == nil {
 		if !rec.Existing {

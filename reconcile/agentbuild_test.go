@@ -119,6 +119,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	}}}
 	e := newAgentEnv(t)
 	e.builder = fb
+	e.buildAuth = build.Auth{TokenFile: "/etc/kat/app.token"}
 	old := e.assignBuild("app-1", good)
 	ag, _ := e.start()
 	e.waitFor("the built instance running", ag, func(m map[string]resources.InstanceStatus) bool {
@@ -130,7 +131,8 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	fb.mu.Lock()
 	req := fb.reqs[0]
 	fb.mu.Unlock()
-	if req.Commit != good || req.Repository != "https://git.example.com/app.git" || req.Spec.BuildArgs["A"] != "b" {
+	if req.Commit != good || req.Repository != "https://git.example.com/app.git" || req.Spec.BuildArgs["A"] != "b" ||
+		req.Auth.TokenFile != "/etc/kat/app.token" {
 		t.Fatalf("build request %+v", req)
 	}
 

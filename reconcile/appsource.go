@@ -23,8 +23,11 @@ type AppSourcesConfig struct {
 	// Interval is how often each app repository's ref is resolved again
 	// without a webhook. Default gitsync.DefaultIntervalSeconds.
 	Interval time.Duration
+	// Auth holds the credential files for app repositories, used by the
+	// default Resolve. Default: none (anonymous).
+	Auth resources.SourceAuth
 	// Resolve resolves a workload's spec.source.git to a commit. Default
-	// gitsync.ResolveRef without credentials.
+	// gitsync.ResolveRef with Auth.
 	Resolve func(ctx context.Context, g quadlet.GitSource) (string, error)
 	// Now replaces time.Now, for tests.
 	Now    func() time.Time
@@ -56,7 +59,7 @@ func NewAppSources(cfg AppSourcesConfig) *AppSources {
 	}
 	if cfg.Resolve == nil {
 		cfg.Resolve = func(ctx context.Context, g quadlet.GitSource) (string, error) {
-			return gitsync.ResolveRef(ctx, g, resources.SourceAuth{})
+			return gitsync.ResolveRef(ctx, g, cfg.Auth)
 		}
 	}
 	if cfg.Now == nil {

@@ -40,6 +40,18 @@ type agentOptions struct {
 	buildTimeout       time.Duration
 	maxBuilds          int
 	appPollInterval    time.Duration
+	// Credentials for app repositories (leader ls-remote and agent clones).
+	appTokenFile      string
+	appUsername       string
+	appBasicAuthFile  string
+	appSSHKeyFile     string
+	appKnownHostsFile string
+}
+
+// appAuth is the app-repository credentials the flags name, as a source's.
+func (o *agentOptions) appAuth() resources.SourceAuth {
+	return resources.SourceAuth{TokenFile: o.appTokenFile, Username: o.appUsername, BasicAuthFile: o.appBasicAuthFile,
+		SSHKeyFile: o.appSSHKeyFile, KnownHostsFile: o.appKnownHostsFile}
 }
 
 func (o *agentOptions) addFlags(cmd *cobra.Command) {
@@ -56,6 +68,11 @@ func (o *agentOptions) addFlags(cmd *cobra.Command) {
 	f.IntVar(&o.keepImages, "keep-images", 3, "kat-local images kept per workload by build housekeeping")
 	f.DurationVar(&o.buildTimeout, "build-timeout", 10*time.Minute, "bound of one image build (cache pull, clone, podman build, push)")
 	f.IntVar(&o.maxBuilds, "max-concurrent-builds", 2, "image builds in flight at most")
+	f.StringVar(&o.appTokenFile, "app-repo-token-file", "", "token (first line) for app repositories over HTTPS, sent as the basic-auth password (default: anonymous)")
+	f.StringVar(&o.appUsername, "app-repo-username", "", "user sent with --app-repo-token-file (default x-access-token), or the SSH user (default git)")
+	f.StringVar(&o.appBasicAuthFile, "app-repo-basic-auth-file", "", "file with user:password for app repositories over HTTPS")
+	f.StringVar(&o.appSSHKeyFile, "app-repo-ssh-key-file", "", "unencrypted PEM private key for ssh:// app repositories (needs --app-repo-known-hosts-file)")
+	f.StringVar(&o.appKnownHostsFile, "app-repo-known-hosts-file", "", "known_hosts file SSH host keys of app repositories are checked against")
 	f.DurationVar(&o.appPollInterval, "app-poll-interval", 0, "how often the leader resolves app repositories' branches without a webhook (default: cluster.kat gitops pollIntervalSeconds, else 30s)")
 }
 
@@ -74,6 +91,12 @@ func (o *agentOptions) validate() error {
 	}
 	if o.appPollInterval != 0 && o.appPollInterval < time.Second {
 		return fmt.Errorf("--app-poll-interval: %s must be at least 1s", o.appPollInterval)
+	}
+	if n := countSet(o.appTokenFile, o.appBasicAuthFile, o.appSSHKeyFile); n > 1 {
+		return errors.New("--app-repo-token-file, --app-repo-basic-auth-file and --app-repo-ssh-key-file: give at most one")
+	}
+	if o.appSSHKeyFile != "" && o.appKnownHostsFile == "" {
+		return errors.New("--app-repo-ssh-key-file needs --app-repo-known-hosts-file")
 	}
 	if o.maxSteps < 1 {
 		return fmt.Errorf("--max-concurrent-steps: %d must be at least 1", o.maxSteps)
@@ -112,7 +135,9 @@ func (n *node) runAgent(ctx context.Context) error {
 	defer builder.Close() // after every goroutine below has ended: stops builds still under way
 	beat := make(chan struct{}, 1)
 	ag, err := reconcile.NewAgent(reconcile.AgentConfig{
-		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.maxPulls, Builder: builder, MaxConcurrentSteps: o.maxSteps,
+		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.maxPulls, Builder: builder,
+		BuildAuth: build.Auth{TokenFile: o.appTokenFile, Username: o.appUsername, BasicAuthFile: o.appBasicAuthFile,
+			SSHKeyFile: o.appSSHKeyFile, KnownHostsFile: o.appKnownHostsFile}, MaxConcurrentSteps: o.maxSteps,
 		BuildSpec: containerSpecBuilder(n.state.NodeName, volumes),
 		OnChange: func() {
 			select {
@@ -268,4 +293,14 @@ func (n *node) touchNodeStatus(ctx context.Context) error {
 	}
 	st.NodeName, st.NodeUID, st.Timestamp, st.Resources = n.state.NodeName, n.state.NodeUID, time.Now().Unix(), res
 	return n.repo.PutNodeStatus(ctx, *st)
+}
+
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }

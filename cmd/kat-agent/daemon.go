@@ -295,7 +295,7 @@ func (n *node) lead(lctx context.Context) error {
 		return leaderErr(lctx, err)
 	}
 	apps := reconcile.NewAppSources(reconcile.AppSourcesConfig{
-		Repo: n.repo, Interval: n.appPollInterval(), Logger: n.log.With().Str("component", "appsources").Logger(),
+		Repo: n.repo, Interval: n.appPollInterval(), Auth: n.opts.agent.appAuth(), Logger: n.log.With().Str("component", "appsources").Logger(),
 	})
 	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
 		Secret: n.webhookSecret(), Dispatcher: webhook.Fanout(gitops, apps), Logger: n.log,

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -60,5 +62,47 @@ func TestResolveRefRedactsCredentials(t *testing.T) {
 	_, err := ResolveRef(context.Background(), g, resources.SourceAuth{})
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("err = %v, want an error without the password", err)
+	}
+}
+
+func TestPickRef(t *testing.T) {
+	a, b, c := strings.Repeat("a", 40), strings.Repeat("b", 40), strings.Repeat("c", 40)
+	refs := map[plumbing.ReferenceName]*plumbing.Reference{}
+	for _, r := range []*plumbing.Reference{
+		plumbing.NewSymbolicReference(plumbing.HEAD, "refs/heads/trunk"),
+		plumbing.NewHashReference("refs/heads/trunk", plumbing.NewHash(a)),
+		plumbing.NewHashReference("refs/heads/dev", plumbing.NewHash(b)),
+		plumbing.NewHashReference("refs/tags/light", plumbing.NewHash(b)),
+		plumbing.NewHashReference("refs/tags/v1", plumbing.NewHash(c)),
+		plumbing.NewHashReference("refs/tags/v1^{}", plumbing.NewHash(a)),
+	} {
+		refs[r.Name()] = r
+	}
+	tests := []struct {
+		name string
+		git  quadlet.GitSource
+		want string
+	}{
+		{"default branch follows HEAD", quadlet.GitSource{}, a},
+		{"branch", quadlet.GitSource{Branch: "dev"}, b},
+		{"lightweight tag", quadlet.GitSource{Tag: "light"}, b},
+		{"annotated tag is peeled", quadlet.GitSource{Tag: "v1"}, a},
+		{"short commit", quadlet.GitSource{Commit: "BBBBBBB"}, b},
+		{"missing branch", quadlet.GitSource{Branch: "nope"}, ""},
+		{"short commit of no ref", quadlet.GitSource{Commit: "ddddddd"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := pickRef(refs, tc.git)
+			if tc.want == "" {
+				if !errors.Is(err, ErrRefNotFound) {
+					t.Fatalf("pickRef = %q, %v; want ErrRefNotFound", got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("pickRef = %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -39,7 +39,9 @@ type AppSourcesConfig struct {
 // branch, tag or commit to one commit on every Interval, or at once when a
 // verified webhook names the repository, and records it under
 // /kat/appsources/{ns}/{name}. The assigner builds instances of that commit;
-// a new commit is a rollout. It is a webhook.Dispatcher.
+// a new commit is a rollout. It also keeps the build records under
+// /kat/builds to the newest resources.DefaultBuildRecordsKeep commits of each
+// workload, and deletes them with the workload. It is a webhook.Dispatcher.
 type AppSources struct {
 	cfg  AppSourcesConfig
 	wake chan struct{}
@@ -220,7 +222,8 @@ func (s *AppSources) pass(ctx context.Context) error {
 	var errs []error
 	for _, k := range plan.Delete {
 		rec := recs[k]
-		errs = append(errs, s.cfg.Repo.DeleteAppSource(ctx, rec.Namespace, rec.Workload))
+		_, err := s.cfg.Repo.PruneBuildRecords(ctx, rec.Namespace, rec.Workload, 0)
+		errs = append(errs, err, s.cfg.Repo.DeleteAppSource(ctx, rec.Namespace, rec.Workload))
 	}
 	for _, k := range plan.Due {
 		errs = append(errs, s.resolve(ctx, meta[k], followed[k], recs[k]))
@@ -275,6 +278,9 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 		_ = s.cfg.Repo.AppendEvent(ctx, resources.Event{Type: resources.EventWarning, Object: obj, Reason: "ResolveFailed", Message: next.LastError})
 	case next.Commit != prev.Commit:
 		log.Info().Str("commit", commit).Str("previous", prev.Commit).Msg("app repository moved: rolling out")
+		if _, perr := s.cfg.Repo.PruneBuildRecords(ctx, m.Namespace, m.Name, resources.DefaultBuildRecordsKeep); perr != nil {
+			log.Warn().Err(perr).Msg("cannot prune old build records")
+		}
 		_ = s.cfg.Repo.AppendEvent(ctx, resources.Event{Type: resources.EventNormal, Object: obj, Reason: "NewCommit",
 			Message: fmt.Sprintf("%s of %s is at %s", next.Ref, next.Repository, shortCommit(commit))})
 	}

@@ -192,4 +192,26 @@ func TestAppSourcesLoop(t *testing.T) {
 	if err != nil || recs["ns1/app"].Commit != head {
 		t.Fatalf("after the loop ended: %+v, %v", recs, err)
 	}
+
+	// The workload goes: its record and its build records go too.
+	if err := repo.PutBuildRecordJSON(ctx, "ns1", "app", head, "n1", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.DeleteWorkload(ctx, resources.DeleteRequest{Namespace: "ns1", Name: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	_, stop = run()
+	defer stop()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		recs, _ := repo.ListAppSources(ctx)
+		kvs, _ := repo.ListBuildRecordsJSON(ctx, "ns1", "app", "")
+		if len(recs) == 0 && len(kvs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the workload went: app sources %+v, %d build records", recs, len(kvs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

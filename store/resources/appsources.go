@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -117,4 +118,53 @@ func (r *Repo) ListBuildRecordsJSON(ctx context.Context, ns, name, commit string
 		return nil, fmt.Errorf("list build records of %s/%s: %w", ns, name, err)
 	}
 	return kvs, nil
+}
+
+// DefaultBuildRecordsKeep is how many commits' build records of a workload
+// PruneBuildRecords keeps by default.
+const DefaultBuildRecordsKeep = 10
+
+// PruneBuildRecords keeps the build records of the newest keep commits of
+// workload ns/name (by their startedAt) and deletes the others; keep 0
+// deletes them all. It returns how many commits' records it deleted.
+func (r *Repo) PruneBuildRecords(ctx context.Context, ns, name string, keep int) (int, error) {
+	kvs, err := r.ListBuildRecordsJSON(ctx, ns, name, "")
+	if err != nil {
+		return 0, err
+	}
+	newest := map[string]time.Time{} // commit12 -> newest startedAt
+	prefix := BuildRecordsPrefix(ns, name, "")
+	for _, kv := range kvs {
+		c12, _, ok := strings.Cut(strings.TrimPrefix(kv.Key, prefix), "/")
+		if !ok {
+			continue
+		}
+		var rec struct {
+			StartedAt time.Time `json:"startedAt"`
+		}
+		_ = json.Unmarshal(kv.Value, &rec)
+		if t, seen := newest[c12]; !seen || rec.StartedAt.After(t) {
+			newest[c12] = rec.StartedAt
+		}
+	}
+	commits := make([]string, 0, len(newest))
+	for c := range newest {
+		commits = append(commits, c)
+	}
+	sort.Slice(commits, func(i, j int) bool { return newest[commits[i]].After(newest[commits[j]]) })
+	if len(commits) <= keep {
+		return 0, nil
+	}
+	var ops []store.Op
+	for _, c := range commits[keep:] {
+		ops = append(ops, store.Op{Type: store.OpDeletePrefix, Key: prefix + c + "/"})
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), maxOpsPerTxn)
+		if _, err := r.st.DoTransaction(ctx, nil, ops[:n], nil); err != nil {
+			return 0, fmt.Errorf("prune build records of %s/%s: %w", ns, name, err)
+		}
+		ops = ops[n:]
+	}
+	return len(commits) - keep, nil
 }

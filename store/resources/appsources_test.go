@@ -2,7 +2,11 @@ package resources_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"kat.dws.rip/kat/store/resources"
 )
@@ -79,5 +83,31 @@ func TestAppSourcesAndBuildRecords(t *testing.T) {
 	kvs, err := r.ListBuildRecordsJSON(ctx, "default", "web", commit)
 	if err != nil || len(kvs) != 2 {
 		t.Fatalf("ListBuildRecordsJSON = %d, %v", len(kvs), err)
+	}
+
+	// Three more commits, newer: keeping 2 drops the two oldest commits
+	// (each with every node's record).
+	for i, c := range []string{"1", "2", "3"} {
+		full := strings.Repeat(c, 40)
+		rec := fmt.Sprintf(`{"startedAt":%q}`, time.Unix(int64(100+i), 0).UTC().Format(time.RFC3339))
+		if err := r.PutBuildRecordJSON(ctx, "default", "web", full, "n1", []byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := r.PruneBuildRecords(ctx, "default", "web", 2)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneBuildRecords = %d, %v; want 2", n, err)
+	}
+	kvs, _ = r.ListBuildRecordsJSON(ctx, "default", "web", "")
+	var keys []string
+	for _, kv := range kvs {
+		keys = append(keys, kv.Key)
+	}
+	want := []string{"/kat/builds/default/web/222222222222/n1", "/kat/builds/default/web/333333333333/n1"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("left %v, want %v", keys, want)
+	}
+	if n, err := r.PruneBuildRecords(ctx, "default", "web", 0); err != nil || n != 2 {
+		t.Fatalf("PruneBuildRecords(0) = %d, %v", n, err)
 	}
 }

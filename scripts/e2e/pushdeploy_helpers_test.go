@@ -162,6 +162,17 @@ func cleanStore(t testing.TB, dir, node string) {
 		}
 	}
 	_ = exec.CommandContext(ctx, "podman", append(args, "rmi", "--all", "--force")...).Run()
+	// A container whose bundle is under dir but that podman no longer
+	// lists (seen when the store was removed under a running container)
+	// is deleted through runc itself.
+	if out, err := exec.CommandContext(ctx, "runc", "list", "-q").Output(); err == nil {
+		for _, id := range strings.Fields(string(out)) {
+			st, err := exec.CommandContext(ctx, "runc", "state", id).Output()
+			if err == nil && strings.Contains(string(st), dir+"/") {
+				_ = exec.CommandContext(ctx, "runc", "delete", "-f", id).Run()
+			}
+		}
+	}
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return

@@ -12,6 +12,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// ErrUnknownBuild is what AgentConfig.BuildLog returns (wrapped) for a build
+// the node has no log of; the agent API answers 404.
+var ErrUnknownBuild = errors.New("api: unknown build")
+
 // ErrUnknownInstance is what AgentConfig.Logs returns (wrapped) for an
 // instance the node does not run; the agent API answers 404.
 var ErrUnknownInstance = errors.New("api: unknown instance")
@@ -23,13 +27,18 @@ var ErrUnknownInstance = errors.New("api: unknown instance")
 type AgentConfig struct {
 	// Logs writes an instance's container output to w; with follow it
 	// keeps writing until ctx ends or the container stops. Required.
-	Logs   func(ctx context.Context, instanceID string, follow bool, w io.Writer) error
-	Logger zerolog.Logger
+	Logs func(ctx context.Context, instanceID string, follow bool, w io.Writer) error
+	// BuildLog writes the log of the build of commit (full, or its first 12
+	// digits) of workload ns/name on this node to w; an error wrapping
+	// ErrUnknownBuild is a 404. Default nil: every build log is a 404.
+	BuildLog func(ctx context.Context, ns, name, commit string, w io.Writer) error
+	Logger   zerolog.Logger
 }
 
 // AgentHandler returns the agent API's handler:
 //
 //	GET /v1alpha1/instances/{id}/logs?follow=true
+//	GET /v1alpha1/builds/{ns}/{name}/{commit}/log
 func AgentHandler(cfg AgentConfig) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
@@ -56,6 +65,24 @@ func AgentHandler(cfg AgentConfig) http.Handler {
 			cfg.Logger.Warn().Err(err).Str("instance", id).Msg("log stream ended with an error")
 		}
 		cfg.Logger.Debug().Str("instance", id).Bool("follow", follow).Dur("duration", time.Since(start)).Msg("served logs")
+	})
+	r.Get("/v1alpha1/builds/{ns}/{name}/{commit}/log", func(w http.ResponseWriter, r *http.Request) {
+		ns, name, commit := chi.URLParam(r, "ns"), chi.URLParam(r, "name"), chi.URLParam(r, "commit")
+		if cfg.BuildLog == nil {
+			writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: "this node does not build images"})
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fw := &flushWriter{w: w, rc: http.NewResponseController(w)}
+		err := cfg.BuildLog(r.Context(), ns, name, commit, fw)
+		switch {
+		case errors.Is(err, ErrUnknownBuild) && !fw.wrote:
+			writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()})
+		case err != nil && !fw.wrote:
+			writeError(w, &Error{StatusCode: http.StatusBadGateway, Code: CodeInternal, Message: err.Error()})
+		case err != nil:
+			cfg.Logger.Warn().Err(err).Str("workload", ns+"/"+name).Msg("build log ended with an error")
+		}
 	})
 	return r
 }

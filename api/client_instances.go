@@ -32,16 +32,31 @@ func (c *Client) PostNodeStatus(ctx context.Context, st resources.NodeStatus) er
 // instance when instance is empty). With follow it streams until ctx ends or
 // the container stops; the client's timeout does not apply.
 func (c *Client) Logs(ctx context.Context, ns, name, instance string, follow bool, w io.Writer) error {
-	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + workloadsPath(ns) + "/" + url.PathEscape(name) + "/logs"
 	q := url.Values{"follow": {strconv.FormatBool(follow)}}
 	if instance != "" {
 		q.Set("instance", instance)
 	}
+	return c.streamLogs(ctx, ns, name, q, w, "logs")
+}
+
+// BuildLog writes the log of the build of commit (a prefix of at least 7
+// digits; empty: the commit the workload's status names) of workload
+// ns/name to w, from the node that built it.
+func (c *Client) BuildLog(ctx context.Context, ns, name, commit string, w io.Writer) error {
+	q := url.Values{"build": {"true"}}
+	if commit != "" {
+		q.Set("commit", commit)
+	}
+	return c.streamLogs(ctx, ns, name, q, w, "build log")
+}
+
+func (c *Client) streamLogs(ctx context.Context, ns, name string, q url.Values, w io.Writer, what string) error {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + workloadsPath(ns) + "/" + url.PathEscape(name) + "/logs"
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return fmt.Errorf("build logs request: %w", err)
+		return fmt.Errorf("build %s request: %w", what, err)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -50,19 +65,19 @@ func (c *Client) Logs(ctx context.Context, ns, name, instance string, follow boo
 	hc.Timeout = 0
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("get logs of %s/%s: %w", ns, name, err)
+		return fmt.Errorf("get %s of %s/%s: %w", what, ns, name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		apiErr := &Error{StatusCode: resp.StatusCode}
 		if json.Unmarshal(data, apiErr) != nil || apiErr.Message == "" {
-			apiErr.Code, apiErr.Message = http.StatusText(resp.StatusCode), "logs: "+resp.Status
+			apiErr.Code, apiErr.Message = http.StatusText(resp.StatusCode), what+": "+resp.Status
 		}
 		return apiErr
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("read logs of %s/%s: %w", ns, name, err)
+		return fmt.Errorf("read %s of %s/%s: %w", what, ns, name, err)
 	}
 	return nil
 }

@@ -21,19 +21,22 @@ import (
 // Instance is one instance of a workload: where it is assigned and what its
 // agent last reported.
 type Instance struct {
-	InstanceID  string                    `json:"instanceID"`
-	Node        string                    `json:"node"`
-	Generation  int64                     `json:"generation"`
-	SpecHash    string                    `json:"specHash"`
-	ContainerID string                    `json:"containerID"`
-	State       string                    `json:"state"`
-	Phase       string                    `json:"phase"`
-	Health      string                    `json:"health"`
-	Restarts    int                       `json:"restarts"`
-	ExitCode    int                       `json:"exitCode"`
-	Image       string                    `json:"image"`
-	Ports       []resources.PublishedPort `json:"ports,omitempty"`
-	Message     string                    `json:"message,omitempty"`
+	InstanceID  string `json:"instanceID"`
+	Node        string `json:"node"`
+	Generation  int64  `json:"generation"`
+	SpecHash    string `json:"specHash"`
+	ContainerID string `json:"containerID"`
+	State       string `json:"state"`
+	Phase       string `json:"phase"`
+	Health      string `json:"health"`
+	Restarts    int    `json:"restarts"`
+	ExitCode    int    `json:"exitCode"`
+	Image       string `json:"image"`
+	// SourceCommit is the app commit the instance's image is built from
+	// (or the config repo commit its spec came from).
+	SourceCommit string                    `json:"sourceCommit,omitempty"`
+	Ports        []resources.PublishedPort `json:"ports,omitempty"`
+	Message      string                    `json:"message,omitempty"`
 }
 
 // WorkloadDetail is a workload with its instances, the answer of
@@ -41,6 +44,9 @@ type Instance struct {
 type WorkloadDetail struct {
 	Workload
 	Instances []Instance `json:"instances"`
+	// Builds are the nodes' records of the workload's image builds (a
+	// workload built from an app repository), newest first.
+	Builds []Build `json:"builds,omitempty"`
 }
 
 // workloadInstances joins a workload's assignments with the agents' reports.
@@ -65,7 +71,7 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]Inst
 			continue
 		}
 		in := Instance{InstanceID: a.InstanceID, Node: a.Node, Generation: a.Generation, SpecHash: a.SpecHash,
-			Image: a.Image, Phase: resources.InstancePending, Health: resources.HealthPending}
+			Image: a.Image, SourceCommit: a.SourceCommit, Phase: resources.InstancePending, Health: resources.HealthPending}
 		if r, ok := reported[a.InstanceID]; ok {
 			in.ContainerID, in.State, in.Phase, in.Health, in.Restarts, in.ExitCode, in.Ports, in.Message =
 				r.ContainerID, r.State, r.Phase, r.HealthStatus, r.Restarts, r.ExitCode, r.Ports, r.Message
@@ -90,7 +96,12 @@ func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins})
+	builds, err := s.workloadBuilds(r.Context(), ns, name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins, Builds: builds})
 }
 
 // postNodeStatus stores a node's heartbeat. The caller is the node itself
@@ -141,7 +152,8 @@ func (s *Server) authenticateNode(next http.Handler) http.Handler {
 	})
 }
 
-// workloadLogs proxies an instance's logs from the agent that runs it.
+// workloadLogs proxies an instance's logs from the agent that runs it, or
+// with ?build=true the log of a build (buildLog).
 func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) {
 	ns, name, ok := s.workloadParams(w, r)
 	if !ok {
@@ -150,6 +162,13 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) {
 	follow, err := boolQuery(r, "follow")
 	if err != nil {
 		writeError(w, badRequest("%v", err))
+		return
+	}
+	if isBuild, err := boolQuery(r, "build"); err != nil {
+		writeError(w, badRequest("%v", err))
+		return
+	} else if isBuild {
+		s.buildLog(w, r, ns, name)
 		return
 	}
 	ctx := r.Context()

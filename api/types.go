@@ -56,6 +56,9 @@ type WorkloadStatus struct {
 	Ready              int         `json:"ready"`
 	Conditions         []Condition `json:"conditions"`
 	LastError          string      `json:"lastError"`
+	// SourceCommit is, for a workload built from an app repository, the
+	// commit the leader resolved its ref to: what it runs or rolls out.
+	SourceCommit string `json:"sourceCommit,omitempty"`
 }
 
 // Workload is a workload's metadata and status as the API returns it.

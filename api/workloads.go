@@ -25,7 +25,7 @@ func toAPIWorkload(w resources.Workload) Workload {
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		Status: WorkloadStatus{
 			ObservedGeneration: st.ObservedGeneration, Phase: st.Phase, Desired: st.Desired, Ready: st.Ready,
-			Conditions: conds, LastError: st.LastError,
+			Conditions: conds, LastError: st.LastError, SourceCommit: st.SourceCommit,
 		},
 	}
 }

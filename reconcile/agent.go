@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
@@ -80,6 +81,13 @@ type AgentConfig struct {
 	// StopGrace is how long a removed container gets to stop before it is
 	// killed. Default 10s.
 	StopGrace time.Duration
+	// Builder builds the images of assignments that carry a build
+	// reference (workloads built from an app repository). Default nil: such
+	// instances fail with a message saying the node cannot build.
+	Builder Builder
+	// BuildAuth holds the credential files for cloning app repositories.
+	// Default: none (anonymous).
+	BuildAuth build.Auth
 	// OnChange is called, without blocking, whenever the instance reports
 	// change, so the heartbeat can send them at once. Default none.
 	OnChange func()
@@ -425,27 +433,19 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 		timeout += ag.cfg.StopGrace
 	}
 	var err error
-	select {
-	case ag.slots <- struct{}{}:
-		defer func() { <-ag.slots }()
-	case <-ctx.Done():
-		err = ctx.Err()
+	if step == stepCreate && ai.a.Build != nil {
+		// Builds run outside the runtime slots (the Builder bounds its
+		// own), so a long build never holds up listings, health checks
+		// and other instances' steps.
+		bctx, bcancel := context.WithTimeout(ctx, buildStepTimeout)
+		err = ag.buildImage(bctx, ai)
+		bcancel()
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	switch {
-	case err != nil:
-	case step == stepCreate:
-		err = ag.create(ctx, ai)
-	case step == stepStart:
-		err = ag.cfg.Runtime.StartContainer(ctx, c.ID)
-	case step == stepRemove:
-		if err = ag.cfg.Runtime.StopContainer(ctx, c.ID, ag.cfg.StopGrace); err == nil || errors.Is(err, runtime.ErrNotFound) {
-			err = ag.cfg.Runtime.RemoveContainer(ctx, c.ID, true)
-		}
-		if errors.Is(err, runtime.ErrNotFound) {
-			err = nil
-		}
+	if err == nil {
+		err = ag.runtimeStep(ctx, step, ai, c, timeout)
+	}
+	if err == nil && step == stepRemove {
+		ag.pruneAfter(ctx, c)
 	}
 	now := ag.cfg.Now()
 	ag.mu.Lock()
@@ -478,10 +478,43 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 	poke(ag.wake)
 }
 
+// runtimeStep carries out the runtime calls of one step, holding one of the
+// MaxConcurrentSteps slots.
+func (ag *Agent) runtimeStep(ctx context.Context, step stepKind, ai assignedInstance, c *runtime.ContainerStatus, timeout time.Duration) error {
+	select {
+	case ag.slots <- struct{}{}:
+		defer func() { <-ag.slots }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch step {
+	case stepCreate:
+		return ag.create(ctx, ai)
+	case stepStart:
+		return ag.cfg.Runtime.StartContainer(ctx, c.ID)
+	case stepRemove:
+		err := ag.cfg.Runtime.StopContainer(ctx, c.ID, ag.cfg.StopGrace)
+		if err == nil || errors.Is(err, runtime.ErrNotFound) {
+			err = ag.cfg.Runtime.RemoveContainer(ctx, c.ID, true)
+		}
+		if errors.Is(err, runtime.ErrNotFound) {
+			err = nil
+		}
+		return err
+	}
+	return nil
+}
+
 // create pulls the image when it is missing (at most MaxConcurrentPulls at
-// once), then creates and starts the container.
+// once; an assignment with a build reference was built before), then
+// creates and starts the container.
 func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
 	a := ai.a
+	if a.Build != nil {
+		return ag.createContainer(ctx, ai)
+	}
 	ok, err := ag.cfg.Runtime.ImageExists(ctx, a.Image)
 	if err != nil {
 		return fmt.Errorf("check image %s: %w", a.Image, err)
@@ -501,6 +534,13 @@ func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
 			return fmt.Errorf("pull image %s: %w", a.Image, err)
 		}
 	}
+	return ag.createContainer(ctx, ai)
+}
+
+// createContainer creates and starts the container of an instance whose
+// image is on the node.
+func (ag *Agent) createContainer(ctx context.Context, ai assignedInstance) error {
+	a := ai.a
 	// The ports stay reserved until a listing shows the container (pass).
 	hostPorts := ag.pickHostPorts(a.InstanceID, ai.q)
 	created := false

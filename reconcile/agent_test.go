@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
@@ -16,9 +17,11 @@ import (
 
 // agentEnv is an agent over a real embedded etcd and a fake runtime.
 type agentEnv struct {
-	t    *testing.T
-	repo *resources.Repo
-	rt   *fakeRuntime
+	t         *testing.T
+	repo      *resources.Repo
+	rt        *fakeRuntime
+	builder   Builder
+	buildAuth build.Auth
 }
 
 func newAgentEnv(t *testing.T) *agentEnv {
@@ -31,7 +34,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 	e.t.Helper()
 	ag, err := NewAgent(AgentConfig{
 		Repo: e.repo, Node: "n1", Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
-		RestartBackoff: 10 * time.Millisecond,
+		RestartBackoff: 10 * time.Millisecond, Builder: e.builder, BuildAuth: e.buildAuth,
 		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
 			for c, h := range hostPorts {

@@ -2,11 +2,13 @@ package reconcile
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"slices"
 	"sort"
 	"time"
 
+	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -21,35 +23,63 @@ type AssignmentPlan struct {
 // Empty reports whether the plan changes nothing.
 func (p AssignmentPlan) Empty() bool { return len(p.Put) == 0 && len(p.Delete) == 0 }
 
+// AssignInput is what PlanAssignments decides from.
+type AssignInput struct {
+	// Node is where every instance goes until the scheduler exists.
+	Node string
+	// Desired is every workload's desired state.
+	Desired []resources.DesiredSpec
+	// Current are the assignments of every node.
+	Current []resources.Assignment
+	// Reported are the agents' reports, by instance ID: old instances are
+	// removed only once enough new ones are ready.
+	Reported map[string]resources.InstanceStatus
+	// Commits are, by "ns/name", the app commits the leader resolved for
+	// workloads built from Git; such a workload without one is left alone.
+	Commits map[string]string
+	// Now stamps new assignments; NewSuffix makes their IDs unique.
+	Now       time.Time
+	NewSuffix func() string
+}
+
 // PlanAssignments decides, until the scheduler exists, the assignments of
 // every workload on the single node: a Service gets replicas instances, a Job
 // or DaemonService one. It is pure: desired state and current assignments in,
 // plan out.
 //
-// Instances are matched by TemplateHash, the spec hash without replicas, so
-// scaling keeps the running instances. A workload whose template changed
-// gets new instances first; its old
-// instances are removed on the pass that finds enough new ones assigned.
-// Replicas down removes the newest surplus instances; a deleted workload
-// loses them all. A workload whose files do not parse keeps what it has.
-func PlanAssignments(node string, desired []resources.DesiredSpec, current []resources.Assignment, now time.Time, newSuffix func() string) AssignmentPlan {
+// Instances are matched by their template (TemplateHash, the spec hash
+// without replicas, plus the app commit of a workload built from Git), so
+// scaling keeps the running instances. A workload whose template changed, or
+// whose app repository moved to a new commit, gets new instances first; its
+// old instances are removed on the pass that finds enough new ones ready
+// (running, and healthy where a health check is defined; a Job's: also
+// succeeded): start new, then stop old. Should the new ones never get
+// there (a failed build), the old ones keep running. Replicas down removes
+// the newest surplus instances; a deleted workload loses them all. A
+// workload whose files do not parse, or built from Git whose commit is not
+// resolved yet, keeps what it has.
+func PlanAssignments(in AssignInput) AssignmentPlan {
 	byWorkload := map[string][]resources.Assignment{}
-	for _, a := range current {
+	for _, a := range in.Current {
 		k := a.Namespace + "/" + a.Workload
 		byWorkload[k] = append(byWorkload[k], a)
 	}
 	var plan AssignmentPlan
 	seen := map[string]bool{}
-	for _, d := range desired {
+	for _, d := range in.Desired {
 		k := d.Meta.Namespace + "/" + d.Meta.Name
 		seen[k] = true
 		q, err := quadlet.ParseWorkload(d.Files, quadlet.ParseOptions{DefaultNamespace: d.Meta.Namespace})
-		if err != nil || q.Workload.Spec.Source.Image == "" {
-			// Unparseable (cannot happen for stored specs) or built from
-			// Git, which needs the build pipeline: leave it alone.
-			continue
+		if err != nil {
+			continue // cannot happen for stored specs
 		}
-		planWorkload(&plan, node, d, q, byWorkload[k], now, newSuffix)
+		commit := ""
+		if g := q.Workload.Spec.Source.Git; g != nil {
+			if commit = in.Commits[k]; commit == "" {
+				continue // not resolved yet: leave it alone
+			}
+		}
+		planWorkload(&plan, in, d, q, commit, byWorkload[k])
 	}
 	for k, as := range byWorkload {
 		if !seen[k] {
@@ -61,45 +91,75 @@ func PlanAssignments(node string, desired []resources.DesiredSpec, current []res
 	return plan
 }
 
-func planWorkload(plan *AssignmentPlan, node string, d resources.DesiredSpec, q *quadlet.Quadlet, cur []resources.Assignment, now time.Time, newSuffix func() string) {
+func planWorkload(plan *AssignmentPlan, in AssignInput, d resources.DesiredSpec, q *quadlet.Quadlet, commit string, cur []resources.Assignment) {
 	want := resources.DesiredInstances(q)
-	tmpl := TemplateHash(q)
+	tmpl := InstanceTemplate(q, commit)
 	var fresh, stale []resources.Assignment
+	ready := 0
 	for _, a := range cur {
 		if a.TemplateHash == tmpl {
 			fresh = append(fresh, a)
+			if r, ok := in.Reported[a.InstanceID]; ok && (r.Ready() || r.Phase == resources.InstanceSucceeded) {
+				ready++
+			}
 		} else {
 			stale = append(stale, a)
 		}
 	}
 	sortAssignments(fresh)
 	for i := len(fresh); i < want; i++ {
-		plan.Put = append(plan.Put, newAssignment(node, d, q, now, newSuffix()))
+		plan.Put = append(plan.Put, newAssignment(in.Node, d, q, commit, in.Now, in.NewSuffix()))
 	}
 	if len(fresh) > want {
 		// Keep the oldest: they are the most likely to be running.
 		slices.SortStableFunc(fresh, func(a, b resources.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
 		plan.Delete = append(plan.Delete, fresh[want:]...)
 	}
-	if len(fresh) >= want {
+	if replaceStale(len(stale), ready, want) {
 		plan.Delete = append(plan.Delete, stale...)
 	}
 }
 
-func newAssignment(node string, d resources.DesiredSpec, q *quadlet.Quadlet, now time.Time, suffix string) resources.Assignment {
+// replaceStale reports whether the old instances of a workload can go: when
+// there are none, when none is wanted, or when as many new instances as
+// wanted are ready. It is pure.
+func replaceStale(stale, readyFresh, want int) bool {
+	return stale > 0 && (want == 0 || readyFresh >= want)
+}
+
+func newAssignment(node string, d resources.DesiredSpec, q *quadlet.Quadlet, commit string, now time.Time, suffix string) resources.Assignment {
 	var ports []int
 	if q.LoadBalancer != nil {
 		for _, p := range q.LoadBalancer.Spec.Ports {
 			ports = append(ports, p.ContainerPort)
 		}
 	}
-	return resources.Assignment{
-		InstanceID: InstanceID(d.Meta.Name, TemplateHash(q), suffix), TemplateHash: TemplateHash(q),
+	tmpl := InstanceTemplate(q, commit)
+	a := resources.Assignment{
+		InstanceID: InstanceID(d.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
 		Node: node, Namespace: d.Meta.Namespace, Workload: d.Meta.Name, Type: d.Meta.Type,
 		Generation: d.Meta.Generation, SpecHash: d.Meta.SpecHash, Image: q.Workload.Spec.Source.Image,
 		Ports: ports, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition, SourceCommit: d.Meta.Owner.Commit,
 		Files: d.Files, CreatedAt: now,
 	}
+	if g := q.Workload.Spec.Source.Git; g != nil && commit != "" {
+		a.Image = build.ImageName(d.Meta.Namespace, d.Meta.Name, commit)
+		a.SourceCommit = commit
+		a.Build = &resources.BuildRef{Repository: g.Repository, Commit: commit}
+	}
+	return a
+}
+
+// InstanceTemplate is what an instance runs: TemplateHash(q), and for a
+// workload built from Git the app commit too, so that a new commit makes new
+// instances.
+func InstanceTemplate(q *quadlet.Quadlet, commit string) string {
+	h := TemplateHash(q)
+	if commit == "" {
+		return h
+	}
+	sum := sha256.Sum256([]byte(h + "\x00" + commit))
+	return hex.EncodeToString(sum[:])
 }
 
 // TemplateHash is the spec hash of q without its replica count: what an

@@ -81,6 +81,7 @@ func TestPlanAssignments(t *testing.T) {
 		name       string
 		desired    []resources.DesiredSpec
 		current    []resources.Assignment
+		reported   []string // instance IDs reported running
 		wantPut    []string
 		wantDelete []string
 	}{
@@ -131,17 +132,40 @@ func TestPlanAssignments(t *testing.T) {
 			wantPut: []string{id(w2, "s0")}, wantDelete: []string{},
 		},
 		{
-			name:    "old instances go once the new ones are assigned",
+			name:    "old instances stay while the new ones are only assigned",
 			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v2")},
 			current: []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w2, "b", 2)},
-			wantPut: []string{}, wantDelete: []string{id(w1, "a")},
+			wantPut: []string{}, wantDelete: []string{},
+		},
+		{
+			name:     "old instances go once the new ones are ready",
+			desired:  []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v2")},
+			current:  []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w2, "b", 2)},
+			reported: []string{id(w2, "b")},
+			wantPut:  []string{}, wantDelete: []string{id(w1, "a")},
+		},
+		{
+			name:     "old instances stay until every new one is ready",
+			desired:  []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v2")},
+			current:  []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w1, "c", 1), assigned("web", w2, "b", 2), assigned("web", w2, "d", 2)},
+			reported: []string{id(w2, "b"), id(w1, "a"), id(w1, "c")},
+			wantPut:  []string{}, wantDelete: []string{},
+		},
+		{
+			name:    "built from Git without a resolved commit is left alone",
+			desired: []resources.DesiredSpec{gitDesiredSpec(t, "app")},
+			wantPut: []string{}, wantDelete: []string{},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 0
 			suffix := func() string { n++; return fmt.Sprintf("s%d", n-1) }
-			plan := PlanAssignments("n1", tc.desired, tc.current, time.Unix(100, 0), suffix)
+			reported := map[string]resources.InstanceStatus{}
+			for _, id := range tc.reported {
+				reported[id] = resources.InstanceStatus{InstanceID: id, Phase: resources.InstanceRunning, HealthStatus: resources.HealthNotApplicable}
+			}
+			plan := PlanAssignments(AssignInput{Node: "n1", Desired: tc.desired, Current: tc.current, Reported: reported, Now: time.Unix(100, 0), NewSuffix: suffix})
 			want := slices.Sorted(slices.Values(tc.wantPut))
 			if got := ids(plan.Put); !slices.Equal(got, want) {
 				t.Errorf("put = %v, want %v", got, want)
@@ -165,5 +189,89 @@ func TestInstanceID(t *testing.T) {
 	}
 	if s, s2, s3 := RandomSuffix(), RandomSuffix(), RandomSuffix(); len(s) != 5 || (s == s2 && s == s3) {
 		t.Fatalf("RandomSuffix = %q", s)
+	}
+}
+
+func gitDesiredSpec(t testing.TB, name string) resources.DesiredSpec {
+	t.Helper()
+	files := map[string][]byte{"workload.kat": fmt.Appendf(nil, `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata:
+  name: %s
+  namespace: ns1
+spec:
+  type: Service
+  replicas: 1
+  source:
+    git:
+      repository: https://git.example.com/app.git
+      branch: main
+  restartPolicy:
+    condition: Always
+  container:
+    command: ["httpd", "-f"]
+`, name), "build.kat": []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: BuildDefinition\nspec:\n  buildContext: .\n  dockerfilePath: Dockerfile\n")}
+	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	return resources.DesiredSpec{Meta: resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: quadlet.TypeService, Generation: 1, SpecHash: "g"}, Files: files}
+}
+
+func TestPlanAssignmentsGitCommit(t *testing.T) {
+	d := gitDesiredSpec(t, "app")
+	c1, c2 := "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
+	n := 0
+	suffix := func() string { n++; return fmt.Sprintf("s%d", n) }
+	in := AssignInput{Node: "n1", Desired: []resources.DesiredSpec{d}, Commits: map[string]string{"ns1/app": c1}, Now: time.Unix(1, 0), NewSuffix: suffix}
+	plan := PlanAssignments(in)
+	if len(plan.Put) != 1 {
+		t.Fatalf("put = %v", ids(plan.Put))
+	}
+	a := plan.Put[0]
+	if a.Image != "kat-local/ns1_app:111111111111" || a.SourceCommit != c1 || a.Build == nil || a.Build.Commit != c1 ||
+		a.Build.Repository != "https://git.example.com/app.git" {
+		t.Fatalf("assignment = %+v", a)
+	}
+	// Same commit: nothing to do. A new commit: a new instance first, the
+	// old one stays until the new one is ready.
+	in.Current = plan.Put
+	if p := PlanAssignments(in); !p.Empty() {
+		t.Fatalf("same commit: plan = %+v", p)
+	}
+	in.Commits["ns1/app"] = c2
+	p := PlanAssignments(in)
+	if len(p.Put) != 1 || len(p.Delete) != 0 || p.Put[0].Build.Commit != c2 || p.Put[0].TemplateHash == a.TemplateHash {
+		t.Fatalf("new commit: plan = put %v delete %v", ids(p.Put), ids(p.Delete))
+	}
+	in.Current = append(in.Current, p.Put[0])
+	in.Reported = map[string]resources.InstanceStatus{p.Put[0].InstanceID: {Phase: resources.InstanceRunning, HealthStatus: resources.HealthHealthy}}
+	if p2 := PlanAssignments(in); len(p2.Put) != 0 || !slices.Equal(ids(p2.Delete), []string{a.InstanceID}) {
+		t.Fatalf("new instance ready: plan = put %v delete %v", ids(p2.Put), ids(p2.Delete))
+	}
+	// A new instance whose health check has not passed yet does not count.
+	in.Reported[p.Put[0].InstanceID] = resources.InstanceStatus{Phase: resources.InstanceRunning, HealthStatus: resources.HealthPending}
+	if p3 := PlanAssignments(in); !p3.Empty() {
+		t.Fatalf("new instance not healthy yet: plan = put %v delete %v", ids(p3.Put), ids(p3.Delete))
+	}
+}
+
+func TestReplaceStale(t *testing.T) {
+	tests := []struct {
+		name                    string
+		stale, readyFresh, want int
+		replace                 bool
+	}{
+		{"no old instances", 0, 0, 2, false},
+		{"new ones not ready", 2, 0, 2, false},
+		{"some new ones ready", 2, 1, 2, false},
+		{"all new ones ready", 2, 2, 2, true},
+		{"scaled to zero", 1, 0, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := replaceStale(tc.stale, tc.readyFresh, tc.want); got != tc.replace {
+				t.Fatalf("replaceStale(%d, %d, %d) = %v", tc.stale, tc.readyFresh, tc.want, got)
+			}
+		})
 	}
 }

@@ -53,7 +53,7 @@ func RunAssigner(ctx context.Context, cfg AssignerConfig) error {
 	defer cancel()
 	wake := make(chan struct{}, 1)
 	st := cfg.Repo.Store()
-	for _, prefix := range []string{resources.DesiredRootPrefix(), resources.NodeStatusKey(""), resources.AssignmentsPrefix()} {
+	for _, prefix := range []string{resources.DesiredRootPrefix(), resources.NodeStatusKey(""), resources.AssignmentsPrefix(), resources.AppSourcesPrefix()} {
 		ch, err := st.Watch(ctx, prefix, 0)
 		if err != nil {
 			return fmt.Errorf("assigner: watch %s: %w", prefix, err)
@@ -104,21 +104,6 @@ func assignOnce(ctx context.Context, cfg AssignerConfig) error {
 	if err != nil {
 		return err
 	}
-	now := cfg.Now().UTC()
-	plan := PlanAssignments(cfg.Node, desired, current, now, cfg.NewSuffix)
-	if !plan.Empty() {
-		if err := cfg.Repo.WriteAssignments(ctx, plan.Put, plan.Delete); err != nil {
-			return err
-		}
-		cfg.Logger.Info().Int("added", len(plan.Put)).Int("removed", len(plan.Delete)).Msg("assignments written")
-		if current, err = cfg.Repo.ListAssignments(ctx, ""); err != nil {
-			return err
-		}
-	}
-	return writeStatuses(ctx, cfg, desired, current, now)
-}
-
-func writeStatuses(ctx context.Context, cfg AssignerConfig, desired []resources.DesiredSpec, current []resources.Assignment, now time.Time) error {
 	nodes, err := cfg.Repo.ListNodeStatuses(ctx)
 	if err != nil {
 		return err
@@ -129,6 +114,33 @@ func writeStatuses(ctx context.Context, cfg AssignerConfig, desired []resources.
 			reported[is.InstanceID] = is
 		}
 	}
+	apps, err := cfg.Repo.ListAppSources(ctx)
+	if err != nil {
+		return err
+	}
+	commits := make(map[string]string, len(apps))
+	for k, a := range apps {
+		commits[k] = a.Commit
+	}
+	now := cfg.Now().UTC()
+	plan := PlanAssignments(AssignInput{
+		Node: cfg.Node, Desired: desired, Current: current, Reported: reported, Commits: commits, Now: now, NewSuffix: cfg.NewSuffix,
+	})
+	if !plan.Empty() {
+		if err := cfg.Repo.WriteAssignments(ctx, plan.Put, plan.Delete); err != nil {
+			return err
+		}
+		cfg.Logger.Info().Int("added", len(plan.Put)).Int("removed", len(plan.Delete)).Msg("assignments written")
+		if current, err = cfg.Repo.ListAssignments(ctx, ""); err != nil {
+			return err
+		}
+	}
+	return writeStatuses(ctx, cfg, desired, current, reported, commits, now)
+}
+
+func writeStatuses(ctx context.Context, cfg AssignerConfig, desired []resources.DesiredSpec, current []resources.Assignment,
+	reported map[string]resources.InstanceStatus, commits map[string]string, now time.Time,
+) error {
 	byWorkload := map[string][]resources.Assignment{}
 	for _, a := range current {
 		k := a.Namespace + "/" + a.Workload
@@ -149,13 +161,25 @@ func writeStatuses(ctx context.Context, cfg AssignerConfig, desired []resources.
 		if err != nil {
 			continue
 		}
-		st := DeriveWorkloadStatus(StatusInput{
-			Meta: w.Meta, TemplateHash: TemplateHash(q), Desired: resources.DesiredInstances(q), Assigned: byWorkload[k], Reported: reported, Prev: w.Status,
-		}, now)
-		if statusEqual(st, w.Status) {
+		commit := ""
+		if q.Workload.Spec.Source.Git != nil {
+			commit = commits[k]
+		}
+		in := StatusInput{
+			Meta: w.Meta, TemplateHash: InstanceTemplate(q, commit), SourceCommit: commit, Desired: resources.DesiredInstances(q),
+			Assigned: byWorkload[k], Reported: reported, Prev: w.Status,
+		}
+		if statusEqual(DeriveWorkloadStatus(in, now), w.Status) {
 			continue
 		}
-		if err := cfg.Repo.PutWorkloadStatus(ctx, w.Meta.Namespace, w.Meta.Name, st); err != nil {
+		// Derive again from the stored status inside a compare-and-swap, so
+		// a condition another writer set meanwhile is kept, not lost.
+		err = cfg.Repo.UpdateWorkloadStatus(ctx, w.Meta.Namespace, w.Meta.Name, func(prev resources.WorkloadStatus) (resources.WorkloadStatus, bool) {
+			in.Prev = prev
+			st := DeriveWorkloadStatus(in, now)
+			return st, !statusEqual(st, prev)
+		})
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -20,7 +20,25 @@
 // [RunAssigner] places instances until the scheduler exists: every instance
 // on the leader's node, decided by the pure [PlanAssignments], and derives
 // every workload's status from the agents' reports with the pure
-// [DeriveWorkloadStatus].
+// [DeriveWorkloadStatus]. A changed template starts new instances first;
+// the old ones are removed once the new ones are ready (running, and healthy
+// where a health check is defined). The status derivation owns the Ready,
+// Reconciling/Progressing and Stalled/InstanceFailed conditions and keeps
+// every other writer's (gitsync's Stalled/InvalidQuadlet, the agents'
+// BuildFailed), writing by compare-and-swap.
+//
+// # Push to deploy (leader and agent)
+//
+// [AppSources] resolves the app repository of every workload built from Git
+// (workload.kat spec.source.git) to one commit, on a poll interval or at
+// once on a verified webhook (it is a webhook.Dispatcher; combine it with the
+// config sources' through webhook.Fanout), and records it under
+// /kat/appsources/{ns}/{name}. The assigner gives such workloads instances of
+// that commit with image kat-local/{ns}_{name}:{commit12}; a new commit is a
+// rollout. The agent builds those images with its [Builder] instead of
+// pulling, records builds under /kat/builds, sets the BuildFailed condition
+// (and an event) when a build fails, and runs the Builder's housekeeping
+// after a rollout removed an old instance.
 //
 // # The agent loop
 //

@@ -24,7 +24,29 @@ type StatusInput struct {
 	Reported map[string]resources.InstanceStatus
 	// Prev is the status stored now.
 	Prev resources.WorkloadStatus
+	// SourceCommit is, for a workload built from Git, the app commit its
+	// current instances are built from. Default "".
+	SourceCommit string
 }
+
+// ownedCondition reports whether DeriveWorkloadStatus writes condition c:
+// Ready, Reconciling with reason Progressing and Stalled with reason
+// InstanceFailed. Every other condition (Stalled with reason InvalidQuadlet
+// from gitsync, BuildFailed from the agents) belongs to another writer and is
+// kept as it is. It is pure.
+func ownedCondition(c resources.Condition) bool {
+	switch c.Type {
+	case "Ready":
+		return true
+	case "Reconciling":
+		return c.Reason == resources.PhaseProgressing
+	case "Stalled":
+		return c.Reason == reasonInstanceFailed
+	}
+	return false
+}
+
+const reasonInstanceFailed = "InstanceFailed"
 
 // DeriveWorkloadStatus computes a workload's status from its assignments and
 // what the agents report. It is pure. UpdatedAt and each condition's
@@ -107,7 +129,7 @@ func DeriveWorkloadStatus(in StatusInput, now time.Time) resources.WorkloadStatu
 			LastTransitionTime: now})
 	}
 	if st.Phase == resources.PhaseFailed {
-		conds = append(conds, resources.Condition{Type: "Stalled", Status: resources.ConditionTrue, Reason: "InstanceFailed",
+		conds = append(conds, resources.Condition{Type: "Stalled", Status: resources.ConditionTrue, Reason: reasonInstanceFailed,
 			Message: lastError, LastTransitionTime: now})
 	}
 	for i := range conds {
@@ -117,7 +139,17 @@ func DeriveWorkloadStatus(in StatusInput, now time.Time) resources.WorkloadStatu
 			}
 		}
 	}
-	st.Conditions = conds
+	// Other writers' conditions stay as they are, before this function's
+	// Reconciling and Stalled, so that SetWorkloadCondition (which finds a
+	// condition by type) finds theirs first.
+	var foreign []resources.Condition
+	for _, p := range in.Prev.Conditions {
+		if !ownedCondition(p) {
+			foreign = append(foreign, p)
+		}
+	}
+	st.Conditions = append(append(conds[:1:1], foreign...), conds[1:]...)
+	st.SourceCommit = in.SourceCommit
 	st.UpdatedAt = in.Prev.UpdatedAt
 	if !statusEqual(st, in.Prev) {
 		st.UpdatedAt = now
@@ -136,7 +168,7 @@ func instanceError(r resources.InstanceStatus) string {
 func statusEqual(a, b resources.WorkloadStatus) bool {
 	a.UpdatedAt, b.UpdatedAt = time.Time{}, time.Time{}
 	return a.ObservedGeneration == b.ObservedGeneration && a.Phase == b.Phase && a.Desired == b.Desired &&
-		a.Ready == b.Ready && a.LastError == b.LastError &&
+		a.Ready == b.Ready && a.LastError == b.LastError && a.SourceCommit == b.SourceCommit &&
 		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y resources.Condition) bool {
 			return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
 				x.LastTransitionTime.Equal(y.LastTransitionTime)

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,6 +73,58 @@ func TestDeriveWorkloadStatus(t *testing.T) {
 			again := DeriveWorkloadStatus(StatusInput{Meta: tc.meta, TemplateHash: h2, Desired: tc.desired, Assigned: tc.assigned, Reported: rep, Prev: got}, now.Add(time.Minute))
 			if !statusEqual(again, got) || !again.UpdatedAt.Equal(got.UpdatedAt) {
 				t.Fatalf("deriving again from the result changed it:\n%+v\n%+v", got, again)
+			}
+		})
+	}
+}
+
+func TestDeriveWorkloadStatusKeepsOthersConditions(t *testing.T) {
+	const h = "bbbbbbbbbbbb"
+	t0, now := time.Unix(500, 0), time.Unix(1000, 0)
+	meta := resources.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 2, SpecHash: h}
+	a := assigned("web", h, "a", 1)
+	invalid := resources.Condition{Type: "Stalled", Status: resources.ConditionTrue, Reason: "InvalidQuadlet", Message: "workload.kat: bad", LastTransitionTime: t0}
+	buildFailed := resources.Condition{Type: "BuildFailed", Status: resources.ConditionTrue, Reason: "BuildFailed", Message: "tail", LastTransitionTime: t0}
+	ownStalled := resources.Condition{Type: "Stalled", Status: resources.ConditionTrue, Reason: "InstanceFailed", Message: "old", LastTransitionTime: t0}
+	ownReconciling := resources.Condition{Type: "Reconciling", Status: resources.ConditionTrue, Reason: "Progressing", LastTransitionTime: t0}
+	tests := []struct {
+		name     string
+		prev     []resources.Condition
+		reported resources.InstanceStatus
+		want     []string // type/reason in order
+	}{
+		{name: "gitsync's Stalled survives a ready workload", prev: []resources.Condition{invalid},
+			reported: resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning, HealthStatus: resources.HealthNotApplicable},
+			want:     []string{"Ready/Ready", "Stalled/InvalidQuadlet"}},
+		{name: "BuildFailed survives, own stale conditions go", prev: []resources.Condition{ownReconciling, buildFailed, ownStalled},
+			reported: resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning, HealthStatus: resources.HealthNotApplicable},
+			want:     []string{"Ready/Ready", "BuildFailed/BuildFailed"}},
+		{name: "own Stalled comes after gitsync's", prev: []resources.Condition{invalid},
+			reported: resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceFailed, Message: "boom"},
+			want:     []string{"Ready/Failed", "Stalled/InvalidQuadlet", "Stalled/InstanceFailed"}},
+		{name: "nothing foreign", reported: resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstancePending},
+			want: []string{"Ready/Pending"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := StatusInput{Meta: meta, TemplateHash: h, Desired: 1, Assigned: []resources.Assignment{a},
+				Reported: map[string]resources.InstanceStatus{a.InstanceID: tc.reported}, Prev: resources.WorkloadStatus{Conditions: tc.prev}}
+			got := DeriveWorkloadStatus(in, now)
+			var types []string
+			for _, c := range got.Conditions {
+				types = append(types, c.Type+"/"+c.Reason)
+				if !ownedCondition(c) && !c.LastTransitionTime.Equal(t0) {
+					t.Errorf("foreign condition %s changed its transition time", c.Type)
+				}
+			}
+			if fmt.Sprint(types) != fmt.Sprint(tc.want) {
+				t.Fatalf("conditions = %v, want %v", types, tc.want)
+			}
+			// A second pass over its own result writes nothing: no flapping
+			// against the other writer.
+			in.Prev = got
+			if again := DeriveWorkloadStatus(in, now.Add(time.Minute)); !statusEqual(again, got) {
+				t.Fatalf("second pass changed the status:\n%+v\n%+v", got, again)
 			}
 		})
 	}

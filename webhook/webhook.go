@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -68,4 +69,23 @@ type HandlerConfig struct {
 	Logger zerolog.Logger
 	// Now is the clock, for tests. Default time.Now.
 	Now func() time.Time
+}
+
+// Fanout returns a Dispatcher that hands every push to each of ds (config
+// sources and app repositories, say) and adds up their matches: the handler
+// answers 404 only when none matched. Every dispatcher sees the push even
+// when another fails; the errors are joined.
+func Fanout(ds ...Dispatcher) Dispatcher {
+	return DispatcherFunc(func(ctx context.Context, p Push) (int, error) {
+		total := 0
+		var errs []error
+		for _, d := range ds {
+			n, err := d.DispatchPush(ctx, p)
+			total += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return total, errors.Join(errs...)
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
@@ -31,6 +32,26 @@ type agentOptions struct {
 	volumeBasePath string
 	maxPulls       int
 	maxSteps       int
+	// Builds of app repositories (push to deploy).
+	buildDir           string
+	registryAuthFile   string
+	insecureRegistries []string
+	keepImages         int
+	buildTimeout       time.Duration
+	maxBuilds          int
+	appPollInterval    time.Duration
+	// Credentials for app repositories (leader ls-remote and agent clones).
+	appTokenFile      string
+	appUsername       string
+	appBasicAuthFile  string
+	appSSHKeyFile     string
+	appKnownHostsFile string
+}
+
+// appAuth is the app-repository credentials the flags name, as a source's.
+func (o *agentOptions) appAuth() resources.SourceAuth {
+	return resources.SourceAuth{TokenFile: o.appTokenFile, Username: o.appUsername, BasicAuthFile: o.appBasicAuthFile,
+		SSHKeyFile: o.appSSHKeyFile, KnownHostsFile: o.appKnownHostsFile}
 }
 
 func (o *agentOptions) addFlags(cmd *cobra.Command) {
@@ -41,11 +62,41 @@ func (o *agentOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.volumeBasePath, "volume-base-path", "", "where SimpleClusterStorage volumes live (default: cluster.kat volumeBasePath, /var/lib/kat/volumes)")
 	f.IntVar(&o.maxPulls, "max-concurrent-pulls", 2, "image pulls in flight at most")
 	f.IntVar(&o.maxSteps, "max-concurrent-steps", 1, "container operations (create, start, remove, health check) in flight at most; podman 4.3 can deadlock on concurrent creates")
+	f.StringVar(&o.buildDir, "build-dir", "", "where app-repository clones and build logs live (default: DATA_DIR/builds)")
+	f.StringVar(&o.registryAuthFile, "registry-auth-file", "", "podman auth file with the build cache registry's credentials (default: podman's)")
+	f.StringSliceVar(&o.insecureRegistries, "insecure-registry", nil, "build cache registry (host:port) reached without TLS verification; repeatable")
+	f.IntVar(&o.keepImages, "keep-images", 3, "kat-local images kept per workload by build housekeeping")
+	f.DurationVar(&o.buildTimeout, "build-timeout", 10*time.Minute, "bound of one image build (cache pull, clone, podman build, push)")
+	f.IntVar(&o.maxBuilds, "max-concurrent-builds", 2, "image builds in flight at most")
+	f.StringVar(&o.appTokenFile, "app-repo-token-file", "", "token (first line) for app repositories over HTTPS, sent as the basic-auth password (default: anonymous)")
+	f.StringVar(&o.appUsername, "app-repo-username", "", "user sent with --app-repo-token-file (default x-access-token), or the SSH user (default git)")
+	f.StringVar(&o.appBasicAuthFile, "app-repo-basic-auth-file", "", "file with user:password for app repositories over HTTPS")
+	f.StringVar(&o.appSSHKeyFile, "app-repo-ssh-key-file", "", "unencrypted PEM private key for ssh:// app repositories (needs --app-repo-known-hosts-file)")
+	f.StringVar(&o.appKnownHostsFile, "app-repo-known-hosts-file", "", "known_hosts file SSH host keys of app repositories are checked against")
+	f.DurationVar(&o.appPollInterval, "app-poll-interval", 0, "how often the leader resolves app repositories' branches without a webhook (default: cluster.kat gitops pollIntervalSeconds, else 30s)")
 }
 
 func (o *agentOptions) validate() error {
 	if o.maxPulls < 1 {
 		return fmt.Errorf("--max-concurrent-pulls: %d must be at least 1", o.maxPulls)
+	}
+	if o.keepImages < 1 {
+		return fmt.Errorf("--keep-images: %d must be at least 1", o.keepImages)
+	}
+	if o.maxBuilds < 1 {
+		return fmt.Errorf("--max-concurrent-builds: %d must be at least 1", o.maxBuilds)
+	}
+	if o.buildTimeout < time.Second {
+		return fmt.Errorf("--build-timeout: %s must be at least 1s", o.buildTimeout)
+	}
+	if o.appPollInterval != 0 && o.appPollInterval < time.Second {
+		return fmt.Errorf("--app-poll-interval: %s must be at least 1s", o.appPollInterval)
+	}
+	if n := countSet(o.appTokenFile, o.appBasicAuthFile, o.appSSHKeyFile); n > 1 {
+		return errors.New("--app-repo-token-file, --app-repo-basic-auth-file and --app-repo-ssh-key-file: give at most one")
+	}
+	if o.appSSHKeyFile != "" && o.appKnownHostsFile == "" {
+		return errors.New("--app-repo-ssh-key-file needs --app-repo-known-hosts-file")
 	}
 	if o.maxSteps < 1 {
 		return fmt.Errorf("--max-concurrent-steps: %d must be at least 1", o.maxSteps)
@@ -69,9 +120,24 @@ func (n *node) runAgent(ctx context.Context) error {
 	if volumes == "" {
 		volumes = spec.VolumeBasePath
 	}
+	buildDir := o.buildDir
+	if buildDir == "" {
+		buildDir = n.dir.path("builds")
+	}
+	builder, err := build.New(build.Config{
+		Node: n.state.NodeName, WorkDir: buildDir, Podman: rt, Records: reconcile.BuildRecords{Repo: n.repo},
+		Timeout: o.buildTimeout, AuthFile: o.registryAuthFile, InsecureRegistries: o.insecureRegistries,
+		MaxParallel: o.maxBuilds, KeepImages: o.keepImages, Logger: n.log.With().Str("component", "build").Logger(),
+	})
+	if err != nil {
+		return err
+	}
+	defer builder.Close() // after every goroutine below has ended: stops builds still under way
 	beat := make(chan struct{}, 1)
 	ag, err := reconcile.NewAgent(reconcile.AgentConfig{
-		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.maxPulls, MaxConcurrentSteps: o.maxSteps,
+		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.maxPulls, Builder: builder,
+		BuildAuth: build.Auth{TokenFile: o.appTokenFile, Username: o.appUsername, BasicAuthFile: o.appBasicAuthFile,
+			SSHKeyFile: o.appSSHKeyFile, KnownHostsFile: o.appKnownHostsFile}, MaxConcurrentSteps: o.maxSteps,
 		BuildSpec: containerSpecBuilder(n.state.NodeName, volumes),
 		OnChange: func() {
 			select {
@@ -158,6 +224,13 @@ func (n *node) agentServer(ag *reconcile.Agent) (*http.Server, net.Listener, err
 			}
 			return err
 		},
+		BuildLog: func(_ context.Context, ns, name, commit string, w io.Writer) error {
+			err := ag.BuildLog(ns, name, commit, w)
+			if errors.Is(err, build.ErrLogNotFound) || errors.Is(err, build.ErrInvalid) || errors.Is(err, reconcile.ErrNoBuilder) {
+				return fmt.Errorf("%w: %w", api.ErrUnknownBuild, err)
+			}
+			return err
+		},
 		Logger: n.log.With().Str("component", "agent-api").Logger(),
 	})
 	return &http.Server{Handler: h, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}, ln, nil
@@ -220,4 +293,14 @@ func (n *node) touchNodeStatus(ctx context.Context) error {
 	}
 	st.NodeName, st.NodeUID, st.Timestamp, st.Resources = n.state.NodeName, n.state.NodeUID, time.Now().Unix(), res
 	return n.repo.PutNodeStatus(ctx, *st)
+}
+
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }

@@ -294,8 +294,11 @@ func (n *node) lead(lctx context.Context) error {
 	if err != nil {
 		return leaderErr(lctx, err)
 	}
+	apps := reconcile.NewAppSources(reconcile.AppSourcesConfig{
+		Repo: n.repo, Interval: n.appPollInterval(), Auth: n.opts.agent.appAuth(), Logger: n.log.With().Str("component", "appsources").Logger(),
+	})
 	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
-		Secret: n.webhookSecret(), Dispatcher: gitops, Logger: n.log,
+		Secret: n.webhookSecret(), Dispatcher: webhook.Fanout(gitops, apps), Logger: n.log,
 	})
 	if err != nil {
 		return err
@@ -347,6 +350,7 @@ func (n *node) lead(lctx context.Context) error {
 		return httpSrv.Shutdown(sctx)
 	})
 	g.Go(func() error { return gitops.Run(gctx) })
+	g.Go(func() error { return apps.Run(gctx) })
 	// The heartbeat is the agent's (runAgent), posted to whichever node leads.
 	g.Go(func() error {
 		return reconcile.RunAssigner(gctx, reconcile.AssignerConfig{
@@ -377,6 +381,19 @@ func (n *node) gitops(lctx context.Context) (*gitsync.Manager, error) {
 		}
 	}
 	return gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log}), nil
+}
+
+// appPollInterval is how often the leader resolves app repositories without
+// a webhook: --app-poll-interval, else cluster.kat's gitops poll interval,
+// else gitsync's default.
+func (n *node) appPollInterval() time.Duration {
+	if n.opts.agent.appPollInterval > 0 {
+		return n.opts.agent.appPollInterval
+	}
+	if g := n.state.Cluster.Spec.GitOps; g != nil && g.PollIntervalSeconds > 0 {
+		return time.Duration(g.PollIntervalSeconds) * time.Second
+	}
+	return gitsync.DefaultIntervalSeconds * time.Second
 }
 
 // webhookSecret reads cluster.kat's spec.gitops.webhookSecretFile on every

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -36,6 +37,9 @@ func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref strin
 	st := d.Status
 	fmt.Fprintf(w, "Workload:   %s/%s (%s, generation %d, observed %d)\n", d.Namespace, d.Name, d.Type, d.Generation, st.ObservedGeneration)
 	fmt.Fprintf(w, "Phase:      %s, %d/%d ready\n", orDash(st.Phase), st.Ready, st.Desired)
+	if st.SourceCommit != "" {
+		fmt.Fprintf(w, "Commit:     %s (app repository)\n", short(st.SourceCommit))
+	}
 	if st.LastError != "" {
 		fmt.Fprintf(w, "Last error: %s\n", st.LastError)
 	}
@@ -55,7 +59,27 @@ func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref strin
 		t.row(in.InstanceID, in.Node, in.Phase, orDash(in.State), orDash(in.Health), fmt.Sprint(in.Restarts),
 			orDash(strings.Join(ports, ",")), orDash(short(in.ContainerID)), orDash(in.Message))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(d.Builds) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	bt := newTable(w, "BUILD", "NODE", "STATE", "CACHE", "STARTED", "ERROR")
+	for _, b := range d.Builds {
+		cache := "miss"
+		if b.CacheHit {
+			cache = "hit"
+		}
+		bt.row(short(b.Commit), b.Node, b.State, cache, b.StartedAt.Local().Format("15:04:05"), orDash(firstLine(b.Error)))
+	}
+	return bt.flush()
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func short(id string) string { return id[:min(len(id), 12)] }
@@ -64,10 +88,12 @@ func newLogsCommand(g *globals) *cobra.Command {
 	var (
 		instance string
 		follow   bool
+		isBuild  bool
+		commit   string
 	)
 	cmd := &cobra.Command{
 		Use:   "logs NAMESPACE/NAME",
-		Short: "Print the output of one instance of a workload (the first one unless --instance)",
+		Short: "Print the output of one instance of a workload (the first one unless --instance), or with --build its build log",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ns, name, err := workloadRef(args[0])
@@ -78,10 +104,18 @@ func newLogsCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if isBuild {
+				return c.BuildLog(cmd.Context(), ns, name, commit, g.stdout)
+			}
+			if commit != "" {
+				return errors.New("--commit needs --build")
+			}
 			return c.Logs(cmd.Context(), ns, name, instance, follow, g.stdout)
 		},
 	}
 	cmd.Flags().StringVar(&instance, "instance", "", "instance ID (see katcall status NAMESPACE/NAME)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep streaming new output")
+	cmd.Flags().BoolVar(&isBuild, "build", false, "print the log of the workload's image build instead (from the node that built it)")
+	cmd.Flags().StringVar(&commit, "commit", "", "with --build: the app commit (7 to 40 hex digits; default: the one in the workload's status)")
 	return cmd
 }

@@ -36,6 +36,10 @@ func TestAgentRefusesBadInput(t *testing.T) {
 			want: []string{"--api-port: 70000", "--advertise-address: \"nope\"", "--node-name: \"Bad_Name\""}},
 		{name: "external etcd URL without scheme", args: []string{"--config", good, "--etcd-endpoints", "10.0.0.1:2379"},
 			want: []string{"--etcd-endpoints: \"10.0.0.1:2379\""}},
+		{name: "bad build flags", args: []string{"--config", good, "--keep-images", "0"}, want: []string{"--keep-images: 0"}},
+		{name: "app repo key without known hosts", args: []string{"--config", good, "--app-repo-ssh-key-file", "/etc/kat/id"},
+			want: []string{"--app-repo-ssh-key-file needs --app-repo-known-hosts-file"}},
+		{name: "bad build timeout", args: []string{"--config", good, "--build-timeout", "1ms"}, want: []string{"--build-timeout: 1ms"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,12 +32,18 @@ type gitRemote struct {
 
 func newGitRemote(t testing.TB) *gitRemote {
 	t.Helper()
+	return newGitRemoteNamed(t, "config")
+}
+
+// newGitRemoteNamed serves NAME.git (a config or an app repository).
+func newGitRemoteNamed(t testing.TB, name string) *gitRemote {
+	t.Helper()
 	execPath, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
 		skipOrFail(t, "git is not installed: %v", err)
 	}
 	root := t.TempDir()
-	r := &gitRemote{t: t, bare: filepath.Join(root, "config.git"), work: filepath.Join(root, "work")}
+	r := &gitRemote{t: t, bare: filepath.Join(root, name+".git"), work: filepath.Join(root, "work")}
 	r.git(root, "init", "-q", "--bare", "-b", "main", r.bare)
 	r.git(root, "clone", "-q", r.bare, r.work)
 	h := &cgi.Handler{
@@ -46,7 +52,7 @@ func newGitRemote(t testing.TB) *gitRemote {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	r.url = srv.URL + "/config.git"
+	r.url = srv.URL + "/" + name + ".git"
 	return r
 }
 
@@ -61,6 +67,25 @@ func (r *gitRemote) git(dir string, args ...string) string {
 		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// pushFiles writes files (path relative to the work tree: content),
+// commits and pushes them, and returns the new head.
+func (r *gitRemote) pushFiles(msg string, files map[string]string) string {
+	r.t.Helper()
+	for p, content := range files {
+		full := filepath.Join(r.work, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	r.git(r.work, "add", "-A")
+	r.git(r.work, "commit", "-q", "-m", msg)
+	r.git(r.work, "push", "-q", "origin", "HEAD:main")
+	return r.git(r.work, "rev-parse", "HEAD")
 }
 
 // pushWorkload commits default/NAME and pushes it.
@@ -256,7 +281,7 @@ type katcallYAML struct {
 	CA     string `yaml:"certificateAuthorityData"`
 }
 
-func readKatcallYAML(t *testing.T, c *Cluster) katcallYAML {
+func readKatcallYAML(t testing.TB, c *Cluster) katcallYAML {
 	t.Helper()
 	b, err := os.ReadFile(c.KatcallConfig())
 	if err != nil {
@@ -269,13 +294,13 @@ func readKatcallYAML(t *testing.T, c *Cluster) katcallYAML {
 	return k
 }
 
-func apiURL(t *testing.T, c *Cluster) string {
+func apiURL(t testing.TB, c *Cluster) string {
 	t.Helper()
 	return readKatcallYAML(t, c).Server
 }
 
 // apiHTTPClient trusts the cluster CA, and sends no bearer token.
-func apiHTTPClient(t *testing.T, c *Cluster) *http.Client {
+func apiHTTPClient(t testing.TB, c *Cluster) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(readKatcallYAML(t, c).CA)) {

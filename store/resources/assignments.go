@@ -34,12 +34,24 @@ type Assignment struct {
 	// RestartPolicy is workload.kat's restartPolicy.condition.
 	RestartPolicy string `json:"restartPolicy"`
 	// SourceCommit is the commit of the config repo the spec came from, when
-	// Git owns the workload.
+	// Git owns the workload; for a workload built from an app repository it
+	// is the app commit the leader resolved (Build.Commit).
 	SourceCommit string `json:"sourceCommit,omitempty"`
+	// Build, for a workload whose source is an app repository, is what the
+	// node builds Image from instead of pulling it. Default nil: pull.
+	Build *BuildRef `json:"build,omitempty"`
 	// Files are the Quadlet files of the generation, so an agent needs no
 	// other key to build the container.
 	Files     map[string][]byte `json:"files"`
 	CreatedAt time.Time         `json:"createdAt"`
+}
+
+// BuildRef names one commit of an app repository to build.
+type BuildRef struct {
+	// Repository is workload.kat's spec.source.git.repository.
+	Repository string `json:"repository"`
+	// Commit is the full commit hash the leader resolved the ref to.
+	Commit string `json:"commit"`
 }
 
 // Key returns the assignment's etcd key.

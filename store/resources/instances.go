@@ -132,3 +132,43 @@ func (r *Repo) PutWorkloadStatus(ctx context.Context, ns, name string, st Worklo
 	}
 	return nil
 }
+
+// UpdateWorkloadStatus replaces the status of workload ns/name with what fn
+// makes of the stored one, in a transaction that fails when another writer
+// (SetWorkloadCondition) changed it meanwhile; fn then runs again on the
+// newer status, so no writer's condition is lost. fn returns false to write
+// nothing. A missing workload is not an error.
+func (r *Repo) UpdateWorkloadStatus(ctx context.Context, ns, name string, fn func(prev WorkloadStatus) (WorkloadStatus, bool)) error {
+	for range maxTxnAttempts {
+		meta, err := r.st.Get(ctx, MetaKey(ns, name))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("update status of %s/%s: %w", ns, name, err)
+		}
+		var prev WorkloadStatus
+		ver, err := r.getJSON(ctx, StatusKey(ns, name), &prev)
+		if err != nil {
+			return fmt.Errorf("update status of %s/%s: %w", ns, name, err)
+		}
+		next, write := fn(prev)
+		if !write {
+			return nil
+		}
+		op, err := putJSON(StatusKey(ns, name), next)
+		if err != nil {
+			return err
+		}
+		ok, err := r.st.DoTransaction(ctx, []store.Compare{
+			{Key: MetaKey(ns, name), ExpectedVersion: meta.Version}, {Key: StatusKey(ns, name), ExpectedVersion: ver},
+		}, []store.Op{op}, nil)
+		if err != nil {
+			return fmt.Errorf("update status of %s/%s: %w", ns, name, err)
+		}
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("update status of %s/%s: %w: too many concurrent writers", ns, name, ErrConflict)
+}

@@ -85,6 +85,9 @@ type WorkloadStatus struct {
 	Conditions         []Condition `json:"conditions"`
 	LastError          string      `json:"lastError"`
 	UpdatedAt          time.Time   `json:"updatedAt"`
+	// SourceCommit is, for a workload built from an app repository, the
+	// commit its current instances are built from. Default "".
+	SourceCommit string `json:"sourceCommit,omitempty"`
 }
 
 // Workload is a workload's metadata and status together.

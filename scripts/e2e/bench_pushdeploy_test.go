@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/api"
+)
+
+// BenchmarkPushToDeploy measures, per new commit of an app repository (a
+// Dockerfile FROM localhost/kat-base that copies index.html):
+//
+//   - by-hand: git clone, podman build, podman run on the same machine, until
+//     the published port serves the new page;
+//   - push-to-deploy: from the signed webhook to the leader until a published
+//     port of the workload serves the new page (resolve, build, start,
+//     health check);
+//   - cache-hit: the same webhook to a second node with a fresh image store
+//     and the registry cache, until its instance of the new commit is ready
+//     (its health check fetched the page inside the container; the two
+//     stores on one machine share a bridge, so its published port is not
+//     probed from outside).
+//
+// It reports each in ms and the ratios to by-hand.
+func BenchmarkPushToDeploy(b *testing.B) {
+	requireBuild(b)
+	reg := startRegistry(b)
+	app := newGitRemoteNamed(b, "app")
+	app.pushFiles("v0", map[string]string{"Dockerfile": appDockerfile, "index.html": "v0\n"})
+	cfg := newGitRemote(b)
+	wl := "p2db-" + randomHex(3)
+	cfg.pushFiles("add "+wl, appWorkloadFiles(b, wl, app.url, reg+"/cache/"+wl))
+	b.Cleanup(func() { removeLocalImages(wl) })
+	ref := "default/" + wl
+	first := startPushCluster(b, cfg, "", "--insecure-registry", reg)
+	secondStore := b.TempDir()
+	second := startPushCluster(b, cfg, secondStore, "--insecure-registry", reg)
+	for _, c := range []*pushCluster{first, second} {
+		waitStatus(b, c.Cluster, ref, "v0 ready", func(d *api.WorkloadDetail) bool { return d.Status.Ready == 1 && len(d.Instances) == 1 })
+	}
+	var byHand, p2d, hit time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		body := fmt.Sprintf("bench %d", i)
+		commit := app.pushFiles(body, map[string]string{"index.html": body + "\n"})
+		byHand += manualDeploy(b, app.url, body)
+
+		p := startProber(b, first.Cluster, ref)
+		start := time.Now()
+		if code := first.pushHook(b, app.url, commit); code != http.StatusAccepted {
+			b.Fatalf("webhook: %d", code)
+		}
+		p.waitBody(b, body, 5*time.Minute)
+		p2d += time.Since(start)
+		if _, gaps, _ := p.stop(); len(gaps) > 0 {
+			b.Errorf("rollout %d: %d probe rounds found nothing serving", i, len(gaps))
+		}
+
+		image := "kat-local/default_" + wl + ":" + commit[:12]
+		start = time.Now()
+		if code := second.pushHook(b, app.url, commit); code != http.StatusAccepted {
+			b.Fatalf("webhook to the second node: %d", code)
+		}
+		d := waitFast(b, second.Cluster, ref, func(d *api.WorkloadDetail) bool { return onlyImage(d, image) })
+		hit += time.Since(start)
+		if len(d.Builds) == 0 || d.Builds[0].Commit != commit || !d.Builds[0].CacheHit {
+			b.Errorf("second node's build of %s: %+v, want a cache hit", commit[:12], d.Builds)
+		}
+		if i == 1 {
+			fmt.Fprintf(os.Stderr, "build log of %s on the first node:\n%s\n", commit[:12], first.Katcall(context.Background(), "logs", ref, "--build").Stdout)
+			fmt.Fprintf(os.Stderr, "build log of %s on the second node:\n%s\n", commit[:12], second.Katcall(context.Background(), "logs", ref, "--build").Stdout)
+		}
+		// Measure the next commit on quiet nodes: the old containers are
+		// gone (busybox httpd as PID 1 ignores SIGTERM, so each stop takes
+		// the agent's stop grace).
+		waitStatus(b, first.Cluster, ref, "old instance gone", func(d *api.WorkloadDetail) bool { return onlyImage(d, image) })
+		waitContainers(b, nil, first.Node, wl, 1)
+		waitContainers(b, storeArgs(secondStore), second.Node, wl, 1)
+	}
+	n := float64(i)
+	ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / n }
+	b.ReportMetric(ms(byHand), "ms/by-hand")
+	b.ReportMetric(ms(p2d), "ms/push-to-deploy")
+	b.ReportMetric(ms(hit), "ms/cache-hit")
+	b.ReportMetric(ms(p2d)/ms(byHand), "push/by-hand")
+	b.ReportMetric(ms(hit)/ms(byHand), "cache-hit/by-hand")
+	fmt.Fprintf(os.Stderr, "push to deploy, mean of %d commits: by hand (git clone && podman build && podman run) %.0f ms; webhook to serving %.0f ms (%.2fx); with a cache hit on a fresh store %.0f ms (%.2fx)\n",
+		i, ms(byHand), ms(p2d), ms(p2d)/ms(byHand), ms(hit), ms(hit)/ms(byHand))
+}
+
+// waitContainers waits (2 minutes at most) until the store (podman global
+// args) holds n containers of workload wl on node.
+func waitContainers(b testing.TB, store []string, node, wl string, n int) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		args := append(append([]string(nil), store...), "ps", "-aq", "--filter", "label=kat.node="+node, "--filter", "label=kat.workload="+wl)
+		out, err := exec.Command("podman", args...).Output()
+		if err == nil && len(strings.Fields(string(out))) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: %d containers of %s wanted; podman ps: %q, %v", node, n, wl, out, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitFast polls katcall status without a pause (2 minutes at most).
+func waitFast(b testing.TB, c *Cluster, ref string, cond func(*api.WorkloadDetail) bool) *api.WorkloadDetail {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if d, err := decodeDetail(c.Katcall(context.Background(), "status", ref, "-o", "json")); err == nil && cond(d) {
+			return d
+		}
+	}
+	b.Fatalf("%s: not there within 2 minutes\n%s", ref, c.Tail(20))
+	return nil
+}
+
+// manualDeploy is what push-to-deploy replaces: git clone && podman build &&
+// podman run, then GET until the new page is served. It returns how long
+// that took and removes what it made.
+func manualDeploy(b testing.TB, url, body string) time.Duration {
+	b.Helper()
+	dir := b.TempDir()
+	tag := "localhost/kat-bench-manual-" + randomHex(4) + ":latest"
+	name := "kat-bench-manual-" + randomHex(4)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	run := func(args ...string) {
+		b.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	start := time.Now()
+	src := filepath.Join(dir, "src")
+	run("git", "clone", "-q", "--depth", "1", url, src)
+	run("podman", "build", "-q", "-t", tag, src)
+	run("podman", "run", "-d", "--name", name, "--userns=auto", "-p", fmt.Sprintf("127.0.0.1:%d:8080", port), tag, "httpd", "-f", "-p", "8080", "-h", "/www")
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if got, err := getBody(context.Background(), client, port); err == nil && got == body {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("by hand: %q not served on port %d within a minute", body, port)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	_ = exec.Command("podman", "rm", "-f", "-t", "0", name).Run()
+	_ = exec.Command("podman", "rmi", "-f", tag).Run()
+	return took
+}

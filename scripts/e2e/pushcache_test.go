@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/api"
+)
+
+// startRegistry runs docker-registry on a free loopback port with a
+// temporary configuration and storage, and returns its host:port. The
+// test is skipped when docker-registry is not installed.
+func startRegistry(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Skip("docker-registry is not installed (Debian package docker-registry; scripts/install-prereqs.sh)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := l.Addr().String()
+	_ = l.Close()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n",
+		filepath.Join(dir, "data"), host), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "serve", conf)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start docker-registry: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + host + "/v2/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return host
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("docker-registry exited: %v\n%s", err, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("docker-registry on %s not ready: %v\n%s", host, err, out.String())
+		}
+	}
+}
+
+// TestPushToDeployCache: with build.kat cache.registryPath on a real
+// registry on loopback, the first node builds and pushes; a second node with
+// a fresh image store pulls the image from the cache, does not build, and
+// its build record says cacheHit.
+func TestPushToDeployCache(t *testing.T) {
+	requireBuild(t)
+	reg := startRegistry(t)
+	app := newGitRemoteNamed(t, "app")
+	c1 := app.pushFiles("v1", map[string]string{"Dockerfile": appDockerfile, "index.html": "cached v1\n"})
+	cfg := newGitRemote(t)
+	wl := "p2dc-" + randomHex(3)
+	cfg.pushFiles("add "+wl, appWorkloadFiles(t, wl, app.url, reg+"/cache/"+wl))
+	t.Cleanup(func() { removeLocalImages(wl) })
+	image := "kat-local/default_" + wl + ":" + c1[:12]
+	ref := "default/" + wl
+
+	first := startPushCluster(t, cfg, "", "--insecure-registry", reg)
+	d := waitStatus(t, first.Cluster, ref, "built on the first node", func(d *api.WorkloadDetail) bool {
+		return onlyImage(d, image) && len(d.Builds) == 1 && d.Builds[0].State == "Succeeded"
+	})
+	if b := d.Builds[0]; b.CacheHit || len(b.Warnings) != 0 {
+		t.Fatalf("first node's build %+v: want a build pushed to the cache without warnings", b)
+	}
+
+	store := t.TempDir()
+	second := startPushCluster(t, cfg, store, "--insecure-registry", reg)
+	d = waitStatus(t, second.Cluster, ref, "served on the second node", func(d *api.WorkloadDetail) bool {
+		return onlyImage(d, image) && len(d.Builds) == 1 && d.Builds[0].State == "Succeeded"
+	})
+	if b := d.Builds[0]; !b.CacheHit || b.Node != second.Node {
+		t.Fatalf("second node's build record %+v: want cacheHit by %s", b, second.Node)
+	}
+	if r := second.Katcall(t.Context(), "logs", ref, "--build"); r.Code != 0 || !bytes.Contains([]byte(r.Stdout), []byte("cache")) {
+		t.Errorf("katcall logs --build on the second node: %s", r)
+	}
+	// Two Podman stores on one machine allocate container IPs on the same
+	// bridge independently, so the second node's published port is not
+	// reliable here; ask its container itself.
+	in := d.Instances[0]
+	if len(in.Ports) != 1 {
+		t.Fatalf("second node's instance ports %+v", in.Ports)
+	}
+	out, err := exec.Command("podman", append(storeArgs(store), "exec", in.ContainerID,
+		"wget", "-q", "-O", "-", fmt.Sprintf("http://127.0.0.1:%d/", in.Ports[0].ContainerPort))...).CombinedOutput()
+	if err != nil || string(out) != "cached v1\n" {
+		t.Fatalf("second node's container serves %q, %v", out, err)
+	}
+}

@@ -1,17 +1,13 @@
 package build
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
@@ -19,13 +15,14 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"kat.dws.rip/kat/build/gitauth"
 )
 
 // Auth names the credential files of an app repository, the same shape as
-// a config-repo source's auth. The files are read at every build, so a
+// a config-repo source's auth (both convert to gitauth.Files, which reads
+// them). The files are read at every build, so a
 // rotated secret is picked up; their content never reaches an error or a
 // log. At most one of TokenFile, BasicAuthFile and SSHKeyFile is set.
 type Auth struct {
@@ -46,128 +43,18 @@ type Auth struct {
 }
 
 // method turns the credential files into a go-git auth method; nil means
-// anonymous.
+// anonymous. Invalid files or fields are an ErrInvalid.
 func (a Auth) method() (transport.AuthMethod, error) {
-	n := 0
-	for _, f := range []string{a.TokenFile, a.BasicAuthFile, a.SSHKeyFile} {
-		if f != "" {
-			n++
-		}
+	m, err := gitauth.Method(gitauth.Files(a))
+	if errors.Is(err, gitauth.ErrInvalid) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if n > 1 {
-		return nil, fmt.Errorf("%w: auth: tokenFile, basicAuthFile and sshKeyFile are exclusive", ErrInvalid)
-	}
-	switch {
-	case a.TokenFile != "":
-		tok, err := firstLine("auth.tokenFile", a.TokenFile)
-		if err != nil {
-			return nil, err
-		}
-		user := a.Username
-		if user == "" {
-			user = "x-access-token"
-		}
-		return &githttp.BasicAuth{Username: user, Password: tok}, nil
-	case a.BasicAuthFile != "":
-		line, err := firstLine("auth.basicAuthFile", a.BasicAuthFile)
-		if err != nil {
-			return nil, err
-		}
-		user, pw, ok := strings.Cut(line, ":")
-		if !ok || user == "" {
-			return nil, fmt.Errorf("%w: auth.basicAuthFile %s: want \"user:password\" on its first line", ErrInvalid, a.BasicAuthFile)
-		}
-		return &githttp.BasicAuth{Username: user, Password: pw}, nil
-	case a.SSHKeyFile != "":
-		if a.KnownHostsFile == "" {
-			return nil, fmt.Errorf("%w: auth.knownHostsFile: is required with auth.sshKeyFile", ErrInvalid)
-		}
-		user := a.Username
-		if user == "" {
-			user = "git"
-		}
-		pem, err := os.ReadFile(a.SSHKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("read auth.sshKeyFile: %w", err)
-		}
-		keys, err := gitssh.NewPublicKeys(user, pem, "")
-		if err != nil {
-			return nil, fmt.Errorf("%w: auth.sshKeyFile %s: not a usable unencrypted private key", ErrInvalid, a.SSHKeyFile)
-		}
-		cb, err := gitssh.NewKnownHostsCallback(a.KnownHostsFile)
-		if err != nil {
-			return nil, fmt.Errorf("read auth.knownHostsFile %s: %w", a.KnownHostsFile, err)
-		}
-		keys.HostKeyCallback = cb
-		return keys, nil
-	}
-	return nil, nil
-}
-
-func firstLine(field, file string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", field, err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	if !sc.Scan() || strings.TrimSpace(sc.Text()) == "" {
-		return "", fmt.Errorf("%w: %s %s is empty", ErrInvalid, field, file)
-	}
-	return strings.TrimSpace(sc.Text()), nil
+	return m, err
 }
 
 // RedactURL removes user information (a user name and password or token)
 // from a URL, for errors and logs. Other strings are returned unchanged.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	u.User = nil
-	return u.String()
-}
-
-// redactor replaces every credential-bearing form of a URL in messages.
-type redactor struct{ old []string }
-
-func newRedactor(rawURL string) redactor {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.User == nil {
-		return redactor{}
-	}
-	r := redactor{old: []string{rawURL, RedactURL(rawURL)}}
-	if p, ok := u.User.Password(); ok && p != "" {
-		r.old = append(r.old, p, "***")
-		if e := url.PathEscape(p); e != p {
-			r.old = append(r.old, e, "***")
-		}
-	}
-	return r
-}
-
-func (r redactor) String(s string) string {
-	if len(r.old) == 0 {
-		return s
-	}
-	return strings.NewReplacer(r.old...).Replace(s)
-}
-
-// redactedError keeps the chain of err (errors.Is still works) and hides
-// credentials in its message.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-func (r redactor) Error(err error) error {
-	if err == nil || len(r.old) == 0 {
-		return err
-	}
-	return &redactedError{msg: r.String(err.Error()), err: err}
-}
+func RedactURL(raw string) string { return gitauth.RedactURL(raw) }
 
 var errCommitNotFound = errors.New("commit not found in the repository")
 
@@ -176,7 +63,7 @@ var errCommitNotFound = errors.New("commit not found in the repository")
 // context). It fetches the commit alone with depth 1 when the server allows
 // fetching by hash, else every branch and tag in full. shallow tells which.
 func checkout(ctx context.Context, repoURL, commit string, auth Auth, gitDir, srcDir string, log io.Writer) (shallow bool, err error) {
-	red := newRedactor(repoURL)
+	red := gitauth.NewRedactor(repoURL)
 	method, err := auth.method()
 	if err != nil {
 		return false, err

@@ -12,6 +12,7 @@ import (
 
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
+	"kat.dws.rip/kat/build/gitauth"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 )
@@ -148,7 +149,7 @@ func TestRedaction(t *testing.T) {
 	if got := RedactURL("git@github.com:o/r.git"); got != "git@github.com:o/r.git" {
 		t.Errorf("scp-like address changed: %q", got)
 	}
-	red := newRedactor(raw)
+	red := gitauth.NewRedactor(raw)
 	err := red.Error(fmt.Errorf("fetch %s: %w (password t0ken/x)", raw, context.Canceled))
 	if strings.Contains(err.Error(), "t0ken") || !errors.Is(err, context.Canceled) {
 		t.Errorf("redacted error %q (chain kept: %t)", err, errors.Is(err, context.Canceled))

@@ -19,7 +19,7 @@ import (
 func BenchmarkBuilderBuild(b *testing.B) {
 	needPodman(b)
 	repo := newAppRepo(b, appRepoOptions{allowSHA: true})
-	commit := repo.commit("app", sampleApp)
+	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bb-app")
 	bld, _ := testBuilder(b, Config{}, ns, wl)
 	req := Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit}
@@ -37,7 +37,7 @@ func BenchmarkBuilderBuild(b *testing.B) {
 func BenchmarkManualCloneAndBuild(b *testing.B) {
 	needPodman(b)
 	repo := newAppRepo(b, appRepoOptions{allowSHA: true})
-	commit := repo.commit("app", sampleApp)
+	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bb-manual")
 	image := ImageName(ns, wl, commit)
 	pm := newPodman(runtime.NewPodman(store))
@@ -62,7 +62,7 @@ func BenchmarkCacheHit(b *testing.B) {
 	needPodman(b)
 	reg := startRegistry(b)
 	repo := newAppRepo(b, appRepoOptions{allowSHA: true})
-	commit := repo.commit("app", sampleApp)
+	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bb-cache")
 	req := Request{
 		Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit,

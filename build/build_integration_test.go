@@ -23,7 +23,7 @@ import (
 func TestBuildFromGit(t *testing.T) {
 	needPodman(t)
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
-	commit := repo.commit("app", map[string]string{
+	commit := repo.Commit("app", map[string]string{
 		"site/build/Containerfile": "FROM " + baseImage + " AS app\n" +
 			"ARG GREETING=none\n" +
 			"COPY index.html /www/index.html\n" +
@@ -104,7 +104,7 @@ func readLog(t *testing.T, b *Builder, ns, wl, commit string) string {
 func TestConcurrentRequestsShareOneBuild(t *testing.T) {
 	needPodman(t)
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
-	commit := repo.commit("app", sampleApp)
+	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bt-shared")
 	b, recs := testBuilder(t, Config{}, ns, wl)
 	req := Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit}
@@ -147,7 +147,7 @@ func TestConcurrentRequestsShareOneBuild(t *testing.T) {
 func TestBrokenDockerfile(t *testing.T) {
 	needPodman(t)
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
-	commit := repo.commit("broken", map[string]string{
+	commit := repo.Commit("broken", map[string]string{
 		"Dockerfile": "FROM " + baseImage + "\nRUN echo building the broken app && exit 3\n",
 	})
 	ns, wl := "default", randomName("bt-broken")
@@ -185,8 +185,8 @@ func TestBrokenDockerfile(t *testing.T) {
 func TestCloneFallbackAndAuth(t *testing.T) {
 	needPodman(t)
 	repo := newAppRepo(t, appRepoOptions{allowSHA: false, user: "builder", password: "s3cret-pw"})
-	old := repo.commit("v1", sampleApp)
-	repo.commit("v2", map[string]string{"index.html": "<h1>v2</h1>\n"})
+	old := repo.Commit("v1", sampleApp)
+	repo.Commit("v2", map[string]string{"index.html": "<h1>v2</h1>\n"})
 	ns, wl := "default", randomName("bt-auth")
 	b, _ := testBuilder(t, Config{}, ns, wl)
 	cred := filepath.Join(t.TempDir(), "basic")
@@ -238,7 +238,7 @@ func TestPathsLeavingTheRepository(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "Dockerfile"), []byte("FROM "+baseImage+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	commit := repo.commit("links", map[string]string{
+	commit := repo.Commit("links", map[string]string{
 		"Dockerfile":       sampleApp["Dockerfile"],
 		"index.html":       sampleApp["index.html"],
 		"escape":           "->" + outside,
@@ -285,7 +285,7 @@ func TestBuildTimeout(t *testing.T) {
 	needPodman(t)
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
 	seconds := fmt.Sprint(3000 + time.Now().UnixNano()%1000) // marks our sleep among the host's processes
-	commit := repo.commit("slow", map[string]string{"Dockerfile": "FROM " + baseImage + "\nRUN sleep " + seconds + "\n"})
+	commit := repo.Commit("slow", map[string]string{"Dockerfile": "FROM " + baseImage + "\nRUN sleep " + seconds + "\n"})
 	ns, wl := "default", randomName("bt-slow")
 	b, _ := testBuilder(t, Config{Timeout: 3 * time.Second}, ns, wl)
 	_, err := b.Build(context.Background(), Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit})
@@ -335,7 +335,7 @@ func TestCloseStopsBuilds(t *testing.T) {
 	needPodman(t)
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
 	seconds := fmt.Sprint(4000 + time.Now().UnixNano()%1000)
-	commit := repo.commit("slow", map[string]string{"Dockerfile": "FROM " + baseImage + "\nRUN sleep " + seconds + "\n"})
+	commit := repo.Commit("slow", map[string]string{"Dockerfile": "FROM " + baseImage + "\nRUN sleep " + seconds + "\n"})
 	ns, wl := "default", randomName("bt-close")
 	b, _ := testBuilder(t, Config{}, ns, wl)
 	req := Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit}

@@ -18,7 +18,7 @@ func TestRegistryCache(t *testing.T) {
 	needPodman(t)
 	reg := startRegistryAuth(t, true)
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
-	commit := repo.commit("app", sampleApp)
+	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bt-cache")
 	req := Request{
 		Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit,
@@ -68,7 +68,7 @@ func TestRegistryCache(t *testing.T) {
 
 	// Without the credentials, the cache is a miss and the push a warning.
 	anon := req
-	anon.Commit = repo.commit("v2", map[string]string{"index.html": "<h1>v2</h1>\n"})
+	anon.Commit = repo.Commit("v2", map[string]string{"index.html": "<h1>v2</h1>\n"})
 	third, _ := testBuilder(t, Config{Node: "node-c", InsecureRegistries: []string{reg.host}}, ns, wl)
 	rec3, err := third.Build(ctx, anon)
 	if err != nil {
@@ -83,7 +83,7 @@ func TestRegistryCache(t *testing.T) {
 func TestPushFailureIsAWarning(t *testing.T) {
 	needPodman(t)
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
-	commit := repo.commit("app", sampleApp)
+	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bt-nopush")
 	dead := "127.0.0.1:1" // nothing listens on port 1
 	b, _ := testBuilder(t, Config{InsecureRegistries: []string{dead}, Timeout: time.Minute}, ns, wl)

@@ -22,8 +22,8 @@ func TestCheckout(t *testing.T) {
 	for _, allowSHA := range []bool{true, false} {
 		t.Run(map[bool]string{true: "by hash", false: "full fetch"}[allowSHA], func(t *testing.T) {
 			repo := newAppRepo(t, appRepoOptions{allowSHA: allowSHA})
-			first := repo.commit("v1", map[string]string{"app/index.html": "v1\n", "app/link": "->index.html"})
-			repo.commit("v2", map[string]string{"app/index.html": "v2\n", "app/new.txt": "new\n"})
+			first := repo.Commit("v1", map[string]string{"app/index.html": "v1\n", "app/link": "->index.html"})
+			repo.Commit("v2", map[string]string{"app/index.html": "v2\n", "app/new.txt": "new\n"})
 			dir := t.TempDir()
 			var log bytes.Buffer
 			shallow, err := checkout(context.Background(), repo.url, first, Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
@@ -49,7 +49,7 @@ func TestCheckout(t *testing.T) {
 	}
 	t.Run("unknown commit", func(t *testing.T) {
 		repo := newAppRepo(t, appRepoOptions{allowSHA: false})
-		repo.commit("v1", map[string]string{"a": "a\n"})
+		repo.Commit("v1", map[string]string{"a": "a\n"})
 		dir := t.TempDir()
 		_, err := checkout(context.Background(), repo.url, strings.Repeat("e", 40), Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &bytes.Buffer{})
 		if !errors.Is(err, errCommitNotFound) {

@@ -10,19 +10,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"kat.dws.rip/kat/build/gittest"
 	"kat.dws.rip/kat/runtime"
 )
 
@@ -86,14 +84,11 @@ func randomName(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
-// appRepo is a bare repository served over Git smart HTTP plus a working
-// clone that commits to it with the git CLI.
+// appRepo is an app repository served over Git smart HTTP (gittest), with
+// a working clone that commits to it.
 type appRepo struct {
-	t    testing.TB
-	bare string
-	work string
-	url  string
-	reqs atomic.Int64
+	*gittest.Repo
+	url string
 }
 
 // appRepoOptions tunes the server of an appRepo.
@@ -106,81 +101,9 @@ type appRepoOptions struct {
 
 func newAppRepo(t testing.TB, opts appRepoOptions) *appRepo {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		skipOrFail(t, "git is not installed")
-	}
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		skipOrFail(t, "git --exec-path: %v", err)
-	}
-	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
-	if _, err := os.Stat(backend); err != nil {
-		skipOrFail(t, "git http-backend not found: %v", err)
-	}
-	root := t.TempDir()
-	r := &appRepo{t: t, bare: filepath.Join(root, "app.git"), work: filepath.Join(root, "work")}
-	r.git(root, "init", "-q", "--bare", "-b", "main", r.bare)
-	r.git(r.bare, "config", "uploadpack.allowReachableSHA1InWant", fmt.Sprint(opts.allowSHA))
-	r.git(root, "init", "-q", "-b", "main", r.work)
-	r.git(r.work, "remote", "add", "origin", r.bare)
-
-	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if opts.user != "" {
-			u, p, ok := req.BasicAuth()
-			if !ok || u != opts.user || p != opts.password {
-				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-				http.Error(w, "unauthorized", http.StatusUnauthorized)
-				return
-			}
-		}
-		r.reqs.Add(1)
-		h.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	r.url = srv.URL + "/app.git"
-	return r
-}
-
-func (r *appRepo) git(dir string, args ...string) string {
-	r.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=kat", "GIT_AUTHOR_EMAIL=kat@example.com",
-		"GIT_COMMITTER_NAME=kat", "GIT_COMMITTER_EMAIL=kat@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// commit writes files (a value "" removes the file; "->target" makes a
-// symbolic link), commits, pushes and returns the commit hash.
-func (r *appRepo) commit(msg string, files map[string]string) string {
-	r.t.Helper()
-	for name, content := range files {
-		p := filepath.Join(r.work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		_ = os.Remove(p)
-		var err error
-		switch {
-		case content == "":
-		case strings.HasPrefix(content, "->"):
-			err = os.Symlink(strings.TrimPrefix(content, "->"), p)
-		default:
-			err = os.WriteFile(p, []byte(content), 0o644)
-		}
-		if err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	r.git(r.work, "add", "-A")
-	r.git(r.work, "commit", "-q", "--allow-empty", "-m", msg)
-	r.git(r.work, "push", "-q", "-f", "origin", "main")
-	return r.git(r.work, "rev-parse", "HEAD")
+	r := gittest.NewRepo(t, "app")
+	srv := gittest.Serve(t, r, gittest.ServerOptions{AllowSHA: opts.allowSHA, User: opts.user, Password: opts.password})
+	return &appRepo{Repo: r, url: srv.RepoURL}
 }
 
 // sampleApp is an app whose image serves index.html with busybox httpd.
@@ -404,13 +327,6 @@ func dumpLogs(t testing.TB, workDir string) {
 	}
 }
 
-// skipOrFail skips t for a missing prerequisite, or fails it when
-// KAT_REQUIRE_PREREQS is set (task ci sets it after installing them), so a CI
-// machine that lost Podman or git goes red instead of silently skipping.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("KAT_REQUIRE_PREREQS") != "" {
-		t.Fatalf("prerequisite missing (KAT_REQUIRE_PREREQS is set): "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
+// skipOrFail skips t for a missing prerequisite (Podman, the registry), or
+// fails it when KAT_REQUIRE_PREREQS is set: gittest's, shared by the tests.
+var skipOrFail = gittest.SkipOrFail

@@ -25,7 +25,7 @@ func BenchmarkGitSync1000(b *testing.B) {
 	for i := range dirs {
 		r.workload(fmt.Sprintf("apps/w%04d", i), "default", fmt.Sprintf("w%04d", i), 1)
 	}
-	c1 := r.commit("1000 workloads")
+	c1 := r.Commit("1000 workloads", nil)
 	srv, url := newGitServer(b, r)
 	ctx := context.Background()
 	for b.Loop() {
@@ -45,7 +45,7 @@ func BenchmarkGitSync1000(b *testing.B) {
 				b.Fatal(err)
 			}
 			r.workload("apps/"+name, "default", name, 2+i)
-			head := r.commit("change " + name)
+			head := r.Commit("change "+name, nil)
 			t0 := time.Now()
 			n, err := e.m.DispatchPush(ctx, webhook.Push{Provider: "generic", RepoURLs: []string{url}, Ref: "refs/heads/main", After: head})
 			if err != nil || n != 1 {
@@ -66,12 +66,12 @@ func BenchmarkGitSync1000(b *testing.B) {
 		src := newSource(Defaulted(resources.SourceSpec{Name: "config", URL: url}), e.repo, b.TempDir(), zerolog.Nop(), time.Now)
 		src.round(ctx)
 		const polls = 20
-		bytes0, t0 := srv.bytes.Load(), time.Now()
+		bytes0, t0 := srv.Bytes(), time.Now()
 		for range polls {
 			src.round(ctx)
 		}
 		pollTime := time.Since(t0) / polls
-		pollBytes := float64(srv.bytes.Load()-bytes0) / polls
+		pollBytes := float64(srv.Bytes()-bytes0) / polls
 		if src.status.LastError != "" {
 			b.Fatalf("no-change poll: %s", src.status.LastError)
 		}

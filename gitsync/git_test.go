@@ -13,19 +13,19 @@ import (
 // and once reusing the previous commit's listing; both must be equal.
 func TestIncrementalListingEqualsFullListing(t *testing.T) {
 	r := newTestRemote(t)
-	r.write("ns1/namespace.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: ns1\n"))
+	r.WriteFile("ns1/namespace.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: ns1\n"))
 	r.workload("ns1/a", "ns1", "a", 1)
 	r.workload("ns1/deep/b", "ns1", "b", 1)
 	r.workload("ns2/c", "default", "c", 1)
 	r.workload("ns2/d", "default", "d", 1)
-	r.write(".hidden/x/workload.kat", []byte("ignored"))
-	c1 := r.commit("one")
+	r.WriteFile(".hidden/x/workload.kat", []byte("ignored"))
+	c1 := r.Commit("one", nil)
 	r.workload("ns2/d", "default", "d", 2)
-	r.remove("ns1/deep")
+	r.Remove("ns1/deep")
 	r.workload("ns3/e", "default", "e", 1)
-	c2 := r.commit("two")
+	c2 := r.Commit("two", nil)
 
-	g, err := openRepo(filepath.Join(t.TempDir(), "clone"), r.fileURL(), "main")
+	g, err := openRepo(filepath.Join(t.TempDir(), "clone"), r.FileURL(), "main")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,14 +14,14 @@ import (
 
 func TestResolveRef(t *testing.T) {
 	r := newTestRemote(t)
-	r.write("README", []byte("zero\n"))
-	zero := r.commit("zero")
-	r.write("Dockerfile", []byte("FROM scratch\n"))
-	first := r.commit("first")
-	r.git(r.work, "tag", "-a", "v1", "-m", "v1")
-	r.git(r.work, "push", "-q", "origin", "v1")
-	r.write("index.html", []byte("two\n"))
-	second := r.commit("second")
+	r.WriteFile("README", []byte("zero\n"))
+	zero := r.Commit("zero", nil)
+	r.WriteFile("Dockerfile", []byte("FROM scratch\n"))
+	first := r.Commit("first", nil)
+	r.Git(r.Work, "tag", "-a", "v1", "-m", "v1")
+	r.Git(r.Work, "push", "-q", "origin", "v1")
+	r.WriteFile("index.html", []byte("two\n"))
+	second := r.Commit("second", nil)
 	_, url := newGitServer(t, r)
 	ctx := context.Background()
 	tests := []struct {

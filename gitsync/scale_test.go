@@ -22,15 +22,15 @@ func TestOneChangeOfFiveHundred(t *testing.T) {
 	for i := range n {
 		r.workload(fmt.Sprintf("apps/w%03d", i), "default", fmt.Sprintf("w%03d", i), 1)
 	}
-	c1 := r.commit("500 workloads")
+	c1 := r.Commit("500 workloads", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.fileURL()})
+	e.addSource(resources.SourceSpec{URL: r.FileURL()})
 	if st := e.waitApplied("config", c1); st.Workloads != n {
 		t.Fatalf("workloads = %d, want %d", st.Workloads, n)
 	}
 	before := e.generations()
 	r.workload("apps/w250", "default", "w250", 2)
-	c2 := r.commit("scale w250")
+	c2 := r.Commit("scale w250", nil)
 	e.waitApplied("config", c2)
 	after := e.generations()
 	changed := 0
@@ -50,9 +50,9 @@ func TestOneChangeOfFiveHundred(t *testing.T) {
 func TestDispatchPushMatchesURLFormsAndBranch(t *testing.T) {
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
-	c1 := r.commit("one")
+	c1 := r.Commit("one", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.fileURL()})
+	e.addSource(resources.SourceSpec{URL: r.FileURL()})
 	e.addSource(resources.SourceSpec{Name: "gh", URL: "https://github.com/acme/config.git", Branch: "prod"})
 	e.waitApplied("config", c1)
 	e.eventually("both sources running", func() string {
@@ -71,7 +71,7 @@ func TestDispatchPushMatchesURLFormsAndBranch(t *testing.T) {
 		{"html form", webhook.Push{RepoURLs: []string{"https://github.com/acme/config/"}, Ref: "refs/heads/prod"}, 1},
 		{"other branch", webhook.Push{RepoURLs: []string{"https://github.com/acme/config.git"}, Ref: "refs/heads/main"}, 0},
 		{"other repo", webhook.Push{RepoURLs: []string{"https://github.com/acme/other.git"}, Ref: "refs/heads/prod"}, 0},
-		{"file repo", webhook.Push{RepoURLs: []string{r.fileURL()}, Ref: "refs/heads/main"}, 1},
+		{"file repo", webhook.Push{RepoURLs: []string{r.FileURL()}, Ref: "refs/heads/main"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, err := e.m.DispatchPush(ctx, tc.push); err != nil || got != tc.want {
@@ -111,14 +111,14 @@ func TestDamagedCloneIsClonedAgain(t *testing.T) {
 			r := newTestRemote(t)
 			r.workload("web", "default", "web", 1)
 			r.workload("db", "default", "db", 1)
-			c1 := r.commit("one")
+			c1 := r.Commit("one", nil)
 			e := newEnv(t)
-			e.addSource(resources.SourceSpec{URL: r.fileURL()})
+			e.addSource(resources.SourceSpec{URL: r.FileURL()})
 			e.waitApplied("config", c1)
 			e.stop()
 			tc.damage(t, filepath.Join(e.dataDir, "config"))
 			r.workload("web", "default", "web", 2)
-			c2 := r.commit("two")
+			c2 := r.Commit("two", nil)
 			e.start()
 			e.waitApplied("config", c2)
 			if g := e.generations(); g["default/web"] != 2 || g["default/db"] != 1 {

@@ -46,7 +46,7 @@ func newKey(t *testing.T, name string) (*openpgp.Entity, string) {
 // unsigned), and pushes with the git CLI.
 func (r *testRemote) signedCommit(t *testing.T, msg string, key *openpgp.Entity) string {
 	t.Helper()
-	repo, err := git.PlainOpen(r.work)
+	repo, err := git.PlainOpen(r.Work)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func (r *testRemote) signedCommit(t *testing.T, msg string, key *openpgp.Entity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.git(r.work, "push", "-q", "-f", "origin", "main")
+	r.Git(r.Work, "push", "-q", "-f", "origin", "main")
 	return h.String()
 }
 
@@ -73,7 +73,7 @@ func TestSignatures(t *testing.T) {
 	r.workload("web", "default", "web", 1)
 	c1 := r.signedCommit(t, "signed", trusted)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.fileURL(), KeyringFile: ring})
+	e.addSource(resources.SourceSpec{URL: r.FileURL(), KeyringFile: ring})
 	e.waitApplied("config", c1)
 
 	for _, tc := range []struct {

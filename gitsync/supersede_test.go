@@ -18,13 +18,13 @@ import (
 func TestNewerCommitSupersedes(t *testing.T) {
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
-	c1 := r.commit("one")
+	c1 := r.Commit("one", nil)
 	repo := resources.New(storetest.New(t))
 	ctx := context.Background()
 	if _, err := repo.EnsureNamespace(ctx, resources.NamespaceDefault, nil); err != nil {
 		t.Fatal(err)
 	}
-	spec := Defaulted(resources.SourceSpec{Name: "config", URL: r.fileURL(), IntervalSeconds: 3600})
+	spec := Defaulted(resources.SourceSpec{Name: "config", URL: r.FileURL(), IntervalSeconds: 3600})
 	s := newSource(spec, repo, t.TempDir(), zerolog.Nop(), time.Now)
 	s.round(ctx)
 	t.Cleanup(func() { s.git.close() })
@@ -41,7 +41,7 @@ func TestNewerCommitSupersedes(t *testing.T) {
 	}
 
 	r.workload("web", "default", "web", 2)
-	r.commit("two")
+	r.Commit("two", nil)
 	s.Trigger()
 	plan.Apply = plan.Apply[:0]
 	for i := range 40 {
@@ -63,9 +63,9 @@ func TestFirstSyncRepairsDriftBehindGitsBack(t *testing.T) {
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
 	r.workload("db", "default", "db", 1)
-	c1 := r.commit("one")
+	c1 := r.Commit("one", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.fileURL()})
+	e.addSource(resources.SourceSpec{URL: r.FileURL()})
 	e.waitApplied("config", c1)
 	e.stop()
 	if _, err := e.repo.DeleteWorkload(context.Background(), resources.DeleteRequest{Namespace: "default", Name: "web", Force: true}); err != nil {

@@ -24,11 +24,11 @@ func condition(conds []resources.Condition, typ string) *resources.Condition {
 func TestSyncOverHTTP(t *testing.T) {
 	r := newTestRemote(t)
 	srv, url := newGitServer(t, r)
-	r.write("demo/namespace.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: demo\n"))
+	r.WriteFile("demo/namespace.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: demo\n"))
 	r.workload("apps/web", "default", "web", 1)
 	r.workload("apps/db", "default", "db", 1)
 	r.workload("demo/cron", "demo", "cron", 1)
-	c1 := r.commit("first")
+	c1 := r.Commit("first", nil)
 	e := newEnv(t)
 	e.addSource(resources.SourceSpec{URL: url})
 	ctx := context.Background()
@@ -54,7 +54,7 @@ func TestSyncOverHTTP(t *testing.T) {
 	t.Run("a change moves only its workload's generation", func(t *testing.T) {
 		before := e.generations()
 		r.workload("apps/web", "default", "web", 3)
-		c2 := r.commit("scale web")
+		c2 := r.Commit("scale web", nil)
 		e.waitApplied("config", c2)
 		after := e.generations()
 		for k, g := range before {
@@ -76,8 +76,8 @@ func TestSyncOverHTTP(t *testing.T) {
 	})
 
 	t.Run("a deleted directory is pruned", func(t *testing.T) {
-		r.remove("apps/db")
-		c3 := r.commit("drop db")
+		r.Remove("apps/db")
+		c3 := r.Commit("drop db", nil)
 		st := e.waitApplied("config", c3)
 		if _, ok := e.generations()["default/db"]; ok || st.Workloads != 2 {
 			t.Errorf("default/db still there (workloads %d), want it pruned", st.Workloads)
@@ -86,9 +86,9 @@ func TestSyncOverHTTP(t *testing.T) {
 
 	t.Run("a broken directory leaves the others applied", func(t *testing.T) {
 		before := e.generations()
-		r.write("apps/web/workload.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Workload\nmetadata:\n  name: web\nspec:\n  type: Service\n  replicas: -1\n"))
+		r.WriteFile("apps/web/workload.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Workload\nmetadata:\n  name: web\nspec:\n  type: Service\n  replicas: -1\n"))
 		r.workload("apps/api", "default", "api", 1)
-		c4 := r.commit("break web, add api")
+		c4 := r.Commit("break web, add api", nil)
 		st := e.waitApplied("config", c4)
 		if len(st.PathErrors) != 1 || st.PathErrors[0].Path != "apps/web" || !strings.Contains(st.PathErrors[0].Error, "apps/web/workload.kat:") {
 			t.Fatalf("path errors = %+v, want one for apps/web naming apps/web/workload.kat:LINE", st.PathErrors)
@@ -110,13 +110,13 @@ func TestSyncOverHTTP(t *testing.T) {
 
 		// A commit that touches another directory keeps the error.
 		r.workload("apps/api", "default", "api", 2)
-		c5 := r.commit("scale api")
+		c5 := r.Commit("scale api", nil)
 		if st := e.waitApplied("config", c5); len(st.PathErrors) != 1 {
 			t.Errorf("path errors after an unrelated commit = %+v, want apps/web's kept", st.PathErrors)
 		}
 
 		r.workload("apps/web", "default", "web", 2)
-		c6 := r.commit("fix web")
+		c6 := r.Commit("fix web", nil)
 		st = e.waitApplied("config", c6)
 		if len(st.PathErrors) != 0 {
 			t.Errorf("path errors after the fix = %+v, want none", st.PathErrors)
@@ -131,9 +131,9 @@ func TestSyncOverHTTP(t *testing.T) {
 	})
 
 	t.Run("a force-push converges", func(t *testing.T) {
-		r.git(r.work, "reset", "-q", "--hard", c1)
+		r.Git(r.Work, "reset", "-q", "--hard", c1)
 		r.workload("apps/other", "default", "other", 1)
-		c7 := r.commit("rewritten history")
+		c7 := r.Commit("rewritten history", nil)
 		st := e.waitApplied("config", c7)
 		gens := e.generations()
 		for _, k := range []string{"default/web", "default/db", "demo/cron", "default/other"} {
@@ -151,9 +151,9 @@ func TestSyncOverHTTP(t *testing.T) {
 
 	t.Run("an unreachable server keeps the applied state and recovers", func(t *testing.T) {
 		before := e.generations()
-		srv.down.Store(true)
+		srv.SetDown(true)
 		r.workload("apps/web", "default", "web", 5)
-		c8 := r.commit("while down")
+		c8 := r.Commit("while down", nil)
 		e.eventually("fetch failure reported", func() string {
 			c := condition(e.source("config").Status.Conditions, CondReady)
 			if c == nil || c.Reason != ReasonFetchFailed {
@@ -167,7 +167,7 @@ func TestSyncOverHTTP(t *testing.T) {
 		if st := e.source("config").Status; st.LastError == "" || st.AppliedCommit == c8 {
 			t.Errorf("status while down = %+v, want an error and the old commit", st)
 		}
-		srv.down.Store(false)
+		srv.SetDown(false)
 		st := e.waitApplied("config", c8)
 		if st.LastError != "" || condition(st.Conditions, CondReady).Status != resources.ConditionTrue {
 			t.Errorf("status after recovery = %+v, want Ready and no error", st)
@@ -178,14 +178,14 @@ func TestSyncOverHTTP(t *testing.T) {
 func TestPruneAllRefused(t *testing.T) {
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
-	c1 := r.commit("one")
+	c1 := r.Commit("one", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.fileURL()})
+	e.addSource(resources.SourceSpec{URL: r.FileURL()})
 	e.waitApplied("config", c1)
 
-	r.remove("web")
-	r.write("README.md", []byte("empty\n"))
-	c2 := r.commit("delete everything")
+	r.Remove("web")
+	r.WriteFile("README.md", []byte("empty\n"))
+	c2 := r.Commit("delete everything", nil)
 	e.eventually("prune refused", func() string {
 		st := e.source("config").Status
 		if st.LastAttemptedCommit != c2 || condition(st.Conditions, CondStalled) == nil {
@@ -213,9 +213,9 @@ func TestPruneAllRefused(t *testing.T) {
 func TestSuspendAndResume(t *testing.T) {
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
-	c1 := r.commit("one")
+	c1 := r.Commit("one", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.fileURL()})
+	e.addSource(resources.SourceSpec{URL: r.FileURL()})
 	e.waitApplied("config", c1)
 	ctx := context.Background()
 
@@ -228,7 +228,7 @@ func TestSuspendAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.workload("web", "default", "web", 2)
-	c2 := r.commit("git changes web")
+	c2 := r.Commit("git changes web", nil)
 	e.waitApplied("config", c2)
 	w, _ := e.repo.GetWorkload(ctx, "default", "web")
 	if w.Meta.SpecHash != q.SpecHash() || !w.Meta.Suspended {
@@ -261,15 +261,15 @@ func TestMissingNamespaceThenAdded(t *testing.T) {
 	r := newTestRemote(t)
 	r.workload("apps/web", "default", "web", 1)
 	r.workload("late/job", "late", "job", 1)
-	c1 := r.commit("late namespace missing")
+	c1 := r.Commit("late namespace missing", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.fileURL()})
+	e.addSource(resources.SourceSpec{URL: r.FileURL()})
 	st := e.waitApplied("config", c1)
 	if len(st.PathErrors) != 1 || st.PathErrors[0].Path != "late/job" || !strings.Contains(st.PathErrors[0].Error, `namespace "late"`) {
 		t.Fatalf("path errors = %+v, want late/job naming the namespace", st.PathErrors)
 	}
-	r.write("late/namespace.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: late\n"))
-	c2 := r.commit("add namespace late")
+	r.WriteFile("late/namespace.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: late\n"))
+	c2 := r.Commit("add namespace late", nil)
 	if st := e.waitApplied("config", c2); len(st.PathErrors) != 0 {
 		t.Errorf("path errors = %+v, want none", st.PathErrors)
 	}

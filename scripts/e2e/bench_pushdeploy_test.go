@@ -34,10 +34,10 @@ func BenchmarkPushToDeploy(b *testing.B) {
 	requireBuild(b)
 	reg := startRegistry(b)
 	app := newGitRemoteNamed(b, "app")
-	app.pushFiles("v0", map[string]string{"Dockerfile": appDockerfile, "index.html": "v0\n"})
+	app.Commit("v0", map[string]string{"Dockerfile": appDockerfile, "index.html": "v0\n"})
 	cfg := newGitRemote(b)
 	wl := "p2db-" + randomHex(3)
-	cfg.pushFiles("add "+wl, appWorkloadFiles(b, wl, app.url, reg+"/cache/"+wl))
+	cfg.Commit("add "+wl, appWorkloadFiles(b, wl, app.url, reg+"/cache/"+wl))
 	b.Cleanup(func() { removeLocalImages(wl) })
 	ref := "default/" + wl
 	first := startPushCluster(b, cfg, "", "--insecure-registry", reg)
@@ -51,7 +51,7 @@ func BenchmarkPushToDeploy(b *testing.B) {
 	for b.Loop() {
 		i++
 		body := fmt.Sprintf("bench %d", i)
-		commit := app.pushFiles(body, map[string]string{"index.html": body + "\n"})
+		commit := app.Commit(body, map[string]string{"index.html": body + "\n"})
 		byHand += manualDeploy(b, app.url, body)
 
 		p := startProber(b, first.Cluster, ref)

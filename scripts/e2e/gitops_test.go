@@ -7,10 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,16 +15,16 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"kat.dws.rip/kat/build/gittest"
 	"kat.dws.rip/kat/webhook"
 )
 
-// gitRemote is a bare repository served over Git smart HTTP by git
-// http-backend, and a working clone that pushes to it.
+// gitRemote is a repository served over Git smart HTTP by git
+// http-backend (gittest), and a working clone that pushes to it.
 type gitRemote struct {
-	t    testing.TB
-	bare string
-	work string
-	url  string
+	*gittest.Repo
+	t   testing.TB
+	url string
 }
 
 func newGitRemote(t testing.TB) *gitRemote {
@@ -38,63 +35,13 @@ func newGitRemote(t testing.TB) *gitRemote {
 // newGitRemoteNamed serves NAME.git (a config or an app repository).
 func newGitRemoteNamed(t testing.TB, name string) *gitRemote {
 	t.Helper()
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		skipOrFail(t, "git is not installed: %v", err)
-	}
-	root := t.TempDir()
-	r := &gitRemote{t: t, bare: filepath.Join(root, name+".git"), work: filepath.Join(root, "work")}
-	r.git(root, "init", "-q", "--bare", "-b", "main", r.bare)
-	r.git(root, "clone", "-q", r.bare, r.work)
-	h := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	r.url = srv.URL + "/" + name + ".git"
-	return r
-}
-
-func (r *gitRemote) git(dir string, args ...string) string {
-	r.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=e2e", "GIT_AUTHOR_EMAIL=e2e@example.com",
-		"GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// pushFiles writes files (path relative to the work tree: content),
-// commits and pushes them, and returns the new head.
-func (r *gitRemote) pushFiles(msg string, files map[string]string) string {
-	r.t.Helper()
-	for p, content := range files {
-		full := filepath.Join(r.work, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	r.git(r.work, "add", "-A")
-	r.git(r.work, "commit", "-q", "-m", msg)
-	r.git(r.work, "push", "-q", "origin", "HEAD:main")
-	return r.git(r.work, "rev-parse", "HEAD")
+	r := gittest.NewRepo(t, name)
+	return &gitRemote{Repo: r, t: t, url: gittest.Serve(t, r, gittest.ServerOptions{}).RepoURL}
 }
 
 // pushWorkload commits default/NAME and pushes it.
 func (r *gitRemote) pushWorkload(name string) string {
 	r.t.Helper()
-	dir := filepath.Join(r.work, "default", name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		r.t.Fatal(err)
-	}
 	wl := fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
 metadata:
@@ -110,13 +57,7 @@ spec:
   container:
     command: ["/bin/sh", "-c", "sleep 3600"]
 `, name)
-	if err := os.WriteFile(filepath.Join(dir, "workload.kat"), []byte(wl), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-	r.git(r.work, "add", "-A")
-	r.git(r.work, "commit", "-q", "-m", "add "+name)
-	r.git(r.work, "push", "-q", "origin", "HEAD:main")
-	return r.git(r.work, "rev-parse", "HEAD")
+	return r.Commit("add "+name, map[string]string{"default/" + name + "/workload.kat": wl})
 }
 
 func waitForWorkload(t *testing.T, c *Cluster, name string) {
@@ -233,7 +174,7 @@ func ownershipThroughBinaries(t *testing.T, c *Cluster, remote *gitRemote) {
 		t.Errorf("source set --interval 1s: %s, want refused naming intervalSeconds", r)
 	}
 
-	dir := filepath.Join(remote.work, "default", "synced")
+	dir := filepath.Join(remote.Work, "default", "synced")
 	wl, err := os.ReadFile(filepath.Join(dir, "workload.kat"))
 	if err != nil {
 		t.Fatal(err)

@@ -75,10 +75,10 @@ func TestPushToDeployCache(t *testing.T) {
 	requireBuild(t)
 	reg := startRegistry(t)
 	app := newGitRemoteNamed(t, "app")
-	c1 := app.pushFiles("v1", map[string]string{"Dockerfile": appDockerfile, "index.html": "cached v1\n"})
+	c1 := app.Commit("v1", map[string]string{"Dockerfile": appDockerfile, "index.html": "cached v1\n"})
 	cfg := newGitRemote(t)
 	wl := "p2dc-" + randomHex(3)
-	cfg.pushFiles("add "+wl, appWorkloadFiles(t, wl, app.url, reg+"/cache/"+wl))
+	cfg.Commit("add "+wl, appWorkloadFiles(t, wl, app.url, reg+"/cache/"+wl))
 	t.Cleanup(func() { removeLocalImages(wl) })
 	image := "kat-local/default_" + wl + ":" + c1[:12]
 	ref := "default/" + wl

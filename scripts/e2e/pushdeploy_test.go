@@ -55,10 +55,10 @@ func TestPushToDeploy(t *testing.T) {
 	requireBuild(t)
 	ctx := context.Background()
 	app := newGitRemoteNamed(t, "app")
-	c1 := app.pushFiles("v1", map[string]string{"Dockerfile": appDockerfile, "index.html": "v1\n"})
+	c1 := app.Commit("v1", map[string]string{"Dockerfile": appDockerfile, "index.html": "v1\n"})
 	cfg := newGitRemote(t)
 	wl := "p2d-" + randomHex(3)
-	cfg.pushFiles("add "+wl, appWorkloadFiles(t, wl, app.url, ""))
+	cfg.Commit("add "+wl, appWorkloadFiles(t, wl, app.url, ""))
 	t.Cleanup(func() { removeLocalImages(wl) })
 	c := startPushCluster(t, cfg, "")
 	ref := "default/" + wl
@@ -74,7 +74,7 @@ func TestPushToDeploy(t *testing.T) {
 	// A new commit, announced by a webhook: new image, new instance, and
 	// something serves at every moment.
 	p := startProber(t, c.Cluster, ref)
-	c2 := app.pushFiles("v2", map[string]string{"index.html": "v2\n"})
+	c2 := app.Commit("v2", map[string]string{"index.html": "v2\n"})
 	start := time.Now()
 	if code := c.pushHook(t, app.url, c2); code != http.StatusAccepted {
 		t.Fatalf("webhook for the app repository: %d, want 202\n%s", code, c.Tail(20))
@@ -96,7 +96,7 @@ func TestPushToDeploy(t *testing.T) {
 	// A broken Dockerfile: BuildFailed, and the running version is left
 	// alone.
 	p = startProber(t, c.Cluster, ref)
-	c3 := app.pushFiles("broken", map[string]string{"Dockerfile": brokenDockerfile})
+	c3 := app.Commit("broken", map[string]string{"Dockerfile": brokenDockerfile})
 	if code := c.pushHook(t, app.url, c3); code != http.StatusAccepted {
 		t.Fatalf("webhook for the broken commit: %d, want 202", code)
 	}

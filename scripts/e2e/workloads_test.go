@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/build/gittest"
 )
 
 // requirePodman skips the test unless podman and localhost/kat-base are
@@ -368,13 +369,6 @@ func lastHeartbeat(t testing.TB, c *Cluster) time.Time {
 	return *nodes[0].LastHeartbeat
 }
 
-// skipOrFail skips t for a missing prerequisite, or fails it when
-// KAT_REQUIRE_PREREQS is set (task ci sets it after installing them), so a CI
-// machine that lost Podman or git goes red instead of silently skipping.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("KAT_REQUIRE_PREREQS") != "" {
-		t.Fatalf("prerequisite missing (KAT_REQUIRE_PREREQS is set): "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
+// skipOrFail skips t for a missing prerequisite (Podman, the base image), or
+// fails it when KAT_REQUIRE_PREREQS is set: gittest's, shared by the tests.
+var skipOrFail = gittest.SkipOrFail

@@ -23,7 +23,7 @@ import (
 
 func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 	ctx := context.Background()
-	agentSrv := httptest.NewTLSServer(api.AgentHandler(api.AgentConfig{
+	f := newAgentFixture(t, api.AgentConfig{
 		Logs: func(_ context.Context, id string, follow bool, w io.Writer) error {
 			if id != "web-1" {
 				return fmt.Errorf("%w: %s", api.ErrUnknownInstance, id)
@@ -31,22 +31,7 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 			_, err := fmt.Fprintf(w, "hello from %s follow=%v\n", id, follow)
 			return err
 		},
-	}))
-	t.Cleanup(agentSrv.Close)
-	pool := x509.NewCertPool()
-	pool.AddCert(agentSrv.Certificate())
-	f := newFixture(t, func(c *api.ServerConfig) {
-		c.AgentTransport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	})
-	host, port, _ := net.SplitHostPort(strings.TrimPrefix(agentSrv.URL, "https://"))
-	p, _ := strconv.Atoi(port)
-	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", AdvertiseAddress: host, AgentPort: p}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "default", 1)}),
-		api.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if err := f.repo.WriteAssignments(ctx, []resources.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default",
 		Workload: "web", Image: "img", CreatedAt: time.Now()}}, nil); err != nil {
 		t.Fatal(err)
@@ -98,4 +83,29 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// newAgentFixture is a fixture whose server reaches a TLS agent serving
+// agent (a node n1 registered at it), with the workload default/web
+// applied.
+func newAgentFixture(t *testing.T, agent api.AgentConfig) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	agentSrv := httptest.NewTLSServer(api.AgentHandler(agent))
+	t.Cleanup(agentSrv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(agentSrv.Certificate())
+	f := newFixture(t, func(c *api.ServerConfig) {
+		c.AgentTransport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	})
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(agentSrv.URL, "https://"))
+	p, _ := strconv.Atoi(port)
+	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", AdvertiseAddress: host, AgentPort: p}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "default", 1)}),
+		api.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

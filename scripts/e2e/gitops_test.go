@@ -110,6 +110,9 @@ func TestGitOpsThroughBinaries(t *testing.T) {
 		if err := c.Stop(30 * time.Second); err != nil {
 			t.Errorf("stop kat-agent: %v", err)
 		}
+		if err := RemoveNodeContainers(c.Node); err != nil {
+			t.Errorf("remove the test's containers: %v", err)
+		}
 	})
 	waitForWorkload(t, c, "first")
 

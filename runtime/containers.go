@@ -66,11 +66,9 @@ func (p *Podman) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 	if err := spec.Validate(); err != nil {
 		return "", fmt.Errorf("create container %q: %w", spec.Name, err)
 	}
-	userns := spec.UserNS
-	if userns == "" {
-		userns = p.cfg.DefaultUserNS
-	}
-	if userns == "auto" || strings.HasPrefix(userns, "auto:") {
+	// Explicit maps (spec.IDMap) skip the queue: only auto allocation
+	// deadlocks.
+	if userns := p.userNS(&spec); spec.IDMap == nil && (userns == "auto" || strings.HasPrefix(userns, "auto:")) {
 		select {
 		case p.autoCreate <- struct{}{}:
 			defer func() { <-p.autoCreate }()

@@ -40,8 +40,10 @@
 //
 // SimpleClusterStorage mounts are chowned to the container's root user when
 // the container is created (podman's U option), so container root can write
-// them under --userns=auto. Replicas of one workload on one node share the
-// directory but get different uid ranges: the one created last owns it.
+// them under a user namespace. Replicas of one workload on one node share the
+// directory: with the workload's explicit id map (ContainerSpec.IDMap) they
+// share its owner too; under --userns=auto each gets its own uid range and
+// the one created last owns it.
 // HostMounts are mounted as they are: a writable one must allow the
 // container's unprivileged host uids.
 //
@@ -53,9 +55,15 @@
 //
 // # User namespaces
 //
-// Containers run with --userns=auto by default: container root maps to an
-// unprivileged host uid range (the "containers" entries of /etc/subuid and
-// /etc/subgid), never to host root.
+// A container with an IDMap maps uids and gids 0..65535 to HostBase.. on the
+// host (--uidmap/--gidmap 0:HostBase:65536); the agent gives every container
+// of a workload the same map, a slot of the "containers" range of
+// /etc/subuid and /etc/subgid (ReadSubIDRange, SubIDRange.Map). Without one,
+// containers run with --userns=auto: podman picks a range from the same
+// entries. Either way container root is an unprivileged host uid, never host
+// root. Podman 4.3.1 can deadlock when several --userns=auto creates run at
+// once, so the driver runs those one at a time; creates with explicit maps
+// run in parallel.
 //
 // # Errors
 //

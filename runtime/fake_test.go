@@ -92,6 +92,13 @@ func TestCreateArgs(t *testing.T) {
 	if args := strings.Join(pm.createArgs(&spec), " "); !strings.Contains(args, "--userns host") {
 		t.Fatalf("userns not passed: %s", args)
 	}
+	spec.UserNS = ""
+	spec.IDMap = &IDMap{HostBase: 2147483647 + 2*IDMapSize}
+	args := strings.Join(pm.createArgs(&spec), " ")
+	if !strings.Contains(args, " --restart no --uidmap 0:2147614719:65536 --gidmap 0:2147614719:65536 --label ") ||
+		strings.Contains(args, "--userns") {
+		t.Fatalf("explicit id map: %s", args)
+	}
 }
 
 func TestValidateNamesTheField(t *testing.T) {
@@ -116,6 +123,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		}, `mounts[1].target: "/t/" is mounted twice`},
 		{"tiny memory", func(s *ContainerSpec) { s.MemoryBytes = 1024 }, "memoryBytes: 1024 is below podman's minimum"},
 		{"negative cpu", func(s *ContainerSpec) { s.CPUMillis = -1 }, "cpuMillis: -1 is negative"},
+		{"map to host root", func(s *ContainerSpec) { s.IDMap = &IDMap{} }, "idMap.hostBase: 0 is not above 0"},
+		{"map and userns", func(s *ContainerSpec) { s.IDMap, s.UserNS = &IDMap{HostBase: 1}, "auto" }, `idMap: is set together with userNS "auto"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok
@@ -329,6 +338,13 @@ echo 0123abcd
 			t.Error(err)
 		}
 	}
+	// Creates with an explicit id map do not queue: with the queue held,
+	// one still runs.
+	f.pm.autoCreate <- struct{}{}
+	if _, err := f.pm.CreateContainer(ctx, ContainerSpec{Name: "mapped", Image: "i", IDMap: &IDMap{HostBase: 100000}}); err != nil {
+		t.Fatalf("explicit-map create while an auto create runs: %v", err)
+	}
+	<-f.pm.autoCreate
 	// A context that ends while waiting gives up with its error.
 	f.pm.autoCreate <- struct{}{}
 	defer func() { <-f.pm.autoCreate }()

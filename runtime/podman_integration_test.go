@@ -12,8 +12,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -490,4 +492,65 @@ func skipOrFail(t testing.TB, format string, args ...any) {
 		t.Fatalf("prerequisite missing (KAT_REQUIRE_PREREQS is set): "+format, args...)
 	}
 	t.Skipf(format, args...)
+}
+
+// TestPodmanExplicitIDMapSharedVolume creates two containers with the same
+// explicit id map and a shared bind mount with the chown option before
+// starting either, as replicas of one workload are: both can write it, and
+// container root is the map's base on the host.
+func TestPodmanExplicitIDMapSharedVolume(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ids, err := ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
+	if err != nil {
+		skipOrFail(t, "skipping: %v (scripts/install-prereqs.sh writes it)", err)
+	}
+	m, _ := ids.Map(int(ids.Slots() - 1)) // the top slot: far from --userns=auto's
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	var cids []string
+	for _, name := range []string{"r1", "r2"} {
+		spec := testSpec(mark, "map-"+name, "sh", "-c", "echo "+name+" > /data/"+name+" && cat /proc/self/uid_map")
+		spec.IDMap = m
+		spec.Mounts = []Mount{{Source: dir, Target: "/data", Chown: true}}
+		id, err := pm.CreateContainer(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cids = append(cids, id)
+	}
+	for _, id := range cids {
+		must(t, pm.StartContainer(ctx, id))
+	}
+	for i, id := range cids {
+		var st *ContainerStatus
+		eventually(t, 20*time.Second, "container exits", func() (bool, error) {
+			st, err = pm.InspectContainer(ctx, id)
+			return err == nil && st.State == StateExited, err
+		})
+		rc, err := pm.Logs(ctx, id, LogOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ExitCode != 0 {
+			t.Fatalf("replica %d exited %d: %s", i+1, st.ExitCode, out)
+		}
+		want := []string{"0", strconv.FormatInt(m.HostBase, 10), strconv.Itoa(IDMapSize)}
+		if f := strings.Fields(string(out)); strings.Join(f, " ") != strings.Join(want, " ") {
+			t.Fatalf("replica %d uid_map %q, want %q", i+1, out, want)
+		}
+	}
+	for _, name := range []string{"r1", "r2"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("replica %s wrote nothing: %v", name, err)
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; int64(uid) != m.HostBase {
+			t.Fatalf("%s is owned by host uid %d, want %d", name, uid, m.HostBase)
+		}
+	}
 }

@@ -138,6 +138,12 @@ type ContainerSpec struct {
 	// "host", "keep-id", ...). Default "": the runtime's default, which for
 	// Podman is PodmanConfig.DefaultUserNS ("auto").
 	UserNS string
+	// IDMap, when set, maps container uids and gids 0..IDMapSize-1 to
+	// IDMap.HostBase.. on the host (podman --uidmap/--gidmap) instead of
+	// UserNS. Every container of one workload gets the same map, so
+	// replicas can share a volume the U mount option chowns. Default nil:
+	// UserNS.
+	IDMap *IDMap
 	// Hostname sets the container's host name. Default: the runtime's.
 	Hostname string
 	// StopTimeout is the grace period podman itself uses on stop. Default

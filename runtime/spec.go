@@ -42,6 +42,10 @@ func (s *ContainerSpec) Validate() error {
 		return bad("stopTimeout", "%s is negative", s.StopTimeout)
 	case strings.ContainsAny(s.UserNS, " \t\n"):
 		return bad("userNS", "%q contains white space", s.UserNS)
+	case s.IDMap != nil && s.IDMap.HostBase <= 0:
+		return bad("idMap.hostBase", "%d is not above 0 (container root must not be host root)", s.IDMap.HostBase)
+	case s.IDMap != nil && s.UserNS != "":
+		return bad("idMap", "is set together with userNS %q", s.UserNS)
 	}
 	seen := map[string]bool{}
 	for i, e := range s.Env {
@@ -104,11 +108,12 @@ func validIP(s string) bool {
 // createArgs renders a valid spec as podman create's arguments.
 func (p *Podman) createArgs(s *ContainerSpec) []string {
 	args := []string{"create", "--name", s.Name, "--pull", "never", "--restart", "no"}
-	userns := s.UserNS
-	if userns == "" {
-		userns = p.cfg.DefaultUserNS
+	if m := s.IDMap; m != nil {
+		idmap := "0:" + strconv.FormatInt(m.HostBase, 10) + ":" + strconv.Itoa(IDMapSize)
+		args = append(args, "--uidmap", idmap, "--gidmap", idmap)
+	} else {
+		args = append(args, "--userns", p.userNS(s))
 	}
-	args = append(args, "--userns", userns)
 	args = append(args, "--label", LabelManaged+"=true")
 	for _, k := range sortedKeys(s.Labels) {
 		if k != LabelManaged {
@@ -192,4 +197,12 @@ func jsonArray(ss []string) string {
 // ceilSeconds rounds d up to whole seconds.
 func ceilSeconds(d time.Duration) int {
 	return int((d + time.Second - 1) / time.Second)
+}
+
+// userNS returns the --userns of a spec without an IDMap.
+func (p *Podman) userNS(s *ContainerSpec) string {
+	if s.UserNS != "" {
+		return s.UserNS
+	}
+	return p.cfg.DefaultUserNS
 }

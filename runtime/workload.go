@@ -41,6 +41,9 @@ type Instance struct {
 	// UserNS is the container's user namespace mode. Default "": the
 	// runtime's default (for Podman "auto").
 	UserNS string
+	// IDMap, when set, is the workload's explicit user namespace (see
+	// ContainerSpec.IDMap) and UserNS is ignored. Default nil.
+	IDMap *IDMap
 }
 
 // ErrVolumeNotReady means a volume's host path is missing or of the wrong
@@ -188,6 +191,7 @@ func ContainerSpecFor(q *quadlet.Quadlet, inst Instance) (ContainerSpec, error) 
 		Command: ct.Command,
 		Args:    ct.Args,
 		UserNS:  inst.UserNS,
+		IDMap:   inst.IDMap,
 		Labels: map[string]string{
 			LabelManaged:    "true",
 			LabelNamespace:  q.Namespace(),
@@ -196,6 +200,9 @@ func ContainerSpecFor(q *quadlet.Quadlet, inst Instance) (ContainerSpec, error) 
 			LabelSpecHash:   inst.SpecHash,
 			LabelGeneration: strconv.FormatInt(inst.Generation, 10),
 		},
+	}
+	if cs.IDMap != nil {
+		cs.UserNS = ""
 	}
 	if inst.SourceCommit != "" {
 		cs.Labels[LabelSourceCommit] = inst.SourceCommit

@@ -86,9 +86,44 @@ func PlanAssignments(in AssignInput) AssignmentPlan {
 			plan.Delete = append(plan.Delete, as...)
 		}
 	}
+	assignUserNSSlots(in.Current, plan.Put)
 	sortAssignments(plan.Put)
 	sortAssignments(plan.Delete)
 	return plan
+}
+
+// assignUserNSSlots sets the UserNSSlot of each new assignment: the slot its
+// workload's current assignments have, or else the lowest slot no current
+// assignment holds (workloads planned together get distinct slots, in order
+// of put). A deleted workload's slot is free once its assignments are gone
+// from current, so it is reused on a later pass, never the one deleting
+// them. It is pure apart from setting put's slots.
+func assignUserNSSlots(current, put []resources.Assignment) {
+	slotOf := map[string]int{}
+	used := map[int]bool{}
+	for _, a := range current {
+		if a.UserNSSlot == nil {
+			continue
+		}
+		k := a.Namespace + "/" + a.Workload
+		if s, ok := slotOf[k]; !ok || *a.UserNSSlot < s {
+			slotOf[k] = *a.UserNSSlot
+		}
+		used[*a.UserNSSlot] = true
+	}
+	next := 0
+	for i := range put {
+		k := put[i].Namespace + "/" + put[i].Workload
+		s, ok := slotOf[k]
+		if !ok {
+			for used[next] {
+				next++
+			}
+			s = next
+			used[s], slotOf[k] = true, s
+		}
+		put[i].UserNSSlot = &s
+	}
 }
 
 func planWorkload(plan *AssignmentPlan, in AssignInput, d resources.DesiredSpec, q *quadlet.Quadlet, commit string, cur []resources.Assignment) {

@@ -275,3 +275,83 @@ func TestReplaceStale(t *testing.T) {
 		})
 	}
 }
+
+// slotted is an assignment of workload name with a user namespace slot.
+func slotted(name string, slot int) resources.Assignment {
+	a := assigned(name, "old", name, 0)
+	a.UserNSSlot = &slot
+	return a
+}
+
+func TestPlanAssignmentsUserNSSlots(t *testing.T) {
+	svc := quadlet.TypeService
+	tests := []struct {
+		name    string
+		desired []resources.DesiredSpec
+		current []resources.Assignment
+		want    map[string]int // slot of each put, by workload
+	}{
+		{
+			name:    "first workload gets slot 0, replicas share it",
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 3, "v1")},
+			want:    map[string]int{"web": 0},
+		},
+		{
+			name:    "two workloads planned together get distinct lowest slots",
+			desired: []resources.DesiredSpec{desiredSpec(t, "api", svc, 2, "v1"), desiredSpec(t, "web", svc, 2, "v1")},
+			want:    map[string]int{"api": 0, "web": 1},
+		},
+		{
+			name:    "lowest free slot skips the held ones",
+			desired: []resources.DesiredSpec{desiredSpec(t, "a", svc, 1, "v1"), desiredSpec(t, "web", svc, 1, "v1"), desiredSpec(t, "c", svc, 1, "v1"), desiredSpec(t, "d", svc, 1, "v1")},
+			current: []resources.Assignment{slotted("a", 0), slotted("c", 2)},
+			want:    map[string]int{"a": 0, "web": 1, "c": 2, "d": 3},
+		},
+		{
+			name:    "a workload keeps its slot across a template change",
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v2")},
+			current: []resources.Assignment{slotted("web", 5)},
+			want:    map[string]int{"web": 5},
+		},
+		{
+			name:    "a deleted workload's slot is held while it has assignments",
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v1")},
+			current: []resources.Assignment{slotted("gone", 0)},
+			want:    map[string]int{"web": 1},
+		},
+		{
+			name:    "and reused once its assignments are deleted",
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v1")},
+			current: []resources.Assignment{slotted("other", 1)},
+			want:    map[string]int{"web": 0},
+		},
+		{
+			name:    "assignments without a slot hold none",
+			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v2")},
+			current: []resources.Assignment{assigned("web", "old", "x", 0), assigned("other", "old", "y", 0)},
+			want:    map[string]int{"web": 0},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			plan := PlanAssignments(AssignInput{
+				Node: "n1", Desired: tc.desired, Current: tc.current, Now: time.Unix(100, 0),
+				NewSuffix: func() string { n++; return fmt.Sprintf("s%d", n) },
+			})
+			got := map[string]int{}
+			for _, a := range plan.Put {
+				if a.UserNSSlot == nil {
+					t.Fatalf("put %s has no slot", a.InstanceID)
+				}
+				if s, ok := got[a.Workload]; ok && s != *a.UserNSSlot {
+					t.Fatalf("workload %s has slots %d and %d", a.Workload, s, *a.UserNSSlot)
+				}
+				got[a.Workload] = *a.UserNSSlot
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("slots: got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -44,6 +44,13 @@ type Assignment struct {
 	// other key to build the container.
 	Files     map[string][]byte `json:"files"`
 	CreatedAt time.Time         `json:"createdAt"`
+	// UserNSSlot is the workload's slot of user namespace ids: its
+	// containers map uid and gid 0 to the start of the node's sub-id range
+	// plus slot times 65536. Every instance of a workload has the same slot
+	// and no two workloads share one while either has assignments. Default
+	// nil (assignments written before slots existed): Podman's
+	// --userns=auto.
+	UserNSSlot *int `json:"userNSSlot,omitempty"`
 }
 
 // BuildRef names one commit of an app repository to build.

@@ -76,7 +76,8 @@ type AgentConfig struct {
 	// MaxConcurrentSteps bounds the runtime calls in flight: steps (create,
 	// start, remove), health checks and listings. Podman 4.3 can deadlock
 	// when `podman create --userns=auto`, `podman start` and `podman ps`
-	// run together. Default 1.
+	// run together (assignments without a user namespace slot still use
+	// --userns=auto). Default 1.
 	MaxConcurrentSteps int
 	// StopGrace is how long a removed container gets to stop before it is
 	// killed. Default 10s.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -116,6 +117,14 @@ func (n *node) runAgent(ctx context.Context) error {
 			Msg("podman not found: this node cannot run containers and reports RuntimeReady=False; install it with scripts/install-prereqs.sh")
 	}
 	rt := runtime.NewPodman(runtime.PodmanConfig{Binary: o.podman, Root: o.podmanRoot, RunRoot: o.podmanRunRoot})
+	ids, idErr := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
+	var idRange *runtime.SubIDRange
+	if idErr != nil {
+		log.Warn().Err(idErr).Msg("no sub-id range for user containers: every container gets podman's --userns=auto, and replicas sharing a volume lose write access to it; run scripts/install-prereqs.sh")
+	} else {
+		idRange = &ids
+		log.Info().Int64("start", ids.Start).Int64("count", ids.Count).Msg("workload user namespaces from the containers sub-id range")
+	}
 	volumes := o.volumeBasePath
 	if volumes == "" {
 		volumes = spec.VolumeBasePath
@@ -138,7 +147,7 @@ func (n *node) runAgent(ctx context.Context) error {
 		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.maxPulls, Builder: builder,
 		BuildAuth: build.Auth{TokenFile: o.appTokenFile, Username: o.appUsername, BasicAuthFile: o.appBasicAuthFile,
 			SSHKeyFile: o.appSSHKeyFile, KnownHostsFile: o.appKnownHostsFile}, MaxConcurrentSteps: o.maxSteps,
-		BuildSpec: containerSpecBuilder(n.state.NodeName, volumes),
+		BuildSpec: containerSpecBuilder(n.state.NodeName, volumes, idRange, log),
 		OnChange: func() {
 			select {
 			case beat <- struct{}{}:
@@ -186,12 +195,22 @@ func (n *node) runAgent(ctx context.Context) error {
 }
 
 // containerSpecBuilder maps an assignment to its container with the runtime's
-// ContainerSpecFor, creating its volumes' host paths first.
-func containerSpecBuilder(node, volumeBase string) reconcile.SpecBuilder {
+// ContainerSpecFor, creating its volumes' host paths first. An assignment
+// with a user namespace slot gets its workload's explicit id map from ids;
+// without one, or with ids nil, Podman's --userns=auto.
+func containerSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange, log zerolog.Logger) reconcile.SpecBuilder {
 	return func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 		inst := runtime.Instance{
 			ID: a.InstanceID, Node: node, Generation: a.Generation, SpecHash: a.SpecHash, SourceCommit: a.SourceCommit,
 			Image: a.Image, VolumeBasePath: volumeBase, HostPorts: hostPorts,
+		}
+		if a.UserNSSlot != nil && ids != nil {
+			m, ok := ids.Map(*a.UserNSSlot)
+			if !ok {
+				log.Warn().Str("instance", a.InstanceID).Int("slot", *a.UserNSSlot).Int64("slots", ids.Slots()).
+					Msg("user namespace slot outside the sub-id range: using --userns=auto")
+			}
+			inst.IDMap = m
 		}
 		vols, err := runtime.VolumePaths(q, inst)
 		if err != nil {

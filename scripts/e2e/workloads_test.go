@@ -77,7 +77,7 @@ spec:
 	}
 }
 
-// volumeWorkload is one instance with a SimpleClusterStorage volume.
+// volumeWorkload is two replicas sharing a SimpleClusterStorage volume.
 func volumeWorkload(name string) map[string]string {
 	return map[string]string{"workload.kat": fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
@@ -86,7 +86,7 @@ metadata:
   namespace: default
 spec:
   type: Service
-  replicas: 1
+  replicas: 2
   source:
     image: localhost/kat-base:latest
   restartPolicy:
@@ -269,13 +269,28 @@ func TestAgentRunsWorkloads(t *testing.T) {
 		}
 	}
 
-	// A SimpleClusterStorage volume keeps a file across a container restart.
-	vd := waitStatus(t, c, "default/"+vol, "ready 1/1", func(d *api.WorkloadDetail) bool { return d.Status.Ready == 1 })
-	volID := vd.Instances[0].ContainerID
+	// Both replicas of a workload can write its SimpleClusterStorage volume
+	// (they share the workload's uid range), and it keeps a file across a
+	// container restart.
+	vd := waitStatus(t, c, "default/"+vol, "ready 2/2", func(d *api.WorkloadDetail) bool { return d.Status.Ready == 2 && len(d.Instances) == 2 })
+	var maps []string
+	for _, in := range vd.Instances {
+		podman(t, "exec", in.ContainerID, "sh", "-c", "echo "+in.InstanceID+" > /data/"+in.InstanceID)
+		maps = append(maps, strings.Join(strings.Fields(podman(t, "exec", in.ContainerID, "cat", "/proc/self/uid_map")), " "))
+	}
+	if maps[0] != maps[1] || !strings.HasSuffix(maps[0], " 65536") {
+		t.Fatalf("replicas' uid maps %q: want one 65536-id map for both", maps)
+	}
+	volInst, volID := vd.Instances[0].InstanceID, vd.Instances[0].ContainerID
 	podman(t, "exec", volID, "sh", "-c", "echo kept > /data/file")
 	podman(t, "kill", volID)
 	waitStatus(t, c, "default/"+vol, "a restart of the volume's container", func(d *api.WorkloadDetail) bool {
-		return d.Instances[0].Restarts == 1 && d.Instances[0].State == "running"
+		for _, in := range d.Instances {
+			if in.InstanceID == volInst {
+				return in.Restarts == 1 && in.State == "running"
+			}
+		}
+		return false
 	})
 	if got := podman(t, "exec", volID, "cat", "/data/file"); got != "kept" {
 		t.Fatalf("after the restart /data/file = %q, want kept", got)

@@ -9,8 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-
-	"kat.dws.rip/kat/store/resources"
 )
 
 // WorkloadStatus returns a workload with its instances.
@@ -20,7 +18,7 @@ func (c *Client) WorkloadStatus(ctx context.Context, ns, name string) (*Workload
 }
 
 // PostNodeStatus reports a node's status (the agent heartbeat).
-func (c *Client) PostNodeStatus(ctx context.Context, st resources.NodeStatus) error {
+func (c *Client) PostNodeStatus(ctx context.Context, st NodeStatus) error {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode node status: %w", err)

@@ -1,10 +1,6 @@
 package api
 
-import (
-	"time"
-
-	"kat.dws.rip/kat/store/resources"
-)
+import "time"
 
 // Error is the JSON body of every error response, and the error the Client
 // returns for one.
@@ -41,12 +37,6 @@ const (
 	CodeRateLimited   = "rate_limited"
 	CodeInternal      = "internal"
 )
-
-// Owner says where a workload's desired state comes from.
-type Owner = resources.Owner
-
-// Condition is one aspect of a workload's state.
-type Condition = resources.Condition
 
 // WorkloadStatus is how far a workload's desired state is realised.
 type WorkloadStatus struct {
@@ -105,20 +95,20 @@ const (
 
 // Node is a node's registration and last heartbeat.
 type Node struct {
-	Name             string                  `json:"name"`
-	UID              string                  `json:"uid"`
-	Status           string                  `json:"status"`
-	Leader           bool                    `json:"leader"`
-	AdvertiseAddress string                  `json:"advertiseAddress"`
-	APIPort          int                     `json:"apiPort"`
-	AgentPort        int                     `json:"agentPort"`
-	Labels           map[string]string       `json:"labels,omitempty"`
-	JoinedAt         time.Time               `json:"joinedAt"`
-	LastHeartbeat    *time.Time              `json:"lastHeartbeat,omitempty"`
-	Resources        resources.NodeResources `json:"resources"`
+	Name             string            `json:"name"`
+	UID              string            `json:"uid"`
+	Status           string            `json:"status"`
+	Leader           bool              `json:"leader"`
+	AdvertiseAddress string            `json:"advertiseAddress"`
+	APIPort          int               `json:"apiPort"`
+	AgentPort        int               `json:"agentPort"`
+	Labels           map[string]string `json:"labels,omitempty"`
+	JoinedAt         time.Time         `json:"joinedAt"`
+	LastHeartbeat    *time.Time        `json:"lastHeartbeat,omitempty"`
+	Resources        NodeResources     `json:"resources"`
 	// Conditions are what the node reports about itself, such as
 	// RuntimeReady=False when it cannot run containers.
-	Conditions []resources.Condition `json:"conditions,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
 	// Instances is how many workload instances the node reports.
 	Instances int `json:"instances"`
 }
@@ -151,4 +141,55 @@ type Status struct {
 	Phases     map[string]int `json:"phases"`
 	// Sources are the Git sources with their status.
 	Sources []Source `json:"sources"`
+}
+
+// Instance is one instance of a workload: where it is assigned and what its
+// agent last reported.
+type Instance struct {
+	InstanceID  string `json:"instanceID"`
+	Node        string `json:"node"`
+	Generation  int64  `json:"generation"`
+	SpecHash    string `json:"specHash"`
+	ContainerID string `json:"containerID"`
+	State       string `json:"state"`
+	Phase       string `json:"phase"`
+	Health      string `json:"health"`
+	Restarts    int    `json:"restarts"`
+	ExitCode    int    `json:"exitCode"`
+	Image       string `json:"image"`
+	// SourceCommit is the app commit the instance's image is built from
+	// (or the config repo commit its spec came from).
+	SourceCommit string          `json:"sourceCommit,omitempty"`
+	Ports        []PublishedPort `json:"ports,omitempty"`
+	Message      string          `json:"message,omitempty"`
+}
+
+// WorkloadDetail is a workload with its instances, the answer of
+// GET /v1alpha1/n/{ns}/workloads/{name}/status.
+type WorkloadDetail struct {
+	Workload
+	Instances []Instance `json:"instances"`
+	// Builds are the nodes' records of the workload's image builds (a
+	// workload built from an app repository), newest first.
+	Builds []Build `json:"builds,omitempty"`
+}
+
+// Build is one node's record of the build of one commit of a workload: the
+// build.Record the node stored under /kat/builds.
+type Build struct {
+	Node       string    `json:"node"`
+	Commit     string    `json:"commit"`
+	Image      string    `json:"image"`
+	State      string    `json:"state"`
+	CacheHit   bool      `json:"cacheHit"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	Error      string    `json:"error,omitempty"`
+	Warnings   []string  `json:"warnings,omitempty"`
+}
+
+// SyncResult is the response to a sync request.
+type SyncResult struct {
+	// Triggered is how many sources were asked to poll now.
+	Triggered int `json:"triggered"`
 }

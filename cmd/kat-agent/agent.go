@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
@@ -235,18 +236,18 @@ func (n *node) agentServer(ag *reconcile.Agent) (*http.Server, net.Listener, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen for the agent API on port %d: %w", port, err)
 	}
-	h := api.AgentHandler(api.AgentConfig{
+	h := server.AgentHandler(server.AgentConfig{
 		Logs: func(ctx context.Context, id string, follow bool, w io.Writer) error {
 			err := ag.Logs(ctx, id, follow, w)
 			if errors.Is(err, reconcile.ErrUnknownInstance) {
-				return fmt.Errorf("%w: %w", api.ErrUnknownInstance, err)
+				return fmt.Errorf("%w: %w", server.ErrUnknownInstance, err)
 			}
 			return err
 		},
 		BuildLog: func(_ context.Context, ns, name, commit string, w io.Writer) error {
 			err := ag.BuildLog(ns, name, commit, w)
 			if errors.Is(err, build.ErrLogNotFound) || errors.Is(err, build.ErrInvalid) || errors.Is(err, reconcile.ErrNoBuilder) {
-				return fmt.Errorf("%w: %w", api.ErrUnknownBuild, err)
+				return fmt.Errorf("%w: %w", server.ErrUnknownBuild, err)
 			}
 			return err
 		},

@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
-	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/reconcile"
@@ -307,7 +307,7 @@ func (n *node) lead(lctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv, err := api.NewServer(api.ServerConfig{
+	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		NodeLossTimeout: time.Duration(spec.NodeLossTimeoutSeconds) * time.Second,
 		Logger:          n.log.With().Str("component", "api").Logger(),

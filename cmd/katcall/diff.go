@@ -17,7 +17,6 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // Exit codes of katcall diff, as diff(1) has them.
@@ -309,7 +308,7 @@ func (d *diffRun) workload(ctx context.Context, it applyItem, nsFlag string, see
 	}
 	ch := compareWorkload(q.SpecHash(), server)
 	note := ""
-	if server != nil && server.Owner.Kind == resources.OwnerGit && !server.Suspended {
+	if server != nil && server.Owner.Kind == api.OwnerGit && !server.Suspended {
 		note = fmt.Sprintf(" (managed by Git source %s, path %s: apply needs --force)", server.Owner.Source, server.Owner.Path)
 	}
 	d.counts[ch]++

@@ -15,7 +15,6 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 func TestCompareWorkload(t *testing.T) {
@@ -224,7 +223,7 @@ func (f *fakeCluster) GetWorkloadFile(_ context.Context, ns, name, file string) 
 }
 
 // store records the Quadlet directory dir as applied.
-func (f *fakeCluster) store(t *testing.T, dir string, gen int64, owner resources.Owner) {
+func (f *fakeCluster) store(t *testing.T, dir string, gen int64, owner api.Owner) {
 	t.Helper()
 	q, err := readLocal(applyItem{label: dir, dir: dir}, "")
 	if err != nil {
@@ -271,7 +270,7 @@ func TestRunDiff(t *testing.T) {
 		t.Helper()
 		f := &fakeCluster{namespaces: []api.Namespace{{Name: "default"}, {Name: "demo", Labels: map[string]string{"team": "platform"}}}}
 		for _, dir := range []string{hello, filepath.Join(examples, "demo", "node-monitor"), filepath.Join(examples, "demo", "nightly-report")} {
-			f.store(t, dir, 1, resources.Owner{Kind: resources.OwnerAPI})
+			f.store(t, dir, 1, api.Owner{Kind: api.OwnerAPI})
 		}
 		return f
 	}
@@ -326,7 +325,7 @@ func TestRunDiff(t *testing.T) {
 			cluster: func(t *testing.T) *fakeCluster {
 				t.Helper()
 				f := applied(t)
-				f.workloads["default/hello"].Owner = resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "default/hello"}
+				f.workloads["default/hello"].Owner = api.Owner{Kind: api.OwnerGit, Source: "config", Path: "default/hello"}
 				f.workloads["default/hello"].SpecHash = "old"
 				return f
 			},

@@ -14,27 +14,6 @@ import (
 // DefaultEventKeep is how many events AppendEvent keeps.
 const DefaultEventKeep = 500
 
-// Event types.
-const (
-	EventNormal  = "Normal"
-	EventWarning = "Warning"
-)
-
-// Event is something that happened to an object, kept under /kat/events/ and
-// capped to the newest DefaultEventKeep.
-type Event struct {
-	Time time.Time `json:"time"`
-	// Type is EventNormal or EventWarning.
-	Type string `json:"type"`
-	// Object names what the event is about, such as "source/config" or
-	// "workload/demo/web".
-	Object string `json:"object"`
-	// Reason is a CamelCase word, such as "Applied" or "PruneRefused".
-	Reason string `json:"reason"`
-	// Message says what happened.
-	Message string `json:"message"`
-}
-
 var eventSeq atomic.Uint64
 
 // eventKey orders events by time; the sequence keeps two events of one

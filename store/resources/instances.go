@@ -4,86 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"kat.dws.rip/kat/store"
 )
-
-// Instance phases, the agent's verdict on one instance.
-const (
-	// InstancePending: no container is running yet (pulling, creating,
-	// waiting for a restart back-off).
-	InstancePending = "Pending"
-	// InstanceRunning: the container runs.
-	InstanceRunning = "Running"
-	// InstanceSucceeded: the container exited 0 and is not restarted.
-	InstanceSucceeded = "Succeeded"
-	// InstanceFailed: the container exited and the restart policy gives up.
-	InstanceFailed = "Failed"
-)
-
-// Health states of an instance (spec §4.1.3 healthStatus).
-const (
-	HealthHealthy       = "healthy"
-	HealthUnhealthy     = "unhealthy"
-	HealthPending       = "pending_check"
-	HealthNotApplicable = "not_applicable"
-)
-
-// InstanceStatus is one instance as its agent reports it (spec §4.1.3
-// workloadInstances).
-type InstanceStatus struct {
-	WorkloadName string `json:"workloadName"`
-	Namespace    string `json:"namespace"`
-	InstanceID   string `json:"instanceID"`
-	Generation   int64  `json:"generation"`
-	SpecHash     string `json:"specHash"`
-	ContainerID  string `json:"containerID,omitempty"`
-	ImageID      string `json:"imageID,omitempty"`
-	Image        string `json:"image"`
-	// State is the container's state: running, exited, created, paused,
-	// unknown, or empty when there is no container yet.
-	State string `json:"state"`
-	// Phase is InstancePending, InstanceRunning, InstanceSucceeded or
-	// InstanceFailed.
-	Phase        string `json:"phase"`
-	ExitCode     int    `json:"exitCode"`
-	HealthStatus string `json:"healthStatus"`
-	// Restarts counts the restarts the agent made, kept across agent
-	// restarts.
-	Restarts int `json:"restarts"`
-	// RestartWindowStart is when the current MaxCount window began.
-	RestartWindowStart time.Time `json:"restartWindowStart,omitzero"`
-	// WindowRestarts counts the restarts since RestartWindowStart.
-	WindowRestarts int `json:"windowRestarts,omitempty"`
-	// Ports are the container ports published on the node.
-	Ports     []PublishedPort `json:"ports,omitempty"`
-	StartedAt time.Time       `json:"startedAt,omitzero"`
-	// Message says what the agent last failed to do, or why it waits.
-	Message string `json:"message,omitempty"`
-}
-
-// Ready reports whether the instance counts towards a workload's ready
-// instances: running and healthy (or without a health check).
-func (s InstanceStatus) Ready() bool {
-	return s.Phase == InstanceRunning && (s.HealthStatus == HealthHealthy || s.HealthStatus == HealthNotApplicable)
-}
-
-// PublishedPort is a container port published on the node.
-type PublishedPort struct {
-	HostIP        string `json:"hostIP,omitempty"`
-	HostPort      int    `json:"hostPort"`
-	ContainerPort int    `json:"containerPort"`
-	Protocol      string `json:"protocol,omitempty"`
-}
-
-// GPU is one GPU of a node.
-type GPU struct {
-	Index   int    `json:"index"`
-	Name    string `json:"name"`
-	Driver  string `json:"driver"`
-	VRAMMiB int    `json:"vramMiB"`
-}
 
 // GetNodeStatus returns a node's last reported status.
 func (r *Repo) GetNodeStatus(ctx context.Context, node string) (*NodeStatus, error) {

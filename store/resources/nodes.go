@@ -21,34 +21,6 @@ type NodeRegistration struct {
 	JoinedAt         time.Time         `json:"joinedAt"`
 }
 
-// ResourceList is an amount of CPU and memory in the spec's quantity syntax.
-type ResourceList struct {
-	CPU    string `json:"cpu"`
-	Memory string `json:"memory"`
-}
-
-// NodeResources is a node's capacity and what is allocatable to workloads.
-type NodeResources struct {
-	Capacity    ResourceList `json:"capacity"`
-	Allocatable ResourceList `json:"allocatable"`
-}
-
-// NodeStatus is a node's last heartbeat (spec §4.1.3).
-type NodeStatus struct {
-	NodeName  string        `json:"nodeName"`
-	NodeUID   string        `json:"nodeUID"`
-	Timestamp int64         `json:"timestamp"`
-	Resources NodeResources `json:"resources"`
-	// WorkloadInstances are the instances assigned to the node as the agent
-	// sees them.
-	WorkloadInstances []InstanceStatus `json:"workloadInstances,omitempty"`
-	// GPUs are the GPUs nvidia-smi reports; empty without one.
-	GPUs []GPU `json:"gpus,omitempty"`
-	// Conditions report node problems, such as a missing container runtime
-	// (type RuntimeReady).
-	Conditions []Condition `json:"conditions,omitempty"`
-}
-
 // Node is a node's registration with its last status.
 type Node struct {
 	Registration NodeRegistration

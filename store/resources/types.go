@@ -6,34 +6,6 @@ import (
 	"time"
 )
 
-// Owner kinds.
-const (
-	OwnerAPI = "api"
-	OwnerGit = "git"
-)
-
-// Owner says which path of desired state a workload belongs to.
-type Owner struct {
-	// Kind is "api" (katcall apply) or "git" (a config-repo source).
-	Kind string `json:"kind"`
-	// Source, Path and Commit identify the Git source, the directory inside it
-	// and the commit the spec came from; empty for "api".
-	Source string `json:"source,omitempty"`
-	Path   string `json:"path,omitempty"`
-	Commit string `json:"commit,omitempty"`
-}
-
-// APIOwner is the owner of workloads applied through the API.
-func APIOwner() Owner { return Owner{Kind: OwnerAPI} }
-
-// String describes the owner for messages.
-func (o Owner) String() string {
-	if o.Kind == OwnerGit {
-		return fmt.Sprintf("git source %q path %q", o.Source, o.Path)
-	}
-	return o.Kind
-}
-
 // WorkloadMeta is the metadata of a workload's desired state.
 type WorkloadMeta struct {
 	UID        string    `json:"uid"`
@@ -48,32 +20,6 @@ type WorkloadMeta struct {
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
 }
-
-// Condition status values.
-const (
-	ConditionTrue    = "True"
-	ConditionFalse   = "False"
-	ConditionUnknown = "Unknown"
-)
-
-// Condition is one aspect of an item's state, in the style of Flux and
-// Kubernetes conditions.
-type Condition struct {
-	Type               string    `json:"type"`
-	Status             string    `json:"status"`
-	Reason             string    `json:"reason,omitempty"`
-	Message            string    `json:"message,omitempty"`
-	LastTransitionTime time.Time `json:"lastTransitionTime"`
-}
-
-// Workload phases.
-const (
-	PhasePending     = "Pending"
-	PhaseProgressing = "Progressing"
-	PhaseReady       = "Ready"
-	PhaseDegraded    = "Degraded"
-	PhaseFailed      = "Failed"
-)
 
 // WorkloadStatus is the leader's view of how far a workload's desired state is
 // realised.

@@ -1,9 +1,10 @@
-package api
+package server
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"kat.dws.rip/kat/api"
 	"net/http"
 	"strconv"
 
@@ -13,25 +14,25 @@ import (
 	"kat.dws.rip/kat/store/resources"
 )
 
-func toAPIWorkload(w resources.Workload) Workload {
+func toAPIWorkload(w resources.Workload) api.Workload {
 	m, st := w.Meta, w.Status
 	conds := st.Conditions
 	if conds == nil {
-		conds = []Condition{}
+		conds = []api.Condition{}
 	}
-	return Workload{
+	return api.Workload{
 		Namespace: m.Namespace, Name: m.Name, UID: m.UID, Type: m.Type, Generation: m.Generation,
 		SpecHash: m.SpecHash, Owner: m.Owner, Suspended: m.Suspended, Files: m.Files,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
-		Status: WorkloadStatus{
+		Status: api.WorkloadStatus{
 			ObservedGeneration: st.ObservedGeneration, Phase: st.Phase, Desired: st.Desired, Ready: st.Ready,
 			Conditions: conds, LastError: st.LastError, SourceCommit: st.SourceCommit,
 		},
 	}
 }
 
-func toAPIWorkloads(ws []resources.Workload) []Workload {
-	out := make([]Workload, 0, len(ws))
+func toAPIWorkloads(ws []resources.Workload) []api.Workload {
+	out := make([]api.Workload, 0, len(ws))
 	for _, w := range ws {
 		out = append(out, toAPIWorkload(w))
 	}
@@ -126,7 +127,7 @@ func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName s
 	files, err := quadlet.ReadArchive(bytes.NewReader(body), quadlet.DefaultLimits)
 	if err != nil {
 		if errors.Is(err, quadlet.ErrTooLarge) {
-			writeError(w, &Error{StatusCode: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: err.Error()})
+			writeError(w, &api.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: err.Error()})
 			return
 		}
 		writeError(w, badRequest("invalid workload archive: %v", err))
@@ -163,7 +164,7 @@ func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName s
 	if res.Created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, ApplyResult{Workload: toAPIWorkload(*wl), Created: res.Created, Changed: res.Changed})
+	writeJSON(w, status, api.ApplyResult{Workload: toAPIWorkload(*wl), Created: res.Created, Changed: res.Changed})
 }
 
 func (s *Server) deleteWorkload(w http.ResponseWriter, r *http.Request) {

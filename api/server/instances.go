@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"kat.dws.rip/kat/api"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,39 +19,8 @@ import (
 	"kat.dws.rip/kat/store/resources"
 )
 
-// Instance is one instance of a workload: where it is assigned and what its
-// agent last reported.
-type Instance struct {
-	InstanceID  string `json:"instanceID"`
-	Node        string `json:"node"`
-	Generation  int64  `json:"generation"`
-	SpecHash    string `json:"specHash"`
-	ContainerID string `json:"containerID"`
-	State       string `json:"state"`
-	Phase       string `json:"phase"`
-	Health      string `json:"health"`
-	Restarts    int    `json:"restarts"`
-	ExitCode    int    `json:"exitCode"`
-	Image       string `json:"image"`
-	// SourceCommit is the app commit the instance's image is built from
-	// (or the config repo commit its spec came from).
-	SourceCommit string                    `json:"sourceCommit,omitempty"`
-	Ports        []resources.PublishedPort `json:"ports,omitempty"`
-	Message      string                    `json:"message,omitempty"`
-}
-
-// WorkloadDetail is a workload with its instances, the answer of
-// GET /v1alpha1/n/{ns}/workloads/{name}/status.
-type WorkloadDetail struct {
-	Workload
-	Instances []Instance `json:"instances"`
-	// Builds are the nodes' records of the workload's image builds (a
-	// workload built from an app repository), newest first.
-	Builds []Build `json:"builds,omitempty"`
-}
-
 // workloadInstances joins a workload's assignments with the agents' reports.
-func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]Instance, error) {
+func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.Instance, error) {
 	as, err := s.cfg.Repo.ListAssignments(ctx, "")
 	if err != nil {
 		return nil, err
@@ -65,12 +35,12 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]Inst
 			reported[is.InstanceID] = is
 		}
 	}
-	out := []Instance{}
+	out := []api.Instance{}
 	for _, a := range as {
 		if a.Namespace != ns || a.Workload != name {
 			continue
 		}
-		in := Instance{InstanceID: a.InstanceID, Node: a.Node, Generation: a.Generation, SpecHash: a.SpecHash,
+		in := api.Instance{InstanceID: a.InstanceID, Node: a.Node, Generation: a.Generation, SpecHash: a.SpecHash,
 			Image: a.Image, SourceCommit: a.SourceCommit, Phase: resources.InstancePending, Health: resources.HealthPending}
 		if r, ok := reported[a.InstanceID]; ok {
 			in.ContainerID, in.State, in.Phase, in.Health, in.Restarts, in.ExitCode, in.Ports, in.Message =
@@ -101,7 +71,7 @@ func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins, Builds: builds})
+	writeJSON(w, http.StatusOK, api.WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins, Builds: builds})
 }
 
 // postNodeStatus stores a node's heartbeat. The caller is the node itself
@@ -182,17 +152,17 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	want := r.URL.Query().Get("instance")
-	i := slices.IndexFunc(ins, func(in Instance) bool { return want == "" || in.InstanceID == want })
+	i := slices.IndexFunc(ins, func(in api.Instance) bool { return want == "" || in.InstanceID == want })
 	if i < 0 {
 		msg := fmt.Sprintf("workload %s/%s has no instances yet", ns, name)
 		if want != "" {
 			msg = fmt.Sprintf("workload %s/%s has no instance %q", ns, name, want)
 		}
-		writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: msg})
+		writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: msg})
 		return
 	}
 	if s.cfg.AgentTransport == nil {
-		writeError(w, &Error{StatusCode: http.StatusServiceUnavailable, Code: CodeInternal, Message: "this server cannot reach agents"})
+		writeError(w, &api.Error{StatusCode: http.StatusServiceUnavailable, Code: api.CodeInternal, Message: "this server cannot reach agents"})
 		return
 	}
 	reg, err := s.cfg.Repo.GetNodeRegistration(ctx, ins[i].Node)
@@ -209,13 +179,13 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := (&http.Client{Transport: s.cfg.AgentTransport}).Do(req)
 	if err != nil {
-		writeError(w, &Error{StatusCode: http.StatusBadGateway, Code: CodeInternal,
+		writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal,
 			Message: fmt.Sprintf("reach the agent of node %s: %v", ins[i].Node, err)})
 		return
 	}
 	defer resp.Body.Close()
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.Header().Set("X-Kat-Instance", ins[i].InstanceID)
+	w.Header().Set("X-Kat-api.Instance", ins[i].InstanceID)
 	w.WriteHeader(resp.StatusCode)
 	_ = copyFlushing(w, resp.Body)
 }

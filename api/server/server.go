@@ -1,8 +1,9 @@
-package api
+package server
 
 import (
 	"context"
 	"errors"
+	"kat.dws.rip/kat/api"
 	"net/http"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ type ServerConfig struct {
 	AdminTokenHash string
 	// Leader returns the current leader for the status endpoint; nil reports
 	// the leader recorded in etcd.
-	Leader func(ctx context.Context) (*Leader, error)
+	Leader func(ctx context.Context) (*api.Leader, error)
 	// NodeLossTimeout is how old a node's last heartbeat may be before the node
 	// is NotReady. Default 60s (cluster.kat nodeLossTimeoutSeconds).
 	NodeLossTimeout time.Duration
@@ -117,15 +118,15 @@ func (s *Server) Handler() http.Handler {
 				return httprate.CanonicalizeIP(middleware.GetClientIP(r.Context())), nil
 			},
 			httprate.WithLimitHandler(func(w http.ResponseWriter, _ *http.Request) {
-				writeError(w, &Error{StatusCode: http.StatusTooManyRequests, Code: CodeRateLimited,
+				writeError(w, &api.Error{StatusCode: http.StatusTooManyRequests, Code: api.CodeRateLimited,
 					Message: "too many requests from this address, slow down"})
 			})))
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
+		writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &Error{StatusCode: http.StatusMethodNotAllowed, Code: CodeBadRequest,
+		writeError(w, &api.Error{StatusCode: http.StatusMethodNotAllowed, Code: api.CodeBadRequest,
 			Message: r.Method + " is not allowed on " + r.URL.Path})
 	})
 	r.Get("/healthz", s.health)
@@ -176,7 +177,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		addr := httprate.CanonicalizeIP(middleware.GetClientIP(r.Context()))
 		if s.authBlocked(addr) {
 			w.Header().Set("Retry-After", "60")
-			writeError(w, &Error{StatusCode: http.StatusTooManyRequests, Code: CodeRateLimited,
+			writeError(w, &api.Error{StatusCode: http.StatusTooManyRequests, Code: api.CodeRateLimited,
 				Message: "too many failed authentication attempts from this address; try again in a minute"})
 			return
 		}
@@ -189,11 +190,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		switch {
 		case h == "":
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kat"`)
-			writeError(w, &Error{StatusCode: http.StatusUnauthorized, Code: CodeUnauthorized,
+			writeError(w, &api.Error{StatusCode: http.StatusUnauthorized, Code: api.CodeUnauthorized,
 				Message: "missing bearer token: send the admin token from katcall.yaml in the Authorization header"})
 		case !valid:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kat", error="invalid_token"`)
-			writeError(w, &Error{StatusCode: http.StatusUnauthorized, Code: CodeUnauthorized,
+			writeError(w, &api.Error{StatusCode: http.StatusUnauthorized, Code: api.CodeUnauthorized,
 				Message: "invalid bearer token"})
 		default:
 			next.ServeHTTP(w, r)
@@ -240,7 +241,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if _, err := s.cfg.Repo.ClusterInfo(ctx); err != nil {
-		writeError(w, &Error{StatusCode: http.StatusServiceUnavailable, Code: CodeInternal, Message: "state store unavailable"})
+		writeError(w, &api.Error{StatusCode: http.StatusServiceUnavailable, Code: api.CodeInternal, Message: "state store unavailable"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

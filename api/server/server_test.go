@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -32,7 +33,7 @@ type fixture struct {
 	st     store.StateStore
 }
 
-func newFixture(t *testing.T, mod func(*api.ServerConfig)) *fixture {
+func newFixture(t *testing.T, mod func(*server.ServerConfig)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.New(t)
@@ -53,11 +54,11 @@ spec: {clusterCIDR: 10.100.0.0/16, serviceCIDR: 10.96.0.0/16}
 			t.Fatal(err)
 		}
 	}
-	sc := api.ServerConfig{Repo: repo, AdminTokenHash: resources.HashToken(token), RateLimit: -1}
+	sc := server.ServerConfig{Repo: repo, AdminTokenHash: resources.HashToken(token), RateLimit: -1}
 	if mod != nil {
 		mod(&sc)
 	}
-	s, err := api.NewServer(sc)
+	s, err := server.NewServer(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestWorkloadLifecycle(t *testing.T) {
 
 func TestRefusedRequestsChangeNothing(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, func(c *api.ServerConfig) { c.MaxArchiveBytes = 4 << 10 })
+	f := newFixture(t, func(c *server.ServerConfig) { c.MaxArchiveBytes = 4 << 10 })
 	if _, err := f.client.ApplyWorkload(ctx, "default", "web", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)}), api.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestInvalidQuadletDetails(t *testing.T) {
 func TestInvalidCorpusOverHTTP(t *testing.T) {
 	f := newFixture(t, nil)
 	before := f.snapshot(t)
-	dir := filepath.Join("..", "quadlet", "testdata", "invalid")
+	dir := filepath.Join("..", "..", "quadlet", "testdata", "invalid")
 	wants, _ := filepath.Glob(filepath.Join(dir, "*.want"))
 	if len(wants) == 0 {
 		t.Fatal("no invalid corpus")
@@ -378,7 +379,7 @@ func TestNodes(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	f := newFixture(t, func(c *api.ServerConfig) { c.RateLimit = 3 })
+	f := newFixture(t, func(c *server.ServerConfig) { c.RateLimit = 3 })
 	codes := map[int]int{}
 	for range 10 {
 		code, _ := f.raw(t, http.MethodGet, "/v1alpha1/workloads", token, nil)
@@ -407,7 +408,7 @@ func mustParse(t *testing.T, workload string) *quadlet.Quadlet {
 }
 
 func TestAuthFailuresBlockTheAddress(t *testing.T) {
-	f := newFixture(t, func(c *api.ServerConfig) { c.AuthFailureLimit = 3 })
+	f := newFixture(t, func(c *server.ServerConfig) { c.AuthFailureLimit = 3 })
 	for i := range 3 {
 		if code, _ := f.raw(t, http.MethodGet, "/v1alpha1/workloads", "guess", nil); code != http.StatusUnauthorized {
 			t.Fatalf("wrong token #%d: status %d, want 401", i+1, code)
@@ -425,7 +426,7 @@ func TestAuthFailuresBlockTheAddress(t *testing.T) {
 }
 
 func TestClientRetriesWhenRateLimited(t *testing.T) {
-	f := newFixture(t, func(c *api.ServerConfig) { c.RateLimit = 2 })
+	f := newFixture(t, func(c *server.ServerConfig) { c.RateLimit = 2 })
 	for i := range 6 {
 		if _, err := f.client.ListWorkloads(context.Background(), ""); err != nil {
 			t.Fatalf("request %d: %v; the client should wait and retry on 429", i+1, err)

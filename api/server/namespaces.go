@@ -1,15 +1,16 @@
-package api
+package server
 
 import (
 	"context"
 	"fmt"
+	"kat.dws.rip/kat/api"
 	"net/http"
 
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
 
-func (s *Server) namespaceViews(ctx context.Context) ([]Namespace, error) {
+func (s *Server) namespaceViews(ctx context.Context) ([]api.Namespace, error) {
 	nss, err := s.cfg.Repo.ListNamespaces(ctx)
 	if err != nil {
 		return nil, err
@@ -22,15 +23,15 @@ func (s *Server) namespaceViews(ctx context.Context) ([]Namespace, error) {
 	for _, w := range ws {
 		count[w.Meta.Namespace]++
 	}
-	out := make([]Namespace, 0, len(nss))
+	out := make([]api.Namespace, 0, len(nss))
 	for _, ns := range nss {
 		out = append(out, toAPINamespace(ns, count[ns.Name]))
 	}
 	return out, nil
 }
 
-func toAPINamespace(ns resources.Namespace, workloads int) Namespace {
-	return Namespace{Name: ns.Name, UID: ns.UID, Labels: ns.Labels, CreatedAt: ns.CreatedAt, Workloads: workloads}
+func toAPINamespace(ns resources.Namespace, workloads int) api.Namespace {
+	return api.Namespace{Name: ns.Name, UID: ns.UID, Labels: ns.Labels, CreatedAt: ns.CreatedAt, Workloads: workloads}
 }
 
 func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) {

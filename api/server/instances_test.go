@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"bytes"
@@ -18,15 +18,16 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/store/resources"
 )
 
 func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 	ctx := context.Background()
-	f := newAgentFixture(t, api.AgentConfig{
+	f := newAgentFixture(t, server.AgentConfig{
 		Logs: func(_ context.Context, id string, follow bool, w io.Writer) error {
 			if id != "web-1" {
-				return fmt.Errorf("%w: %s", api.ErrUnknownInstance, id)
+				return fmt.Errorf("%w: %s", server.ErrUnknownInstance, id)
 			}
 			_, err := fmt.Fprintf(w, "hello from %s follow=%v\n", id, follow)
 			return err
@@ -88,14 +89,14 @@ func mustJSON(t *testing.T, v any) []byte {
 // newAgentFixture is a fixture whose server reaches a TLS agent serving
 // agent (a node n1 registered at it), with the workload default/web
 // applied.
-func newAgentFixture(t *testing.T, agent api.AgentConfig) *fixture {
+func newAgentFixture(t *testing.T, agent server.AgentConfig) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	agentSrv := httptest.NewTLSServer(api.AgentHandler(agent))
+	agentSrv := httptest.NewTLSServer(server.AgentHandler(agent))
 	t.Cleanup(agentSrv.Close)
 	pool := x509.NewCertPool()
 	pool.AddCert(agentSrv.Certificate())
-	f := newFixture(t, func(c *api.ServerConfig) {
+	f := newFixture(t, func(c *server.ServerConfig) {
 		c.AgentTransport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	})
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(agentSrv.URL, "https://"))

@@ -1,12 +1,12 @@
-package api
+package server
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"kat.dws.rip/kat/api"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
@@ -26,21 +26,6 @@ type GitOps interface {
 }
 
 var _ GitOps = (*gitsync.Manager)(nil)
-
-// Source is a Git source's spec and status as the API returns it.
-type Source = resources.Source
-
-// SourceSpec is the body of PUT /v1alpha1/sources/{name}.
-type SourceSpec = resources.SourceSpec
-
-// SyncResult is the response to a sync request.
-type SyncResult struct {
-	// Triggered is how many sources were asked to poll now.
-	Triggered int `json:"triggered"`
-}
-
-// Event is one recorded event.
-type Event = resources.Event
 
 func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 	srcs, err := s.cfg.Repo.ListSources(r.Context())
@@ -116,7 +101,7 @@ func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) {
 // takes.
 func (s *Server) syncSources(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.GitOps == nil {
-		writeError(w, &Error{StatusCode: http.StatusServiceUnavailable, Code: CodeInternal, Message: "Git sync is not running on this node"})
+		writeError(w, &api.Error{StatusCode: http.StatusServiceUnavailable, Code: api.CodeInternal, Message: "Git sync is not running on this node"})
 		return
 	}
 	name := chi.URLParam(r, "source")
@@ -128,14 +113,14 @@ func (s *Server) syncSources(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := s.cfg.GitOps.Trigger(name)
 	if errors.Is(err, gitsync.ErrUnknownSource) {
-		writeError(w, &Error{StatusCode: http.StatusConflict, Code: CodeConflict, Message: "source " + name + " exists but is not running: check its spec (katcall get sources)"})
+		writeError(w, &api.Error{StatusCode: http.StatusConflict, Code: api.CodeConflict, Message: "source " + name + " exists but is not running: check its spec (katcall get sources)"})
 		return
 	}
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusAccepted, SyncResult{Triggered: n})
+	writeJSON(w, http.StatusAccepted, api.SyncResult{Triggered: n})
 }
 
 func (s *Server) suspendWorkload(w http.ResponseWriter, r *http.Request) { s.setSuspended(w, r, true) }
@@ -186,60 +171,4 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		evs = []resources.Event{}
 	}
 	writeJSON(w, http.StatusOK, evs)
-}
-
-// ListSources returns every Git source with its status.
-func (c *Client) ListSources(ctx context.Context) ([]Source, error) {
-	var out []Source
-	return out, c.do(ctx, http.MethodGet, "/v1alpha1/sources", nil, nil, "", &out)
-}
-
-// GetSource returns one Git source.
-func (c *Client) GetSource(ctx context.Context, name string) (*Source, error) {
-	var s Source
-	return &s, c.do(ctx, http.MethodGet, "/v1alpha1/sources/"+url.PathEscape(name), nil, nil, "", &s)
-}
-
-// PutSource creates or replaces a Git source.
-func (c *Client) PutSource(ctx context.Context, spec SourceSpec) (*Source, error) {
-	b, err := json.Marshal(spec)
-	if err != nil {
-		return nil, err
-	}
-	var s Source
-	return &s, c.do(ctx, http.MethodPut, "/v1alpha1/sources/"+url.PathEscape(spec.Name), nil, b, "application/json", &s)
-}
-
-// DeleteSource deletes a Git source; its workloads stay.
-func (c *Client) DeleteSource(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1alpha1/sources/"+url.PathEscape(name), nil, nil, "", nil)
-}
-
-// Sync asks one source (every source for "") to fetch now.
-func (c *Client) Sync(ctx context.Context, name string) (*SyncResult, error) {
-	path := "/v1alpha1/sync"
-	if name != "" {
-		path = "/v1alpha1/sources/" + url.PathEscape(name) + "/sync"
-	}
-	var res SyncResult
-	return &res, c.do(ctx, http.MethodPost, path, nil, nil, "", &res)
-}
-
-// SuspendWorkload pauses Git management of a workload.
-func (c *Client) SuspendWorkload(ctx context.Context, ns, name string) (*Workload, error) {
-	var w Workload
-	return &w, c.do(ctx, http.MethodPost, workloadsPath(ns)+"/"+url.PathEscape(name)+"/suspend", nil, nil, "", &w)
-}
-
-// ResumeWorkload hands a workload back to Git management.
-func (c *Client) ResumeWorkload(ctx context.Context, ns, name string) (*Workload, error) {
-	var w Workload
-	return &w, c.do(ctx, http.MethodPost, workloadsPath(ns)+"/"+url.PathEscape(name)+"/resume", nil, nil, "", &w)
-}
-
-// ListEvents returns the newest limit events, oldest first.
-func (c *Client) ListEvents(ctx context.Context, limit int) ([]Event, error) {
-	var out []Event
-	q := url.Values{"limit": {strconv.Itoa(limit)}}
-	return out, c.do(ctx, http.MethodGet, "/v1alpha1/events", q, nil, "", &out)
 }

@@ -1,8 +1,9 @@
-package api
+package server
 
 import (
 	"context"
 	"errors"
+	"kat.dws.rip/kat/api"
 	"net/http"
 	"time"
 
@@ -11,12 +12,12 @@ import (
 	"kat.dws.rip/kat/store/resources"
 )
 
-func (s *Server) clusterView(ctx context.Context) (*ClusterConfig, error) {
+func (s *Server) clusterView(ctx context.Context) (*api.ClusterConfig, error) {
 	info, err := s.cfg.Repo.ClusterInfo(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &ClusterConfig{UID: info.UID, Name: info.Config.Metadata.Name, CreatedAt: info.CreatedAt, Spec: info.Config.Spec}, nil
+	return &api.ClusterConfig{UID: info.UID, Name: info.Config.Metadata.Name, CreatedAt: info.CreatedAt, Spec: info.Config.Spec}, nil
 }
 
 func (s *Server) clusterConfig(w http.ResponseWriter, r *http.Request) {
@@ -28,7 +29,7 @@ func (s *Server) clusterConfig(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, cv)
 }
 
-func (s *Server) leader(ctx context.Context) (*Leader, error) {
+func (s *Server) leader(ctx context.Context) (*api.Leader, error) {
 	if s.cfg.Leader != nil {
 		return s.cfg.Leader(ctx)
 	}
@@ -36,10 +37,10 @@ func (s *Server) leader(ctx context.Context) (*Leader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Leader{Node: ep.Node, APIURL: ep.APIURL, Since: ep.Since}, nil
+	return &api.Leader{Node: ep.Node, APIURL: ep.APIURL, Since: ep.Since}, nil
 }
 
-func (s *Server) nodeViews(ctx context.Context) ([]Node, error) {
+func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 	nodes, err := s.cfg.Repo.ListNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -49,11 +50,11 @@ func (s *Server) nodeViews(ctx context.Context) ([]Node, error) {
 		return nil, err
 	}
 	now := s.cfg.Now()
-	out := make([]Node, 0, len(nodes))
+	out := make([]api.Node, 0, len(nodes))
 	for _, n := range nodes {
 		reg := n.Registration
-		v := Node{
-			Name: reg.Name, UID: reg.UID, Status: NodeUnknown, AdvertiseAddress: reg.AdvertiseAddress,
+		v := api.Node{
+			Name: reg.Name, UID: reg.UID, Status: api.NodeUnknown, AdvertiseAddress: reg.AdvertiseAddress,
 			APIPort: reg.APIPort, AgentPort: reg.AgentPort, Labels: reg.Labels, JoinedAt: reg.JoinedAt,
 			Leader: leader != nil && leader.Node == reg.Name,
 		}
@@ -62,9 +63,9 @@ func (s *Server) nodeViews(ctx context.Context) ([]Node, error) {
 			v.LastHeartbeat = &hb
 			v.Resources = n.Status.Resources
 			v.Conditions, v.Instances = n.Status.Conditions, len(n.Status.WorkloadInstances)
-			v.Status = NodeReady
+			v.Status = api.NodeReady
 			if now.Sub(hb) > s.cfg.NodeLossTimeout {
-				v.Status = NodeNotReady
+				v.Status = api.NodeNotReady
 			}
 		}
 		out = append(out, v)
@@ -94,7 +95,7 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: "node " + name + " not found"})
+	writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: "node " + name + " not found"})
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -104,7 +105,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	st := Status{Cluster: *cv, Phases: map[string]int{}}
+	st := api.Status{Cluster: *cv, Phases: map[string]int{}}
 	if l, err := s.leader(ctx); err == nil {
 		st.Leader = l
 	} else if !errors.Is(err, resources.ErrNotFound) {

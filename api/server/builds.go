@@ -1,9 +1,10 @@
-package api
+package server
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"kat.dws.rip/kat/api"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,30 +25,16 @@ type buildRecordRef struct {
 	StartedAt time.Time `json:"startedAt"`
 }
 
-// Build is one node's record of the build of one commit of a workload: the
-// build.Record the node stored under /kat/builds.
-type Build struct {
-	Node       string    `json:"node"`
-	Commit     string    `json:"commit"`
-	Image      string    `json:"image"`
-	State      string    `json:"state"`
-	CacheHit   bool      `json:"cacheHit"`
-	StartedAt  time.Time `json:"startedAt"`
-	FinishedAt time.Time `json:"finishedAt,omitzero"`
-	Error      string    `json:"error,omitempty"`
-	Warnings   []string  `json:"warnings,omitempty"`
-}
-
 // workloadBuilds returns the build records of workload ns/name, newest
 // first; records that do not decode are skipped.
-func (s *Server) workloadBuilds(ctx context.Context, ns, name string) ([]Build, error) {
+func (s *Server) workloadBuilds(ctx context.Context, ns, name string) ([]api.Build, error) {
 	kvs, err := s.cfg.Repo.ListBuildRecordsJSON(ctx, ns, name, "")
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Build, 0, len(kvs))
+	out := make([]api.Build, 0, len(kvs))
 	for _, kv := range kvs {
-		var b Build
+		var b api.Build
 		if json.Unmarshal(kv.Value, &b) == nil {
 			out = append(out, b)
 		}
@@ -71,7 +58,7 @@ func (s *Server) buildLog(w http.ResponseWriter, r *http.Request, ns, name strin
 		commit = wl.Status.SourceCommit
 	}
 	if commit == "" {
-		writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound,
+		writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound,
 			Message: fmt.Sprintf("workload %s/%s has no build: it is not built from Git, or its commit is not resolved yet", ns, name)})
 		return
 	}
@@ -99,12 +86,12 @@ func (s *Server) buildLog(w http.ResponseWriter, r *http.Request, ns, name strin
 		}
 	}
 	if best == nil {
-		writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound,
+		writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound,
 			Message: fmt.Sprintf("no node has built workload %s/%s at %s", ns, name, commit)})
 		return
 	}
 	if s.cfg.AgentTransport == nil {
-		writeError(w, &Error{StatusCode: http.StatusServiceUnavailable, Code: CodeInternal, Message: "this server cannot reach agents"})
+		writeError(w, &api.Error{StatusCode: http.StatusServiceUnavailable, Code: api.CodeInternal, Message: "this server cannot reach agents"})
 		return
 	}
 	reg, err := s.cfg.Repo.GetNodeRegistration(ctx, best.Node)
@@ -121,13 +108,13 @@ func (s *Server) buildLog(w http.ResponseWriter, r *http.Request, ns, name strin
 	}
 	resp, err := (&http.Client{Transport: s.cfg.AgentTransport}).Do(req)
 	if err != nil {
-		writeError(w, &Error{StatusCode: http.StatusBadGateway, Code: CodeInternal,
+		writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal,
 			Message: fmt.Sprintf("reach the agent of node %s: %v", best.Node, err)})
 		return
 	}
 	defer resp.Body.Close()
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.Header().Set("X-Kat-Node", best.Node)
+	w.Header().Set("X-Kat-api.Node", best.Node)
 	w.Header().Set("X-Kat-Commit", best.Commit)
 	w.WriteHeader(resp.StatusCode)
 	_ = copyFlushing(w, resp.Body)

@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"bytes"
@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/api/server"
 )
 
 func TestBuildLogProxied(t *testing.T) {
 	ctx := context.Background()
 	commit := strings.Repeat("ab", 20)
-	f := newAgentFixture(t, api.AgentConfig{
+	f := newAgentFixture(t, server.AgentConfig{
 		Logs: func(context.Context, string, bool, io.Writer) error { return nil },
 		BuildLog: func(_ context.Context, ns, name, c string, w io.Writer) error {
 			if c != commit {
-				return fmt.Errorf("%w: %s", api.ErrUnknownBuild, c)
+				return fmt.Errorf("%w: %s", server.ErrUnknownBuild, c)
 			}
 			_, err := fmt.Fprintf(w, "STEP 1/2: FROM localhost/kat-base:latest (%s/%s)\n", ns, name)
 			return err

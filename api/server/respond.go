@@ -1,10 +1,11 @@
-package api
+package server
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"kat.dws.rip/kat/api"
 	"net/http"
 
 	"kat.dws.rip/kat/quadlet"
@@ -19,15 +20,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func writeError(w http.ResponseWriter, e *Error) {
+func writeError(w http.ResponseWriter, e *api.Error) {
 	writeJSON(w, e.StatusCode, e)
 }
 
 // errorFor maps an error from the layers below to an API error: not found is
 // 404, conflicts 409, Quadlet problems 422, oversized input 413; anything
 // else is a 500 whose message is generic, so internals never leak.
-func errorFor(err error) *Error {
-	var ae *Error
+func errorFor(err error) *api.Error {
+	var ae *api.Error
 	if errors.As(err, &ae) {
 		return ae
 	}
@@ -41,34 +42,34 @@ func errorFor(err error) *Error {
 	}
 	switch {
 	case errors.Is(err, quadlet.ErrTooLarge):
-		return &Error{StatusCode: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: err.Error()}
+		return &api.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: err.Error()}
 	case errors.Is(err, quadlet.ErrInvalidArchive):
-		return &Error{StatusCode: http.StatusBadRequest, Code: CodeBadRequest, Message: err.Error()}
+		return &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeBadRequest, Message: err.Error()}
 	case errors.Is(err, resources.ErrNotFound):
-		return &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()}
+		return &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: err.Error()}
 	case errors.Is(err, resources.ErrAlreadyExists):
-		return &Error{StatusCode: http.StatusConflict, Code: CodeAlreadyExists, Message: err.Error()}
+		return &api.Error{StatusCode: http.StatusConflict, Code: api.CodeAlreadyExists, Message: err.Error()}
 	case errors.Is(err, resources.ErrConflict), errors.Is(err, resources.ErrNamespaceNotEmpty),
 		errors.Is(err, resources.ErrProtected):
-		return &Error{StatusCode: http.StatusConflict, Code: CodeConflict, Message: err.Error()}
+		return &api.Error{StatusCode: http.StatusConflict, Code: api.CodeConflict, Message: err.Error()}
 	}
-	return &Error{StatusCode: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error: " + err.Error()}
+	return &api.Error{StatusCode: http.StatusInternalServerError, Code: api.CodeInternal, Message: "internal error: " + err.Error()}
 }
 
-func invalidQuadlet(list quadlet.ErrorList) *Error {
-	e := &Error{StatusCode: http.StatusUnprocessableEntity, Code: CodeInvalid, Message: list.Error()}
+func invalidQuadlet(list quadlet.ErrorList) *api.Error {
+	e := &api.Error{StatusCode: http.StatusUnprocessableEntity, Code: api.CodeInvalid, Message: list.Error()}
 	for _, fe := range list {
-		e.Details = append(e.Details, FieldDetail{File: fe.File, Line: fe.Line, Field: fe.Field, Message: fe.Message})
+		e.Details = append(e.Details, api.FieldDetail{File: fe.File, Line: fe.Line, Field: fe.Field, Message: fe.Message})
 	}
 	return e
 }
 
-func badRequest(format string, args ...any) *Error {
-	return &Error{StatusCode: http.StatusBadRequest, Code: CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+func badRequest(format string, args ...any) *api.Error {
+	return &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
 // readBody reads at most limit bytes of the request body; more is a 413.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api.Error) {
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
@@ -86,7 +87,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Err
 	return b, nil
 }
 
-func tooLarge(limit int64) *Error {
-	return &Error{StatusCode: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+func tooLarge(limit int64) *api.Error {
+	return &api.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
 		Message: fmt.Sprintf("request body is larger than the limit of %d bytes", limit)}
 }

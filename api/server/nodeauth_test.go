@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -30,7 +31,7 @@ func TestNodeReportsWithItsCertificate(t *testing.T) {
 		}
 		return l
 	}
-	s, err := api.NewServer(api.ServerConfig{Repo: f.repo, AdminTokenHash: resources.HashToken(token), RateLimit: -1})
+	s, err := server.NewServer(server.ServerConfig{Repo: f.repo, AdminTokenHash: resources.HashToken(token), RateLimit: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
-package api
+package server
 
 import (
 	"context"
 	"errors"
 	"io"
+	"kat.dws.rip/kat/api"
 	"net/http"
 	"time"
 
@@ -58,9 +59,9 @@ func AgentHandler(cfg AgentConfig) http.Handler {
 		err = cfg.Logs(r.Context(), id, follow, fw)
 		switch {
 		case errors.Is(err, ErrUnknownInstance) && !fw.wrote:
-			writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()})
+			writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: err.Error()})
 		case err != nil && !fw.wrote:
-			writeError(w, &Error{StatusCode: http.StatusBadGateway, Code: CodeInternal, Message: err.Error()})
+			writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal, Message: err.Error()})
 		case err != nil:
 			cfg.Logger.Warn().Err(err).Str("instance", id).Msg("log stream ended with an error")
 		}
@@ -69,7 +70,7 @@ func AgentHandler(cfg AgentConfig) http.Handler {
 	r.Get("/v1alpha1/builds/{ns}/{name}/{commit}/log", func(w http.ResponseWriter, r *http.Request) {
 		ns, name, commit := chi.URLParam(r, "ns"), chi.URLParam(r, "name"), chi.URLParam(r, "commit")
 		if cfg.BuildLog == nil {
-			writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: "this node does not build images"})
+			writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: "this node does not build images"})
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -77,9 +78,9 @@ func AgentHandler(cfg AgentConfig) http.Handler {
 		err := cfg.BuildLog(r.Context(), ns, name, commit, fw)
 		switch {
 		case errors.Is(err, ErrUnknownBuild) && !fw.wrote:
-			writeError(w, &Error{StatusCode: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()})
+			writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: err.Error()})
 		case err != nil && !fw.wrote:
-			writeError(w, &Error{StatusCode: http.StatusBadGateway, Code: CodeInternal, Message: err.Error()})
+			writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal, Message: err.Error()})
 		case err != nil:
 			cfg.Logger.Warn().Err(err).Str("workload", ns+"/"+name).Msg("build log ended with an error")
 		}

@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -29,7 +30,7 @@ func (f *fakeGitOps) Resume(ctx context.Context, ns, name string) (*resources.Wo
 func TestSources(t *testing.T) {
 	var g fakeGitOps
 	var webhookHits atomic.Int64
-	f := newFixture(t, func(c *api.ServerConfig) {
+	f := newFixture(t, func(c *server.ServerConfig) {
 		g.repo = c.Repo
 		c.GitOps = &g
 		c.Webhooks = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

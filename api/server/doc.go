@@ -1,0 +1,37 @@
+// Package server is the leader's v1alpha1 HTTP API server (spec §8): routing
+// (chi), authentication, size and rate limits, the error format, and the
+// agent API each node serves on its agent port. Its wire types and the client
+// are in package api, which links neither this package nor etcd.
+//
+//	srv, err := server.NewServer(server.ServerConfig{Repo: repo, AdminTokenHash: hash})
+//	httpSrv := &http.Server{Handler: srv.Handler(), TLSConfig: tlsCfg}
+//
+// # Endpoints
+//
+//	GET    /healthz                                   no authentication
+//	GET    /v1alpha1/status                           cluster summary for katcall status
+//	GET    /v1alpha1/namespaces                       POST creates (body: namespace.kat)
+//	GET    /v1alpha1/namespaces/{ns}                  PUT replaces labels, DELETE removes an empty one
+//	GET    /v1alpha1/workloads                        every namespace
+//	GET    /v1alpha1/n/{ns}/workloads                 POST creates, PUT creates or updates (body: tar.gz of a Quadlet directory)
+//	GET    /v1alpha1/n/{ns}/workloads/{name}          PUT creates or updates, DELETE removes
+//	GET    /v1alpha1/n/{ns}/workloads/{name}/files/{file}
+//	GET    /v1alpha1/config/cluster                   the cluster configuration, sanitised
+//	GET    /v1alpha1/nodes                            and /v1alpha1/nodes/{name}
+//
+// # Errors
+//
+// Every error is a JSON body {"error": code, "message": details}, with
+// "details" listing each invalid field (file, line, field, message) when a
+// Quadlet was refused. Status codes: 400 malformed request or archive, 401
+// missing or wrong bearer token, 404 unknown namespace, workload or file, 409
+// conflict (already exists, owned by Git, namespace not empty), 413 body or
+// archive too large, 422 a Quadlet that does not validate, 429 rate limited.
+// A refused request changes no state.
+//
+// # Authentication
+//
+// Every endpoint but /healthz needs "Authorization: Bearer TOKEN" with the
+// admin token printed by kat-agent init. Only the token's SHA-256 is kept in
+// etcd, and it is compared in constant time.
+package server

@@ -1,0 +1,69 @@
+package resources
+
+import "kat.dws.rip/kat/api"
+
+// The records below are the same in etcd and on the wire; api defines them
+// (so that katcall links neither etcd nor the server) and this package
+// stores them as they are.
+type (
+	// Owner says which path of desired state a workload belongs to.
+	Owner = api.Owner
+	// Condition is one aspect of an item's state.
+	Condition = api.Condition
+	// ResourceList is an amount of CPU and memory.
+	ResourceList = api.ResourceList
+	// NodeResources is a node's capacity and allocatable resources.
+	NodeResources = api.NodeResources
+	// NodeStatus is a node's last heartbeat (spec §4.1.3).
+	NodeStatus = api.NodeStatus
+	// InstanceStatus is one instance as its agent reports it.
+	InstanceStatus = api.InstanceStatus
+	// PublishedPort is a container port published on the node.
+	PublishedPort = api.PublishedPort
+	// GPU is one GPU of a node.
+	GPU = api.GPU
+	// SourceSpec is a config-repo source the leader follows.
+	SourceSpec = api.SourceSpec
+	// SourceAuth names a source's credential files.
+	SourceAuth = api.GitAuth
+	// PathError is a problem with one path of a source at a commit.
+	PathError = api.PathError
+	// SourceStatus is how far the leader has got with a source.
+	SourceStatus = api.SourceStatus
+	// Source is a source's spec and status together.
+	Source = api.Source
+	// Event is something that happened to an object.
+	Event = api.Event
+)
+
+// Values of the records' enumerations, as api defines them.
+const (
+	OwnerAPI = api.OwnerAPI
+	OwnerGit = api.OwnerGit
+
+	ConditionTrue    = api.ConditionTrue
+	ConditionFalse   = api.ConditionFalse
+	ConditionUnknown = api.ConditionUnknown
+
+	PhasePending     = api.PhasePending
+	PhaseProgressing = api.PhaseProgressing
+	PhaseReady       = api.PhaseReady
+	PhaseDegraded    = api.PhaseDegraded
+	PhaseFailed      = api.PhaseFailed
+
+	InstancePending   = api.InstancePending
+	InstanceRunning   = api.InstanceRunning
+	InstanceSucceeded = api.InstanceSucceeded
+	InstanceFailed    = api.InstanceFailed
+
+	HealthHealthy       = api.HealthHealthy
+	HealthUnhealthy     = api.HealthUnhealthy
+	HealthPending       = api.HealthPending
+	HealthNotApplicable = api.HealthNotApplicable
+
+	EventNormal  = api.EventNormal
+	EventWarning = api.EventWarning
+)
+
+// APIOwner is the owner of workloads applied through the API.
+func APIOwner() Owner { return api.APIOwner() }

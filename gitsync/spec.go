@@ -1,6 +1,7 @@
 package gitsync
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -148,4 +149,21 @@ func checkBranch(b string) string {
 		return fmt.Sprintf("%q is not a valid branch name", b)
 	}
 	return ""
+}
+
+// EnsureClusterSource creates the source cluster.kat's spec.gitops names, once:
+// a source that exists already (changed since with katcall source set) is
+// left alone. It reports whether it created it. A gitops section that does
+// not make a valid source is an error naming the field; cluster.kat was
+// checked at init, so this means the rules changed since.
+func EnsureClusterSource(ctx context.Context, repo *resources.Repo, g *quadlet.GitOpsConfig) (bool, error) {
+	spec := Defaulted(SpecFromGitOps(g))
+	if err := ValidateSpec(spec); err != nil {
+		return false, fmt.Errorf("cluster.kat spec.gitops does not make a valid source: %w", err)
+	}
+	created, err := repo.CreateSourceSpec(ctx, spec)
+	if err != nil {
+		return false, fmt.Errorf("create the source of cluster.kat spec.gitops: %w", err)
+	}
+	return created, nil
 }

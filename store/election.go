@@ -273,7 +273,8 @@ func (s *Etcd) release(el *concurrency.Election, session *concurrency.Session, t
 // Resign gives up the leadership won by Campaign: it cancels the leadership
 // context with cause ErrResigned and waits, bounded by ctx, until the leader
 // key is deleted and the lease revoked. It returns an error wrapping
-// ErrNotLeader when this store does not hold leadership.
+// ErrNotLeader when this store does not hold leadership; when its leadership
+// has just ended, it first waits, bounded by ctx, for that release.
 func (s *Etcd) Resign(ctx context.Context) error {
 	s.mu.Lock()
 	c := s.cur
@@ -283,7 +284,16 @@ func (s *Etcd) Resign(ctx context.Context) error {
 		lctx, cancel = c.lctx, c.cancel
 	}
 	s.mu.Unlock()
-	if lctx == nil || lctx.Err() != nil {
+	if lctx == nil {
+		return fmt.Errorf("resign leadership: %w", ErrNotLeader)
+	}
+	if lctx.Err() != nil {
+		// Leadership already ended: wait until it is released, so that a
+		// caller that resigns on its way out leaves no leader key behind.
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+		}
 		return fmt.Errorf("resign leadership: %w", ErrNotLeader)
 	}
 	cancel(ErrResigned)

@@ -3,37 +3,23 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
-	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/node"
 )
 
-// initOptions are the flags of kat-agent init.
-type initOptions struct {
-	configPath     string
-	dataDir        string
-	nodeName       string
-	advertise      string
-	apiPort        int
-	agentPort      int
-	etcdClientPort int
-	etcdPeerPort   int
-	etcdEndpoints  []string
-	etcdCAFile     string
-	etcdCertFile   string
-	etcdKeyFile    string
-	logLevel       string
-	logFormat      string
-	changed        func(name string) bool
-	agent          agentOptions
+// initFlags are the flags of kat-agent init that are not node.Options fields.
+type initFlags struct {
+	logLevel  string
+	logFormat string
 }
 
 func newInitCommand() *cobra.Command {
-	o := &initOptions{}
+	o := node.Options{Agent: node.DefaultAgentOptions()}
+	var lf initFlags
 	cmd := &cobra.Command{
 		Use:   "init --config cluster.kat --data-dir DIR",
 		Short: "Create a cluster and run its first leader, or resume it from DIR",
@@ -47,110 +33,82 @@ tokens, all state kept. The cluster configuration is fixed at the first init; fl
 given on a later run override the ports and addresses this node uses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.changed = func(name string) bool { return cmd.Flags().Changed(name) }
-			if err := o.validate(); err != nil {
+			if err := errors.Join(explicitZeroPorts(cmd.Flags()), lf.validate()); err != nil {
 				return err
 			}
-			return runInit(cmd.Context(), o)
+			log := node.NewLogger(lf.logLevel, lf.logFormat, os.Stderr)
+			n, err := node.Open(cmd.Context(), o, log)
+			if err != nil {
+				return err
+			}
+			defer n.Close()
+			return n.Run(cmd.Context())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configPath, "config", "", "path of cluster.kat (required on the first init)")
-	f.StringVar(&o.dataDir, "data-dir", "/var/lib/kat", "directory for this node's PKI, tokens and etcd data")
-	f.StringVar(&o.nodeName, "node-name", "", "this node's name (default: the host name)")
-	f.StringVar(&o.advertise, "advertise-address", "", "IP address other nodes and katcall reach this node on (default: the first non-loopback IPv4 address)")
-	f.IntVar(&o.apiPort, "api-port", 0, "API port (default: cluster.kat apiPort, 9115)")
-	f.IntVar(&o.agentPort, "agent-port", 0, "agent port (default: cluster.kat agentPort, 9116)")
-	f.IntVar(&o.etcdClientPort, "etcd-client-port", 0, "embedded etcd client port (default: cluster.kat etcdClientPort, 2379)")
-	f.IntVar(&o.etcdPeerPort, "etcd-peer-port", 0, "embedded etcd peer port (default: cluster.kat etcdPeerPort, 2380)")
-	f.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", nil, "use this external etcd cluster instead of the embedded one (comma-separated URLs)")
-	f.StringVar(&o.etcdCAFile, "etcd-cafile", "", "CA certificate of the external etcd")
-	f.StringVar(&o.etcdCertFile, "etcd-certfile", "", "client certificate for the external etcd")
-	f.StringVar(&o.etcdKeyFile, "etcd-keyfile", "", "client key for the external etcd")
-	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.StringVar(&o.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
-	o.agent.addFlags(cmd)
+	f.StringVar(&o.ConfigPath, "config", "", "path of cluster.kat (required on the first init)")
+	f.StringVar(&o.DataDir, "data-dir", "/var/lib/kat", "directory for this node's PKI, tokens and etcd data")
+	f.StringVar(&o.NodeName, "node-name", "", "this node's name (default: the host name)")
+	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "IP address other nodes and katcall reach this node on (default: the first non-loopback IPv4 address)")
+	f.IntVar(&o.APIPort, "api-port", 0, "API port (default: cluster.kat apiPort, 9115)")
+	f.IntVar(&o.AgentPort, "agent-port", 0, "agent port (default: cluster.kat agentPort, 9116)")
+	f.IntVar(&o.EtcdClientPort, "etcd-client-port", 0, "embedded etcd client port (default: cluster.kat etcdClientPort, 2379)")
+	f.IntVar(&o.EtcdPeerPort, "etcd-peer-port", 0, "embedded etcd peer port (default: cluster.kat etcdPeerPort, 2380)")
+	f.StringSliceVar(&o.EtcdEndpoints, "etcd-endpoints", nil, "use this external etcd cluster instead of the embedded one (comma-separated URLs)")
+	f.StringVar(&o.EtcdCAFile, "etcd-cafile", "", "CA certificate of the external etcd")
+	f.StringVar(&o.EtcdCertFile, "etcd-certfile", "", "client certificate for the external etcd")
+	f.StringVar(&o.EtcdKeyFile, "etcd-keyfile", "", "client key for the external etcd")
+	f.StringVar(&lf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&lf.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
+	addAgentFlags(f, &o.Agent)
 	return cmd
 }
 
-func (o *initOptions) validate() error {
+// addAgentFlags adds the flags of the node agent (containers and builds).
+func addAgentFlags(f *pflag.FlagSet, a *node.AgentOptions) {
+	f.StringVar(&a.Podman, "podman", a.Podman, "podman binary that runs this node's containers")
+	f.StringVar(&a.PodmanRoot, "podman-root", "", "podman storage root (--root; default: podman's)")
+	f.StringVar(&a.PodmanRunRoot, "podman-runroot", "", "podman run root (--runroot; default: podman's)")
+	f.StringVar(&a.VolumeBasePath, "volume-base-path", "", "where SimpleClusterStorage volumes live (default: cluster.kat volumeBasePath, /var/lib/kat/volumes)")
+	f.IntVar(&a.MaxConcurrentPulls, "max-concurrent-pulls", a.MaxConcurrentPulls, "image pulls in flight at most")
+	f.IntVar(&a.MaxConcurrentSteps, "max-concurrent-steps", a.MaxConcurrentSteps, "container operations (create, start, remove, health check) in flight at most")
+	f.StringVar(&a.BuildDir, "build-dir", "", "where app-repository clones and build logs live (default: DATA_DIR/builds)")
+	f.StringVar(&a.RegistryAuthFile, "registry-auth-file", "", "podman auth file with the build cache registry's credentials (default: podman's)")
+	f.StringSliceVar(&a.InsecureRegistries, "insecure-registry", nil, "build cache registry (host:port) reached without TLS verification; repeatable")
+	f.IntVar(&a.KeepImages, "keep-images", a.KeepImages, "kat-local images kept per workload by build housekeeping")
+	f.DurationVar(&a.BuildTimeout, "build-timeout", a.BuildTimeout, "bound of one image build (cache pull, clone, podman build, push)")
+	f.IntVar(&a.MaxConcurrentBuilds, "max-concurrent-builds", a.MaxConcurrentBuilds, "image builds in flight at most")
+	f.StringVar(&a.AppAuth.TokenFile, "app-repo-token-file", "", "token (first line) for app repositories over HTTPS, sent as the basic-auth password (default: anonymous)")
+	f.StringVar(&a.AppAuth.Username, "app-repo-username", "", "user sent with --app-repo-token-file (default x-access-token), or the SSH user (default git)")
+	f.StringVar(&a.AppAuth.BasicAuthFile, "app-repo-basic-auth-file", "", "file with user:password for app repositories over HTTPS")
+	f.StringVar(&a.AppAuth.SSHKeyFile, "app-repo-ssh-key-file", "", "unencrypted PEM private key for ssh:// app repositories (needs --app-repo-known-hosts-file)")
+	f.StringVar(&a.AppAuth.KnownHostsFile, "app-repo-known-hosts-file", "", "known_hosts file SSH host keys of app repositories are checked against")
+	f.DurationVar(&a.AppPollInterval, "app-poll-interval", 0, "how often the leader resolves app repositories' branches without a webhook (default: cluster.kat gitops pollIntervalSeconds, else 30s)")
+}
+
+// explicitZeroPorts refuses a port flag given as 0: unset ports are 0 in
+// node.Options, so an explicit 0 would silently mean "keep".
+func explicitZeroPorts(f *pflag.FlagSet) error {
 	var errs []error
-	if o.dataDir == "" {
-		errs = append(errs, errors.New("--data-dir: must not be empty"))
-	}
-	for _, p := range []struct {
-		flag string
-		v    int
-	}{{"api-port", o.apiPort}, {"agent-port", o.agentPort}, {"etcd-client-port", o.etcdClientPort}, {"etcd-peer-port", o.etcdPeerPort}} {
-		if o.changed(p.flag) && (p.v < 1 || p.v > 65535) {
-			errs = append(errs, fmt.Errorf("--%s: %d is not a port (1-65535)", p.flag, p.v))
+	for _, name := range []string{"api-port", "agent-port", "etcd-client-port", "etcd-peer-port"} {
+		if fl := f.Lookup(name); fl.Changed && fl.Value.String() == "0" {
+			errs = append(errs, fmt.Errorf("--%s: 0 is not a port (1-65535)", name))
 		}
-	}
-	if o.advertise != "" {
-		if ip := net.ParseIP(o.advertise); ip == nil || ip.IsUnspecified() {
-			errs = append(errs, fmt.Errorf("--advertise-address: %q is not a usable IP address", o.advertise))
-		}
-	}
-	if o.nodeName != "" && !quadlet.IsDNSLabel(o.nodeName) {
-		errs = append(errs, fmt.Errorf("--node-name: %q must be a DNS label (lowercase letters, digits and '-')", o.nodeName))
-	}
-	for _, ep := range o.etcdEndpoints {
-		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
-			errs = append(errs, fmt.Errorf("--etcd-endpoints: %q must be an http:// or https:// URL", ep))
-		}
-	}
-	if (o.etcdCertFile == "") != (o.etcdKeyFile == "") {
-		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile must be given together"))
-	}
-	switch o.logLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		errs = append(errs, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", o.logLevel))
-	}
-	switch o.logFormat {
-	case "auto", "json", "console":
-	default:
-		errs = append(errs, fmt.Errorf("--log-format: %q is not one of auto, json, console", o.logFormat))
-	}
-	if err := o.agent.validate(); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// defaultNodeName is the host name, lowercased and cut to a DNS label.
-func defaultNodeName() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return "kat-node"
+func (lf initFlags) validate() error {
+	var errs []error
+	switch lf.logLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", lf.logLevel))
 	}
-	h = strings.ToLower(strings.SplitN(h, ".", 2)[0])
-	if !quadlet.IsDNSLabel(h) {
-		return "kat-node"
+	switch lf.logFormat {
+	case "auto", "json", "console":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format: %q is not one of auto, json, console", lf.logFormat))
 	}
-	return h
-}
-
-// defaultAdvertiseAddress is the first non-loopback IPv4 address of an
-// interface that is up, or 127.0.0.1.
-func defaultAdvertiseAddress() string {
-	ifaces, err := net.Interfaces()
-	if err != nil {
-		return "127.0.0.1"
-	}
-	for _, ifc := range ifaces {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
-				return n.IP.String()
-			}
-		}
-	}
-	return "127.0.0.1"
+	return errors.Join(errs...)
 }

@@ -1,0 +1,130 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/reconcile/agent"
+	"kat.dws.rip/kat/runtime"
+)
+
+// runAgent runs the node's side: the local reconcile loop, the agent API on
+// the agent port and the heartbeat to the leader. Containers keep running
+// when it returns.
+func (n *Node) runAgent(ctx context.Context) error {
+	o := n.opts.Agent
+	spec := n.state.Cluster.Spec
+	log := n.log.With().Str("component", "agent").Logger()
+	rt := runtime.NewPodman(runtime.PodmanConfig{Binary: o.Podman, Root: o.PodmanRoot, RunRoot: o.PodmanRunRoot})
+	ids, idErr := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
+	var idRange *runtime.SubIDRange
+	if idErr != nil {
+		log.Warn().Err(idErr).Msg("no sub-id range for user containers: every container gets podman's --userns=auto, and replicas sharing a volume lose write access to it; run scripts/install-prereqs.sh")
+	} else {
+		idRange = &ids
+		log.Info().Int64("start", ids.Start).Int64("count", ids.Count).Msg("workload user namespaces from the containers sub-id range")
+	}
+	volumes := o.VolumeBasePath
+	if volumes == "" {
+		volumes = spec.VolumeBasePath
+	}
+	buildDir := o.BuildDir
+	if buildDir == "" {
+		buildDir = n.dir.path("builds")
+	}
+	builder, err := build.New(build.Config{
+		Node: n.state.NodeName, WorkDir: buildDir, Podman: rt, Records: agent.BuildRecords{Repo: n.repo},
+		Timeout: o.BuildTimeout, AuthFile: o.RegistryAuthFile, InsecureRegistries: o.InsecureRegistries,
+		MaxParallel: o.MaxConcurrentBuilds, KeepImages: o.KeepImages, Logger: n.log.With().Str("component", "build").Logger(),
+	})
+	if err != nil {
+		return err
+	}
+	defer builder.Close() // after every goroutine below has ended: stops builds still under way
+	beat := make(chan struct{}, 1)
+	ag, err := agent.NewAgent(agent.AgentConfig{
+		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
+		BuildAuth: build.Auth(o.AppAuth), MaxConcurrentSteps: o.MaxConcurrentSteps,
+		BuildSpec: agent.NewSpecBuilder(n.state.NodeName, volumes, idRange, log),
+		OnChange:  func() { reconcile.Poke(beat) },
+		Logger:    log,
+	})
+	if err != nil {
+		return err
+	}
+	srv, ln, err := n.agentServer(ag)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ag.Run(gctx) })
+	g.Go(func() error {
+		log.Info().Str("addr", ln.Addr().String()).Msg("serving agent API")
+		return serveTLS(gctx, srv, ln, "agent API")
+	})
+	g.Go(func() error {
+		return agent.RunHeartbeat(gctx, agent.HeartbeatConfig{
+			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Post: agent.LeaderReporter(n.repo, n.ca.CertPEM, n.leaf), Wake: beat,
+			Instances: ag.Instances, Conditions: ag.Conditions,
+			Interval: time.Duration(spec.AgentTickSeconds) * time.Second,
+			Logger:   n.log.With().Str("component", "heartbeat").Logger(),
+		})
+	})
+	return g.Wait()
+}
+
+// agentServer listens on the agent port with mutual TLS: only holders of a
+// certificate of the cluster CA may call it.
+func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, error) {
+	tlsCfg, err := pki.ServerTLSConfig(n.leaf, n.ca.Pool(), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	port := n.state.Cluster.Spec.AgentPort
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen for the agent API on port %d: %w", port, err)
+	}
+	h := server.AgentHandler(server.AgentConfig{
+		Logs: func(ctx context.Context, id string, follow bool, w io.Writer) error {
+			err := ag.Logs(ctx, id, follow, w)
+			if errors.Is(err, agent.ErrUnknownInstance) {
+				return fmt.Errorf("%w: %w", server.ErrUnknownInstance, err)
+			}
+			return err
+		},
+		BuildLog: func(_ context.Context, ns, name, commit string, w io.Writer) error {
+			err := ag.BuildLog(ns, name, commit, w)
+			if errors.Is(err, build.ErrLogNotFound) || errors.Is(err, build.ErrInvalid) || errors.Is(err, agent.ErrNoBuilder) {
+				return fmt.Errorf("%w: %w", server.ErrUnknownBuild, err)
+			}
+			return err
+		},
+		Logger: n.log.With().Str("component", "agent-api").Logger(),
+	})
+	return &http.Server{Handler: h, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}, ln, nil
+}
+
+// agentTransport is how the leader reaches agents: mutual TLS with this
+// node's certificate.
+func (n *Node) agentTransport() (http.RoundTripper, error) {
+	tlsCfg, err := pki.ClientTLSConfig(n.ca.Pool(), n.leaf)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
+	return tr, nil
+}

@@ -1,0 +1,168 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/gitsync"
+	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/reconcile/agent"
+	"kat.dws.rip/kat/reconcile/leader"
+	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/webhook"
+)
+
+// leaderTerm prepares a term of leadership: the cluster's base records, this
+// node's registration and the leader endpoint, the API listener and
+// katcall.yaml; it returns the leader's loops. Everything it starts stops
+// when lctx ends.
+func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
+	spec := n.state.Cluster.Spec
+	apiURL := "https://" + net.JoinHostPort(n.state.AdvertiseAddress, strconv.Itoa(spec.APIPort))
+	if err := n.registerSelf(lctx, apiURL); err != nil {
+		return nil, err
+	}
+	hash, err := n.repo.AdminTokenHash(lctx)
+	if err != nil {
+		return nil, err
+	}
+	if g := spec.GitOps; g != nil {
+		created, err := gitsync.EnsureClusterSource(lctx, n.repo, g)
+		switch {
+		case err != nil && lctx.Err() == nil:
+			// cluster.kat was checked at init; katcall source set can
+			// still add a source.
+			n.log.Error().Err(err).Msg("not following cluster.kat's config repo")
+		case created:
+			n.log.Info().Str("source", gitsync.ClusterSourceName).Str("url", gitsync.RedactURL(g.Repository)).Msg("created the Git source of cluster.kat")
+		}
+	}
+	gitops := gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log})
+	apps := leader.NewAppSources(leader.AppSourcesConfig{
+		Repo: n.repo, Interval: n.appPollInterval(), Auth: n.opts.Agent.AppAuth, Logger: n.log.With().Str("component", "appsources").Logger(),
+	})
+	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
+		Secret: n.webhookSecret(), Dispatcher: webhook.Fanout(gitops, apps), Logger: n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	agentTr, err := n.agentTransport()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.NewServer(server.ServerConfig{
+		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
+		NodeLossTimeout: time.Duration(spec.NodeLossTimeoutSeconds) * time.Second,
+		Logger:          n.log.With().Str("component", "api").Logger(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := pki.ServerTLSConfig(n.leaf, n.ca.Pool(), false)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg.MinVersion = tls.VersionTLS12
+	tlsCfg.ClientAuth = tls.VerifyClientCertIfGiven // agents report with their node certificate
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(spec.APIPort)))
+	if err != nil {
+		return nil, fmt.Errorf("listen for the API on port %d: %w", spec.APIPort, err)
+	}
+	httpSrv := &http.Server{
+		Handler: srv.Handler(), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return lctx },
+	}
+	if err := writeKatcallConfig(n.dir.katcallConfig(), katcallConfig{
+		Server: apiURL, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
+	}); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return []reconcile.Loop{
+		{Name: "api", Run: func(ctx context.Context) error {
+			n.log.Info().Str("url", apiURL).Str("katcall_config", n.dir.katcallConfig()).Msg("serving API")
+			return serveTLS(ctx, httpSrv, ln, "API")
+		}},
+		{Name: "gitsync", Run: gitops.Run},
+		{Name: "appsources", Run: apps.Run},
+		{Name: "assigner", Run: func(ctx context.Context) error {
+			return leader.RunAssigner(ctx, leader.AssignerConfig{
+				Repo: n.repo, Node: n.state.NodeName, Logger: n.log.With().Str("component", "assigner").Logger(),
+			})
+		}},
+	}, nil
+}
+
+// registerSelf ensures the cluster's base namespaces, registers this node,
+// marks it live at once (its agent's next heartbeat, over the API that is
+// only now starting, brings its instances) and records the leader endpoint
+// agents and katcall follow.
+func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
+	spec := n.state.Cluster.Spec
+	now := time.Now().UTC()
+	for _, ns := range []string{resources.NamespaceSystem, resources.NamespaceDefault} {
+		if _, err := n.repo.EnsureNamespace(ctx, ns, nil); err != nil {
+			return err
+		}
+	}
+	reg := resources.NodeRegistration{
+		Name: n.state.NodeName, UID: n.state.NodeUID, AdvertiseAddress: n.state.AdvertiseAddress,
+		APIPort: spec.APIPort, AgentPort: spec.AgentPort, JoinedAt: now,
+		Labels: map[string]string{"kat.dws.rip/nodeName": n.state.NodeName},
+	}
+	if old, err := n.repo.GetNodeRegistration(ctx, reg.Name); err == nil {
+		reg.JoinedAt = old.JoinedAt
+	}
+	if err := n.repo.PutNodeRegistration(ctx, reg); err != nil {
+		return err
+	}
+	st, err := n.repo.GetNodeStatus(ctx, n.state.NodeName)
+	if err != nil && !errors.Is(err, resources.ErrNotFound) {
+		return err
+	}
+	if st == nil {
+		st = &resources.NodeStatus{}
+	}
+	res, err := agent.DetectResources()
+	if err != nil {
+		return err
+	}
+	st.NodeName, st.NodeUID, st.Timestamp, st.Resources = n.state.NodeName, n.state.NodeUID, now.Unix(), res
+	if err := n.repo.PutNodeStatus(ctx, *st); err != nil {
+		return err
+	}
+	return n.repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: n.state.NodeName, APIURL: apiURL, Since: now})
+}
+
+// appPollInterval is how often the leader resolves app repositories without
+// a webhook: --app-poll-interval, else cluster.kat's gitops poll interval,
+// else gitsync's default.
+func (n *Node) appPollInterval() time.Duration {
+	if n.opts.Agent.AppPollInterval > 0 {
+		return n.opts.Agent.AppPollInterval
+	}
+	if g := n.state.Cluster.Spec.GitOps; g != nil && g.PollIntervalSeconds > 0 {
+		return time.Duration(g.PollIntervalSeconds) * time.Second
+	}
+	return gitsync.DefaultIntervalSeconds * time.Second
+}
+
+// webhookSecret reads cluster.kat's spec.gitops.webhookSecretFile on every
+// webhook; without one every webhook is refused.
+func (n *Node) webhookSecret() func() ([]byte, error) {
+	if g := n.state.Cluster.Spec.GitOps; g != nil && g.WebhookSecretFile != "" {
+		return webhook.SecretFile(g.WebhookSecretFile)
+	}
+	return func() ([]byte, error) {
+		return nil, errors.New("webhooks are disabled: cluster.kat has no spec.gitops.webhookSecretFile")
+	}
+}

@@ -1,0 +1,233 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/store"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Node is an opened kat-agent: its identity, PKI and state store. Run runs
+// it; Close releases the store.
+type Node struct {
+	dir   dataDir
+	state *nodeState
+	opts  Options
+	log   zerolog.Logger
+	ca    *pki.CA
+	leaf  *pki.Leaf
+	admin string
+	join  string
+	st    store.StateStore
+	repo  *resources.Repo
+	embed *store.Embedded
+	// closers run in reverse order after the store closed.
+	closers []func() error
+}
+
+// Open prepares everything up to a working state store: the node state, the
+// cluster CA and node certificate, the tokens, etcd (started embedded, or
+// dialled), and the cluster's records in it. The first Open of a data
+// directory creates the cluster from cluster.kat; a later one resumes it. A
+// refused cluster.kat or option leaves nothing behind.
+func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	d := dataDir(o.DataDir)
+	st, err := loadNodeState(d)
+	if err != nil {
+		return nil, err
+	}
+	resumed := st != nil
+	if st == nil {
+		// Check cluster.kat before creating anything, so a refused
+		// configuration leaves no trace.
+		if st, err = newNodeState(&o); err != nil {
+			return nil, err
+		}
+	} else if o.ConfigPath != "" {
+		log.Info().Str("config", o.ConfigPath).Msg("data directory already initialised: resuming; cluster.kat is fixed at the first init and is ignored")
+	}
+	st.applyOptions(&o)
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	n = &Node{dir: d, state: st, log: log, opts: o}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if err := n.ensurePKI(); err != nil {
+		return nil, err
+	}
+	if n.admin, err = ensureToken(d.adminToken()); err != nil {
+		return nil, err
+	}
+	if n.join, err = ensureToken(d.joinToken()); err != nil {
+		return nil, err
+	}
+	if err := saveNodeState(d, st); err != nil {
+		return nil, err
+	}
+	if err := n.openStore(ctx); err != nil {
+		return nil, err
+	}
+	n.repo = resources.New(n.st)
+	info, created, err := n.repo.InitCluster(ctx, resources.ClusterInit{
+		UID: st.ClusterUID, Config: st.Cluster, AdminToken: n.admin, JoinToken: n.join,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !created && info.UID != st.ClusterUID {
+		return nil, fmt.Errorf("the state store belongs to cluster %s, but %s was initialised for cluster %s", info.UID, d, st.ClusterUID)
+	}
+	hash, err := n.repo.AdminTokenHash(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !resources.TokenMatches(hash, n.admin) {
+		return nil, fmt.Errorf("%s does not hold this cluster's admin token", d.adminToken())
+	}
+	n.log.Info().Str("cluster_uid", info.UID).Str("node", st.NodeName).Bool("resumed", resumed).Bool("created", created).
+		Msg("cluster state ready")
+	return n, nil
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.state.NodeName }
+
+// Repo is the cluster state.
+func (n *Node) Repo() *resources.Repo { return n.repo }
+
+// KatcallConfigPath is where the leader writes katcall's configuration.
+func (n *Node) KatcallConfigPath() string { return n.dir.katcallConfig() }
+
+func (n *Node) ensurePKI() error {
+	ca, created, err := pki.EnsureCA(pki.PathsIn(n.dir.pkiDir(), "ca"), "kat-"+n.state.Cluster.Metadata.Name+"-ca")
+	if err != nil {
+		return err
+	}
+	if created {
+		n.log.Info().Msg("created cluster CA")
+	}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
+	if ip := net.ParseIP(n.state.AdvertiseAddress); ip != nil && !ip.IsLoopback() {
+		ips = append(ips, ip)
+	}
+	leaf, issued, err := pki.EnsureLeaf(pki.PathsIn(n.dir.pkiDir(), "node"), ca, pki.LeafRequest{
+		CommonName: n.state.NodeName, DNSNames: []string{n.state.NodeName, "localhost"}, IPs: ips,
+	})
+	if err != nil {
+		return err
+	}
+	if issued {
+		n.log.Info().Str("node", n.state.NodeName).Msg("issued node certificate")
+	}
+	n.ca, n.leaf = ca, leaf
+	return nil
+}
+
+// openStore starts the embedded etcd, or dials the external one.
+func (n *Node) openStore(ctx context.Context) error {
+	if len(n.state.EtcdEndpoints) > 0 {
+		return n.dialExternal(ctx)
+	}
+	if err := os.MkdirAll(n.dir.logsDir(), 0o700); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	etcdLog, err := os.OpenFile(n.dir.path("logs", "etcd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("open etcd log: %w", err)
+	}
+	n.closers = append(n.closers, etcdLog.Close)
+	spec := n.state.Cluster.Spec
+	host := n.state.AdvertiseAddress
+	clientURLs := []string{"https://" + net.JoinHostPort(host, strconv.Itoa(spec.EtcdClientPort))}
+	if host != "127.0.0.1" {
+		clientURLs = append(clientURLs, "https://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(spec.EtcdClientPort)))
+	}
+	peerURL := "https://" + net.JoinHostPort(host, strconv.Itoa(spec.EtcdPeerPort))
+	nodePaths, caPaths := pki.PathsIn(n.dir.pkiDir(), "node"), pki.PathsIn(n.dir.pkiDir(), "ca")
+	tlsFiles := &store.TLSFiles{CertFile: nodePaths.Cert, KeyFile: nodePaths.Key, TrustedCAFile: caPaths.Cert}
+	e, err := store.StartEmbedded(ctx, store.EmbedConfig{
+		Name: n.state.NodeName, DataDir: n.dir.etcdDir(),
+		ListenClientURLs: clientURLs, AdvertiseClientURLs: clientURLs[:1],
+		ListenPeerURLs: []string{peerURL}, AdvertisePeerURLs: []string{peerURL},
+		ClientTLS: tlsFiles, PeerTLS: tlsFiles, LogOutput: etcdLog,
+	})
+	if err != nil {
+		return fmt.Errorf("start embedded etcd: %w", err)
+	}
+	n.embed = e
+	n.st = store.New(e.Client())
+	n.log.Info().Strs("client_urls", clientURLs).Str("peer_url", peerURL).Msg("embedded etcd ready")
+	return nil
+}
+
+func (n *Node) dialExternal(ctx context.Context) error {
+	tlsCfg, err := externalEtcdTLS(&n.opts)
+	if err != nil {
+		return err
+	}
+	st, err := store.Dial(ctx, store.DialConfig{Endpoints: n.state.EtcdEndpoints, TLS: tlsCfg})
+	if err != nil {
+		return fmt.Errorf("connect to external etcd: %w", err)
+	}
+	n.st = st
+	return nil
+}
+
+// Close releases the state store: the client first, then the embedded etcd,
+// then the files they wrote to. Containers keep running.
+func (n *Node) Close() {
+	if n.st != nil {
+		if err := n.st.Close(); err != nil {
+			n.log.Warn().Err(err).Msg("close state store")
+		}
+	}
+	if n.embed != nil {
+		if err := n.embed.Close(); err != nil {
+			n.log.Warn().Err(err).Msg("stop embedded etcd")
+		}
+	}
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		_ = n.closers[i]()
+	}
+}
+
+// externalEtcdTLS builds the client TLS configuration for an external etcd
+// from the --etcd-* options; nil when none is given.
+func externalEtcdTLS(o *Options) (*tls.Config, error) {
+	if o.EtcdCAFile == "" && o.EtcdCertFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.EtcdCAFile != "" {
+		b, err := os.ReadFile(o.EtcdCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cafile: %w", err)
+		}
+		if cfg.RootCAs, err = pki.CertPool(b); err != nil {
+			return nil, fmt.Errorf("--etcd-cafile %s: %w", o.EtcdCAFile, err)
+		}
+	}
+	if o.EtcdCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.EtcdCertFile, o.EtcdKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-certfile/--etcd-keyfile: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,203 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile/agent"
+)
+
+// Options are what `kat-agent init` is told on its command line. Errors name
+// the flag each field comes from. Empty strings and zero ports mean "not
+// given": the saved node state or cluster.kat applies. Agent starts from
+// DefaultAgentOptions.
+type Options struct {
+	// ConfigPath is cluster.kat (--config), required on the first init.
+	ConfigPath string
+	// DataDir holds the node's PKI, tokens and etcd data (--data-dir).
+	DataDir string
+	// NodeName is this node's name (--node-name). Default: the host name.
+	NodeName string
+	// AdvertiseAddress is the IP other nodes and katcall reach this node on
+	// (--advertise-address). Default: the first non-loopback IPv4 address.
+	AdvertiseAddress string
+	// APIPort, AgentPort, EtcdClientPort and EtcdPeerPort override
+	// cluster.kat's ports (--api-port, ...). Default 0: keep them.
+	APIPort, AgentPort, EtcdClientPort, EtcdPeerPort int
+	// EtcdEndpoints use an external etcd instead of the embedded one
+	// (--etcd-endpoints), with EtcdCAFile, EtcdCertFile and EtcdKeyFile.
+	EtcdEndpoints                         []string
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	// Agent configures the node's agent (containers and builds).
+	Agent AgentOptions
+}
+
+// AgentOptions configure the node agent: the container runtime, builds of
+// app repositories, and the leader's app-repository polling.
+type AgentOptions struct {
+	// Podman is the podman binary (--podman). Default "podman".
+	Podman string
+	// PodmanRoot and PodmanRunRoot are podman's --root and --runroot.
+	// Default: podman's own.
+	PodmanRoot, PodmanRunRoot string
+	// VolumeBasePath is where SimpleClusterStorage volumes live
+	// (--volume-base-path). Default: cluster.kat volumeBasePath.
+	VolumeBasePath string
+	// MaxConcurrentPulls bounds image pulls in flight. Default 2.
+	MaxConcurrentPulls int
+	// MaxConcurrentSteps bounds container operations in flight. Default
+	// agent.DefaultMaxConcurrentSteps.
+	MaxConcurrentSteps int
+	// BuildDir holds app-repository clones and build logs. Default
+	// DATA_DIR/builds.
+	BuildDir string
+	// RegistryAuthFile is podman's auth file for the build cache registry.
+	RegistryAuthFile string
+	// InsecureRegistries are build cache registries reached without TLS
+	// verification (host:port).
+	InsecureRegistries []string
+	// KeepImages is how many kat-local images build housekeeping keeps per
+	// workload. Default 3.
+	KeepImages int
+	// BuildTimeout bounds one image build. Default 10m.
+	BuildTimeout time.Duration
+	// MaxConcurrentBuilds bounds image builds in flight. Default 2.
+	MaxConcurrentBuilds int
+	// AppPollInterval is how often the leader resolves app repositories
+	// without a webhook. Default: cluster.kat's gitops poll interval, else
+	// gitsync's default.
+	AppPollInterval time.Duration
+	// AppAuth names the credential files of app repositories (leader
+	// ls-remote and agent clones). Default: anonymous.
+	AppAuth api.GitAuth
+}
+
+// Defaults of AgentOptions.
+const (
+	DefaultMaxConcurrentPulls  = 2
+	DefaultKeepImages          = 3
+	DefaultBuildTimeout        = 10 * time.Minute
+	DefaultMaxConcurrentBuilds = 2
+)
+
+// Validate checks every option and returns all problems at once, each
+// naming its flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir: must not be empty"))
+	}
+	for _, p := range []struct {
+		flag string
+		v    int
+	}{{"api-port", o.APIPort}, {"agent-port", o.AgentPort}, {"etcd-client-port", o.EtcdClientPort}, {"etcd-peer-port", o.EtcdPeerPort}} {
+		if p.v < 0 || p.v > 65535 {
+			errs = append(errs, fmt.Errorf("--%s: %d is not a port (1-65535)", p.flag, p.v))
+		}
+	}
+	if o.AdvertiseAddress != "" {
+		if ip := net.ParseIP(o.AdvertiseAddress); ip == nil || ip.IsUnspecified() {
+			errs = append(errs, fmt.Errorf("--advertise-address: %q is not a usable IP address", o.AdvertiseAddress))
+		}
+	}
+	if o.NodeName != "" && !quadlet.IsDNSLabel(o.NodeName) {
+		errs = append(errs, fmt.Errorf("--node-name: %q must be a DNS label (lowercase letters, digits and '-')", o.NodeName))
+	}
+	for _, ep := range o.EtcdEndpoints {
+		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
+			errs = append(errs, fmt.Errorf("--etcd-endpoints: %q must be an http:// or https:// URL", ep))
+		}
+	}
+	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
+		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile must be given together"))
+	}
+	if err := o.Agent.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (o *AgentOptions) validate() error {
+	var errs []error
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"max-concurrent-pulls", o.MaxConcurrentPulls}, {"max-concurrent-steps", o.MaxConcurrentSteps},
+		{"keep-images", o.KeepImages}, {"max-concurrent-builds", o.MaxConcurrentBuilds}} {
+		if c.v < 1 {
+			errs = append(errs, fmt.Errorf("--%s: %d must be at least 1", c.flag, c.v))
+		}
+	}
+	if o.BuildTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--build-timeout: %s must be at least 1s", o.BuildTimeout))
+	}
+	if o.AppPollInterval != 0 && o.AppPollInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--app-poll-interval: %s must be at least 1s", o.AppPollInterval))
+	}
+	a := o.AppAuth
+	n := 0
+	for _, f := range []string{a.TokenFile, a.BasicAuthFile, a.SSHKeyFile} {
+		if f != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		errs = append(errs, errors.New("--app-repo-token-file, --app-repo-basic-auth-file and --app-repo-ssh-key-file: give at most one"))
+	}
+	if a.SSHKeyFile != "" && a.KnownHostsFile == "" {
+		errs = append(errs, errors.New("--app-repo-ssh-key-file needs --app-repo-known-hosts-file"))
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultAgentOptions returns the agent options a node runs with when no
+// flag says otherwise.
+func DefaultAgentOptions() AgentOptions {
+	return AgentOptions{
+		Podman: "podman", MaxConcurrentPulls: DefaultMaxConcurrentPulls, MaxConcurrentSteps: agent.DefaultMaxConcurrentSteps,
+		KeepImages: DefaultKeepImages, BuildTimeout: DefaultBuildTimeout, MaxConcurrentBuilds: DefaultMaxConcurrentBuilds,
+	}
+}
+
+// defaultNodeName is the host name, lowercased and cut to a DNS label.
+func defaultNodeName() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "kat-node"
+	}
+	h = strings.ToLower(strings.SplitN(h, ".", 2)[0])
+	if !quadlet.IsDNSLabel(h) {
+		return "kat-node"
+	}
+	return h
+}
+
+// defaultAdvertiseAddress is the first non-loopback IPv4 address of an
+// interface that is up, or 127.0.0.1.
+func defaultAdvertiseAddress() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "127.0.0.1"
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
+				return n.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}

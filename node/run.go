@@ -1,0 +1,37 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"kat.dws.rip/kat/reconcile"
+)
+
+// leaseTTLSeconds is the leader lease: a dead leader is replaced this fast.
+const leaseTTLSeconds = 5
+
+// Run runs the node until ctx ends: the agent side (its loop, API and
+// heartbeat) and a campaign for leadership, leading while elected. It returns
+// nil once everything it started has stopped; containers keep running.
+func (n *Node) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	if n.embed != nil {
+		g.Go(func() error {
+			select {
+			case err := <-n.embed.Err():
+				return fmt.Errorf("embedded etcd failed: %w", err)
+			case <-ctx.Done():
+				return nil
+			}
+		})
+	}
+	g.Go(func() error { return n.runAgent(ctx) })
+	l := &reconcile.Leadership{
+		Store: n.st, ID: n.state.NodeName, LeaseTTLSeconds: leaseTTLSeconds, Term: n.leaderTerm,
+		Logger: n.log.With().Str("component", "leadership").Logger(),
+	}
+	g.Go(func() error { return l.Run(ctx) })
+	return g.Wait()
+}

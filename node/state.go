@@ -1,0 +1,155 @@
+package node
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/uuid"
+	"go.yaml.in/yaml/v3"
+
+	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/quadlet"
+)
+
+// nodeState is this node's local record of how it was initialised: a cache of
+// what etcd also holds, needed before etcd runs (which ports, which name).
+type nodeState struct {
+	NodeName         string                       `json:"nodeName"`
+	NodeUID          string                       `json:"nodeUID"`
+	ClusterUID       string                       `json:"clusterUID"`
+	AdvertiseAddress string                       `json:"advertiseAddress"`
+	EtcdEndpoints    []string                     `json:"etcdEndpoints,omitempty"`
+	Cluster          quadlet.ClusterConfiguration `json:"cluster"`
+}
+
+// dataDir names the files kept in the data directory.
+type dataDir string
+
+func (d dataDir) path(parts ...string) string {
+	return filepath.Join(append([]string{string(d)}, parts...)...)
+}
+func (d dataDir) stateFile() string     { return d.path("node.json") }
+func (d dataDir) adminToken() string    { return d.path("admin.token") }
+func (d dataDir) joinToken() string     { return d.path("join.token") }
+func (d dataDir) katcallConfig() string { return d.path("katcall.yaml") }
+func (d dataDir) etcdDir() string       { return d.path("etcd") }
+func (d dataDir) pkiDir() string        { return d.path("pki") }
+func (d dataDir) logsDir() string       { return d.path("logs") }
+
+// loadNodeState returns the saved state, or nil when the directory was never
+// initialised.
+func loadNodeState(d dataDir) (*nodeState, error) {
+	b, err := os.ReadFile(d.stateFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read node state: %w", err)
+	}
+	var st nodeState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("read node state %s: %w", d.stateFile(), err)
+	}
+	return &st, nil
+}
+
+func saveNodeState(d dataDir, st *nodeState) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode node state: %w", err)
+	}
+	return pki.WriteFileAtomic(d.stateFile(), b, 0o600)
+}
+
+// newNodeState builds the state of a first init from cluster.kat and flags.
+func newNodeState(o *Options) (*nodeState, error) {
+	if o.ConfigPath == "" {
+		return nil, errors.New("--config: required for the first init of a data directory (path of cluster.kat)")
+	}
+	b, err := os.ReadFile(o.ConfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	cfg, err := quadlet.ParseClusterConfiguration(filepath.Base(o.ConfigPath), b)
+	if err != nil {
+		return nil, fmt.Errorf("invalid cluster configuration:\n%w", err)
+	}
+	st := &nodeState{NodeName: defaultNodeName(), NodeUID: uuid.NewString(), ClusterUID: uuid.NewString(),
+		AdvertiseAddress: defaultAdvertiseAddress(), Cluster: *cfg}
+	return st, nil
+}
+
+// applyOptions lets options override the node's name, address and ports,
+// on the first init and on every resume.
+func (st *nodeState) applyOptions(o *Options) {
+	if o.NodeName != "" {
+		st.NodeName = o.NodeName
+	}
+	if o.AdvertiseAddress != "" {
+		st.AdvertiseAddress = o.AdvertiseAddress
+	}
+	spec := &st.Cluster.Spec
+	for _, p := range []struct {
+		v   int
+		dst *int
+	}{
+		{o.APIPort, &spec.APIPort}, {o.AgentPort, &spec.AgentPort},
+		{o.EtcdClientPort, &spec.EtcdClientPort}, {o.EtcdPeerPort, &spec.EtcdPeerPort},
+	} {
+		if p.v != 0 {
+			*p.dst = p.v
+		}
+	}
+	if len(o.EtcdEndpoints) > 0 {
+		st.EtcdEndpoints = o.EtcdEndpoints
+	}
+}
+
+// ensureToken returns the token stored at path, creating a random one if the
+// file does not exist.
+func ensureToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("token file %s is empty", path)
+		}
+		return tok, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("generate token: %w", err)
+	}
+	tok := hex.EncodeToString(raw)
+	if err := pki.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// katcallConfig is the file katcall reads (DIR/katcall.yaml).
+type katcallConfig struct {
+	Server                   string `yaml:"server"`
+	Token                    string `yaml:"token"`
+	CertificateAuthorityData string `yaml:"certificateAuthorityData"`
+}
+
+func writeKatcallConfig(path string, c katcallConfig) error {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode katcall config: %w", err)
+	}
+	head := "# Written by kat-agent init. Use it with: katcall --config " + path +
+		"\n# or copy it to ~/.kat/config. It holds the admin token: keep it private.\n"
+	return pki.WriteFileAtomic(path, append([]byte(head), b...), 0o600)
+}

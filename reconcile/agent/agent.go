@@ -1,0 +1,732 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/runtime"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Runtime is the part of runtime.ContainerRuntime the agent loop uses.
+type Runtime interface {
+	ImageExists(ctx context.Context, ref string) (bool, error)
+	PullImage(ctx context.Context, ref string, opts runtime.PullOptions) (string, error)
+	CreateContainer(ctx context.Context, spec runtime.ContainerSpec) (string, error)
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	RemoveContainer(ctx context.Context, id string, force bool) error
+	ListManagedContainers(ctx context.Context, labels map[string]string) ([]runtime.ContainerStatus, error)
+	Events(ctx context.Context, labels map[string]string, out chan<- runtime.Event) error
+	Logs(ctx context.Context, id string, opts runtime.LogOptions) (io.ReadCloser, error)
+	Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) (runtime.ExecResult, error)
+}
+
+var _ Runtime = runtime.ContainerRuntime(nil)
+
+// listTimeout bounds one listing of the containers.
+const listTimeout = time.Minute
+
+// DefaultMaxConcurrentSteps is AgentConfig.MaxConcurrentSteps' default.
+const DefaultMaxConcurrentSteps = 1
+
+// stepTimeout bounds one step (a pull, create and start, or a restart).
+const stepTimeout = 5 * time.Minute
+
+// SpecBuilder turns an assignment and its parsed Quadlet into the container
+// to create, preparing what must exist on the host first (volume
+// directories). hostPorts maps each container port of the
+// VirtualLoadBalancer to the host port the agent picked for it. An error
+// wrapping runtime.ErrInvalidSpec fails the instance.
+type SpecBuilder func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error)
+
+// AgentConfig holds the dependencies of an Agent.
+type AgentConfig struct {
+	// Repo is the cluster state: the agent watches its assignments there and
+	// reads the restart counts it reported before it restarted. Required.
+	Repo *resources.Repo
+	// Node is this node's name. Required.
+	Node string
+	// Runtime runs the containers. Required.
+	Runtime Runtime
+	// BuildSpec builds each container's spec. Required.
+	BuildSpec SpecBuilder
+	// Resync is how often the agent re-lists assignments and containers
+	// without any event. Default 10s.
+	Resync time.Duration
+	// Tick is how often timers (restart back-off, health checks) are
+	// looked at. Default 500ms.
+	Tick time.Duration
+	// RestartBackoff is the delay before the first restart of a quick
+	// exit; it doubles per quick exit up to 5 minutes. Default 1s.
+	RestartBackoff time.Duration
+	// MaxConcurrentPulls bounds image pulls in flight. Default 2.
+	MaxConcurrentPulls int
+	// MaxConcurrentSteps bounds the runtime calls in flight: steps (create,
+	// start, remove), health checks and listings. Podman 4.3 can deadlock
+	// when `podman create --userns=auto`, `podman start` and `podman ps`
+	// run together (assignments without a user namespace slot still use
+	// --userns=auto). Default 1.
+	MaxConcurrentSteps int
+	// StopGrace is how long a removed container gets to stop before it is
+	// killed. Default 10s.
+	StopGrace time.Duration
+	// Builder builds the images of assignments that carry a build
+	// reference (workloads built from an app repository). Default nil: such
+	// instances fail with a message saying the node cannot build.
+	Builder Builder
+	// BuildAuth holds the credential files for cloning app repositories.
+	// Default: none (anonymous).
+	BuildAuth build.Auth
+	// OnChange is called, without blocking, whenever the instance reports
+	// change, so the heartbeat can send them at once. Default none.
+	OnChange func()
+	// Now replaces time.Now, for tests.
+	Now    func() time.Time
+	Logger zerolog.Logger
+}
+
+// Agent is a node's local reconcile loop: it makes the node's containers
+// match its assignments, one step per instance at a time, restarts them by
+// their restart policy and runs their health checks. Stopping the agent never
+// stops a container; a new agent adopts the running ones.
+type Agent struct {
+	cfg   AgentConfig
+	pulls chan struct{}
+	// slots bounds runtime calls in flight (steps, health checks and
+	// listings), MaxConcurrentSteps of them.
+	slots chan struct{}
+	wake  chan struct{}
+
+	assignmentsDirty atomic.Bool
+	containersDirty  atomic.Bool
+
+	mu          sync.Mutex
+	assigned    map[string]assignedInstance
+	containers  map[string]runtime.ContainerStatus // by instance ID, or "container:"+ID without one
+	state       map[string]instanceState
+	busy        map[string]bool
+	probing     map[string]bool
+	runtimeErr  error
+	lastReports []resources.InstanceStatus
+	// listSeq numbers container listings as they start; listedSeq is the
+	// number of the last one applied. needList holds, per instance whose
+	// step just ended, the first listing that can show the step's effect:
+	// until then the instance is left alone, so a stale listing never
+	// repeats a step.
+	listSeq   int64
+	listedSeq int64
+	needList  map[string]int64
+	// reserved are host ports picked for creates in flight.
+	reserved map[int]string
+}
+
+type assignedInstance struct {
+	a    resources.Assignment
+	q    *quadlet.Quadlet
+	rule restartRule
+}
+
+// NewAgent checks cfg, fills in defaults and returns an Agent.
+func NewAgent(cfg AgentConfig) (*Agent, error) {
+	if cfg.Repo == nil || cfg.Node == "" || cfg.Runtime == nil || cfg.BuildSpec == nil {
+		return nil, errors.New("agent: repo, node, runtime and spec builder are required")
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 10 * time.Second
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 500 * time.Millisecond
+	}
+	if cfg.MaxConcurrentPulls <= 0 {
+		cfg.MaxConcurrentPulls = 2
+	}
+	if cfg.MaxConcurrentSteps <= 0 {
+		cfg.MaxConcurrentSteps = DefaultMaxConcurrentSteps
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OnChange == nil {
+		cfg.OnChange = func() {}
+	}
+	return &Agent{
+		cfg: cfg, pulls: make(chan struct{}, cfg.MaxConcurrentPulls), wake: make(chan struct{}, 1),
+		slots:    make(chan struct{}, cfg.MaxConcurrentSteps),
+		assigned: map[string]assignedInstance{}, containers: map[string]runtime.ContainerStatus{},
+		state: map[string]instanceState{}, busy: map[string]bool{}, probing: map[string]bool{},
+		needList: map[string]int64{}, reserved: map[int]string{},
+	}, nil
+}
+
+func (ag *Agent) labels() map[string]string { return map[string]string{runtime.LabelNode: ag.cfg.Node} }
+
+// Run reconciles until ctx ends. It returns nil then, after every goroutine
+// it started has ended. Containers keep running.
+func (ag *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	ag.seedState(ctx)
+	ag.assignmentsDirty.Store(true)
+	ag.containersDirty.Store(true)
+
+	watch, err := ag.cfg.Repo.Store().Watch(ctx, resources.NodeAssignmentsPrefix(ag.cfg.Node), 0)
+	if err != nil {
+		return fmt.Errorf("agent: watch assignments: %w", err)
+	}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for range watch {
+			ag.assignmentsDirty.Store(true)
+			reconcile.Poke(ag.wake)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		ag.watchEvents(ctx)
+	}()
+
+	tick := time.NewTicker(ag.cfg.Tick)
+	defer tick.Stop()
+	var lastResync time.Time
+	for {
+		if now := ag.cfg.Now(); now.Sub(lastResync) >= ag.cfg.Resync {
+			lastResync = now
+			ag.assignmentsDirty.Store(true)
+			ag.containersDirty.Store(true)
+		}
+		ag.pass(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ag.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// seedState restores restart counts from the status this node reported
+// last, so an agent restart does not reset them.
+func (ag *Agent) seedState(ctx context.Context) {
+	prev, err := ag.cfg.Repo.GetNodeStatus(ctx, ag.cfg.Node)
+	if err != nil {
+		if !errors.Is(err, resources.ErrNotFound) {
+			ag.cfg.Logger.Warn().Err(err).Msg("cannot read the last reported status; restart counts start at 0")
+		}
+		return
+	}
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	for _, is := range prev.WorkloadInstances {
+		ag.state[is.InstanceID] = instanceState{Restarts: is.Restarts, WindowRestarts: is.WindowRestarts, WindowStart: is.RestartWindowStart}
+	}
+}
+
+// watchEvents turns runtime events into re-lists, restarting the stream when
+// it fails.
+func (ag *Agent) watchEvents(ctx context.Context) {
+	events := make(chan runtime.Event, 64)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-events:
+				ag.containersDirty.Store(true)
+				reconcile.Poke(ag.wake)
+			}
+		}
+	}()
+	for ctx.Err() == nil {
+		err := ag.cfg.Runtime.Events(ctx, ag.labels(), events)
+		if ctx.Err() != nil {
+			return
+		}
+		ag.cfg.Logger.Debug().Err(err).Msg("container event stream ended; resync covers the gap, reopening")
+		select {
+		case <-ctx.Done():
+		case <-time.After(ag.cfg.Resync):
+		}
+	}
+}
+
+// pass refreshes what is dirty, then takes the next step for every instance
+// that has no step in flight.
+func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
+	if ag.assignmentsDirty.Swap(false) {
+		if err := ag.loadAssignments(ctx); err != nil {
+			ag.assignmentsDirty.Store(true)
+			if ctx.Err() == nil {
+				ag.cfg.Logger.Warn().Err(err).Msg("cannot read assignments")
+			}
+			return
+		}
+	}
+	if ag.containersDirty.Swap(false) {
+		ag.mu.Lock()
+		ag.listSeq++
+		seq := ag.listSeq
+		ag.mu.Unlock()
+		var cs []runtime.ContainerStatus
+		var err error
+		select {
+		case ag.slots <- struct{}{}:
+			lctx, cancel := context.WithTimeout(ctx, listTimeout)
+			cs, err = ag.cfg.Runtime.ListManagedContainers(lctx, ag.labels())
+			cancel()
+			<-ag.slots
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		ag.mu.Lock()
+		repeated := err != nil && ag.runtimeErr != nil && err.Error() == ag.runtimeErr.Error()
+		ag.runtimeErr = err
+		if err == nil {
+			ag.containers = indexContainers(cs)
+			ag.listedSeq = seq
+			for p, owner := range ag.reserved {
+				_, listed := ag.containers[owner]
+				_, assigned := ag.assigned[owner]
+				if listed || !assigned {
+					delete(ag.reserved, p) // the listing now shows the port, or nobody needs it
+				}
+			}
+		}
+		ag.mu.Unlock()
+		if err != nil {
+			ag.containersDirty.Store(true)
+			if ctx.Err() == nil && !repeated {
+				ag.cfg.Logger.Warn().Err(err).Msg("cannot list containers; retrying every tick")
+			}
+			ag.notifyIfChanged()
+			return
+		}
+	}
+	now := ag.cfg.Now()
+	ag.mu.Lock()
+	keys := slices.Sorted(maps.Keys(ag.assigned))
+	for k := range ag.containers {
+		if _, ok := ag.assigned[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	for _, id := range keys {
+		if ag.busy[id] || ag.needList[id] > ag.listedSeq {
+			continue
+		}
+		delete(ag.needList, id)
+		ai, isAssigned := ag.assigned[id]
+		var c *runtime.ContainerStatus
+		if cs, ok := ag.containers[id]; ok {
+			c = &cs
+		}
+		step, st := decideInstance(isAssigned, ai.rule, c, ag.state[id], now)
+		ag.state[id] = st
+		switch step {
+		case stepCreate, stepStart, stepRemove:
+			ag.busy[id] = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ag.runStep(ctx, id, step, ai, c)
+			}()
+		case stepNone:
+			if isAssigned && c != nil && c.State == runtime.StateRunning && !ag.probing[id] {
+				hc := healthCheckOf(ai.q)
+				due, h := probeDue(st.Health, hc, c.StartedAt, now)
+				st.Health = h
+				ag.state[id] = st
+				if due {
+					ag.probing[id] = true
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						ag.probe(ctx, id, c.ID, c.StartedAt, hc)
+					}()
+				}
+			}
+		}
+	}
+	for id := range ag.state {
+		_, a := ag.assigned[id]
+		_, c := ag.containers[id]
+		if !a && !c && !ag.busy[id] {
+			delete(ag.state, id)
+		}
+	}
+	ag.mu.Unlock()
+	ag.notifyIfChanged()
+}
+
+func indexContainers(cs []runtime.ContainerStatus) map[string]runtime.ContainerStatus {
+	out := make(map[string]runtime.ContainerStatus, len(cs))
+	for _, c := range cs {
+		k := c.Labels[runtime.LabelInstance]
+		if k == "" {
+			k = "container:" + c.ID
+		}
+		if old, dup := out[k]; dup && old.State == runtime.StateRunning {
+			continue
+		}
+		out[k] = c
+	}
+	return out
+}
+
+func (ag *Agent) loadAssignments(ctx context.Context) error {
+	as, err := ag.cfg.Repo.ListAssignments(ctx, ag.cfg.Node)
+	if err != nil {
+		return err
+	}
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	next := make(map[string]assignedInstance, len(as))
+	for _, a := range as {
+		if old, ok := ag.assigned[a.InstanceID]; ok {
+			next[a.InstanceID] = old // assignments never change
+			continue
+		}
+		q, err := quadlet.ParseWorkload(a.Files, quadlet.ParseOptions{DefaultNamespace: a.Namespace})
+		if err != nil {
+			ag.cfg.Logger.Error().Err(err).Str("instance", a.InstanceID).Msg("assignment holds an invalid spec; ignoring it")
+			continue
+		}
+		next[a.InstanceID] = assignedInstance{a: a, q: q, rule: ruleOf(q, ag.cfg.RestartBackoff)}
+	}
+	ag.assigned = next
+	return nil
+}
+
+func healthCheckOf(q *quadlet.Quadlet) *quadlet.HealthCheck {
+	if q == nil || q.LoadBalancer == nil {
+		return nil
+	}
+	return q.LoadBalancer.Spec.HealthCheck
+}
+
+// runStep carries out one step and records its outcome.
+func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assignedInstance, c *runtime.ContainerStatus) {
+	log := ag.cfg.Logger.With().Str("instance", id).Str("step", step.String()).Logger()
+	// A hung runtime call must not hold the instance forever.
+	timeout := stepTimeout
+	if step == stepRemove {
+		timeout += ag.cfg.StopGrace
+	}
+	var err error
+	if step == stepCreate && ai.a.Build != nil {
+		// Builds run outside the runtime slots (the Builder bounds its
+		// own), so a long build never holds up listings, health checks
+		// and other instances' steps.
+		bctx, bcancel := context.WithTimeout(ctx, buildStepTimeout)
+		err = ag.buildImage(bctx, ai)
+		bcancel()
+	}
+	if err == nil {
+		err = ag.runtimeStep(ctx, step, ai, c, timeout)
+	}
+	if err == nil && step == stepRemove {
+		ag.pruneAfter(ctx, c)
+	}
+	now := ag.cfg.Now()
+	ag.mu.Lock()
+	st := ag.state[id]
+	switch {
+	case err == nil && step == stepStart && !c.StartedAt.IsZero():
+		st = st.restarted()
+		log.Info().Int("restarts", st.Restarts).Msg("restarted container")
+	case err == nil:
+		st.createErrors = 0
+		if step != stepRemove {
+			st.Message = ""
+		}
+		log.Info().Msg("done")
+	case errors.Is(ctx.Err(), context.Canceled):
+	case errors.Is(err, runtime.ErrInvalidSpec):
+		st.Failed, st.Message = true, err.Error()
+		log.Error().Err(err).Msg("invalid container spec: the instance fails")
+	default:
+		wait := backoff(ai.rule.Backoff, st.createErrors)
+		st.createErrors++
+		st.NextAttempt, st.Message = now.Add(wait), err.Error()
+		log.Warn().Err(err).Dur("retry_in", wait).Msg("step failed")
+	}
+	ag.state[id] = st
+	delete(ag.busy, id)
+	ag.needList[id] = ag.listSeq + 1
+	ag.mu.Unlock()
+	ag.containersDirty.Store(true)
+	reconcile.Poke(ag.wake)
+}
+
+// runtimeStep carries out the runtime calls of one step, holding one of the
+// MaxConcurrentSteps slots.
+func (ag *Agent) runtimeStep(ctx context.Context, step stepKind, ai assignedInstance, c *runtime.ContainerStatus, timeout time.Duration) error {
+	select {
+	case ag.slots <- struct{}{}:
+		defer func() { <-ag.slots }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch step {
+	case stepCreate:
+		return ag.create(ctx, ai)
+	case stepStart:
+		return ag.cfg.Runtime.StartContainer(ctx, c.ID)
+	case stepRemove:
+		err := ag.cfg.Runtime.StopContainer(ctx, c.ID, ag.cfg.StopGrace)
+		if err == nil || errors.Is(err, runtime.ErrNotFound) {
+			err = ag.cfg.Runtime.RemoveContainer(ctx, c.ID, true)
+		}
+		if errors.Is(err, runtime.ErrNotFound) {
+			err = nil
+		}
+		return err
+	}
+	return nil
+}
+
+// create pulls the image when it is missing (at most MaxConcurrentPulls at
+// once; an assignment with a build reference was built before), then
+// creates and starts the container.
+func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
+	a := ai.a
+	if a.Build != nil {
+		return ag.createContainer(ctx, ai)
+	}
+	ok, err := ag.cfg.Runtime.ImageExists(ctx, a.Image)
+	if err != nil {
+		return fmt.Errorf("check image %s: %w", a.Image, err)
+	}
+	if !ok {
+		select {
+		case ag.pulls <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		ok, err = ag.cfg.Runtime.ImageExists(ctx, a.Image) // another pull may have fetched it
+		if err == nil && !ok {
+			_, err = ag.cfg.Runtime.PullImage(ctx, a.Image, runtime.PullOptions{})
+		}
+		<-ag.pulls
+		if err != nil {
+			return fmt.Errorf("pull image %s: %w", a.Image, err)
+		}
+	}
+	return ag.createContainer(ctx, ai)
+}
+
+// createContainer creates and starts the container of an instance whose
+// image is on the node.
+func (ag *Agent) createContainer(ctx context.Context, ai assignedInstance) error {
+	a := ai.a
+	// The ports stay reserved until a listing shows the container (pass).
+	hostPorts := ag.pickHostPorts(a.InstanceID, ai.q)
+	created := false
+	defer func() {
+		if !created {
+			ag.releasePorts(a.InstanceID)
+		}
+	}()
+	spec, err := ag.cfg.BuildSpec(a, ai.q, hostPorts)
+	if err != nil {
+		return fmt.Errorf("build container spec: %w", err)
+	}
+	if spec.Labels == nil {
+		spec.Labels = map[string]string{}
+	}
+	maps.Copy(spec.Labels, map[string]string{
+		runtime.LabelManaged: "true", runtime.LabelNamespace: a.Namespace, runtime.LabelWorkload: a.Workload,
+		runtime.LabelInstance: a.InstanceID, runtime.LabelSpecHash: a.SpecHash,
+		runtime.LabelGeneration: strconv.FormatInt(a.Generation, 10), runtime.LabelNode: ag.cfg.Node,
+	})
+	if a.SourceCommit != "" {
+		spec.Labels[runtime.LabelSourceCommit] = a.SourceCommit
+	}
+	id, err := ag.cfg.Runtime.CreateContainer(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("create container: %w", err)
+	}
+	created = true
+	if err := ag.cfg.Runtime.StartContainer(ctx, id); err != nil {
+		return fmt.Errorf("start container %s: %w", id, err)
+	}
+	return nil
+}
+
+// probe runs one health check and folds its result into the state.
+func (ag *Agent) probe(ctx context.Context, id, containerID string, run time.Time, hc *quadlet.HealthCheck) {
+	ok := false
+	select {
+	case ag.slots <- struct{}{}:
+		res, err := ag.cfg.Runtime.Exec(ctx, containerID, hc.Exec.Command, time.Duration(max(hc.TimeoutSeconds, 1))*time.Second)
+		<-ag.slots
+		ok = err == nil && res.ExitCode == 0
+	case <-ctx.Done():
+	}
+	ag.mu.Lock()
+	delete(ag.probing, id)
+	if st, exists := ag.state[id]; exists && st.Health.run.Equal(run) && ctx.Err() == nil {
+		st.Health = probeResult(st.Health, hc, ok, ag.cfg.Now())
+		ag.state[id] = st
+	}
+	ag.mu.Unlock()
+	reconcile.Poke(ag.wake)
+}
+
+// Instances returns the report of every assigned instance, by instance ID.
+func (ag *Agent) Instances() []resources.InstanceStatus {
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	return ag.reportsLocked()
+}
+
+func (ag *Agent) reportsLocked() []resources.InstanceStatus {
+	out := make([]resources.InstanceStatus, 0, len(ag.assigned))
+	for _, id := range slices.Sorted(maps.Keys(ag.assigned)) {
+		ai := ag.assigned[id]
+		var c *runtime.ContainerStatus
+		if cs, ok := ag.containers[id]; ok {
+			c = &cs
+		}
+		out = append(out, instanceReport(ai.a, c, ag.state[id], healthCheckOf(ai.q) != nil))
+	}
+	return out
+}
+
+func (ag *Agent) notifyIfChanged() {
+	ag.mu.Lock()
+	reps := ag.reportsLocked()
+	changed := !reflect.DeepEqual(reps, ag.lastReports)
+	ag.lastReports = reps
+	ag.mu.Unlock()
+	if changed {
+		ag.cfg.OnChange()
+	}
+}
+
+// Conditions reports the node conditions the agent knows: RuntimeReady,
+// false while the container runtime cannot be used.
+func (ag *Agent) Conditions() []resources.Condition {
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	c := resources.Condition{Type: "RuntimeReady", Status: resources.ConditionTrue, Reason: "RuntimeAvailable"}
+	if ag.runtimeErr != nil {
+		c.Status, c.Reason, c.Message = resources.ConditionFalse, "RuntimeUnavailable", ag.runtimeErr.Error()
+	}
+	return []resources.Condition{c}
+}
+
+// ErrUnknownInstance is returned by Logs for an instance this node does not
+// run.
+var ErrUnknownInstance = errors.New("agent: no such instance on this node")
+
+// Logs streams the output of an instance's container into w until it ends
+// (follow) or all of it is written.
+func (ag *Agent) Logs(ctx context.Context, instanceID string, follow bool, w io.Writer) error {
+	ag.mu.Lock()
+	c, ok := ag.containers[instanceID]
+	ag.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownInstance, instanceID)
+	}
+	rc, err := ag.cfg.Runtime.Logs(ctx, c.ID, runtime.LogOptions{Follow: follow})
+	if err != nil {
+		return fmt.Errorf("logs of %s: %w", instanceID, err)
+	}
+	defer rc.Close()
+	if _, err := io.Copy(w, rc); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("stream logs of %s: %w", instanceID, err)
+	}
+	return nil
+}
+
+// pickHostPorts chooses the host port of each VirtualLoadBalancer port of a
+// new container: the container port itself while no other container of this
+// node publishes it and it is free on the host, otherwise a free port the
+// kernel picks. Until the overlay exists this is how several replicas share
+// a node.
+func (ag *Agent) pickHostPorts(id string, q *quadlet.Quadlet) map[int]int {
+	if q.LoadBalancer == nil {
+		return nil
+	}
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	used := map[int]bool{}
+	for _, c := range ag.containers {
+		for _, p := range c.Ports {
+			used[p.HostPort] = true
+		}
+	}
+	for p := range ag.reserved {
+		used[p] = true
+	}
+	out := map[int]int{}
+	for _, p := range q.LoadBalancer.Spec.Ports {
+		host := p.ContainerPort
+		if used[host] || !hostPortFree(host) {
+			host = freeHostPort()
+		}
+		if host == 0 {
+			continue // let the runtime use the container port and report the clash
+		}
+		used[host] = true
+		ag.reserved[host] = id
+		out[p.ContainerPort] = host
+	}
+	return out
+}
+
+func (ag *Agent) releasePorts(id string) {
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	for p, owner := range ag.reserved {
+		if owner == id {
+			delete(ag.reserved, p)
+		}
+	}
+}
+
+func hostPortFree(port int) bool {
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+func freeHostPort() int {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

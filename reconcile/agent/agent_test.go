@@ -1,0 +1,229 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/runtime"
+	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/store/storetest"
+)
+
+// agentEnv is an agent over a real embedded etcd and a fake runtime.
+type agentEnv struct {
+	t         *testing.T
+	repo      *resources.Repo
+	rt        *fakeRuntime
+	builder   Builder
+	buildAuth build.Auth
+}
+
+func newAgentEnv(t *testing.T) *agentEnv {
+	t.Helper()
+	return &agentEnv{t: t, repo: resources.New(storetest.New(t)), rt: newFakeRuntime()}
+}
+
+// start runs an agent until the returned stop is called (or the test ends).
+func (e *agentEnv) start() (ag *Agent, stop func()) {
+	e.t.Helper()
+	ag, err := NewAgent(AgentConfig{
+		Repo: e.repo, Node: "n1", Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
+		RestartBackoff: 10 * time.Millisecond, Builder: e.builder, BuildAuth: e.buildAuth,
+		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
+			for c, h := range hostPorts {
+				spec.Ports = append(spec.Ports, runtime.PortMapping{HostPort: h, ContainerPort: c})
+			}
+			return spec, nil
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := ag.Run(ctx); err != nil {
+			e.t.Errorf("agent: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	e.t.Cleanup(stop)
+	return ag, stop
+}
+
+// assign writes an assignment of a workload with the given restart policy
+// and command; hc adds a VirtualLoadBalancer with an exec health check.
+func (e *agentEnv) assign(id, restart, cmd string, hc bool) resources.Assignment {
+	e.t.Helper()
+	files := map[string][]byte{"workload.kat": fmt.Appendf(nil, `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: web, namespace: ns1}
+spec:
+  type: Service
+  replicas: 1
+  source: {image: localhost/kat-base:latest}
+  restartPolicy: {condition: %s, maxRestarts: 2, resetSeconds: 3600}
+  container:
+    command: ["/bin/sh", "-c", %q]
+`, restart, cmd)}
+	if hc {
+		files["VirtualLoadBalancer.kat"] = []byte(`apiVersion: kat.dws.rip/v1alpha1
+kind: VirtualLoadBalancer
+spec:
+  ports: [{containerPort: 8080}]
+  healthCheck:
+    exec: {command: ["true"]}
+    periodSeconds: 1
+    failureThreshold: 1
+`)
+	}
+	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	a := resources.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "web", SpecHash: "h", Generation: 1,
+		Image: "localhost/kat-base:latest", RestartPolicy: restart, Files: files, CreatedAt: time.Now()}
+	if err := e.repo.WriteAssignments(context.Background(), []resources.Assignment{a}, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+// waitFor polls cond until it holds or 10 seconds pass.
+func (e *agentEnv) waitFor(what string, ag *Agent, cond func(map[string]resources.InstanceStatus) bool) map[string]resources.InstanceStatus {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := map[string]resources.InstanceStatus{}
+		for _, is := range ag.Instances() {
+			got[is.InstanceID] = is
+		}
+		if cond(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s; instances: %+v; containers: %+v", what, got, e.rt.byInstance())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAgentRunsRestartsAndAdopts(t *testing.T) {
+	e := newAgentEnv(t)
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
+	ag, stop := e.start()
+	got := e.waitFor("web-1 running and healthy", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Ready()
+	})
+	firstID := got["web-1"].ContainerID
+
+	e.rt.exit(firstID, 137)
+	got = e.waitFor("a restart", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Restarts == 1 && m["web-1"].Phase == resources.InstanceRunning
+	})
+	if got["web-1"].ContainerID != firstID {
+		t.Fatalf("restart replaced container %s by %s", firstID, got["web-1"].ContainerID)
+	}
+
+	// Report what the heartbeat would, stop the agent, start a new one: it
+	// adopts the running container and keeps the restart count.
+	if err := e.repo.PutNodeStatus(context.Background(), resources.NodeStatus{NodeName: "n1", WorkloadInstances: ag.Instances()}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if c := e.rt.byInstance()["web-1"]; c.State != runtime.StateRunning {
+		t.Fatalf("stopping the agent left the container %s", c.State)
+	}
+	creates, starts := e.rt.counts()
+	ag2, _ := e.start()
+	got = e.waitFor("adoption", ag2, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Phase == resources.InstanceRunning
+	})
+	if got["web-1"].ContainerID != firstID || got["web-1"].Restarts != 1 {
+		t.Fatalf("after agent restart: container %s restarts %d; want %s and 1", got["web-1"].ContainerID, got["web-1"].Restarts, firstID)
+	}
+	if c2, s2 := e.rt.counts(); c2 != creates || s2 != starts {
+		t.Fatalf("agent restart created %d and started %d containers", c2-creates, s2-starts)
+	}
+	var buf bytes.Buffer
+	if err := ag2.Logs(context.Background(), "web-1", false, &buf); err != nil || buf.String() != "log of "+firstID+"\n" {
+		t.Fatalf("Logs = %q, %v", buf.String(), err)
+	}
+	if err := ag2.Logs(context.Background(), "nope", false, &buf); err == nil {
+		t.Fatal("Logs of an unknown instance succeeded")
+	}
+}
+
+func TestAgentMaxCountFails(t *testing.T) {
+	e := newAgentEnv(t)
+	e.assign("bad-1", quadlet.RestartMaxCount, "exit 1", false)
+	ag, _ := e.start()
+	got := e.waitFor("failed", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["bad-1"].Phase == resources.InstanceFailed
+	})
+	if got["bad-1"].Restarts != 2 || got["bad-1"].Message == "" {
+		t.Fatalf("failed instance: %+v; want 2 restarts and a message", got["bad-1"])
+	}
+	if _, starts := e.rt.counts(); starts != 3 {
+		t.Fatalf("%d starts, want 3 (the first and 2 restarts)", starts)
+	}
+}
+
+func TestAgentNeverAndUnassigned(t *testing.T) {
+	e := newAgentEnv(t)
+	e.assign("once-1", quadlet.RestartNever, "exit 1", false)
+	a := e.assign("keep-1", quadlet.RestartAlways, "sleep 1000", false)
+	ag, _ := e.start()
+	e.waitFor("never fails, always runs", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["once-1"].Phase == resources.InstanceFailed && m["once-1"].Restarts == 0 && m["keep-1"].Phase == resources.InstanceRunning
+	})
+	if err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{a}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := e.rt.byInstance()["keep-1"]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("unassigned container was not removed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := e.rt.byInstance()["once-1"]; !ok {
+		t.Fatal("the failed instance's container was removed although still assigned")
+	}
+}
+
+func TestAgentReportsUnhealthy(t *testing.T) {
+	e := newAgentEnv(t)
+	e.rt.execCode = 1
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
+	ag, _ := e.start()
+	e.waitFor("unhealthy", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].HealthStatus == resources.HealthUnhealthy && !m["web-1"].Ready()
+	})
+}
+
+func TestAgentGivesReplicasDistinctHostPorts(t *testing.T) {
+	e := newAgentEnv(t)
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
+	e.assign("web-2", quadlet.RestartAlways, "httpd -f", true)
+	ag, _ := e.start()
+	got := e.waitFor("two running", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Phase == resources.InstanceRunning && m["web-2"].Phase == resources.InstanceRunning
+	})
+	p1, p2 := got["web-1"].Ports, got["web-2"].Ports
+	if len(p1) != 1 || len(p2) != 1 || p1[0].HostPort == p2[0].HostPort || p1[0].ContainerPort != 8080 {
+		t.Fatalf("published ports %+v and %+v; want 8080 published on two different host ports", p1, p2)
+	}
+}

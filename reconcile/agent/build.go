@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/runtime"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Builder is the part of *build.Builder the agent uses: a node builds the
+// image of an assignment that carries a build reference instead of pulling
+// it.
+type Builder interface {
+	Build(ctx context.Context, req build.Request) (build.Record, error)
+	Prune(ctx context.Context, namespace, workload string) ([]string, error)
+	Log(namespace, workload, commit string) (io.ReadCloser, error)
+}
+
+var _ Builder = (*build.Builder)(nil)
+
+// buildStepTimeout bounds a create step that builds its image: the
+// Builder's own timeout (default 10 minutes) plus the create itself.
+const buildStepTimeout = 15 * time.Minute
+
+// Condition of a workload whose build failed on a node.
+const (
+	ConditionBuildFailed = "BuildFailed"
+)
+
+// BuildRecords stores a node's build records in etcd under
+// /kat/builds/{ns}/{name}/{commit12}/{node}: the build.RecordStore of a node
+// agent.
+type BuildRecords struct {
+	Repo *resources.Repo
+}
+
+var _ build.RecordStore = BuildRecords{}
+
+// PutBuildRecord stores r.
+func (s BuildRecords) PutBuildRecord(ctx context.Context, r build.Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode build record: %w", err)
+	}
+	return s.Repo.PutBuildRecordJSON(ctx, r.Namespace, r.Workload, r.Commit, r.Node, b)
+}
+
+// buildRequest is the build an assignment asks for. It is pure.
+func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth build.Auth) build.Request {
+	req := build.Request{
+		Namespace: a.Namespace, Workload: a.Workload, Repository: a.Build.Repository, Commit: a.Build.Commit,
+		CacheImage: q.Workload.Spec.Source.CacheImage, Auth: auth,
+	}
+	if q.Build != nil {
+		req.Spec = q.Build.Spec
+	}
+	return req
+}
+
+// buildImage builds the image of a, and reports a failure on the workload
+// (condition BuildFailed with the log tail, and an event) or clears an old
+// one after a success. A failure that retrying cannot fix wraps
+// runtime.ErrInvalidSpec, which fails the instance: the old instances keep
+// running.
+func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
+	a := ai.a
+	if ag.cfg.Builder == nil {
+		return fmt.Errorf("%w: instance %s must be built from %s, but this node has no builder", runtime.ErrInvalidSpec, a.InstanceID, a.Build.Repository)
+	}
+	rec, err := ag.cfg.Builder.Build(ctx, buildRequest(a, ai.q, ag.cfg.BuildAuth))
+	obj := "workload/" + a.Namespace + "/" + a.Workload
+	if err == nil {
+		if !rec.Existing {
+			ag.cfg.Logger.Info().Str("instance", a.InstanceID).Str("image", rec.Image).Bool("cache_hit", rec.CacheHit).Msg("image built")
+		}
+		// A success clears a failure of an earlier commit (no-op without one).
+		if cerr := ag.cfg.Repo.SetWorkloadCondition(ctx, a.Namespace, a.Workload,
+			resources.Condition{Type: ConditionBuildFailed, Status: resources.ConditionFalse}); cerr != nil {
+			ag.cfg.Logger.Warn().Err(cerr).Msg("cannot clear the BuildFailed condition")
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	var fe *build.FailedError
+	if !errors.As(err, &fe) {
+		return fmt.Errorf("build %s: %w", rec.Image, err)
+	}
+	msg := fmt.Sprintf("build of %s at %s failed on node %s (%s): %v\n%s", a.Build.Repository, reconcile.ShortCommit(a.Build.Commit),
+		ag.cfg.Node, fe.Stage, fe.Err, logTail(fe.LogTail, 2048))
+	if cerr := ag.cfg.Repo.SetWorkloadCondition(ctx, a.Namespace, a.Workload, resources.Condition{
+		Type: ConditionBuildFailed, Status: resources.ConditionTrue, Reason: build.ReasonBuildFailed, Message: msg,
+	}); cerr != nil {
+		ag.cfg.Logger.Warn().Err(cerr).Msg("cannot set the BuildFailed condition")
+	}
+	if eerr := ag.cfg.Repo.AppendEvent(ctx, resources.Event{Type: resources.EventWarning, Object: obj, Reason: build.ReasonBuildFailed,
+		Message: fmt.Sprintf("build at %s failed on node %s (%s): %v", reconcile.ShortCommit(a.Build.Commit), ag.cfg.Node, fe.Stage, fe.Err)}); eerr != nil {
+		ag.cfg.Logger.Warn().Err(eerr).Msg("cannot record the build failure event")
+	}
+	if fe.Stalled() {
+		return fmt.Errorf("%w: %w", runtime.ErrInvalidSpec, err)
+	}
+	return err
+}
+
+// logTail returns the last n bytes of s, from a line start.
+func logTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// pruneAfter runs the Builder's housekeeping for the workload of a removed
+// container that ran a built image: a rollout finished.
+func (ag *Agent) pruneAfter(ctx context.Context, c *runtime.ContainerStatus) {
+	if ag.cfg.Builder == nil || c == nil || !strings.Contains(c.Image, build.LocalRepository+"/") {
+		return
+	}
+	ns, wl := c.Labels[runtime.LabelNamespace], c.Labels[runtime.LabelWorkload]
+	removed, err := ag.cfg.Builder.Prune(ctx, ns, wl)
+	if err != nil {
+		ag.cfg.Logger.Warn().Err(err).Str("workload", ns+"/"+wl).Msg("image housekeeping failed")
+		return
+	}
+	if len(removed) > 0 {
+		ag.cfg.Logger.Info().Strs("images", removed).Str("workload", ns+"/"+wl).Msg("removed old images")
+	}
+}
+
+// ErrNoBuilder is returned by BuildLog on a node that cannot build.
+var ErrNoBuilder = errors.New("agent: this node has no builder")
+
+// BuildLog writes the log of the build of commit (full or its first 12
+// digits) of workload ns/name on this node to w.
+func (ag *Agent) BuildLog(ns, name, commit string, w io.Writer) error {
+	if ag.cfg.Builder == nil {
+		return ErrNoBuilder
+	}
+	rc, err := ag.cfg.Builder.Log(ns, name, commit)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if _, err := io.Copy(w, rc); err != nil {
+		return fmt.Errorf("copy build log: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// fakeBuilder fails the commits in fail, builds the others.
+type fakeBuilder struct {
+	mu     sync.Mutex
+	block  chan struct{} // when set, every build waits for it to close
+	fail   map[string]*build.FailedError
+	reqs   []build.Request
+	pruned int
+}
+
+func (f *fakeBuilder) Build(ctx context.Context, req build.Request) (build.Record, error) {
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return build.Record{}, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reqs = append(f.reqs, req)
+	if fe := f.fail[req.Commit]; fe != nil {
+		return build.Record{Image: req.Image(), State: build.StateFailed}, fe
+	}
+	return build.Record{Image: req.Image(), State: build.StateSucceeded}, nil
+}
+
+func (f *fakeBuilder) Prune(context.Context, string, string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pruned++
+	return nil, nil
+}
+
+func (f *fakeBuilder) Log(_, _, commit string) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader("log of " + commit + "\n")), nil
+}
+
+const gitWorkloadYAML = `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: app, namespace: ns1}
+spec:
+  type: Service
+  replicas: 1
+  source:
+    git: {repository: "https://git.example.com/app.git", branch: main}
+  restartPolicy: {condition: Always}
+  container:
+    command: ["httpd", "-f"]
+`
+
+const buildYAML = `apiVersion: kat.dws.rip/v1alpha1
+kind: BuildDefinition
+spec:
+  buildContext: .
+  dockerfilePath: Dockerfile
+  buildArgs: {A: b}
+`
+
+// assignBuild applies the Git workload ns1/app (so it has a status) and
+// assigns one instance of commit.
+func (e *agentEnv) assignBuild(id, commit string) resources.Assignment {
+	e.t.Helper()
+	files := map[string][]byte{"workload.kat": []byte(gitWorkloadYAML), "build.kat": []byte(buildYAML)}
+	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := e.repo.EnsureNamespace(ctx, "ns1", nil); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q}); err != nil {
+		e.t.Fatal(err)
+	}
+	a := resources.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "app", SpecHash: "h", Generation: 1,
+		Image: build.ImageName("ns1", "app", commit), RestartPolicy: "Always", Files: files, CreatedAt: time.Now(),
+		SourceCommit: commit, Build: &resources.BuildRef{Repository: "https://git.example.com/app.git", Commit: commit}}
+	if err := e.repo.WriteAssignments(ctx, []resources.Assignment{a}, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+func (e *agentEnv) condition(typ string) *resources.Condition {
+	e.t.Helper()
+	w, err := e.repo.GetWorkload(context.Background(), "ns1", "app")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, c := range w.Status.Conditions {
+		if c.Type == typ {
+			return &c
+		}
+	}
+	return nil
+}
+
+func TestAgentBuildsInsteadOfPulling(t *testing.T) {
+	good, bad := strings.Repeat("a", 40), strings.Repeat("b", 40)
+	fb := &fakeBuilder{fail: map[string]*build.FailedError{bad: {
+		Namespace: "ns1", Workload: "app", Commit: bad, Stage: build.StageBuild,
+		LogTail: "STEP 2/2: RUN false\nError: building at STEP \"RUN false\": exit status 1\n", Err: errors.New("podman build: exit status 1"),
+	}}}
+	e := newAgentEnv(t)
+	e.builder = fb
+	e.buildAuth = build.Auth{TokenFile: "/etc/kat/app.token"}
+	old := e.assignBuild("app-1", good)
+	ag, _ := e.start()
+	e.waitFor("the built instance running", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["app-1"].Phase == resources.InstanceRunning
+	})
+	if c := e.rt.byInstance()["app-1"]; c.Image != "kat-local/ns1_app:aaaaaaaaaaaa" {
+		t.Fatalf("container image %q", c.Image)
+	}
+	fb.mu.Lock()
+	req := fb.reqs[0]
+	fb.mu.Unlock()
+	if req.Commit != good || req.Repository != "https://git.example.com/app.git" || req.Spec.BuildArgs["A"] != "b" ||
+		req.Auth.TokenFile != "/etc/kat/app.token" {
+		t.Fatalf("build request %+v", req)
+	}
+
+	// A broken commit: the new instance fails, BuildFailed carries the log
+	// tail, the old instance keeps running.
+	e.assignBuild("app-2", bad)
+	e.waitFor("the broken build's instance failed", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["app-2"].Phase == resources.InstanceFailed && m["app-1"].Phase == resources.InstanceRunning
+	})
+	c := e.condition(ConditionBuildFailed)
+	if c == nil || c.Status != resources.ConditionTrue || !strings.Contains(c.Message, "RUN false") {
+		t.Fatalf("BuildFailed condition = %+v", c)
+	}
+	evs, err := e.repo.ListEvents(context.Background(), 10)
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].Reason != build.ReasonBuildFailed {
+		t.Fatalf("events = %+v, %v", evs, err)
+	}
+
+	// A good build clears the condition; removing the old instance prunes.
+	if err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{old}); err != nil {
+		t.Fatal(err)
+	}
+	e.assignBuild("app-3", strings.Repeat("c", 40))
+	e.waitFor("the fixed instance running", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["app-3"].Phase == resources.InstanceRunning
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fb.mu.Lock()
+		pruned := fb.pruned
+		fb.mu.Unlock()
+		if e.condition(ConditionBuildFailed) == nil && pruned > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("BuildFailed not cleared (%+v) or no prune (%d)", e.condition(ConditionBuildFailed), pruned)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var sb strings.Builder
+	if err := ag.BuildLog("ns1", "app", good, &sb); err != nil || sb.String() != "log of "+good+"\n" {
+		t.Fatalf("BuildLog = %q, %v", sb.String(), err)
+	}
+}
+
+// TestAgentBuildDoesNotHoldRuntimeSlot: while a build runs, the single
+// runtime slot stays free for other instances.
+func TestAgentBuildDoesNotHoldRuntimeSlot(t *testing.T) {
+	fb := &fakeBuilder{block: make(chan struct{})}
+	e := newAgentEnv(t)
+	e.builder = fb
+	e.assignBuild("app-1", strings.Repeat("a", 40))
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
+	ag, _ := e.start()
+	e.waitFor("the pulled instance running while the build waits", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Phase == resources.InstanceRunning && m["app-1"].Phase == resources.InstancePending
+	})
+	close(fb.block)
+	e.waitFor("the built instance running", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["app-1"].Phase == resources.InstanceRunning
+	})
+}

@@ -1,0 +1,166 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"kat.dws.rip/kat/runtime"
+)
+
+// fakeRuntime is an in-memory ContainerRuntime. Containers whose command
+// mentions "exit 1" exit with code 1 as soon as they start.
+type fakeRuntime struct {
+	mu       sync.Mutex
+	seq      int
+	c        map[string]*runtime.ContainerStatus
+	cmds     map[string][]string
+	creates  int
+	starts   int
+	execCode int
+	events   chan runtime.Event
+	now      func() time.Time
+}
+
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{c: map[string]*runtime.ContainerStatus{}, cmds: map[string][]string{},
+		events: make(chan runtime.Event, 100), now: time.Now}
+}
+
+var _ Runtime = (*fakeRuntime)(nil)
+
+func (f *fakeRuntime) ImageExists(context.Context, string) (bool, error) { return true, nil }
+func (f *fakeRuntime) PullImage(context.Context, string, runtime.PullOptions) (string, error) {
+	return "img", nil
+}
+
+func (f *fakeRuntime) CreateContainer(_ context.Context, spec runtime.ContainerSpec) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.c {
+		if c.Name == spec.Name {
+			return "", fmt.Errorf("create %s: %w", spec.Name, runtime.ErrAlreadyExists)
+		}
+	}
+	f.seq++
+	f.creates++
+	id := fmt.Sprintf("c%03d", f.seq)
+	f.c[id] = &runtime.ContainerStatus{ID: id, Name: spec.Name, Image: spec.Image, Labels: maps.Clone(spec.Labels),
+		State: runtime.StateCreated, CreatedAt: f.now(), Ports: spec.Ports}
+	f.cmds[id] = append(append([]string{}, spec.Command...), spec.Args...)
+	return id, nil
+}
+
+func (f *fakeRuntime) StartContainer(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.c[id]
+	if !ok {
+		return runtime.ErrNotFound
+	}
+	if c.State == runtime.StateRunning {
+		return nil
+	}
+	f.starts++
+	c.State, c.StartedAt = runtime.StateRunning, f.now()
+	if strings.Contains(strings.Join(f.cmds[id], " "), "exit 1") {
+		c.State, c.ExitCode, c.FinishedAt = runtime.StateExited, 1, c.StartedAt.Add(time.Millisecond)
+	}
+	return nil
+}
+
+// exit makes a running container exit with code, as podman kill would.
+func (f *fakeRuntime) exit(id string, code int) {
+	f.mu.Lock()
+	c := f.c[id]
+	c.State, c.ExitCode, c.FinishedAt = runtime.StateExited, code, f.now()
+	f.mu.Unlock()
+	f.events <- runtime.Event{ID: id, Action: runtime.ActionDied, ExitCode: code}
+}
+
+func (f *fakeRuntime) StopContainer(_ context.Context, id string, _ time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.c[id]
+	if !ok {
+		return runtime.ErrNotFound
+	}
+	if c.State == runtime.StateRunning {
+		c.State, c.ExitCode, c.FinishedAt = runtime.StateExited, 137, f.now()
+	}
+	return nil
+}
+
+func (f *fakeRuntime) RemoveContainer(_ context.Context, id string, _ bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.c[id]; !ok {
+		return runtime.ErrNotFound
+	}
+	delete(f.c, id)
+	return nil
+}
+
+func (f *fakeRuntime) ListManagedContainers(_ context.Context, labels map[string]string) ([]runtime.ContainerStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []runtime.ContainerStatus
+	for _, c := range f.c {
+		match := true
+		for k, v := range labels {
+			match = match && c.Labels[k] == v
+		}
+		if match {
+			cp := *c
+			cp.Labels = maps.Clone(c.Labels)
+			out = append(out, cp)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeRuntime) Events(ctx context.Context, _ map[string]string, out chan<- runtime.Event) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e := <-f.events:
+			select {
+			case out <- e:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+func (f *fakeRuntime) Logs(_ context.Context, id string, _ runtime.LogOptions) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader("log of " + id + "\n")), nil
+}
+
+func (f *fakeRuntime) Exec(_ context.Context, _ string, _ []string, _ time.Duration) (runtime.ExecResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return runtime.ExecResult{ExitCode: f.execCode}, nil
+}
+
+// running returns the IDs of running containers, by instance label.
+func (f *fakeRuntime) byInstance() map[string]runtime.ContainerStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]runtime.ContainerStatus{}
+	for _, c := range f.c {
+		out[c.Labels[runtime.LabelInstance]] = *c
+	}
+	return out
+}
+
+func (f *fakeRuntime) counts() (creates, starts int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.creates, f.starts
+}

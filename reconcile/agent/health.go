@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"time"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// healthState is the health-check progress of one running container.
+type healthState struct {
+	// run is the StartedAt of the run being checked; a new run starts over.
+	run time.Time
+	// Status is "" before any result, then HealthHealthy or
+	// HealthUnhealthy.
+	Status    string
+	successes int
+	failures  int
+	// next is when the next check is due.
+	next time.Time
+}
+
+// probeDue reports whether a health check should run now for a container
+// started at startedAt, and returns the state reset for a new run. It is pure.
+func probeDue(h healthState, hc *quadlet.HealthCheck, startedAt, now time.Time) (bool, healthState) {
+	if hc == nil || startedAt.IsZero() {
+		return false, h
+	}
+	if !h.run.Equal(startedAt) {
+		h = healthState{run: startedAt, next: startedAt.Add(time.Duration(hc.InitialDelaySeconds) * time.Second)}
+	}
+	return !now.Before(h.next), h
+}
+
+// probeResult folds one check's outcome into h and schedules the next check
+// PeriodSeconds after now. Status changes only once SuccessThreshold
+// successes or FailureThreshold failures have been seen in a row. It is pure.
+func probeResult(h healthState, hc *quadlet.HealthCheck, ok bool, now time.Time) healthState {
+	if ok {
+		h.successes++
+		h.failures = 0
+		if h.successes >= max(hc.SuccessThreshold, 1) {
+			h.Status = resources.HealthHealthy
+		}
+	} else {
+		h.failures++
+		h.successes = 0
+		if h.failures >= max(hc.FailureThreshold, 1) {
+			h.Status = resources.HealthUnhealthy
+		}
+	}
+	h.next = now.Add(time.Duration(max(hc.PeriodSeconds, 1)) * time.Second)
+	return h
+}

@@ -1,0 +1,108 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/store/resources"
+)
+
+// HeartbeatConfig holds the dependencies of RunHeartbeat.
+type HeartbeatConfig struct {
+	// Repo is where the status is written. Required.
+	Repo *resources.Repo
+	// Node and NodeUID identify this node. Node is required.
+	Node    string
+	NodeUID string
+	// Interval is the agent tick. Default 15s (cluster.kat agentTickSeconds).
+	Interval time.Duration
+	// Resources returns the node's capacity and allocatable resources. Default
+	// DetectResources.
+	Resources func() (resources.NodeResources, error)
+	// Now replaces time.Now, for tests.
+	Now    func() time.Time
+	Logger zerolog.Logger
+
+	// Post sends the status to the leader (POST /v1alpha1/nodes/{node}/status).
+	// Default nil: write it to Repo directly.
+	Post func(ctx context.Context, st resources.NodeStatus) error
+	// Instances returns the instance reports (Agent.Instances). Default none.
+	Instances func() []resources.InstanceStatus
+	// Conditions returns node conditions (Agent.Conditions). Default none.
+	Conditions func() []resources.Condition
+	// GPUs returns the node's GPUs, asked once at start. Default DetectGPUs.
+	GPUs func() []resources.GPU
+	// Wake asks for a beat before the next tick, for example when an
+	// instance changed. Beats are at most minBeatGap apart. Default none.
+	Wake <-chan struct{}
+}
+
+// minBeatGap spaces beats asked for through HeartbeatConfig.Wake.
+const minBeatGap = 200 * time.Millisecond
+
+// RunHeartbeat writes this node's status at once and then every Interval until
+// ctx is done. A failed write is logged and retried on the next tick; it
+// returns only when ctx ends.
+func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
+	if (cfg.Repo == nil && cfg.Post == nil) || cfg.Node == "" {
+		return errors.New("heartbeat: a repo or post function, and the node name are required")
+	}
+	if cfg.GPUs == nil {
+		cfg.GPUs = DetectGPUs
+	}
+	gpus := cfg.GPUs()
+	if cfg.Interval <= 0 {
+		cfg.Interval = 15 * time.Second
+	}
+	if cfg.Resources == nil {
+		cfg.Resources = DetectResources
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	t := time.NewTicker(cfg.Interval)
+	defer t.Stop()
+	for {
+		var retry <-chan time.Time
+		if err := beat(ctx, cfg, gpus); err != nil && ctx.Err() == nil {
+			cfg.Logger.Warn().Err(err).Str("node", cfg.Node).Msg("heartbeat failed")
+			// A failed beat (the leader not serving yet) is retried soon.
+			retry = time.After(min(cfg.Interval, time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-retry:
+		case <-t.C:
+		case <-cfg.Wake:
+			select { // coalesce a burst of wake-ups
+			case <-ctx.Done():
+				return nil
+			case <-time.After(minBeatGap):
+			}
+		}
+	}
+}
+
+func beat(ctx context.Context, cfg HeartbeatConfig, gpus []resources.GPU) error {
+	res, err := cfg.Resources()
+	if err != nil {
+		return err
+	}
+	st := resources.NodeStatus{
+		NodeName: cfg.Node, NodeUID: cfg.NodeUID, Timestamp: cfg.Now().Unix(), Resources: res, GPUs: gpus,
+	}
+	if cfg.Instances != nil {
+		st.WorkloadInstances = cfg.Instances()
+	}
+	if cfg.Conditions != nil {
+		st.Conditions = cfg.Conditions()
+	}
+	if cfg.Post != nil {
+		return cfg.Post(ctx, st)
+	}
+	return cfg.Repo.PutNodeStatus(ctx, st)
+}

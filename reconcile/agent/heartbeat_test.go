@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/store/resources"
+)
+
+// TestHeartbeatPostsReportsAndRetries: the heartbeat posts the instances and
+// conditions, retries a failed post before the next tick, and beats when
+// woken.
+func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
+	var mu sync.Mutex
+	var posted []resources.NodeStatus
+	calls := 0
+	post := func(_ context.Context, st resources.NodeStatus) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return errors.New("leader not serving yet")
+		}
+		posted = append(posted, st)
+		return nil
+	}
+	wake := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunHeartbeat(ctx, HeartbeatConfig{
+			Node: "n1", Post: post, Interval: time.Hour, Wake: wake,
+			Resources:  func() (resources.NodeResources, error) { return resources.NodeResources{}, nil },
+			GPUs:       func() []resources.GPU { return nil },
+			Instances:  func() []resources.InstanceStatus { return []resources.InstanceStatus{{InstanceID: "i1"}} },
+			Conditions: func() []resources.Condition { return []resources.Condition{{Type: "RuntimeReady"}} },
+		})
+	}()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(posted)
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitUntil("the retried beat", func() bool { return count() == 1 })
+	wake <- struct{}{}
+	waitUntil("the woken beat", func() bool { return count() == 2 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if st := posted[0]; st.NodeName != "n1" || len(st.WorkloadInstances) != 1 || len(st.Conditions) != 1 || st.Timestamp == 0 {
+		t.Fatalf("posted %+v", st)
+	}
+}

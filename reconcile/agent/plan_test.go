@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/runtime"
+	"kat.dws.rip/kat/store/resources"
+)
+
+func TestDecideInstance(t *testing.T) {
+	now := time.Unix(10000, 0)
+	started := now.Add(-time.Second)
+	exited := func(code int) *runtime.ContainerStatus {
+		return &runtime.ContainerStatus{ID: "c1", State: runtime.StateExited, ExitCode: code, StartedAt: started, FinishedAt: now}
+	}
+	always := restartRule{Condition: quadlet.RestartAlways, Backoff: time.Second}
+	maxCount := restartRule{Condition: quadlet.RestartMaxCount, MaxRestarts: 2, ResetSeconds: 60, Backoff: time.Second}
+	never := restartRule{Condition: quadlet.RestartNever}
+	tests := []struct {
+		name      string
+		assigned  bool
+		rule      restartRule
+		c         *runtime.ContainerStatus
+		st        instanceState
+		want      stepKind
+		failed    bool
+		succeeded bool
+	}{
+		{name: "unassigned without container", want: stepNone},
+		{name: "unassigned container is removed", c: &runtime.ContainerStatus{State: runtime.StateRunning}, want: stepRemove},
+		{name: "assigned without container is created", assigned: true, rule: always, want: stepCreate},
+		{name: "create waits for its back-off", assigned: true, rule: always, st: instanceState{NextAttempt: now.Add(time.Second)}, want: stepWait},
+		{name: "running is left alone", assigned: true, rule: always, c: &runtime.ContainerStatus{State: runtime.StateRunning}, want: stepNone},
+		{name: "unknown state waits", assigned: true, rule: always, c: &runtime.ContainerStatus{State: runtime.StateUnknown}, want: stepWait},
+		{name: "created is started", assigned: true, rule: always, c: &runtime.ContainerStatus{State: runtime.StateCreated}, want: stepStart},
+		{name: "always: a fresh exit waits for the back-off", assigned: true, rule: always, c: exited(137), want: stepWait},
+		{name: "always: the back-off over, it restarts", assigned: true, rule: always, c: exited(0),
+			st: instanceState{handledRun: started, NextAttempt: now}, want: stepStart},
+		{name: "never: exit 0 succeeds", assigned: true, rule: never, c: exited(0), want: stepNone, succeeded: true},
+		{name: "never: exit 1 fails", assigned: true, rule: never, c: exited(1), want: stepNone, failed: true},
+		{name: "maxcount: exit 0 succeeds", assigned: true, rule: maxCount, c: exited(0), want: stepNone, succeeded: true},
+		{name: "maxcount: below the limit waits to restart", assigned: true, rule: maxCount, c: exited(1),
+			st: instanceState{WindowRestarts: 1, WindowStart: now.Add(-time.Second)}, want: stepWait},
+		{name: "maxcount: at the limit fails", assigned: true, rule: maxCount, c: exited(1),
+			st: instanceState{WindowRestarts: 2, WindowStart: now.Add(-time.Second)}, want: stepNone, failed: true},
+		{name: "maxcount: an old window resets", assigned: true, rule: maxCount, c: exited(1),
+			st: instanceState{WindowRestarts: 2, WindowStart: now.Add(-time.Hour)}, want: stepWait},
+		{name: "failed without container stays failed", assigned: true, rule: maxCount, st: instanceState{Failed: true}, want: stepNone, failed: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			step, st := decideInstance(tc.assigned, tc.rule, tc.c, tc.st, now)
+			if step != tc.want || st.Failed != tc.failed || st.Succeeded != tc.succeeded {
+				t.Fatalf("step %s failed %v succeeded %v; want %s %v %v (state %+v)", step, st.Failed, st.Succeeded, tc.want, tc.failed, tc.succeeded, st)
+			}
+		})
+	}
+}
+
+func TestBackoffIsCapped(t *testing.T) {
+	if backoff(time.Second, 0) != time.Second || backoff(time.Second, 3) != 8*time.Second || backoff(time.Second, 60) != restartBackoffCap {
+		t.Fatalf("backoff: %s %s %s", backoff(time.Second, 0), backoff(time.Second, 3), backoff(time.Second, 60))
+	}
+}
+
+func TestHealthProbes(t *testing.T) {
+	hc := &quadlet.HealthCheck{InitialDelaySeconds: 5, PeriodSeconds: 2, SuccessThreshold: 2, FailureThreshold: 2}
+	start := time.Unix(100, 0)
+	due, h := probeDue(healthState{}, hc, start, start.Add(4*time.Second))
+	if due {
+		t.Fatal("probe due before initialDelaySeconds")
+	}
+	if due, h = probeDue(h, hc, start, start.Add(5*time.Second)); !due {
+		t.Fatal("probe not due after initialDelaySeconds")
+	}
+	now := start.Add(5 * time.Second)
+	steps := []struct {
+		ok   bool
+		want string
+	}{{true, ""}, {true, resources.HealthHealthy}, {false, resources.HealthHealthy}, {false, resources.HealthUnhealthy}, {true, resources.HealthUnhealthy}, {true, resources.HealthHealthy}}
+	for i, s := range steps {
+		h = probeResult(h, hc, s.ok, now)
+		if h.Status != s.want {
+			t.Fatalf("after result %d (%v): status %q, want %q", i, s.ok, h.Status, s.want)
+		}
+		if due, _ := probeDue(h, hc, start, now.Add(time.Second)); due {
+			t.Fatal("probe due before periodSeconds")
+		}
+		now = now.Add(2 * time.Second)
+	}
+	if _, h2 := probeDue(h, hc, start.Add(time.Hour), now); h2.Status != "" {
+		t.Fatal("a new run kept the old health status")
+	}
+}

@@ -1,0 +1,224 @@
+package leader
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"sort"
+	"time"
+
+	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// AssignmentPlan is what the leader writes to /kat/assignments: instances to
+// add and instances to remove.
+type AssignmentPlan struct {
+	Put    []resources.Assignment
+	Delete []resources.Assignment
+}
+
+// Empty reports whether the plan changes nothing.
+func (p AssignmentPlan) Empty() bool { return len(p.Put) == 0 && len(p.Delete) == 0 }
+
+// AssignInput is what PlanAssignments decides from.
+type AssignInput struct {
+	// Node is where every instance goes until the scheduler exists.
+	Node string
+	// Desired is every workload's desired state.
+	Desired []resources.DesiredSpec
+	// Current are the assignments of every node.
+	Current []resources.Assignment
+	// Reported are the agents' reports, by instance ID: old instances are
+	// removed only once enough new ones are ready.
+	Reported map[string]resources.InstanceStatus
+	// Commits are, by "ns/name", the app commits the leader resolved for
+	// workloads built from Git; such a workload without one is left alone.
+	Commits map[string]string
+	// Now stamps new assignments; NewSuffix makes their IDs unique.
+	Now       time.Time
+	NewSuffix func() string
+}
+
+// PlanAssignments decides, until the scheduler exists, the assignments of
+// every workload on the single node: a Service gets replicas instances, a Job
+// or DaemonService one. It is pure: desired state and current assignments in,
+// plan out.
+//
+// Instances are matched by their template (TemplateHash, the spec hash
+// without replicas, plus the app commit of a workload built from Git), so
+// scaling keeps the running instances. A workload whose template changed, or
+// whose app repository moved to a new commit, gets new instances first; its
+// old instances are removed on the pass that finds enough new ones ready
+// (running, and healthy where a health check is defined; a Job's: also
+// succeeded): start new, then stop old. Should the new ones never get
+// there (a failed build), the old ones keep running. Replicas down removes
+// the newest surplus instances; a deleted workload loses them all. A
+// workload whose files do not parse, or built from Git whose commit is not
+// resolved yet, keeps what it has.
+func PlanAssignments(in AssignInput) AssignmentPlan {
+	byWorkload := map[string][]resources.Assignment{}
+	for _, a := range in.Current {
+		k := a.Namespace + "/" + a.Workload
+		byWorkload[k] = append(byWorkload[k], a)
+	}
+	var plan AssignmentPlan
+	seen := map[string]bool{}
+	for _, d := range in.Desired {
+		k := d.Meta.Namespace + "/" + d.Meta.Name
+		seen[k] = true
+		q, err := quadlet.ParseWorkload(d.Files, quadlet.ParseOptions{DefaultNamespace: d.Meta.Namespace})
+		if err != nil {
+			continue // cannot happen for stored specs
+		}
+		commit := ""
+		if g := q.Workload.Spec.Source.Git; g != nil {
+			if commit = in.Commits[k]; commit == "" {
+				continue // not resolved yet: leave it alone
+			}
+		}
+		planWorkload(&plan, in, d, q, commit, byWorkload[k])
+	}
+	for k, as := range byWorkload {
+		if !seen[k] {
+			plan.Delete = append(plan.Delete, as...)
+		}
+	}
+	assignUserNSSlots(in.Current, plan.Put)
+	sortAssignments(plan.Put)
+	sortAssignments(plan.Delete)
+	return plan
+}
+
+// assignUserNSSlots sets the UserNSSlot of each new assignment: the slot its
+// workload's current assignments have, or else the lowest slot no current
+// assignment holds (workloads planned together get distinct slots, in order
+// of put). A deleted workload's slot is free once its assignments are gone
+// from current, so it is reused on a later pass, never the one deleting
+// them. It is pure apart from setting put's slots.
+func assignUserNSSlots(current, put []resources.Assignment) {
+	slotOf := map[string]int{}
+	used := map[int]bool{}
+	for _, a := range current {
+		if a.UserNSSlot == nil {
+			continue
+		}
+		k := a.Namespace + "/" + a.Workload
+		if s, ok := slotOf[k]; !ok || *a.UserNSSlot < s {
+			slotOf[k] = *a.UserNSSlot
+		}
+		used[*a.UserNSSlot] = true
+	}
+	next := 0
+	for i := range put {
+		k := put[i].Namespace + "/" + put[i].Workload
+		s, ok := slotOf[k]
+		if !ok {
+			for used[next] {
+				next++
+			}
+			s = next
+			used[s], slotOf[k] = true, s
+		}
+		put[i].UserNSSlot = &s
+	}
+}
+
+func planWorkload(plan *AssignmentPlan, in AssignInput, d resources.DesiredSpec, q *quadlet.Quadlet, commit string, cur []resources.Assignment) {
+	want := resources.DesiredInstances(q)
+	tmpl := InstanceTemplate(q, commit)
+	var fresh, stale []resources.Assignment
+	ready := 0
+	for _, a := range cur {
+		if a.TemplateHash == tmpl {
+			fresh = append(fresh, a)
+			if r, ok := in.Reported[a.InstanceID]; ok && (r.Ready() || r.Phase == resources.InstanceSucceeded) {
+				ready++
+			}
+		} else {
+			stale = append(stale, a)
+		}
+	}
+	sortAssignments(fresh)
+	for i := len(fresh); i < want; i++ {
+		plan.Put = append(plan.Put, newAssignment(in.Node, d, q, commit, in.Now, in.NewSuffix()))
+	}
+	if len(fresh) > want {
+		// Keep the oldest: they are the most likely to be running.
+		slices.SortStableFunc(fresh, func(a, b resources.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
+		plan.Delete = append(plan.Delete, fresh[want:]...)
+	}
+	if replaceStale(len(stale), ready, want) {
+		plan.Delete = append(plan.Delete, stale...)
+	}
+}
+
+// replaceStale reports whether the old instances of a workload can go: when
+// there are none, when none is wanted, or when as many new instances as
+// wanted are ready. It is pure.
+func replaceStale(stale, readyFresh, want int) bool {
+	return stale > 0 && (want == 0 || readyFresh >= want)
+}
+
+func newAssignment(node string, d resources.DesiredSpec, q *quadlet.Quadlet, commit string, now time.Time, suffix string) resources.Assignment {
+	var ports []int
+	if q.LoadBalancer != nil {
+		for _, p := range q.LoadBalancer.Spec.Ports {
+			ports = append(ports, p.ContainerPort)
+		}
+	}
+	tmpl := InstanceTemplate(q, commit)
+	a := resources.Assignment{
+		InstanceID: InstanceID(d.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
+		Node: node, Namespace: d.Meta.Namespace, Workload: d.Meta.Name, Type: d.Meta.Type,
+		Generation: d.Meta.Generation, SpecHash: d.Meta.SpecHash, Image: q.Workload.Spec.Source.Image,
+		Ports: ports, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition, SourceCommit: d.Meta.Owner.Commit,
+		Files: d.Files, CreatedAt: now,
+	}
+	if g := q.Workload.Spec.Source.Git; g != nil && commit != "" {
+		a.Image = build.ImageName(d.Meta.Namespace, d.Meta.Name, commit)
+		a.SourceCommit = commit
+		a.Build = &resources.BuildRef{Repository: g.Repository, Commit: commit}
+	}
+	return a
+}
+
+// InstanceTemplate is what an instance runs: TemplateHash(q), and for a
+// workload built from Git the app commit too, so that a new commit makes new
+// instances.
+func InstanceTemplate(q *quadlet.Quadlet, commit string) string {
+	h := TemplateHash(q)
+	if commit == "" {
+		return h
+	}
+	sum := sha256.Sum256([]byte(h + "\x00" + commit))
+	return hex.EncodeToString(sum[:])
+}
+
+// TemplateHash is the spec hash of q without its replica count: what an
+// instance runs. Scaling a workload keeps its instances; any other change of
+// the spec makes new ones.
+func TemplateHash(q *quadlet.Quadlet) string {
+	t := *q
+	t.Workload.Spec.Replicas = nil
+	return t.SpecHash()
+}
+
+// InstanceID is {workload}-{first 8 of the template hash}-{suffix} (DESIGN.md
+// "Identity"): a changed spec is visibly a new instance.
+func InstanceID(workload, specHash, suffix string) string {
+	return workload + "-" + specHash[:min(8, len(specHash))] + "-" + suffix
+}
+
+// RandomSuffix returns 5 random hex digits, the unique part of an instance ID.
+func RandomSuffix() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])[:5]
+}
+
+func sortAssignments(as []resources.Assignment) {
+	sort.Slice(as, func(i, j int) bool { return as[i].Key() < as[j].Key() })
+}

@@ -1,0 +1,30 @@
+// Package leader holds the leader's loops. They run only while this node
+// leads (reconcile.Leadership starts and stops them) and keep no state that
+// etcd does not hold.
+//
+// # Placement
+//
+// [RunAssigner] places instances until the scheduler exists: every instance
+// on the leader's node, decided by the pure [PlanAssignments]. A changed
+// template starts new instances first; the old ones are removed once the new
+// ones are ready (running, and healthy where a health check is defined).
+//
+// # Workload status
+//
+// Each workload's status is derived, by one loop only, from facts that each
+// producer writes under its own keys: the desired spec (apply, gitsync), the
+// Git source's per-path errors (gitsync), the resolved app commit (app
+// sources), the placements (placement), the build records (agents) and the
+// instance states (heartbeats). [DeriveWorkloadStatus] is that derivation,
+// a pure function: the order in which facts arrive never changes the result.
+//
+// # Push to deploy
+//
+// [AppSources] resolves the app repository of every workload built from Git
+// (workload.kat spec.source.git) to one commit, on a poll interval or at
+// once on a verified webhook (it is a webhook.Dispatcher; combine it with the
+// config sources' through webhook.Fanout), and records it under
+// /kat/appsources/{ns}/{name}. Placement gives such workloads instances of
+// that commit with image kat-local/{ns}_{name}:{commit12}; a new commit is a
+// rollout.
+package leader

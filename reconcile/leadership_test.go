@@ -1,0 +1,170 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/store"
+	"kat.dws.rip/kat/store/storetest"
+)
+
+// candidate runs a Leadership whose term has two loops that record, per
+// term, when they run.
+type candidate struct {
+	id string
+	st *store.Etcd
+	l  *reconcile.Leadership
+
+	mu      sync.Mutex
+	running int // loops running now
+	terms   int // terms started
+	// fail makes the next term's first loop fail at once.
+	fail bool
+}
+
+func newCandidate(t *testing.T, cli *clientv3.Client, id string) *candidate {
+	c := &candidate{id: id, st: store.New(cli)}
+	t.Cleanup(func() { _ = c.st.Close() })
+	loop := func(first bool) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			c.mu.Lock()
+			c.running++
+			fail := first && c.fail
+			c.fail = c.fail && !first
+			c.mu.Unlock()
+			defer func() {
+				c.mu.Lock()
+				c.running--
+				c.mu.Unlock()
+			}()
+			if fail {
+				return errors.New("loop broke")
+			}
+			<-ctx.Done()
+			return nil
+		}
+	}
+	c.l = &reconcile.Leadership{
+		Store: c.st, ID: id, LeaseTTLSeconds: 60, RetryDelay: 10 * time.Millisecond,
+		Term: func(context.Context) ([]reconcile.Loop, error) {
+			c.mu.Lock()
+			c.terms++
+			c.mu.Unlock()
+			return []reconcile.Loop{{Name: "first", Run: loop(true)}, {Name: "second", Run: loop(false)}}, nil
+		},
+	}
+	return c
+}
+
+func (c *candidate) state() (running, terms int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running, c.terms
+}
+
+// TestLeadershipMovesLoops: the loops of a term run only while their
+// candidate leads; when leadership is lost every one of them stops, and the
+// next leader (another candidate, or the same one again) starts them afresh.
+// A loop that fails ends the term: its candidate resigns and campaigns again.
+func TestLeadershipMovesLoops(t *testing.T) {
+	emb := storetest.NewEmbedded(t)
+	cli := emb.Client()
+	ctx, cancel := context.WithCancel(t.Context())
+	a, b := newCandidate(t, cli, "a"), newCandidate(t, cli, "b")
+	var wg sync.WaitGroup
+	for _, c := range []*candidate{a, b} {
+		wg.Go(func() {
+			if err := c.l.Run(ctx); err != nil {
+				t.Errorf("%s: %v", c.id, err)
+			}
+		})
+	}
+	leaderID := func() string {
+		id, err := a.st.GetLeader(ctx)
+		if err != nil {
+			return ""
+		}
+		return id
+	}
+	byID := map[string]*candidate{"a": a, "b": b}
+	// Exactly one candidate runs both loops; the other none.
+	waitOneLeading := func(t *testing.T, what string) *candidate {
+		t.Helper()
+		var lead *candidate
+		poll.Until(t, 10*time.Second, what, func() bool {
+			lead = byID[leaderID()]
+			if lead == nil {
+				return false
+			}
+			ra, _ := a.state()
+			rb, _ := b.state()
+			other := a
+			if lead == a {
+				other = b
+			}
+			ro, _ := other.state()
+			rl, _ := lead.state()
+			return rl == 2 && ro == 0 && ra+rb == 2
+		})
+		return lead
+	}
+	first := waitOneLeading(t, "one candidate leads and runs its loops")
+	_, termsBefore := first.state()
+
+	// Leadership lost: the leader key vanishes (what a lost lease does).
+	resp, err := cli.Get(ctx, store.DefaultElectionPrefix, clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("read election keys: %v (%d keys)", err, len(resp.Kvs))
+	}
+	for _, kv := range resp.Kvs {
+		if string(kv.Value) == first.id {
+			if _, err := cli.Delete(ctx, string(kv.Key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	second := waitOneLeading(t, "leadership moves after the leader key is deleted")
+	if second == first {
+		if _, terms := first.state(); terms <= termsBefore {
+			t.Fatalf("%s leads again without a new term (%d terms)", first.id, terms)
+		}
+	}
+
+	// A failing loop ends the term: its candidate resigns and campaigns
+	// again after RetryDelay, so the other candidate takes over. With both
+	// set to fail once, each leads one failed term before one settles.
+	for _, c := range []*candidate{a, b} {
+		c.mu.Lock()
+		c.fail = true
+		c.mu.Unlock()
+	}
+	if err := second.st.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "each candidate led a term whose loop failed", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return !a.fail && !b.fail
+	})
+	waitOneLeading(t, "one leader running its loops after the failed terms")
+
+	cancel()
+	wg.Wait()
+	for _, c := range []*candidate{a, b} {
+		if r, _ := c.state(); r != 0 {
+			t.Errorf("%s: %d loops still running after Run returned", c.id, r)
+		}
+	}
+	if id, err := a.st.GetLeader(context.Background()); err == nil {
+		t.Errorf("leader %q still recorded after both candidates stopped: Run must resign", id)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -211,12 +212,10 @@ func TestLeadershipHandOver(t *testing.T) {
 				won <- result{lctx, err}
 			}()
 			// b is queued behind a, not elected.
-			if !poll(5*time.Second, func() bool {
+			poll.Until(t, 5*time.Second, "the second candidate queues", func() bool {
 				resp, err := cli.Get(testCtx(t), store.DefaultElectionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 				return err == nil && resp.Count == 2
-			}) {
-				t.Fatal("second candidate never queued")
-			}
+			})
 			select {
 			case r := <-won:
 				t.Fatalf("b elected while a leads: %v", r.err)

@@ -9,29 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"kat.dws.rip/kat/store"
 )
-
-// poll calls cond every 50ms until it returns true or timeout passes, and
-// reports whether it returned true.
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if cond() {
-			return true
-		}
-		select {
-		case <-deadline.C:
-			return cond()
-		case <-tick.C:
-		}
-	}
-}
 
 // cutProxy forwards connections from a unix socket to another one and can
 // cut every connection at once, as a network partition would.

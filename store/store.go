@@ -123,6 +123,9 @@ type StateStore interface {
 	Delete(ctx context.Context, key string) error
 	// List returns every key that starts with prefix, sorted by key.
 	List(ctx context.Context, prefix string) ([]KV, error)
+	// ListWithRevision is List that also returns the store revision the
+	// listing reflects: Watch from that revision + 1 misses no change.
+	ListWithRevision(ctx context.Context, prefix string) ([]KV, int64, error)
 	// Watch streams changes to a key, or to a prefix when keyOrPrefix ends in
 	// "/", from startRevision (0: from now). The channel is closed when ctx
 	// ends.

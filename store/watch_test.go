@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -324,17 +325,20 @@ func TestWatchEnds(t *testing.T) {
 // own timers), or, for max < 0, until it holds still for one poll.
 func settle(t *testing.T, max int) {
 	t.Helper()
-	last := -1
-	ok := poll(10*time.Second, func() bool {
+	last, since := -1, time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := poll.Wait(ctx, func() (bool, error) {
 		g := runtime.NumGoroutine()
 		if max < 0 {
-			still := g == last
-			last = g
-			return still
+			if g != last {
+				last, since = g, time.Now()
+			}
+			return time.Since(since) >= 50*time.Millisecond, nil
 		}
-		return g <= max+2
+		return g <= max+2, nil
 	})
-	if !ok && max >= 0 {
+	if err != nil && max >= 0 {
 		t.Fatalf("goroutines did not settle: %d, baseline %d", runtime.NumGoroutine(), max)
 	}
 }

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+)
+
+// Cache is an in-memory copy of every key under a prefix, decoded, kept
+// current by a watch: what a loop reads on every pass without asking etcd
+// (an informer). It is level-triggered like the watch behind it: a watch that
+// falls behind a compaction resynchronises, so the copy converges to the
+// store's keys whatever events were missed.
+//
+//	c := store.NewCache(st, "/kat/nodes/status/", decodeNodeStatus)
+//	go c.Run(ctx, func(key string) { reconcile.Poke(wake) })
+//	<-c.Synced()
+//	st, ok := c.Get("/kat/nodes/status/n1")
+type Cache[T any] struct {
+	st     StateStore
+	prefix string
+	decode func(KV) (T, bool)
+
+	synced chan struct{}
+	mu     sync.RWMutex
+	items  map[string]T
+	rev    int64
+}
+
+// NewCache returns a cache of the keys under prefix (which ends in "/"),
+// each decoded by decode; a key decode refuses (false) is left out. Nothing
+// is read until Run.
+func NewCache[T any](st StateStore, prefix string, decode func(KV) (T, bool)) *Cache[T] {
+	return &Cache[T]{st: st, prefix: prefix, decode: decode, synced: make(chan struct{}), items: map[string]T{}}
+}
+
+// Run lists the prefix, then applies the watch's changes until ctx ends, and
+// returns nil then. changed, when not nil, is called with every key that was
+// listed, put or deleted, after the cache holds the change; it must not
+// block. An error means the first listing or the watch could not start.
+func (c *Cache[T]) Run(ctx context.Context, changed func(key string)) error {
+	kvs, rev, err := c.st.ListWithRevision(ctx, c.prefix)
+	if err != nil {
+		return fmt.Errorf("cache %s: %w", c.prefix, err)
+	}
+	items := make(map[string]T, len(kvs))
+	for _, kv := range kvs {
+		if v, ok := c.decode(kv); ok {
+			items[kv.Key] = v
+		}
+	}
+	events, err := c.st.Watch(ctx, c.prefix, rev+1)
+	if err != nil {
+		return fmt.Errorf("cache %s: %w", c.prefix, err)
+	}
+	c.mu.Lock()
+	c.items, c.rev = items, rev
+	c.mu.Unlock()
+	close(c.synced)
+	if changed != nil {
+		for _, kv := range kvs {
+			changed(kv.Key)
+		}
+	}
+	for ev := range events {
+		c.mu.Lock()
+		if ev.Type == EventTypeDelete {
+			delete(c.items, ev.KV.Key)
+		} else if v, ok := c.decode(ev.KV); ok {
+			c.items[ev.KV.Key] = v
+		} else {
+			delete(c.items, ev.KV.Key)
+		}
+		c.rev = max(c.rev, ev.KV.Version)
+		c.mu.Unlock()
+		if changed != nil {
+			changed(ev.KV.Key)
+		}
+	}
+	return nil
+}
+
+// Synced is closed once the first listing is in the cache.
+func (c *Cache[T]) Synced() <-chan struct{} { return c.synced }
+
+// Get returns the value of key, and whether the cache holds it.
+func (c *Cache[T]) Get(key string) (T, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	v, ok := c.items[key]
+	return v, ok
+}
+
+// Snapshot returns a copy of the cache's keys and values, and the revision
+// of the last change it holds. Values are shared: do not modify them.
+func (c *Cache[T]) Snapshot() (map[string]T, int64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return maps.Clone(c.items), c.rev
+}
+
+// Len returns the number of keys held.
+func (c *Cache[T]) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.items)
+}

@@ -40,12 +40,17 @@ const (
 
 // WorkloadStatus is how far a workload's desired state is realised.
 type WorkloadStatus struct {
-	ObservedGeneration int64       `json:"observedGeneration"`
-	Phase              string      `json:"phase"`
-	Desired            int         `json:"desired"`
-	Ready              int         `json:"ready"`
-	Conditions         []Condition `json:"conditions"`
-	LastError          string      `json:"lastError"`
+	// ObservedGeneration is the generation the leader has placed instances
+	// of.
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// AppliedGeneration is the generation the ready instances run (the
+	// current one once Ready); 0 while none is ready.
+	AppliedGeneration int64       `json:"appliedGeneration"`
+	Phase             string      `json:"phase"`
+	Desired           int         `json:"desired"`
+	Ready             int         `json:"ready"`
+	Conditions        []Condition `json:"conditions"`
+	LastError         string      `json:"lastError"`
 	// SourceCommit is, for a workload built from an app repository, the
 	// commit the leader resolved its ref to: what it runs or rolls out.
 	SourceCommit string `json:"sourceCommit,omitempty"`

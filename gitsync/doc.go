@@ -30,9 +30,9 @@
 //
 // # Isolation and pruning
 //
-// An invalid directory keeps its last good desired state; its workload gets a
-// Stalled condition and the source's status lists the error with file and
-// line until a commit fixes it. A Git-owned workload whose directory
+// An invalid directory keeps its last good desired state; the source's
+// status lists the error with file and line until a commit fixes it (the
+// leader's status loop shows it on the workload as a Stalled condition). A Git-owned workload whose directory
 // disappeared is deleted, unless the commit would delete every workload of
 // the source and the source does not allow that. Workloads whose Git
 // management is suspended ("katcall apply --force", "katcall suspend") are

@@ -109,20 +109,11 @@ type Apply struct {
 	Quadlet *quadlet.Quadlet
 }
 
-// Stall marks a workload whose directory is invalid.
-type Stall struct {
-	WorkloadRef
-	Message string
-}
-
 // Plan is what one commit changes.
 type Plan struct {
 	Namespaces []*quadlet.Namespace
 	Apply      []Apply
 	Delete     []WorkloadRef
-	// Stall and Unstall set and clear the Stalled condition of workloads.
-	Stall   []Stall
-	Unstall []WorkloadRef
 	// PathErrors are the source's path errors once the plan is written
 	// (before write failures are added).
 	PathErrors []resources.PathError
@@ -158,7 +149,6 @@ func Decide(in DecideInput) Plan {
 			errs[e.Path] = e
 		}
 	}
-	prevErr := func(path string) bool { _, ok := errs[path]; return ok }
 
 	for _, path := range slices.Sorted(maps.Keys(in.Namespaces)) {
 		pn := in.Namespaces[path]
@@ -174,13 +164,9 @@ func Decide(in DecideInput) Plan {
 	created := 0
 	for _, path := range slices.Sorted(maps.Keys(in.Parsed)) {
 		pd := in.Parsed[path]
-		hadErr := prevErr(path)
 		delete(errs, path)
 		fail := func(msg string) {
 			errs[path] = resources.PathError{Path: path, Error: msg, Commit: in.Commit}
-			for _, m := range byPath[path] {
-				p.Stall = append(p.Stall, Stall{WorkloadRef: WorkloadRef{m.Namespace, m.Name, path}, Message: msg})
-			}
 		}
 		if pd.Err != nil {
 			fail(describe(path, pd.Err))
@@ -211,9 +197,6 @@ func Decide(in DecideInput) Plan {
 			if !exists || cur.Owner.Kind != resources.OwnerGit || cur.Owner.Source != in.Source {
 				created++
 			}
-		}
-		if hadErr {
-			p.Unstall = append(p.Unstall, ref)
 		}
 	}
 

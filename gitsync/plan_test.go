@@ -52,12 +52,6 @@ func render(p Plan) string {
 	for _, d := range p.Delete {
 		lines = append(lines, "delete "+d.String()+" ("+d.Path+")")
 	}
-	for _, s := range p.Stall {
-		lines = append(lines, "stall "+s.String())
-	}
-	for _, u := range p.Unstall {
-		lines = append(lines, "unstall "+u.String())
-	}
 	for _, s := range p.Suspended {
 		lines = append(lines, "suspended "+s.String())
 	}
@@ -150,10 +144,10 @@ func TestDecide(t *testing.T) {
 			want: "apply apps/web3 default/web3\ndelete default/web (apps/web)",
 		},
 		{
-			name: "invalid directory keeps its workload and stalls it",
+			name: "invalid directory keeps its workload and reports its error",
 			in: DecideInput{Listing: dirs("apps/web", "apps/db"), Parsed: map[string]ParsedDir{"apps/web": {Err: bad}, "apps/db": {Quadlet: db}},
 				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
-			want: "apply apps/db default/db\nerror apps/web\nstall default/web",
+			want: "apply apps/db default/db\nerror apps/web",
 		},
 		{
 			name: "error of an unchanged directory is kept",
@@ -166,7 +160,7 @@ func TestDecide(t *testing.T) {
 			in: DecideInput{Listing: dirs("apps/web"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web2}},
 				Current:    []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")},
 				PrevErrors: []resources.PathError{{Path: "apps/web", Error: "x"}}},
-			want: "apply apps/web default/web\nunstall default/web",
+			want: "apply apps/web default/web",
 		},
 		{
 			name: "error of a removed directory goes",

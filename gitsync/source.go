@@ -463,20 +463,6 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 			return res, err
 		}
 	}
-	now := s.now().UTC()
-	for _, st := range plan.Stall {
-		if err := s.repo.SetWorkloadCondition(ctx, st.Namespace, st.Name, resources.Condition{
-			Type: CondStalled, Status: resources.ConditionTrue, Reason: ReasonInvalidQuadlet,
-			Message: fmt.Sprintf("commit %s: %s; the last good version stays applied", short(commit), st.Message), LastTransitionTime: now,
-		}); err != nil {
-			return res, err
-		}
-	}
-	for _, u := range plan.Unstall {
-		if err := s.repo.SetWorkloadCondition(ctx, u.Namespace, u.Name, resources.Condition{Type: CondStalled, Status: resources.ConditionFalse}); err != nil {
-			return res, err
-		}
-	}
 	slices.SortFunc(pathErrs, func(a, b resources.PathError) int { return strings.Compare(a.Path, b.Path) })
 	res.pathErrors = pathErrs
 	return res, nil

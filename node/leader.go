@@ -46,11 +46,14 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		}
 	}
 	gitops := gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log})
-	apps := leader.NewAppSources(leader.AppSourcesConfig{
-		Repo: n.repo, Interval: n.appPollInterval(), Auth: n.opts.Agent.AppAuth, Logger: n.log.With().Str("component", "appsources").Logger(),
+	loops, err := leader.New(leader.Config{
+		Repo: n.repo, Node: n.state.NodeName, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
 	})
+	if err != nil {
+		return nil, err
+	}
 	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
-		Secret: n.webhookSecret(), Dispatcher: webhook.Fanout(gitops, apps), Logger: n.log,
+		Secret: n.webhookSecret(), Dispatcher: webhook.Fanout(gitops, loops.AppSources()), Logger: n.log,
 	})
 	if err != nil {
 		return nil, err
@@ -87,19 +90,13 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		ln.Close()
 		return nil, err
 	}
-	return []reconcile.Loop{
+	return append([]reconcile.Loop{
 		{Name: "api", Run: func(ctx context.Context) error {
 			n.log.Info().Str("url", apiURL).Str("katcall_config", n.dir.katcallConfig()).Msg("serving API")
 			return serveTLS(ctx, httpSrv, ln, "API")
 		}},
 		{Name: "gitsync", Run: gitops.Run},
-		{Name: "appsources", Run: apps.Run},
-		{Name: "assigner", Run: func(ctx context.Context) error {
-			return leader.RunAssigner(ctx, leader.AssignerConfig{
-				Repo: n.repo, Node: n.state.NodeName, Logger: n.log.With().Str("component", "assigner").Logger(),
-			})
-		}},
-	}, nil
+	}, loops.Loops()...), nil
 }
 
 // registerSelf ensures the cluster's base namespaces, registers this node,

@@ -26,13 +26,15 @@ type Cache[T any] struct {
 	mu     sync.RWMutex
 	items  map[string]T
 	rev    int64
+	// moved is closed and replaced whenever rev moves.
+	moved chan struct{}
 }
 
 // NewCache returns a cache of the keys under prefix (which ends in "/"),
 // each decoded by decode; a key decode refuses (false) is left out. Nothing
 // is read until Run.
 func NewCache[T any](st StateStore, prefix string, decode func(KV) (T, bool)) *Cache[T] {
-	return &Cache[T]{st: st, prefix: prefix, decode: decode, synced: make(chan struct{}), items: map[string]T{}}
+	return &Cache[T]{st: st, prefix: prefix, decode: decode, synced: make(chan struct{}), items: map[string]T{}, moved: make(chan struct{})}
 }
 
 // Run lists the prefix, then applies the watch's changes until ctx ends, and
@@ -55,7 +57,8 @@ func (c *Cache[T]) Run(ctx context.Context, changed func(key string)) error {
 		return fmt.Errorf("cache %s: %w", c.prefix, err)
 	}
 	c.mu.Lock()
-	c.items, c.rev = items, rev
+	c.items = items
+	c.advance(rev)
 	c.mu.Unlock()
 	close(c.synced)
 	if changed != nil {
@@ -72,13 +75,44 @@ func (c *Cache[T]) Run(ctx context.Context, changed func(key string)) error {
 		} else {
 			delete(c.items, ev.KV.Key)
 		}
-		c.rev = max(c.rev, ev.KV.Version)
+		c.advance(ev.KV.Version)
 		c.mu.Unlock()
 		if changed != nil {
 			changed(ev.KV.Key)
 		}
 	}
 	return nil
+}
+
+// advance moves rev forward and wakes WaitRevision; c.mu is held.
+func (c *Cache[T]) advance(rev int64) {
+	if rev <= c.rev {
+		return
+	}
+	c.rev = rev
+	close(c.moved)
+	c.moved = make(chan struct{})
+}
+
+// WaitRevision returns once the cache holds every change under its prefix up
+// to revision rev (for example a write of the caller's, whose revision
+// Txn returned), or ctx ended. A loop that writes under the prefix waits for
+// its own write before its next pass, so it never decides again from a copy
+// that lacks it.
+func (c *Cache[T]) WaitRevision(ctx context.Context, rev int64) error {
+	for {
+		c.mu.RLock()
+		cur, moved := c.rev, c.moved
+		c.mu.RUnlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for revision %d of %s: %w", rev, c.prefix, ctx.Err())
+		}
+	}
 }
 
 // Synced is closed once the first listing is in the cache.

@@ -143,6 +143,9 @@ type StateStore interface {
 	// DoTransaction runs onSuccess when every check holds and onFailure
 	// otherwise, atomically, and reports whether the checks held.
 	DoTransaction(ctx context.Context, checks []Compare, onSuccess []Op, onFailure []Op) (committed bool, err error)
+	// Txn is DoTransaction that also returns the store revision after the
+	// transaction and what each op did.
+	Txn(ctx context.Context, checks []Compare, onSuccess []Op, onFailure []Op) (*TxnResult, error)
 }
 
 // Errors returned by the store. Test for them with errors.Is.

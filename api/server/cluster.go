@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"errors"
-	"kat.dws.rip/kat/api"
 	"net/http"
-	"time"
+
+	"kat.dws.rip/kat/api"
 
 	"github.com/go-chi/chi/v5"
 
@@ -59,10 +59,12 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 			Leader: leader != nil && leader.Node == reg.Name,
 		}
 		if n.Status != nil {
-			hb := time.Unix(n.Status.Timestamp, 0).UTC()
-			v.LastHeartbeat = &hb
 			v.Resources = n.Status.Resources
 			v.Conditions, v.Instances = n.Status.Conditions, len(n.Status.WorkloadInstances)
+		}
+		if !n.Heartbeat.IsZero() {
+			hb := n.Heartbeat
+			v.LastHeartbeat = &hb
 			v.Status = api.NodeReady
 			if now.Sub(hb) > s.cfg.NodeLossTimeout {
 				v.Status = api.NodeNotReady

@@ -2,16 +2,19 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"kat.dws.rip/kat/api"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
+
+	"kat.dws.rip/kat/api"
 
 	"github.com/go-chi/chi/v5"
 
@@ -100,11 +103,53 @@ func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if err := s.cfg.Repo.PutNodeStatus(r.Context(), st); err != nil {
+	// Only a status that changed (the timestamp aside) is written; the
+	// heartbeat's time always is.
+	fp := statusFingerprint(st)
+	changed := s.lastStatus.CompareAndSwap(node, fp)
+	if err := s.cfg.Repo.RecordHeartbeat(r.Context(), st, changed); err != nil {
+		if changed {
+			s.lastStatus.Forget(node)
+		}
 		writeError(w, errorFor(err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// statusFingerprint hashes a node status without its timestamp.
+func statusFingerprint(st api.NodeStatus) [sha256.Size]byte {
+	st.Timestamp = 0
+	b, _ := json.Marshal(st)
+	return sha256.Sum256(b)
+}
+
+// lastStatuses remembers, per node, the fingerprint of the status last
+// written, so an unchanged heartbeat writes only its time. It starts empty
+// on every leader, which then writes each node's first status.
+type lastStatuses struct {
+	mu sync.Mutex
+	m  map[string][sha256.Size]byte
+}
+
+// CompareAndSwap records fp for node and reports whether it differs from the
+// one recorded.
+func (l *lastStatuses) CompareAndSwap(node string, fp [sha256.Size]byte) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string][sha256.Size]byte{}
+	}
+	old, ok := l.m[node]
+	l.m[node] = fp
+	return !ok || old != fp
+}
+
+// Forget drops node's fingerprint: its next status is written whatever it is.
+func (l *lastStatuses) Forget(node string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, node)
 }
 
 // authenticateNode lets a request through with the admin token or with a

@@ -33,7 +33,7 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 			return err
 		},
 	})
-	if err := f.repo.WriteAssignments(ctx, []resources.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default",
+	if _, err := f.repo.WriteAssignments(ctx, []resources.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default",
 		Workload: "web", Image: "img", CreatedAt: time.Now()}}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -71,6 +71,7 @@ type ServerConfig struct {
 type Server struct {
 	cfg          ServerConfig
 	authFailures *httprate.RateLimiter
+	lastStatus   lastStatuses
 }
 
 // NewServer checks cfg, applies defaults and returns a Server.

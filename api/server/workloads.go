@@ -17,6 +17,13 @@ import (
 func toAPIWorkload(w resources.Workload) api.Workload {
 	m, st := w.Meta, w.Status
 	conds := st.Conditions
+	if st.Phase == "" {
+		// The leader's status loop has not derived a status yet (it does
+		// within moments of an apply).
+		st.Phase = api.PhasePending
+		conds = []api.Condition{{Type: "Ready", Status: api.ConditionFalse, Reason: api.PhasePending,
+			Message: "waiting for the leader to derive the status", LastTransitionTime: m.UpdatedAt}}
+	}
 	if conds == nil {
 		conds = []api.Condition{}
 	}
@@ -25,7 +32,7 @@ func toAPIWorkload(w resources.Workload) api.Workload {
 		SpecHash: m.SpecHash, Owner: m.Owner, Suspended: m.Suspended, Files: m.Files,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		Status: api.WorkloadStatus{
-			ObservedGeneration: st.ObservedGeneration, Phase: st.Phase, Desired: st.Desired, Ready: st.Ready,
+			ObservedGeneration: st.ObservedGeneration, AppliedGeneration: st.AppliedGeneration, Phase: st.Phase, Desired: st.Desired, Ready: st.Ready,
 			Conditions: conds, LastError: st.LastError, SourceCommit: st.SourceCommit,
 		},
 	}
@@ -164,7 +171,13 @@ func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName s
 	if res.Created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, api.ApplyResult{Workload: toAPIWorkload(*wl), Created: res.Created, Changed: res.Changed})
+	out := toAPIWorkload(*wl)
+	if wl.Status.Phase == "" || res.Changed {
+		// The leader derives the status moments later; until then the
+		// answer shows what was asked for.
+		out.Status.Desired = resources.DesiredInstances(q)
+	}
+	writeJSON(w, status, api.ApplyResult{Workload: out, Created: res.Created, Changed: res.Changed})
 }
 
 func (s *Server) deleteWorkload(w http.ResponseWriter, r *http.Request) {

@@ -92,7 +92,7 @@ spec:
 	}
 	a := resources.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "web", SpecHash: "h", Generation: 1,
 		Image: "localhost/kat-base:latest", RestartPolicy: restart, Files: files, CreatedAt: time.Now()}
-	if err := e.repo.WriteAssignments(context.Background(), []resources.Assignment{a}, nil); err != nil {
+	if _, err := e.repo.WriteAssignments(context.Background(), []resources.Assignment{a}, nil); err != nil {
 		e.t.Fatal(err)
 	}
 	return a
@@ -186,7 +186,7 @@ func TestAgentNeverAndUnassigned(t *testing.T) {
 	e.waitFor("never fails, always runs", ag, func(m map[string]resources.InstanceStatus) bool {
 		return m["once-1"].Phase == resources.InstanceFailed && m["once-1"].Restarts == 0 && m["keep-1"].Phase == resources.InstanceRunning
 	})
-	if err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{a}); err != nil {
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{a}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -31,11 +31,6 @@ var _ Builder = (*build.Builder)(nil)
 // Builder's own timeout (default 10 minutes) plus the create itself.
 const buildStepTimeout = 15 * time.Minute
 
-// Condition of a workload whose build failed on a node.
-const (
-	ConditionBuildFailed = "BuildFailed"
-)
-
 // BuildRecords stores a node's build records in etcd under
 // /kat/builds/{ns}/{name}/{commit12}/{node}: the build.RecordStore of a node
 // agent.
@@ -66,26 +61,19 @@ func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth build.Auth) b
 	return req
 }
 
-// buildImage builds the image of a, and reports a failure on the workload
-// (condition BuildFailed with the log tail, and an event) or clears an old
-// one after a success. A failure that retrying cannot fix wraps
-// runtime.ErrInvalidSpec, which fails the instance: the old instances keep
-// running.
+// buildImage builds the image of a; the Builder records the build under
+// /kat/builds, and a failure is also an event. A failure that retrying
+// cannot fix wraps runtime.ErrInvalidSpec, which fails the instance: the old
+// instances keep running.
 func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	a := ai.a
 	if ag.cfg.Builder == nil {
 		return fmt.Errorf("%w: instance %s must be built from %s, but this node has no builder", runtime.ErrInvalidSpec, a.InstanceID, a.Build.Repository)
 	}
 	rec, err := ag.cfg.Builder.Build(ctx, buildRequest(a, ai.q, ag.cfg.BuildAuth))
-	obj := "workload/" + a.Namespace + "/" + a.Workload
 	if err == nil {
 		if !rec.Existing {
 			ag.cfg.Logger.Info().Str("instance", a.InstanceID).Str("image", rec.Image).Bool("cache_hit", rec.CacheHit).Msg("image built")
-		}
-		// A success clears a failure of an earlier commit (no-op without one).
-		if cerr := ag.cfg.Repo.SetWorkloadCondition(ctx, a.Namespace, a.Workload,
-			resources.Condition{Type: ConditionBuildFailed, Status: resources.ConditionFalse}); cerr != nil {
-			ag.cfg.Logger.Warn().Err(cerr).Msg("cannot clear the BuildFailed condition")
 		}
 		return nil
 	}
@@ -96,13 +84,10 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	if !errors.As(err, &fe) {
 		return fmt.Errorf("build %s: %w", rec.Image, err)
 	}
-	msg := fmt.Sprintf("build of %s at %s failed on node %s (%s): %v\n%s", a.Build.Repository, reconcile.ShortCommit(a.Build.Commit),
-		ag.cfg.Node, fe.Stage, fe.Err, logTail(fe.LogTail, 2048))
-	if cerr := ag.cfg.Repo.SetWorkloadCondition(ctx, a.Namespace, a.Workload, resources.Condition{
-		Type: ConditionBuildFailed, Status: resources.ConditionTrue, Reason: build.ReasonBuildFailed, Message: msg,
-	}); cerr != nil {
-		ag.cfg.Logger.Warn().Err(cerr).Msg("cannot set the BuildFailed condition")
-	}
+	// The build record (the Builder stored it) is the fact the leader
+	// derives the workload's BuildFailed condition from; the event tells
+	// the story.
+	obj := "workload/" + a.Namespace + "/" + a.Workload
 	if eerr := ag.cfg.Repo.AppendEvent(ctx, resources.Event{Type: resources.EventWarning, Object: obj, Reason: build.ReasonBuildFailed,
 		Message: fmt.Sprintf("build at %s failed on node %s (%s): %v", reconcile.ShortCommit(a.Build.Commit), ag.cfg.Node, fe.Stage, fe.Err)}); eerr != nil {
 		ag.cfg.Logger.Warn().Err(eerr).Msg("cannot record the build failure event")
@@ -111,18 +96,6 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 		return fmt.Errorf("%w: %w", runtime.ErrInvalidSpec, err)
 	}
 	return err
-}
-
-// logTail returns the last n bytes of s, from a line start.
-func logTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return s
 }
 
 // pruneAfter runs the Builder's housekeeping for the workload of a removed

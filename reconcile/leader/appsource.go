@@ -114,32 +114,24 @@ func pushMatches(p webhook.Push, g quadlet.GitSource) bool {
 }
 
 // Run resolves until ctx ends, woken by desired-state changes, webhooks and
-// a timer.
-func (s *AppSources) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	ch, err := s.cfg.Repo.Store().Watch(ctx, resources.DesiredRootPrefix(), 0)
-	if err != nil {
-		return fmt.Errorf("app sources: watch desired state: %w", err)
+// a timer. It reads the desired state from v once v has synced.
+func (s *AppSources) run(ctx context.Context, v *view) error {
+	changed := v.subscribe(factDesired)
+	if err := v.waitSynced(ctx); err != nil {
+		return nil
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		reconcile.Forward(ch, s.wake)
-	}()
 	tick := min(s.cfg.Interval/4, 5*time.Second)
 	t := time.NewTicker(max(tick, 100*time.Millisecond))
 	defer t.Stop()
 	for {
-		if err := s.pass(ctx); err != nil && ctx.Err() == nil {
+		if err := s.pass(ctx, v.workloads()); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn().Err(err).Msg("app source pass failed")
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-changed:
 		case <-s.wake:
 		}
 	}
@@ -184,11 +176,7 @@ func planAppSources(ws []appWorkload, recs map[string]resources.AppSource, lastC
 	return p
 }
 
-func (s *AppSources) pass(ctx context.Context) error {
-	desired, err := s.cfg.Repo.ListDesiredSpecs(ctx)
-	if err != nil {
-		return err
-	}
+func (s *AppSources) pass(ctx context.Context, workloads []workload) error {
 	recs, err := s.cfg.Repo.ListAppSources(ctx)
 	if err != nil {
 		return err
@@ -196,15 +184,14 @@ func (s *AppSources) pass(ctx context.Context) error {
 	var ws []appWorkload
 	followed := map[string]quadlet.GitSource{}
 	meta := map[string]resources.WorkloadMeta{}
-	for _, d := range desired {
-		q, err := quadlet.ParseWorkload(d.Files, quadlet.ParseOptions{DefaultNamespace: d.Meta.Namespace})
-		if err != nil || q.Workload.Spec.Source.Git == nil {
+	for _, w := range workloads {
+		if w.Spec == nil || w.Spec.Git == nil {
 			continue
 		}
-		k := d.Meta.Namespace + "/" + d.Meta.Name
-		ws = append(ws, appWorkload{Key: k, Git: *q.Workload.Spec.Source.Git})
-		followed[k] = *q.Workload.Spec.Source.Git
-		meta[k] = d.Meta
+		k := w.Key()
+		ws = append(ws, appWorkload{Key: k, Git: *w.Spec.Git})
+		followed[k] = *w.Spec.Git
+		meta[k] = w.Meta
 	}
 	now := s.cfg.Now()
 	s.mu.Lock()
@@ -262,17 +249,6 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 		return err
 	}
 	obj := "workload/" + m.Namespace + "/" + m.Name
-	// The workload shows why it has no new instances; a later success
-	// clears it.
-	cond := resources.Condition{Type: ConditionSourceResolved, Status: resources.ConditionFalse}
-	if next.LastError != "" {
-		cond.Reason, cond.Message = "ResolveFailed", next.LastError
-	}
-	if next.LastError != "" || prev.LastError != "" {
-		if cerr := s.cfg.Repo.SetWorkloadCondition(ctx, m.Namespace, m.Name, cond); cerr != nil {
-			log.Warn().Err(cerr).Msg("cannot set the SourceResolved condition")
-		}
-	}
 	switch {
 	case err != nil:
 		log.Warn().Str("error", next.LastError).Msg("cannot resolve the app repository")
@@ -287,8 +263,3 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 	}
 	return nil
 }
-
-// ConditionSourceResolved is False, with reason ResolveFailed, on a
-// workload whose app repository ref cannot be resolved; it is removed once
-// it resolves.
-const ConditionSourceResolved = "SourceResolved"

@@ -27,8 +27,8 @@ func (p AssignmentPlan) Empty() bool { return len(p.Put) == 0 && len(p.Delete) =
 type AssignInput struct {
 	// Node is where every instance goes until the scheduler exists.
 	Node string
-	// Desired is every workload's desired state.
-	Desired []resources.DesiredSpec
+	// Desired is every workload's desired state with its parsed spec.
+	Desired []workload
 	// Current are the assignments of every node.
 	Current []resources.Assignment
 	// Reported are the agents' reports, by instance ID: old instances are
@@ -66,20 +66,19 @@ func PlanAssignments(in AssignInput) AssignmentPlan {
 	}
 	var plan AssignmentPlan
 	seen := map[string]bool{}
-	for _, d := range in.Desired {
-		k := d.Meta.Namespace + "/" + d.Meta.Name
+	for _, w := range in.Desired {
+		k := w.Key()
 		seen[k] = true
-		q, err := quadlet.ParseWorkload(d.Files, quadlet.ParseOptions{DefaultNamespace: d.Meta.Namespace})
-		if err != nil {
-			continue // cannot happen for stored specs
+		if w.Spec == nil {
+			continue // its files are being replaced: keep what it has
 		}
 		commit := ""
-		if g := q.Workload.Spec.Source.Git; g != nil {
+		if w.Spec.Git != nil {
 			if commit = in.Commits[k]; commit == "" {
 				continue // not resolved yet: leave it alone
 			}
 		}
-		planWorkload(&plan, in, d, q, commit, byWorkload[k])
+		planWorkload(&plan, in, w, commit, byWorkload[k])
 	}
 	for k, as := range byWorkload {
 		if !seen[k] {
@@ -126,9 +125,9 @@ func assignUserNSSlots(current, put []resources.Assignment) {
 	}
 }
 
-func planWorkload(plan *AssignmentPlan, in AssignInput, d resources.DesiredSpec, q *quadlet.Quadlet, commit string, cur []resources.Assignment) {
-	want := resources.DesiredInstances(q)
-	tmpl := InstanceTemplate(q, commit)
+func planWorkload(plan *AssignmentPlan, in AssignInput, w workload, commit string, cur []resources.Assignment) {
+	want := w.Spec.Desired
+	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
 	var fresh, stale []resources.Assignment
 	ready := 0
 	for _, a := range cur {
@@ -143,7 +142,7 @@ func planWorkload(plan *AssignmentPlan, in AssignInput, d resources.DesiredSpec,
 	}
 	sortAssignments(fresh)
 	for i := len(fresh); i < want; i++ {
-		plan.Put = append(plan.Put, newAssignment(in.Node, d, q, commit, in.Now, in.NewSuffix()))
+		plan.Put = append(plan.Put, newAssignment(in.Node, w, commit, in.Now, in.NewSuffix()))
 	}
 	if len(fresh) > want {
 		// Keep the oldest: they are the most likely to be running.
@@ -162,23 +161,17 @@ func replaceStale(stale, readyFresh, want int) bool {
 	return stale > 0 && (want == 0 || readyFresh >= want)
 }
 
-func newAssignment(node string, d resources.DesiredSpec, q *quadlet.Quadlet, commit string, now time.Time, suffix string) resources.Assignment {
-	var ports []int
-	if q.LoadBalancer != nil {
-		for _, p := range q.LoadBalancer.Spec.Ports {
-			ports = append(ports, p.ContainerPort)
-		}
-	}
-	tmpl := InstanceTemplate(q, commit)
+func newAssignment(node string, w workload, commit string, now time.Time, suffix string) resources.Assignment {
+	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
 	a := resources.Assignment{
-		InstanceID: InstanceID(d.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
-		Node: node, Namespace: d.Meta.Namespace, Workload: d.Meta.Name, Type: d.Meta.Type,
-		Generation: d.Meta.Generation, SpecHash: d.Meta.SpecHash, Image: q.Workload.Spec.Source.Image,
-		Ports: ports, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition, SourceCommit: d.Meta.Owner.Commit,
-		Files: d.Files, CreatedAt: now,
+		InstanceID: InstanceID(w.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
+		Node: node, Namespace: w.Meta.Namespace, Workload: w.Meta.Name, Type: w.Meta.Type,
+		Generation: w.Meta.Generation, SpecHash: w.Meta.SpecHash, Image: w.Spec.Image,
+		Ports: w.Spec.Ports, RestartPolicy: w.Spec.RestartPolicy, SourceCommit: w.Meta.Owner.Commit,
+		Files: w.Files, CreatedAt: now,
 	}
-	if g := q.Workload.Spec.Source.Git; g != nil && commit != "" {
-		a.Image = build.ImageName(d.Meta.Namespace, d.Meta.Name, commit)
+	if g := w.Spec.Git; g != nil && commit != "" {
+		a.Image = build.ImageName(w.Meta.Namespace, w.Meta.Name, commit)
 		a.SourceCommit = commit
 		a.Build = &resources.BuildRef{Repository: g.Repository, Commit: commit}
 	}
@@ -189,11 +182,14 @@ func newAssignment(node string, d resources.DesiredSpec, q *quadlet.Quadlet, com
 // workload built from Git the app commit too, so that a new commit makes new
 // instances.
 func InstanceTemplate(q *quadlet.Quadlet, commit string) string {
-	h := TemplateHash(q)
+	return instanceTemplate(TemplateHash(q), commit)
+}
+
+func instanceTemplate(templateHash, commit string) string {
 	if commit == "" {
-		return h
+		return templateHash
 	}
-	sum := sha256.Sum256([]byte(h + "\x00" + commit))
+	sum := sha256.Sum256([]byte(templateHash + "\x00" + commit))
 	return hex.EncodeToString(sum[:])
 }
 

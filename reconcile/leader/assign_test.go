@@ -39,12 +39,22 @@ spec:
 	return files
 }
 
-func desiredSpec(t testing.TB, name, typ string, replicas int, cmd string) resources.DesiredSpec {
+func desiredSpec(t testing.TB, name, typ string, replicas int, cmd string) workload {
 	t.Helper()
-	return resources.DesiredSpec{
-		Meta:  resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: typ, Generation: 1, SpecHash: "spec-" + cmd},
-		Files: workloadFiles(t, name, typ, replicas, cmd),
+	return parsedWorkload(t, resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: typ, Generation: 1},
+		workloadFiles(t, name, typ, replicas, cmd))
+}
+
+// parsedWorkload is a workload of the view: meta (with the files' spec
+// hash) and files, parsed.
+func parsedWorkload(t testing.TB, meta resources.WorkloadMeta, files map[string][]byte) workload {
+	t.Helper()
+	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{DefaultNamespace: meta.Namespace})
+	if err != nil {
+		t.Fatalf("fixture: %v", err)
 	}
+	meta.SpecHash = q.SpecHash()
+	return workload{Meta: meta, MetaVersion: 1, Files: files, Spec: specOf(q)}
 }
 
 // tmpl is the TemplateHash of a fixture workload.
@@ -79,7 +89,7 @@ func TestPlanAssignments(t *testing.T) {
 	id := func(hash, suffix string) string { return InstanceID("web", hash, suffix) }
 	tests := []struct {
 		name       string
-		desired    []resources.DesiredSpec
+		desired    []workload
 		current    []resources.Assignment
 		reported   []string // instance IDs reported running
 		wantPut    []string
@@ -87,36 +97,36 @@ func TestPlanAssignments(t *testing.T) {
 	}{
 		{
 			name:    "new service gets replicas instances",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v1")},
+			desired: []workload{desiredSpec(t, "web", svc, 2, "v1")},
 			wantPut: []string{id(w1, "s0"), id(w1, "s1")}, wantDelete: []string{},
 		},
 		{
 			name:       "job and daemon service get one",
-			desired:    []resources.DesiredSpec{desiredSpec(t, "job", quadlet.TypeJob, 0, "v1"), desiredSpec(t, "dmn", quadlet.TypeDaemonService, 0, "v1")},
+			desired:    []workload{desiredSpec(t, "job", quadlet.TypeJob, 0, "v1"), desiredSpec(t, "dmn", quadlet.TypeDaemonService, 0, "v1")},
 			wantPut:    []string{InstanceID("dmn", tmpl(t, "dmn", quadlet.TypeDaemonService, "v1"), "s1"), InstanceID("job", tmpl(t, "job", quadlet.TypeJob, "v1"), "s0")},
 			wantDelete: []string{},
 		},
 		{
 			name:    "satisfied workload changes nothing",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v1")},
+			desired: []workload{desiredSpec(t, "web", svc, 2, "v1")},
 			current: []resources.Assignment{assigned("web", w1, "x", 1), assigned("web", w1, "y", 2)},
 			wantPut: []string{}, wantDelete: []string{},
 		},
 		{
 			name:    "scaling up keeps the instances and adds one",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 3, "v1")},
+			desired: []workload{desiredSpec(t, "web", svc, 3, "v1")},
 			current: []resources.Assignment{assigned("web", w1, "x", 1), assigned("web", w1, "y", 2)},
 			wantPut: []string{id(w1, "s0")}, wantDelete: []string{},
 		},
 		{
 			name:    "replicas down removes the newest",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v1")},
+			desired: []workload{desiredSpec(t, "web", svc, 1, "v1")},
 			current: []resources.Assignment{assigned("web", w1, "new", 9), assigned("web", w1, "old", 1)},
 			wantPut: []string{}, wantDelete: []string{id(w1, "new")},
 		},
 		{
 			name:    "replicas zero removes all",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 0, "v1")},
+			desired: []workload{desiredSpec(t, "web", svc, 0, "v1")},
 			current: []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w1, "b", 2)},
 			wantPut: []string{}, wantDelete: []string{id(w1, "a"), id(w1, "b")},
 		},
@@ -127,33 +137,33 @@ func TestPlanAssignments(t *testing.T) {
 		},
 		{
 			name:    "changed spec starts new instances and keeps the old ones",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v2")},
+			desired: []workload{desiredSpec(t, "web", svc, 1, "v2")},
 			current: []resources.Assignment{assigned("web", w1, "a", 1)},
 			wantPut: []string{id(w2, "s0")}, wantDelete: []string{},
 		},
 		{
 			name:    "old instances stay while the new ones are only assigned",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v2")},
+			desired: []workload{desiredSpec(t, "web", svc, 1, "v2")},
 			current: []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w2, "b", 2)},
 			wantPut: []string{}, wantDelete: []string{},
 		},
 		{
 			name:     "old instances go once the new ones are ready",
-			desired:  []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v2")},
+			desired:  []workload{desiredSpec(t, "web", svc, 1, "v2")},
 			current:  []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w2, "b", 2)},
 			reported: []string{id(w2, "b")},
 			wantPut:  []string{}, wantDelete: []string{id(w1, "a")},
 		},
 		{
 			name:     "old instances stay until every new one is ready",
-			desired:  []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v2")},
+			desired:  []workload{desiredSpec(t, "web", svc, 2, "v2")},
 			current:  []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w1, "c", 1), assigned("web", w2, "b", 2), assigned("web", w2, "d", 2)},
 			reported: []string{id(w2, "b"), id(w1, "a"), id(w1, "c")},
 			wantPut:  []string{}, wantDelete: []string{},
 		},
 		{
 			name:    "built from Git without a resolved commit is left alone",
-			desired: []resources.DesiredSpec{gitDesiredSpec(t, "app")},
+			desired: []workload{gitDesiredSpec(t, "app")},
 			wantPut: []string{}, wantDelete: []string{},
 		},
 	}
@@ -192,7 +202,7 @@ func TestInstanceID(t *testing.T) {
 	}
 }
 
-func gitDesiredSpec(t testing.TB, name string) resources.DesiredSpec {
+func gitDesiredSpec(t testing.TB, name string) workload {
 	t.Helper()
 	files := map[string][]byte{"workload.kat": fmt.Appendf(nil, `apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
@@ -214,7 +224,7 @@ spec:
 	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
 		t.Fatalf("fixture: %v", err)
 	}
-	return resources.DesiredSpec{Meta: resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: quadlet.TypeService, Generation: 1, SpecHash: "g"}, Files: files}
+	return parsedWorkload(t, resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: quadlet.TypeService, Generation: 1}, files)
 }
 
 func TestPlanAssignmentsGitCommit(t *testing.T) {
@@ -222,7 +232,7 @@ func TestPlanAssignmentsGitCommit(t *testing.T) {
 	c1, c2 := "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
 	n := 0
 	suffix := func() string { n++; return fmt.Sprintf("s%d", n) }
-	in := AssignInput{Node: "n1", Desired: []resources.DesiredSpec{d}, Commits: map[string]string{"ns1/app": c1}, Now: time.Unix(1, 0), NewSuffix: suffix}
+	in := AssignInput{Node: "n1", Desired: []workload{d}, Commits: map[string]string{"ns1/app": c1}, Now: time.Unix(1, 0), NewSuffix: suffix}
 	plan := PlanAssignments(in)
 	if len(plan.Put) != 1 {
 		t.Fatalf("put = %v", ids(plan.Put))
@@ -287,47 +297,47 @@ func TestPlanAssignmentsUserNSSlots(t *testing.T) {
 	svc := quadlet.TypeService
 	tests := []struct {
 		name    string
-		desired []resources.DesiredSpec
+		desired []workload
 		current []resources.Assignment
 		want    map[string]int // slot of each put, by workload
 	}{
 		{
 			name:    "first workload gets slot 0, replicas share it",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 3, "v1")},
+			desired: []workload{desiredSpec(t, "web", svc, 3, "v1")},
 			want:    map[string]int{"web": 0},
 		},
 		{
 			name:    "two workloads planned together get distinct lowest slots",
-			desired: []resources.DesiredSpec{desiredSpec(t, "api", svc, 2, "v1"), desiredSpec(t, "web", svc, 2, "v1")},
+			desired: []workload{desiredSpec(t, "api", svc, 2, "v1"), desiredSpec(t, "web", svc, 2, "v1")},
 			want:    map[string]int{"api": 0, "web": 1},
 		},
 		{
 			name:    "lowest free slot skips the held ones",
-			desired: []resources.DesiredSpec{desiredSpec(t, "a", svc, 1, "v1"), desiredSpec(t, "web", svc, 1, "v1"), desiredSpec(t, "c", svc, 1, "v1"), desiredSpec(t, "d", svc, 1, "v1")},
+			desired: []workload{desiredSpec(t, "a", svc, 1, "v1"), desiredSpec(t, "web", svc, 1, "v1"), desiredSpec(t, "c", svc, 1, "v1"), desiredSpec(t, "d", svc, 1, "v1")},
 			current: []resources.Assignment{slotted("a", 0), slotted("c", 2)},
 			want:    map[string]int{"a": 0, "web": 1, "c": 2, "d": 3},
 		},
 		{
 			name:    "a workload keeps its slot across a template change",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v2")},
+			desired: []workload{desiredSpec(t, "web", svc, 2, "v2")},
 			current: []resources.Assignment{slotted("web", 5)},
 			want:    map[string]int{"web": 5},
 		},
 		{
 			name:    "a deleted workload's slot is held while it has assignments",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v1")},
+			desired: []workload{desiredSpec(t, "web", svc, 1, "v1")},
 			current: []resources.Assignment{slotted("gone", 0)},
 			want:    map[string]int{"web": 1},
 		},
 		{
 			name:    "and reused once its assignments are deleted",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 1, "v1")},
+			desired: []workload{desiredSpec(t, "web", svc, 1, "v1")},
 			current: []resources.Assignment{slotted("other", 1)},
 			want:    map[string]int{"web": 0},
 		},
 		{
 			name:    "assignments without a slot hold none",
-			desired: []resources.DesiredSpec{desiredSpec(t, "web", svc, 2, "v2")},
+			desired: []workload{desiredSpec(t, "web", svc, 2, "v2")},
 			current: []resources.Assignment{assigned("web", "old", "x", 0), assigned("other", "old", "y", 0)},
 			want:    map[string]int{"web": 0},
 		},

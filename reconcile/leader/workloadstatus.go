@@ -3,158 +3,248 @@ package leader
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
 )
 
-// StatusInput is what DeriveWorkloadStatus needs to know about one workload.
-type StatusInput struct {
+// Condition types and reasons of a workload's status. The status loop
+// derives every one of them; nobody else writes a workload's status.
+const (
+	ConditionReady          = "Ready"
+	ConditionReconciling    = "Reconciling"
+	ConditionStalled        = "Stalled"
+	ConditionBuildFailed    = "BuildFailed"
+	ConditionSourceResolved = "SourceResolved"
+
+	ReasonProgressing    = "Progressing"
+	ReasonInstanceFailed = "InstanceFailed"
+	ReasonInvalidQuadlet = "InvalidQuadlet"
+	ReasonResolveFailed  = "ResolveFailed"
+	ReasonSucceeded      = "Succeeded"
+)
+
+// buildLogTail bounds the end of a build log a BuildFailed condition quotes.
+const buildLogTail = 2048
+
+// WorkloadFacts are what a workload's status is derived from, each written
+// by one producer under its own keys: the desired state (apply, gitsync), the
+// Git source's error for the workload's directory (gitsync), the resolved
+// app commit (app sources), the placements (placement), the nodes' build
+// records (agents) and the instance states (heartbeats).
+type WorkloadFacts struct {
+	// Meta is the workload's desired-state metadata.
 	Meta resources.WorkloadMeta
-	// TemplateHash is the workload's TemplateHash: assignments with
-	// another are old instances.
+	// TemplateHash is what the current instances run (InstanceTemplate):
+	// assignments with another are old instances.
 	TemplateHash string
 	// Desired is the instance count the workload asks for.
 	Desired int
+	// FromGit is true for a workload built from an app repository.
+	FromGit bool
+	// App is the leader's record of the app repository, for a workload
+	// built from one; nil before the first resolution.
+	App *resources.AppSource
 	// Assigned are the workload's assignments, on every node.
 	Assigned []resources.Assignment
-	// Reported are the agents' reports of those instances, by instance ID;
-	// an instance not reported yet is absent.
+	// Reported are the agents' reports, by instance ID; an instance not
+	// reported yet is absent.
 	Reported map[string]resources.InstanceStatus
-	// Prev is the status stored now.
-	Prev resources.WorkloadStatus
-	// SourceCommit is, for a workload built from Git, the app commit its
-	// current instances are built from. Default "".
-	SourceCommit string
+	// Builds are the nodes' records of the build of the current app commit.
+	Builds []build.Record
+	// PathError is the Git source's error for the workload's directory at a
+	// newer commit than the one applied; nil when there is none.
+	PathError *resources.PathError
 }
 
-// ownedCondition reports whether DeriveWorkloadStatus writes condition c:
-// Ready, Reconciling with reason Progressing and Stalled with reason
-// InstanceFailed. Every other condition (Stalled with reason InvalidQuadlet
-// from gitsync, BuildFailed from the agents) belongs to another writer and is
-// kept as it is. It is pure.
-func ownedCondition(c resources.Condition) bool {
-	switch c.Type {
-	case "Ready":
-		return true
-	case "Reconciling":
-		return c.Reason == resources.PhaseProgressing
-	case "Stalled":
-		return c.Reason == reasonInstanceFailed
-	}
-	return false
-}
-
-const reasonInstanceFailed = "InstanceFailed"
-
-// DeriveWorkloadStatus computes a workload's status from its assignments and
-// what the agents report. It is pure. UpdatedAt and each condition's
+// DeriveWorkloadStatus computes a workload's status from its facts. It is
+// pure, and depends on prev only for the timestamps: the same facts give the
+// same status whatever order they arrived in. UpdatedAt and each condition's
 // LastTransitionTime move to now only when what they describe changes, so a
-// caller can skip the write when the result equals Prev.
+// caller can skip the write when the result equals prev.
 //
-// Phases: Pending while no instance runs and none failed; Progressing while
-// instances start or a new spec replaces old instances; Ready when every
-// desired instance of the current spec is ready (a Job: when an instance
-// succeeded); Degraded when some, but not all, are ready after having been
-// Ready, or when an instance failed but others are ready; Failed when an
-// instance failed and none is ready.
-func DeriveWorkloadStatus(in StatusInput, now time.Time) resources.WorkloadStatus {
-	var ready, failed, succeeded, running, fresh, stale int
-	lastError := ""
-	for _, a := range in.Assigned {
-		if a.TemplateHash == in.TemplateHash {
+// Phases: Ready when every desired instance of the current template is
+// ready (a Job: once an instance succeeded); Failed when an instance failed
+// and none runs; Degraded when an instance failed, or when every instance is
+// placed but one that ran before is restarting or unhealthy; Pending while
+// nothing runs and nothing is being replaced; Progressing otherwise (starting,
+// rolling out).
+func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now time.Time) resources.WorkloadStatus {
+	var ready, failed, succeeded, running, fresh, stale, troubled int
+	var appliedGen int64
+	instErr := ""
+	for _, a := range f.Assigned {
+		isFresh := a.TemplateHash == f.TemplateHash
+		if isFresh {
 			fresh++
 		} else {
 			stale++
 		}
-		r, ok := in.Reported[a.InstanceID]
+		r, ok := f.Reported[a.InstanceID]
 		if !ok {
 			continue
 		}
 		switch r.Phase {
 		case resources.InstanceFailed:
-			failed++
-			if lastError == "" {
-				lastError = instanceError(r)
+			if isFresh {
+				failed++
+			}
+			if instErr == "" {
+				instErr = instanceError(r)
 			}
 		case resources.InstanceSucceeded:
-			succeeded++
+			if isFresh {
+				succeeded++
+			}
 		case resources.InstanceRunning:
 			running++
 		}
-		if r.Message != "" && lastError == "" && r.Phase != resources.InstanceRunning {
-			lastError = r.Message
+		if r.Message != "" && instErr == "" && r.Phase != resources.InstanceRunning {
+			instErr = fmt.Sprintf("instance %s: %s", r.InstanceID, r.Message)
 		}
-		if a.TemplateHash == in.TemplateHash && r.Ready() {
-			ready++
+		if r.Ready() {
+			if isFresh {
+				ready++
+			}
+			if appliedGen == 0 || a.Generation < appliedGen {
+				appliedGen = a.Generation
+			}
+		} else if isFresh && (r.Restarts > 0 || r.HealthStatus == resources.HealthUnhealthy) && r.Phase != resources.InstanceSucceeded {
+			troubled++
 		}
 	}
-	st := resources.WorkloadStatus{
-		ObservedGeneration: in.Prev.ObservedGeneration, Desired: in.Desired, Ready: ready, LastError: lastError,
-	}
-	if stale == 0 && fresh == in.Desired {
-		st.ObservedGeneration = in.Meta.Generation
-	}
-	isJob := in.Meta.Type == quadlet.TypeJob
-	prevUp := in.Prev.Phase == resources.PhaseReady || in.Prev.Phase == resources.PhaseDegraded
+	settled := stale == 0 && fresh == f.Desired
+	isJob := f.Meta.Type == quadlet.TypeJob
+	st := resources.WorkloadStatus{Desired: f.Desired, Ready: ready}
 	switch {
 	case isJob && succeeded > 0:
 		st.Phase = resources.PhaseReady
 	case failed > 0 && ready == 0 && running == 0:
 		st.Phase = resources.PhaseFailed
-	case ready >= in.Desired && stale == 0 && fresh == in.Desired:
+	case ready >= f.Desired && settled:
 		st.Phase = resources.PhaseReady
-	case failed > 0 || (prevUp && ready < in.Desired && stale == 0):
+	case failed > 0 || (settled && troubled > 0):
 		st.Phase = resources.PhaseDegraded
 	case ready == 0 && running == 0 && stale == 0:
 		st.Phase = resources.PhasePending
 	default:
 		st.Phase = resources.PhaseProgressing
 	}
-	cond := resources.Condition{
-		Type: "Ready", Status: resources.ConditionFalse, Reason: st.Phase,
-		Message: fmt.Sprintf("%d/%d instances ready", ready, in.Desired), LastTransitionTime: now,
+	// The generation placement has acted on: all of it once every instance
+	// of the current template is placed, else the newest one placed.
+	if settled {
+		st.ObservedGeneration = f.Meta.Generation
+	} else {
+		for _, a := range f.Assigned {
+			st.ObservedGeneration = max(st.ObservedGeneration, a.Generation)
+		}
 	}
+	st.AppliedGeneration = appliedGen
 	if st.Phase == resources.PhaseReady {
-		cond.Status = resources.ConditionTrue
+		st.AppliedGeneration = f.Meta.Generation
+	}
+	if f.FromGit && f.App != nil {
+		st.SourceCommit = f.App.Commit
+	}
+
+	ready1 := resources.Condition{Type: ConditionReady, Status: resources.ConditionFalse, Reason: st.Phase,
+		Message: fmt.Sprintf("%d/%d instances ready", ready, f.Desired)}
+	if st.Phase == resources.PhaseReady {
+		ready1.Status = resources.ConditionTrue
 	}
 	if isJob && succeeded > 0 {
-		cond.Reason, cond.Message = "Succeeded", "the job's instance exited 0"
+		ready1.Reason, ready1.Message = ReasonSucceeded, "the job's instance exited 0"
 	}
-	conds := []resources.Condition{cond}
+	conds := []resources.Condition{ready1}
 	if st.Phase == resources.PhaseProgressing {
-		conds = append(conds, resources.Condition{Type: "Reconciling", Status: resources.ConditionTrue, Reason: "Progressing",
-			Message:            fmt.Sprintf("%d of %d instances of generation %d assigned, %d old instances left", fresh, in.Desired, in.Meta.Generation, stale),
-			LastTransitionTime: now})
+		conds = append(conds, resources.Condition{Type: ConditionReconciling, Status: resources.ConditionTrue, Reason: ReasonProgressing,
+			Message: fmt.Sprintf("%d of %d instances of generation %d placed, %d old instances left", fresh, f.Desired, f.Meta.Generation, stale)})
 	}
-	if st.Phase == resources.PhaseFailed {
-		conds = append(conds, resources.Condition{Type: "Stalled", Status: resources.ConditionTrue, Reason: reasonInstanceFailed,
-			Message: lastError, LastTransitionTime: now})
+	var errs []string
+	switch {
+	case f.PathError != nil:
+		msg := fmt.Sprintf("%s: %s", f.PathError.Path, f.PathError.Error)
+		if f.PathError.Commit != "" {
+			msg = fmt.Sprintf("commit %s: %s", reconcile.ShortCommit(f.PathError.Commit), msg)
+		}
+		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ReasonInvalidQuadlet,
+			Message: msg + "; the last valid version keeps running"})
+		errs = append(errs, msg)
+	case st.Phase == resources.PhaseFailed:
+		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ReasonInstanceFailed, Message: instErr})
+	}
+	if f.FromGit && f.App != nil && f.App.LastError != "" {
+		conds = append(conds, resources.Condition{Type: ConditionSourceResolved, Status: resources.ConditionFalse, Reason: ReasonResolveFailed,
+			Message: f.App.LastError})
+		errs = append(errs, f.App.LastError)
+	}
+	if msg := buildFailure(f); msg != "" {
+		conds = append(conds, resources.Condition{Type: ConditionBuildFailed, Status: resources.ConditionTrue, Reason: build.ReasonBuildFailed,
+			Message: msg})
+		errs = append(errs, firstLine(msg))
+	}
+	if instErr != "" {
+		errs = append(errs, instErr)
+	}
+	if len(errs) > 0 {
+		st.LastError = errs[0]
 	}
 	for i := range conds {
-		for _, p := range in.Prev.Conditions {
+		conds[i].LastTransitionTime = now
+		for _, p := range prev.Conditions {
 			if p.Type == conds[i].Type && p.Status == conds[i].Status && p.Reason == conds[i].Reason {
 				conds[i].LastTransitionTime = p.LastTransitionTime
 			}
 		}
 	}
-	// Other writers' conditions stay as they are, before this function's
-	// Reconciling and Stalled, so that SetWorkloadCondition (which finds a
-	// condition by type) finds theirs first.
-	var foreign []resources.Condition
-	for _, p := range in.Prev.Conditions {
-		if !ownedCondition(p) {
-			foreign = append(foreign, p)
-		}
-	}
-	st.Conditions = append(append(conds[:1:1], foreign...), conds[1:]...)
-	st.SourceCommit = in.SourceCommit
-	st.UpdatedAt = in.Prev.UpdatedAt
-	if !statusEqual(st, in.Prev) {
+	st.Conditions = conds
+	st.UpdatedAt = prev.UpdatedAt
+	if !statusEqual(st, prev) {
 		st.UpdatedAt = now
 	}
 	return st
+}
+
+// buildFailure describes the failed builds of the current commit, by node
+// name order; "" when none failed.
+func buildFailure(f WorkloadFacts) string {
+	if !f.FromGit || f.App == nil || f.App.Commit == "" {
+		return ""
+	}
+	var out []string
+	for _, r := range f.Builds {
+		if r.State != build.StateFailed || reconcile.ShortCommit(r.Commit) != reconcile.ShortCommit(f.App.Commit) {
+			continue
+		}
+		msg := fmt.Sprintf("build of %s at %s failed on node %s: %s", f.App.Repository, reconcile.ShortCommit(r.Commit), r.Node, r.Error)
+		if tail := logTail(r.LogTail, buildLogTail); tail != "" {
+			msg += "\n" + tail
+		}
+		out = append(out, msg)
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
+}
+
+// logTail returns the last n bytes of s, from a line start.
+func logTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func instanceError(r resources.InstanceStatus) string {
@@ -166,9 +256,8 @@ func instanceError(r resources.InstanceStatus) string {
 
 // statusEqual compares two statuses, ignoring UpdatedAt.
 func statusEqual(a, b resources.WorkloadStatus) bool {
-	a.UpdatedAt, b.UpdatedAt = time.Time{}, time.Time{}
-	return a.ObservedGeneration == b.ObservedGeneration && a.Phase == b.Phase && a.Desired == b.Desired &&
-		a.Ready == b.Ready && a.LastError == b.LastError && a.SourceCommit == b.SourceCommit &&
+	return a.ObservedGeneration == b.ObservedGeneration && a.AppliedGeneration == b.AppliedGeneration && a.Phase == b.Phase &&
+		a.Desired == b.Desired && a.Ready == b.Ready && a.LastError == b.LastError && a.SourceCommit == b.SourceCommit &&
 		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y resources.Condition) bool {
 			return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
 				x.LastTransitionTime.Equal(y.LastTransitionTime)

@@ -1,24 +1,30 @@
 package leader
 
 import (
-	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
 
 func TestDeriveWorkloadStatus(t *testing.T) {
+	t.Parallel()
 	const h1, h2 = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
 	now := time.Unix(1000, 0)
 	meta := resources.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 2, SpecHash: h2}
 	a1, a2, old := assigned("web", h2, "a", 1), assigned("web", h2, "b", 2), assigned("web", h1, "o", 0)
+	a1.Generation, a2.Generation, old.Generation = 2, 2, 1
 	running := func(a resources.Assignment, health string) resources.InstanceStatus {
 		return resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning, HealthStatus: health}
 	}
 	failed := func(a resources.Assignment) resources.InstanceStatus {
 		return resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceFailed, ExitCode: 1, Restarts: 2}
+	}
+	restarting := func(a resources.Assignment) resources.InstanceStatus {
+		return resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstancePending, Restarts: 3, Message: "exited with code 1; restarting in 4s"}
 	}
 	tests := []struct {
 		name      string
@@ -26,10 +32,10 @@ func TestDeriveWorkloadStatus(t *testing.T) {
 		desired   int
 		assigned  []resources.Assignment
 		reported  []resources.InstanceStatus
-		prevPhase string
 		phase     string
 		ready     int
 		observed  int64
+		applied   int64
 		lastError string
 	}{
 		{name: "nothing assigned yet is pending", meta: meta, desired: 2, phase: resources.PhasePending},
@@ -37,40 +43,48 @@ func TestDeriveWorkloadStatus(t *testing.T) {
 			phase: resources.PhasePending, observed: 2},
 		{name: "one of two ready is progressing", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
 			reported: []resources.InstanceStatus{running(a1, resources.HealthHealthy), running(a2, resources.HealthPending)},
-			phase:    resources.PhaseProgressing, ready: 1, observed: 2},
+			phase:    resources.PhaseProgressing, ready: 1, observed: 2, applied: 2},
 		{name: "all ready is ready", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
 			reported: []resources.InstanceStatus{running(a1, resources.HealthHealthy), running(a2, resources.HealthNotApplicable)},
-			phase:    resources.PhaseReady, ready: 2, observed: 2},
-		{name: "losing one after ready is degraded", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2}, prevPhase: resources.PhaseReady,
+			phase:    resources.PhaseReady, ready: 2, observed: 2, applied: 2},
+		{name: "an unhealthy instance is degraded", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
 			reported: []resources.InstanceStatus{running(a1, resources.HealthHealthy), running(a2, resources.HealthUnhealthy)},
-			phase:    resources.PhaseDegraded, ready: 1, observed: 2},
+			phase:    resources.PhaseDegraded, ready: 1, observed: 2, applied: 2},
+		{name: "a restarting instance is degraded", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
+			reported: []resources.InstanceStatus{running(a1, resources.HealthHealthy), restarting(a2)},
+			phase:    resources.PhaseDegraded, ready: 1, observed: 2, applied: 2,
+			lastError: "instance web-bbbbbbbb-b: exited with code 1; restarting in 4s"},
 		{name: "all failed is failed", meta: meta, desired: 1, assigned: []resources.Assignment{a1},
 			reported: []resources.InstanceStatus{failed(a1)}, phase: resources.PhaseFailed, observed: 2,
 			lastError: "instance web-bbbbbbbb-a failed: exit code 1 after 2 restarts"},
-		{name: "old instance still assigned is progressing", meta: meta, desired: 1, assigned: []resources.Assignment{old, a1},
-			reported: []resources.InstanceStatus{running(old, resources.HealthHealthy)}, phase: resources.PhaseProgressing},
+		{name: "old instance still assigned is progressing, the old generation applied", meta: meta, desired: 1,
+			assigned: []resources.Assignment{old, a1}, reported: []resources.InstanceStatus{running(old, resources.HealthHealthy)},
+			phase: resources.PhaseProgressing, observed: 2, applied: 1},
 		{name: "succeeded job is ready", meta: resources.WorkloadMeta{Name: "j", Type: quadlet.TypeJob, Generation: 1, SpecHash: h2},
 			desired: 1, assigned: []resources.Assignment{a1},
 			reported: []resources.InstanceStatus{{InstanceID: a1.InstanceID, Phase: resources.InstanceSucceeded}},
-			phase:    resources.PhaseReady, observed: 1},
-		{name: "zero replicas with nothing left is ready", meta: meta, desired: 0, phase: resources.PhaseReady, observed: 2},
+			phase:    resources.PhaseReady, observed: 1, applied: 1},
+		{name: "zero replicas with nothing left is ready", meta: meta, desired: 0, phase: resources.PhaseReady, observed: 2, applied: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			rep := map[string]resources.InstanceStatus{}
 			for _, r := range tc.reported {
 				rep[r.InstanceID] = r
 			}
-			got := DeriveWorkloadStatus(StatusInput{Meta: tc.meta, TemplateHash: h2, Desired: tc.desired, Assigned: tc.assigned, Reported: rep,
-				Prev: resources.WorkloadStatus{Phase: tc.prevPhase}}, now)
-			if got.Phase != tc.phase || got.Ready != tc.ready || got.Desired != tc.desired || got.ObservedGeneration != tc.observed || got.LastError != tc.lastError {
-				t.Fatalf("got phase %s ready %d/%d observed %d lastError %q; want %s %d/%d %d %q",
-					got.Phase, got.Ready, got.Desired, got.ObservedGeneration, got.LastError, tc.phase, tc.ready, tc.desired, tc.observed, tc.lastError)
+			f := WorkloadFacts{Meta: tc.meta, TemplateHash: h2, Desired: tc.desired, Assigned: tc.assigned, Reported: rep}
+			got := DeriveWorkloadStatus(f, resources.WorkloadStatus{}, now)
+			if got.Phase != tc.phase || got.Ready != tc.ready || got.Desired != tc.desired || got.ObservedGeneration != tc.observed ||
+				got.AppliedGeneration != tc.applied || got.LastError != tc.lastError {
+				t.Fatalf("got phase %s ready %d/%d observed %d applied %d lastError %q; want %s %d/%d %d %d %q",
+					got.Phase, got.Ready, got.Desired, got.ObservedGeneration, got.AppliedGeneration, got.LastError,
+					tc.phase, tc.ready, tc.desired, tc.observed, tc.applied, tc.lastError)
 			}
-			if len(got.Conditions) == 0 || got.Conditions[0].Type != "Ready" {
+			if len(got.Conditions) == 0 || got.Conditions[0].Type != ConditionReady {
 				t.Fatalf("no Ready condition: %+v", got.Conditions)
 			}
-			again := DeriveWorkloadStatus(StatusInput{Meta: tc.meta, TemplateHash: h2, Desired: tc.desired, Assigned: tc.assigned, Reported: rep, Prev: got}, now.Add(time.Minute))
+			again := DeriveWorkloadStatus(f, got, now.Add(time.Minute))
 			if !statusEqual(again, got) || !again.UpdatedAt.Equal(got.UpdatedAt) {
 				t.Fatalf("deriving again from the result changed it:\n%+v\n%+v", got, again)
 			}
@@ -78,54 +92,128 @@ func TestDeriveWorkloadStatus(t *testing.T) {
 	}
 }
 
-func TestDeriveWorkloadStatusKeepsOthersConditions(t *testing.T) {
-	const h = "bbbbbbbbbbbb"
-	t0, now := time.Unix(500, 0), time.Unix(1000, 0)
-	meta := resources.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 2, SpecHash: h}
-	a := assigned("web", h, "a", 1)
-	invalid := resources.Condition{Type: "Stalled", Status: resources.ConditionTrue, Reason: "InvalidQuadlet", Message: "workload.kat: bad", LastTransitionTime: t0}
-	buildFailed := resources.Condition{Type: "BuildFailed", Status: resources.ConditionTrue, Reason: "BuildFailed", Message: "tail", LastTransitionTime: t0}
-	ownStalled := resources.Condition{Type: "Stalled", Status: resources.ConditionTrue, Reason: "InstanceFailed", Message: "old", LastTransitionTime: t0}
-	ownReconciling := resources.Condition{Type: "Reconciling", Status: resources.ConditionTrue, Reason: "Progressing", LastTransitionTime: t0}
-	tests := []struct {
-		name     string
-		prev     []resources.Condition
-		reported resources.InstanceStatus
-		want     []string // type/reason in order
-	}{
-		{name: "gitsync's Stalled survives a ready workload", prev: []resources.Condition{invalid},
-			reported: resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning, HealthStatus: resources.HealthNotApplicable},
-			want:     []string{"Ready/Ready", "Stalled/InvalidQuadlet"}},
-		{name: "BuildFailed survives, own stale conditions go", prev: []resources.Condition{ownReconciling, buildFailed, ownStalled},
-			reported: resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning, HealthStatus: resources.HealthNotApplicable},
-			want:     []string{"Ready/Ready", "BuildFailed/BuildFailed"}},
-		{name: "own Stalled comes after gitsync's", prev: []resources.Condition{invalid},
-			reported: resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceFailed, Message: "boom"},
-			want:     []string{"Ready/Failed", "Stalled/InvalidQuadlet", "Stalled/InstanceFailed"}},
-		{name: "nothing foreign", reported: resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstancePending},
-			want: []string{"Ready/Pending"}},
+// factSet is the full set of facts of one Git-built workload, each a
+// producer's, to add one at a time.
+func factSet() (WorkloadFacts, []func(*WorkloadFacts)) {
+	const tmplHash = "cccccccccccc"
+	commit := strings.Repeat("c", 40)
+	a := assigned("app", tmplHash, "a", 1)
+	a.Generation = 3
+	base := WorkloadFacts{
+		Meta:    resources.WorkloadMeta{Namespace: "ns1", Name: "app", Type: quadlet.TypeService, Generation: 3},
+		Desired: 1, FromGit: true, TemplateHash: tmplHash, Reported: map[string]resources.InstanceStatus{},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			in := StatusInput{Meta: meta, TemplateHash: h, Desired: 1, Assigned: []resources.Assignment{a},
-				Reported: map[string]resources.InstanceStatus{a.InstanceID: tc.reported}, Prev: resources.WorkloadStatus{Conditions: tc.prev}}
-			got := DeriveWorkloadStatus(in, now)
-			var types []string
-			for _, c := range got.Conditions {
-				types = append(types, c.Type+"/"+c.Reason)
-				if !ownedCondition(c) && !c.LastTransitionTime.Equal(t0) {
-					t.Errorf("foreign condition %s changed its transition time", c.Type)
-				}
-			}
-			if fmt.Sprint(types) != fmt.Sprint(tc.want) {
-				t.Fatalf("conditions = %v, want %v", types, tc.want)
-			}
-			// A second pass over its own result writes nothing: no flapping
-			// against the other writer.
-			in.Prev = got
-			if again := DeriveWorkloadStatus(in, now.Add(time.Minute)); !statusEqual(again, got) {
-				t.Fatalf("second pass changed the status:\n%+v\n%+v", got, again)
-			}
-		})
+	add := []func(*WorkloadFacts){
+		func(f *WorkloadFacts) { // placement
+			f.Assigned = []resources.Assignment{a}
+		},
+		func(f *WorkloadFacts) { // app sources: the last resolution failed
+			f.App = &resources.AppSource{Namespace: "ns1", Workload: "app", Repository: "https://git.example.com/app.git",
+				Commit: commit, LastError: "ls-remote: connection refused"}
+		},
+		func(f *WorkloadFacts) { // a node's build of the commit failed
+			f.Builds = append(f.Builds, build.Record{Node: "n2", Commit: commit, State: build.StateFailed, Error: "exit status 1", LogTail: "RUN false\n"})
+		},
+		func(f *WorkloadFacts) { // another node's build of it failed too
+			f.Builds = append(f.Builds, build.Record{Node: "n1", Commit: commit, State: build.StateFailed, Error: "exit status 2"})
+		},
+		func(f *WorkloadFacts) { // gitsync: the directory is invalid at a newer commit
+			f.PathError = &resources.PathError{Path: "apps/app", Error: "apps/app/workload.kat:7: bad", Commit: strings.Repeat("d", 40)}
+		},
+		func(f *WorkloadFacts) { // the agent's report
+			f.Reported = map[string]resources.InstanceStatus{a.InstanceID: {InstanceID: a.InstanceID, Phase: resources.InstanceFailed, Message: "build failed"}}
+		},
 	}
+	return base, add
+}
+
+// TestDeriveWorkloadStatusAnyOrder is a property test: the facts of a
+// workload arrive one at a time in every order, and the status derived after
+// each arrival (from the status before it, as the loop does) ends the same
+// for every order, with every producer's condition present.
+func TestDeriveWorkloadStatusAnyOrder(t *testing.T) {
+	t.Parallel()
+	_, add := factSet()
+	var want *resources.WorkloadStatus
+	n := 0
+	permute(len(add), func(order []int) {
+		n++
+		f, add := factSet() // fresh facts per order
+		var st resources.WorkloadStatus
+		now := time.Unix(1000, 0)
+		for _, i := range order {
+			add[i](&f)
+			now = now.Add(time.Second)
+			st = DeriveWorkloadStatus(f, st, now)
+		}
+		for _, c := range []string{ConditionReady, ConditionStalled, ConditionBuildFailed, ConditionSourceResolved} {
+			if condition(st, c) == nil {
+				t.Fatalf("order %v: condition %s lost: %+v", order, c, st.Conditions)
+			}
+		}
+		if want == nil {
+			want = &st
+			return
+		}
+		if !sameStatus(st, *want) {
+			t.Fatalf("order %v: status\n%+v\nwant\n%+v", order, st, *want)
+		}
+	})
+	if n != 720 {
+		t.Fatalf("%d orders tried, want 720", n)
+	}
+	if b := condition(*want, ConditionBuildFailed); !strings.Contains(b.Message, "node n1") || !strings.Contains(b.Message, "node n2") {
+		t.Errorf("BuildFailed %q must name both nodes", b.Message)
+	}
+	if want.Phase != resources.PhaseFailed || !strings.HasPrefix(want.LastError, "commit dddddddddddd: apps/app") {
+		t.Errorf("phase %s, last error %q", want.Phase, want.LastError)
+	}
+}
+
+// TestDeriveWorkloadStatusKeepsTransitionTimes: a condition keeps its
+// transition time while it holds, whatever else changes.
+func TestDeriveWorkloadStatusKeepsTransitionTimes(t *testing.T) {
+	t.Parallel()
+	f, add := factSet()
+	for _, a := range add {
+		a(&f)
+	}
+	t0 := time.Unix(1000, 0)
+	st := DeriveWorkloadStatus(f, resources.WorkloadStatus{}, t0)
+	f.Builds = f.Builds[:1] // one build failure fewer: BuildFailed's message changes
+	st2 := DeriveWorkloadStatus(f, st, t0.Add(time.Hour))
+	for _, c := range st2.Conditions {
+		if !c.LastTransitionTime.Equal(t0) {
+			t.Errorf("%s moved its transition time to %s", c.Type, c.LastTransitionTime)
+		}
+	}
+	if !st2.UpdatedAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("UpdatedAt %s: the status changed, it must move", st2.UpdatedAt)
+	}
+	f.PathError = nil
+	st3 := DeriveWorkloadStatus(f, st2, t0.Add(2*time.Hour))
+	if c := condition(st3, ConditionStalled); c == nil || c.Reason != ReasonInstanceFailed || !c.LastTransitionTime.Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("Stalled after the directory was fixed: %+v, want InstanceFailed since now", c)
+	}
+}
+
+// permute calls f with every permutation of 0..n-1.
+func permute(n int, f func([]int)) {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
+	}
+	var rec func(k int)
+	rec = func(k int) {
+		if k == n {
+			f(append([]int(nil), p...))
+			return
+		}
+		for i := k; i < n; i++ {
+			p[k], p[i] = p[i], p[k]
+			rec(k + 1)
+			p[k], p[i] = p[i], p[k]
+		}
+	}
+	rec(0)
 }

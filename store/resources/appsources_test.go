@@ -11,46 +11,49 @@ import (
 	"kat.dws.rip/kat/store/resources"
 )
 
-// TestUpdateWorkloadStatusKeepsConcurrentCondition: a condition another
-// writer sets between the read and the write is seen by fn on its retry, not
-// lost.
-func TestUpdateWorkloadStatusKeepsConcurrentCondition(t *testing.T) {
+// TestWriteWorkloadStatusGuards: a status is written only over the meta and
+// status versions its writer derived it from, so it never outlives its
+// workload and never replaces a newer derivation; the apply itself writes no
+// status.
+func TestWriteWorkloadStatusGuards(t *testing.T) {
 	ctx := context.Background()
-	r, _ := newRepo(t)
+	r, st := newRepo(t)
 	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	calls := 0
-	err := r.UpdateWorkloadStatus(ctx, "default", "web", func(prev resources.WorkloadStatus) (resources.WorkloadStatus, bool) {
-		calls++
-		if calls == 1 {
-			if err := r.SetWorkloadCondition(ctx, "default", "web", resources.Condition{
-				Type: "Stalled", Status: resources.ConditionTrue, Reason: "InvalidQuadlet", Message: "bad"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		prev.Phase = resources.PhaseReady
-		return prev, true
-	})
-	if err != nil || calls != 2 {
-		t.Fatalf("UpdateWorkloadStatus: %v after %d calls; want a retry", err, calls)
+	if _, err := st.Get(ctx, resources.StatusKey("default", "web")); err == nil {
+		t.Fatal("apply wrote a status: the status loop is its only writer")
 	}
-	w, err := r.GetWorkload(ctx, "default", "web")
+	meta, err := st.Get(ctx, resources.MetaKey("default", "web"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, c := range w.Status.Conditions {
-		found = found || c.Reason == "InvalidQuadlet"
+	ready := resources.WorkloadStatus{Phase: resources.PhaseReady, Desired: 1, Ready: 1}
+	tests := []struct {
+		name             string
+		metaVer, statVer int64
+		want             bool
+	}{
+		{"meta moved on", meta.Version - 1, 0, false},
+		{"first status", meta.Version, 0, true},
+		{"status moved on", meta.Version, 0, false},
 	}
-	if w.Status.Phase != resources.PhaseReady || !found {
-		t.Fatalf("status %+v: want phase Ready and the other writer's condition", w.Status)
+	for _, tc := range tests {
+		ok, _, err := r.WriteWorkloadStatus(ctx, "default", "web", ready, tc.metaVer, tc.statVer)
+		if err != nil || ok != tc.want {
+			t.Fatalf("%s: wrote %v (%v), want %v", tc.name, ok, err, tc.want)
+		}
 	}
-	if err := r.UpdateWorkloadStatus(ctx, "default", "gone", func(p resources.WorkloadStatus) (resources.WorkloadStatus, bool) {
-		t.Fatal("fn called for a missing workload")
-		return p, false
-	}); err != nil {
-		t.Fatalf("missing workload: %v", err)
+	if _, err := r.DeleteWorkload(ctx, resources.DeleteRequest{Namespace: "default", Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	stKV, _ := st.Get(ctx, resources.StatusKey("default", "web"))
+	var sv int64
+	if stKV != nil {
+		sv = stKV.Version
+	}
+	if ok, _, err := r.WriteWorkloadStatus(ctx, "default", "web", ready, meta.Version, sv); err != nil || ok {
+		t.Fatalf("status of a deleted workload: wrote %v (%v)", ok, err)
 	}
 }
 

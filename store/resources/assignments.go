@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"kat.dws.rip/kat/store"
@@ -64,54 +62,6 @@ type BuildRef struct {
 // Key returns the assignment's etcd key.
 func (a Assignment) Key() string { return AssignmentKey(a.Node, a.InstanceID) }
 
-// DesiredSpec is a workload's metadata with its current Quadlet files.
-type DesiredSpec struct {
-	Meta  WorkloadMeta
-	Files map[string][]byte
-}
-
-// ListDesiredSpecs returns every workload's metadata and manifests, sorted by
-// namespace and name.
-func (r *Repo) ListDesiredSpecs(ctx context.Context) ([]DesiredSpec, error) {
-	kvs, err := r.st.List(ctx, prefixDesired)
-	if err != nil {
-		return nil, fmt.Errorf("list desired state: %w", err)
-	}
-	byName := map[string]*DesiredSpec{}
-	var order []string
-	get := func(ns, name string) *DesiredSpec {
-		k := ns + "/" + name
-		d, ok := byName[k]
-		if !ok {
-			d = &DesiredSpec{Files: map[string][]byte{}}
-			byName[k] = d
-			order = append(order, k)
-		}
-		return d
-	}
-	for _, kv := range kvs {
-		rest := strings.TrimPrefix(kv.Key, prefixDesired)
-		parts := strings.SplitN(rest, "/", 4)
-		switch {
-		case len(parts) == 3 && parts[2] == "meta":
-			d := get(parts[0], parts[1])
-			if err := json.Unmarshal(kv.Value, &d.Meta); err != nil {
-				return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
-			}
-		case len(parts) == 4 && parts[2] == "manifest":
-			get(parts[0], parts[1]).Files[parts[3]] = kv.Value
-		}
-	}
-	sort.Strings(order)
-	out := make([]DesiredSpec, 0, len(order))
-	for _, k := range order {
-		if d := byName[k]; d.Meta.Name != "" {
-			out = append(out, *d)
-		}
-	}
-	return out, nil
-}
-
 // ListAssignments returns the assignments of node, or of every node when node
 // is empty, sorted by key.
 func (r *Repo) ListAssignments(ctx context.Context, node string) ([]Assignment, error) {
@@ -145,27 +95,31 @@ func DecodeAssignment(b []byte) (Assignment, error) {
 // transaction.
 const maxOpsPerTxn = 100
 
-// WriteAssignments puts and deletes assignments. Up to 100 changes go in one
-// transaction; a larger plan is written in several, puts first, so an
-// interrupted write starts new instances before removing old ones.
-func (r *Repo) WriteAssignments(ctx context.Context, put, del []Assignment) error {
+// WriteAssignments puts and deletes assignments and returns the store
+// revision after the last write. Up to 100 changes go in one transaction; a
+// larger plan is written in several, puts first, so an interrupted write
+// starts new instances before removing old ones.
+func (r *Repo) WriteAssignments(ctx context.Context, put, del []Assignment) (int64, error) {
 	ops := make([]store.Op, 0, len(put)+len(del))
 	for _, a := range put {
 		op, err := putJSON(a.Key(), a)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		ops = append(ops, op)
 	}
 	for _, a := range del {
 		ops = append(ops, store.Op{Type: store.OpDelete, Key: a.Key()})
 	}
+	var rev int64
 	for len(ops) > 0 {
 		n := min(len(ops), maxOpsPerTxn)
-		if _, err := r.st.DoTransaction(ctx, nil, ops[:n], nil); err != nil {
-			return fmt.Errorf("write assignments: %w", err)
+		res, err := r.st.Txn(ctx, nil, ops[:n], nil)
+		if err != nil {
+			return 0, fmt.Errorf("write assignments: %w", err)
 		}
+		rev = res.Revision
 		ops = ops[n:]
 	}
-	return nil
+	return rev, nil
 }

@@ -2,7 +2,6 @@ package resources
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"kat.dws.rip/kat/store"
@@ -36,62 +35,23 @@ func (r *Repo) ListNodeStatuses(ctx context.Context) ([]NodeStatus, error) {
 	return out, nil
 }
 
-// PutWorkloadStatus writes a workload's status, only while the workload
-// exists: a status never outlives its workload's deletion.
-func (r *Repo) PutWorkloadStatus(ctx context.Context, ns, name string, st WorkloadStatus) error {
+// WriteWorkloadStatus writes the status of workload ns/name when the
+// workload's meta is still at metaVersion and its status at statusVersion (0:
+// none yet), and reports whether it wrote. The leader's status loop is the
+// only writer of workload statuses; the checks keep a status from outliving
+// its workload's deletion and from overwriting a newer derivation. It also
+// returns the store revision after the attempt.
+func (r *Repo) WriteWorkloadStatus(ctx context.Context, ns, name string, st WorkloadStatus, metaVersion, statusVersion int64) (bool, int64, error) {
 	op, err := putJSON(StatusKey(ns, name), st)
 	if err != nil {
-		return err
+		return false, 0, err
 	}
-	kv, err := r.st.Get(ctx, MetaKey(ns, name))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
+	res, err := r.st.Txn(ctx, []store.Compare{
+		{Key: MetaKey(ns, name), ExpectedVersion: metaVersion},
+		{Key: StatusKey(ns, name), ExpectedVersion: statusVersion},
+	}, []store.Op{op}, nil)
 	if err != nil {
-		return fmt.Errorf("write status of %s/%s: %w", ns, name, err)
+		return false, 0, fmt.Errorf("write status of %s/%s: %w", ns, name, err)
 	}
-	if _, err := r.st.DoTransaction(ctx, []store.Compare{{Key: MetaKey(ns, name), ExpectedVersion: kv.Version}}, []store.Op{op}, nil); err != nil {
-		return fmt.Errorf("write status of %s/%s: %w", ns, name, err)
-	}
-	return nil
-}
-
-// UpdateWorkloadStatus replaces the status of workload ns/name with what fn
-// makes of the stored one, in a transaction that fails when another writer
-// (SetWorkloadCondition) changed it meanwhile; fn then runs again on the
-// newer status, so no writer's condition is lost. fn returns false to write
-// nothing. A missing workload is not an error.
-func (r *Repo) UpdateWorkloadStatus(ctx context.Context, ns, name string, fn func(prev WorkloadStatus) (WorkloadStatus, bool)) error {
-	for range maxTxnAttempts {
-		meta, err := r.st.Get(ctx, MetaKey(ns, name))
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("update status of %s/%s: %w", ns, name, err)
-		}
-		var prev WorkloadStatus
-		ver, err := r.getJSON(ctx, StatusKey(ns, name), &prev)
-		if err != nil {
-			return fmt.Errorf("update status of %s/%s: %w", ns, name, err)
-		}
-		next, write := fn(prev)
-		if !write {
-			return nil
-		}
-		op, err := putJSON(StatusKey(ns, name), next)
-		if err != nil {
-			return err
-		}
-		ok, err := r.st.DoTransaction(ctx, []store.Compare{
-			{Key: MetaKey(ns, name), ExpectedVersion: meta.Version}, {Key: StatusKey(ns, name), ExpectedVersion: ver},
-		}, []store.Op{op}, nil)
-		if err != nil {
-			return fmt.Errorf("update status of %s/%s: %w", ns, name, err)
-		}
-		if ok {
-			return nil
-		}
-	}
-	return fmt.Errorf("update status of %s/%s: %w: too many concurrent writers", ns, name, ErrConflict)
+	return res.Committed, res.Revision, nil
 }

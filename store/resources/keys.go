@@ -19,6 +19,7 @@ const (
 	prefixStatus       = "/kat/workloads/status/"
 	prefixRegistration = "/kat/nodes/registration/"
 	prefixNodeStatus   = "/kat/nodes/status/"
+	prefixHeartbeat    = "/kat/nodes/heartbeat/"
 )
 
 // SchemaVersion is the value of /kat/schema_version written at init.
@@ -97,3 +98,35 @@ func AssignmentKey(node, instanceID string) string { return NodeAssignmentsPrefi
 // DesiredRootPrefix is the prefix of every workload's desired state, the key
 // the leader's assignment loop watches.
 func DesiredRootPrefix() string { return prefixDesired }
+
+// ParseDesiredKey splits a key under DesiredRootPrefix: the workload's
+// namespace and name, and the manifest file it holds ("" for the meta key).
+// ok is false for any other key.
+func ParseDesiredKey(key string) (ns, name, file string, ok bool) {
+	rest, found := strings.CutPrefix(key, prefixDesired)
+	if !found {
+		return "", "", "", false
+	}
+	parts := strings.SplitN(rest, "/", 4)
+	switch {
+	case len(parts) == 3 && parts[2] == "meta":
+		return parts[0], parts[1], "", true
+	case len(parts) == 4 && parts[2] == "manifest" && parts[3] != "":
+		return parts[0], parts[1], parts[3], true
+	}
+	return "", "", "", false
+}
+
+// StatusPrefix is the prefix of every workload's status, written by the
+// leader's status loop only.
+func StatusPrefix() string { return prefixStatus }
+
+// NodeHeartbeatKey is where a node's last heartbeat time lives: written on
+// every beat, apart from its status, which is written only when it changes.
+func NodeHeartbeatKey(node string) string { return prefixHeartbeat + node }
+
+// NodeStatusPrefix is the prefix of every node's reported status.
+func NodeStatusPrefix() string { return prefixNodeStatus }
+
+// BuildsPrefix is the prefix of every build record.
+func BuildsPrefix() string { return prefixBuilds }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"kat.dws.rip/kat/store"
 )
 
 // NodeRegistration is a node's static record, written when it joins (or, for
@@ -25,6 +27,14 @@ type NodeRegistration struct {
 type Node struct {
 	Registration NodeRegistration
 	Status       *NodeStatus
+	// Heartbeat is the node's last heartbeat; zero when it never beat.
+	Heartbeat time.Time
+}
+
+// NodeHeartbeat is a node's last heartbeat: when it beat, in Unix seconds
+// (the time its status says).
+type NodeHeartbeat struct {
+	Timestamp int64 `json:"timestamp"`
 }
 
 // PutNodeRegistration records a node's registration.
@@ -52,13 +62,29 @@ func (r *Repo) GetNodeRegistration(ctx context.Context, name string) (*NodeRegis
 	return &reg, nil
 }
 
-// PutNodeStatus records a node's heartbeat.
+// PutNodeStatus records a node's status and heartbeat.
 func (r *Repo) PutNodeStatus(ctx context.Context, st NodeStatus) error {
-	op, err := putJSON(NodeStatusKey(st.NodeName), st)
+	return r.RecordHeartbeat(ctx, st, true)
+}
+
+// RecordHeartbeat records a node's heartbeat (its time) and, with
+// withStatus, its status in the same transaction. A heartbeat that changes
+// nothing but the time is written without the status, so the leader's loops,
+// which follow statuses, are not woken by it.
+func (r *Repo) RecordHeartbeat(ctx context.Context, st NodeStatus, withStatus bool) error {
+	hb, err := putJSON(NodeHeartbeatKey(st.NodeName), NodeHeartbeat{Timestamp: st.Timestamp})
 	if err != nil {
 		return err
 	}
-	if err := r.st.Put(ctx, op.Key, op.Value); err != nil {
+	ops := []store.Op{hb}
+	if withStatus {
+		op, err := putJSON(NodeStatusKey(st.NodeName), st)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, op)
+	}
+	if _, err := r.st.DoTransaction(ctx, nil, ops, nil); err != nil {
 		return fmt.Errorf("record status of node %q: %w", st.NodeName, err)
 	}
 	return nil
@@ -82,6 +108,18 @@ func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
 		}
 		status[strings.TrimPrefix(kv.Key, prefixNodeStatus)] = &s
 	}
+	hbs, err := r.st.List(ctx, prefixHeartbeat)
+	if err != nil {
+		return nil, fmt.Errorf("list node heartbeats: %w", err)
+	}
+	beats := map[string]int64{}
+	for _, kv := range hbs {
+		var hb NodeHeartbeat
+		if err := json.Unmarshal(kv.Value, &hb); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		beats[strings.TrimPrefix(kv.Key, prefixHeartbeat)] = hb.Timestamp
+	}
 	out := make([]Node, 0, len(regs))
 	for _, kv := range regs {
 		var n Node
@@ -89,6 +127,13 @@ func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
 		n.Status = status[n.Registration.Name]
+		ts := beats[n.Registration.Name]
+		if n.Status != nil {
+			ts = max(ts, n.Status.Timestamp)
+		}
+		if ts != 0 {
+			n.Heartbeat = time.Unix(ts, 0).UTC()
+		}
 		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Registration.Name < out[j].Registration.Name })

@@ -63,8 +63,8 @@ func TestApplyGenerationsAndArchive(t *testing.T) {
 		t.Fatalf("stale manifest still there: %v", err)
 	}
 	w, err := r.GetWorkload(ctx, "default", "web")
-	if err != nil || w.Status.Desired != 5 || w.Meta.Files[0] != "workload.kat" {
-		t.Fatalf("workload %+v, %v; want desired 5", w, err)
+	if err != nil || w.Meta.Generation != 5 || len(w.Meta.Files) != 1 || w.Meta.Files[0] != "workload.kat" {
+		t.Fatalf("workload %+v, %v; want generation 5 with workload.kat only", w, err)
 	}
 }
 

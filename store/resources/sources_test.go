@@ -108,29 +108,3 @@ func TestSuspendResumeAndGitPrune(t *testing.T) {
 		t.Fatalf("git prune = %v", err)
 	}
 }
-
-func TestWorkloadConditions(t *testing.T) {
-	ctx := context.Background()
-	r, _ := newRepo(t)
-	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 1)}); err != nil {
-		t.Fatal(err)
-	}
-	stalled := resources.Condition{Type: "Stalled", Status: resources.ConditionTrue, Reason: "InvalidQuadlet", Message: "workload.kat:3: bad"}
-	if err := r.SetWorkloadCondition(ctx, "default", "web", stalled); err != nil {
-		t.Fatal(err)
-	}
-	w, _ := r.GetWorkload(ctx, "default", "web")
-	if len(w.Status.Conditions) != 2 || w.Status.Conditions[1].Message != stalled.Message || w.Status.Conditions[1].LastTransitionTime.IsZero() {
-		t.Fatalf("conditions = %+v, want Ready and Stalled", w.Status.Conditions)
-	}
-	if err := r.SetWorkloadCondition(ctx, "default", "web", resources.Condition{Type: "Stalled", Status: resources.ConditionFalse}); err != nil {
-		t.Fatal(err)
-	}
-	w, _ = r.GetWorkload(ctx, "default", "web")
-	if len(w.Status.Conditions) != 1 || w.Status.Conditions[0].Type != "Ready" {
-		t.Fatalf("conditions after clearing = %+v, want only Ready", w.Status.Conditions)
-	}
-	if err := r.SetWorkloadCondition(ctx, "default", "missing", stalled); err != nil {
-		t.Fatalf("condition on a missing workload = %v, want nil", err)
-	}
-}

@@ -24,13 +24,18 @@ type WorkloadMeta struct {
 // WorkloadStatus is the leader's view of how far a workload's desired state is
 // realised.
 type WorkloadStatus struct {
-	ObservedGeneration int64       `json:"observedGeneration"`
-	Phase              string      `json:"phase"`
-	Desired            int         `json:"desired"`
-	Ready              int         `json:"ready"`
-	Conditions         []Condition `json:"conditions"`
-	LastError          string      `json:"lastError"`
-	UpdatedAt          time.Time   `json:"updatedAt"`
+	// ObservedGeneration is the generation placement has acted on.
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// AppliedGeneration is the generation the ready instances run: the
+	// current one once the workload is Ready, an older one while a rollout
+	// or a failure leaves only older instances ready, 0 when none is.
+	AppliedGeneration int64       `json:"appliedGeneration"`
+	Phase             string      `json:"phase"`
+	Desired           int         `json:"desired"`
+	Ready             int         `json:"ready"`
+	Conditions        []Condition `json:"conditions"`
+	LastError         string      `json:"lastError"`
+	UpdatedAt         time.Time   `json:"updatedAt"`
 	// SourceCommit is, for a workload built from an app repository, the
 	// commit its current instances are built from. Default "".
 	SourceCommit string `json:"sourceCommit,omitempty"`

@@ -44,13 +44,12 @@ type ApplyResult struct {
 // applyPlan is the pure decision of an apply: what the new metadata is, which
 // manifest files disappear, and whether anything changes at all.
 type applyPlan struct {
-	meta        WorkloadMeta
-	created     bool
-	newSpec     bool // the generation moved: write manifests and archive
-	changed     bool
-	staleFiles  []string
-	pruneGens   []int64
-	initialStat *WorkloadStatus
+	meta       WorkloadMeta
+	created    bool
+	newSpec    bool // the generation moved: write manifests and archive
+	changed    bool
+	staleFiles []string
+	pruneGens  []int64
 }
 
 // planApply decides an apply from the current metadata (nil when the workload
@@ -70,8 +69,7 @@ func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, 
 			UID: uid, Namespace: ns, Name: name, Type: q.Workload.Spec.Type, Generation: 1, SpecHash: hash,
 			Owner: req.Owner, Files: files, CreatedAt: now, UpdatedAt: now,
 		}
-		st := initialStatus(q, now)
-		return applyPlan{meta: meta, created: true, newSpec: true, changed: true, initialStat: &st}, nil
+		return applyPlan{meta: meta, created: true, newSpec: true, changed: true}, nil
 	}
 	if req.CreateOnly {
 		return applyPlan{}, fmt.Errorf("workload %s/%s: %w (use PUT to update it)", ns, name, ErrAlreadyExists)
@@ -150,22 +148,10 @@ func DesiredInstances(q *quadlet.Quadlet) int {
 	return 1
 }
 
-func initialStatus(q *quadlet.Quadlet, now time.Time) WorkloadStatus {
-	return WorkloadStatus{
-		Phase:   PhasePending,
-		Desired: DesiredInstances(q),
-		Conditions: []Condition{{
-			Type: "Ready", Status: ConditionFalse, Reason: "Pending",
-			Message: "no node has started an instance yet", LastTransitionTime: now,
-		}},
-		UpdatedAt: now,
-	}
-}
-
 // ApplyWorkload writes a workload's desired state in one transaction: its
-// manifests, metadata, an archive entry for a new generation and, for a new
-// workload, its initial status. The generation moves only when the spec hash
-// changes.
+// manifests, metadata and an archive entry for a new generation. The
+// generation moves only when the spec hash changes. The workload's status is
+// the leader's to derive.
 func (r *Repo) ApplyWorkload(ctx context.Context, req ApplyRequest) (*ApplyResult, error) {
 	if req.Quadlet == nil {
 		return nil, errors.New("apply workload: no quadlet")
@@ -256,25 +242,6 @@ func (r *Repo) applyOps(ctx context.Context, q *quadlet.Quadlet, plan applyPlan)
 		return nil, err
 	}
 	ops = append(ops, metaOp)
-	if plan.initialStat != nil {
-		stOp, err := putJSON(StatusKey(ns, name), plan.initialStat)
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, stOp)
-	} else if plan.newSpec {
-		var st WorkloadStatus
-		if _, err := r.getJSON(ctx, StatusKey(ns, name), &st); err != nil {
-			return nil, err
-		}
-		st.Desired = DesiredInstances(q)
-		st.UpdatedAt = plan.meta.UpdatedAt
-		stOp, err := putJSON(StatusKey(ns, name), st)
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, stOp)
-	}
 	return ops, nil
 }
 

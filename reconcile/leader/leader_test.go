@@ -1,0 +1,407 @@
+package leader
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/store/storetest"
+	"kat.dws.rip/kat/webhook"
+)
+
+// leaderEnv is a real etcd with the namespace ns1, where terms of leader
+// loops run.
+type leaderEnv struct {
+	t    *testing.T
+	repo *resources.Repo
+	ctx  context.Context
+}
+
+func newLeaderEnv(t *testing.T) *leaderEnv {
+	t.Helper()
+	repo := resources.New(storetest.New(t))
+	if _, err := repo.EnsureNamespace(t.Context(), "ns1", nil); err != nil {
+		t.Fatal(err)
+	}
+	return &leaderEnv{t: t, repo: repo, ctx: t.Context()}
+}
+
+// run starts one term of leader loops (as reconcile.Leadership would) and
+// returns it with a function that ends the term and waits for every loop.
+func (e *leaderEnv) run(cfg Config) (*Leader, func()) {
+	e.t.Helper()
+	cfg.Repo = e.repo
+	if cfg.Node == "" {
+		cfg.Node = "n1"
+	}
+	if cfg.NewSuffix == nil {
+		var mu sync.Mutex
+		n := 0
+		cfg.NewSuffix = func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			return fmt.Sprintf("s%d", n)
+		}
+	}
+	l, err := New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	for _, lp := range l.Loops() {
+		wg.Go(func() {
+			if err := lp.Run(ctx); err != nil {
+				e.t.Errorf("loop %s: %v", lp.Name, err)
+			}
+		})
+	}
+	return l, func() { cancel(); wg.Wait() }
+}
+
+func (e *leaderEnv) apply(files map[string][]byte, owner resources.Owner) {
+	e.t.Helper()
+	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.repo.ApplyWorkload(e.ctx, resources.ApplyRequest{Quadlet: q, Owner: owner}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *leaderEnv) assignments(workload string) []resources.Assignment {
+	e.t.Helper()
+	as, err := e.repo.ListAssignments(e.ctx, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []resources.Assignment
+	for _, a := range as {
+		if a.Workload == workload {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (e *leaderEnv) status(name string) resources.WorkloadStatus {
+	e.t.Helper()
+	w, err := e.repo.GetWorkload(e.ctx, "ns1", name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return w.Status
+}
+
+// report writes node n1's status with the given instance reports.
+func (e *leaderEnv) report(ts int64, is ...resources.InstanceStatus) {
+	e.t.Helper()
+	if err := e.repo.PutNodeStatus(e.ctx, resources.NodeStatus{NodeName: "n1", Timestamp: ts, WorkloadInstances: is}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func running(a resources.Assignment) resources.InstanceStatus {
+	return resources.InstanceStatus{InstanceID: a.InstanceID, Namespace: a.Namespace, WorkloadName: a.Workload,
+		Phase: resources.InstanceRunning, State: "running", HealthStatus: resources.HealthNotApplicable}
+}
+
+func condition(st resources.WorkloadStatus, typ string) *resources.Condition {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return &c
+		}
+	}
+	return nil
+}
+
+// TestLeaderPlacesAndDerivesStatus: placement assigns a new workload's
+// instances, the status loop derives Ready from the agents' reports, and a
+// new term started after changes made while no leader ran (a workload
+// scaled, another added) converges from etcd with nothing lost.
+func TestLeaderPlacesAndDerivesStatus(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), resources.APIOwner())
+	_, stop := e.run(Config{})
+	poll.Until(t, 10*time.Second, "two instances of web placed", func() bool { return len(e.assignments("web")) == 2 })
+	as := e.assignments("web")
+	poll.Until(t, 10*time.Second, "web Progressing", func() bool {
+		st := e.status("web")
+		return st.Phase == resources.PhasePending && st.Desired == 2 && st.ObservedGeneration == 1
+	})
+	e.report(1, running(as[0]), running(as[1]))
+	poll.Until(t, 10*time.Second, "web Ready", func() bool {
+		st := e.status("web")
+		c := condition(st, ConditionReady)
+		return st.Phase == resources.PhaseReady && st.Ready == 2 && st.AppliedGeneration == 1 && c != nil && c.Status == resources.ConditionTrue
+	})
+	stop()
+
+	// Leadership lost: desired state changes while no leader runs.
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 3, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), resources.APIOwner())
+	if n := len(e.assignments("web")) + len(e.assignments("api")); n != 2 {
+		t.Fatalf("%d assignments written while no leader ran", n)
+	}
+	// A new term picks every change up from etcd.
+	_, stop = e.run(Config{})
+	defer stop()
+	poll.Until(t, 10*time.Second, "the new term places the changes", func() bool {
+		return len(e.assignments("web")) == 3 && len(e.assignments("api")) == 1
+	})
+	poll.Until(t, 10*time.Second, "web back to Progressing with 3 desired", func() bool {
+		st := e.status("web")
+		return st.Desired == 3 && st.Ready == 2 && st.Phase == resources.PhaseProgressing
+	})
+}
+
+// TestHeartbeatsWithoutChangeWakeNoPass: a node that reports the same
+// instances again (only the timestamp moves) wakes neither placement nor
+// status, and no spec is parsed twice.
+func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	for _, n := range []string{"a", "b", "c"} {
+		e.apply(workloadFiles(t, n, quadlet.TypeService, 1, "v1"), resources.APIOwner())
+	}
+	l, stop := e.run(Config{})
+	defer stop()
+	poll.Until(t, 10*time.Second, "three instances placed", func() bool {
+		return len(e.assignments("a"))+len(e.assignments("b"))+len(e.assignments("c")) == 3
+	})
+	var reps []resources.InstanceStatus
+	for _, n := range []string{"a", "b", "c"} {
+		reps = append(reps, running(e.assignments(n)[0]))
+	}
+	e.report(1, reps...)
+	poll.Until(t, 10*time.Second, "all ready", func() bool {
+		return e.status("a").Phase == resources.PhaseReady && e.status("b").Phase == resources.PhaseReady &&
+			e.status("c").Phase == resources.PhaseReady
+	})
+	// Let the loops settle: no pass for a while.
+	settled := func() (int64, int64) {
+		var p, s int64
+		poll.Until(t, 10*time.Second, "the loops settle", func() bool {
+			p0, s0 := l.placementPasses.Load(), l.statusPasses.Load()
+			time.Sleep(100 * time.Millisecond) //nolint:forbidigo // a quiet period is what is measured
+			p, s = l.placementPasses.Load(), l.statusPasses.Load()
+			return p == p0 && s == s0
+		})
+		return p, s
+	}
+	p0, s0 := settled()
+	parses := l.view.specs.parseCount()
+	for ts := int64(2); ts < 22; ts++ {
+		e.report(ts, reps...)
+	}
+	p1, s1 := settled()
+	if p1 != p0 || s1 != s0 {
+		t.Errorf("20 unchanged heartbeats woke %d placement and %d status passes, want none", p1-p0, s1-s0)
+	}
+	// A changed instance does wake them.
+	reps[0].Phase, reps[0].State = resources.InstanceFailed, "exited"
+	e.report(30, reps...)
+	poll.Until(t, 10*time.Second, "a failed instance shows", func() bool { return e.status("a").Phase == resources.PhaseFailed })
+	if p2, _ := settled(); p2 == p1 {
+		t.Error("a changed instance state woke no placement pass")
+	}
+	if n := l.view.specs.parseCount(); n != parses || n != 3 {
+		t.Errorf("%d parses for 3 spec hashes (%d before the heartbeats): a spec was parsed again", n, parses)
+	}
+}
+
+// TestAppSourcesLoop: a Git workload's ref is resolved and recorded; a failed
+// resolution shows as SourceResolved=False on the workload (derived by the
+// status loop) and goes once it resolves; a matching webhook brings the new
+// commit at once (the poll interval is an hour), a non-matching one matches
+// nothing; a new term keeps the record; a deleted workload's record and
+// build records go.
+func TestAppSourcesLoop(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	d := gitDesiredSpec(t, "app")
+	e.apply(d.Files, resources.APIOwner())
+	var mu sync.Mutex
+	head := ""
+	resolve := func(_ context.Context, g quadlet.GitSource) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if g.Branch != "main" {
+			return "", fmt.Errorf("unexpected ref %+v", g)
+		}
+		if head == "" {
+			return "", errors.New("branch \"main\" not found")
+		}
+		return head, nil
+	}
+	setHead := func(h string) {
+		mu.Lock()
+		head = h
+		mu.Unlock()
+	}
+	waitCommit := func(want string) {
+		t.Helper()
+		poll.UntilErr(t, 10*time.Second, "commit "+want[:8]+" recorded", func() error {
+			recs, err := e.repo.ListAppSources(e.ctx)
+			if err != nil {
+				return err
+			}
+			r := recs["ns1/app"]
+			if r.Commit != want {
+				return fmt.Errorf("record %+v", r)
+			}
+			if r.Ref != "branch main" || r.Repository != "https://git.example.com/app.git" {
+				t.Fatalf("record %+v", r)
+			}
+			return nil
+		})
+	}
+	cfg := Config{AppInterval: time.Hour, Resolve: resolve}
+	l, stop := e.run(cfg)
+	poll.Until(t, 10*time.Second, "SourceResolved=False on the workload", func() bool {
+		c := condition(e.status("app"), ConditionSourceResolved)
+		return c != nil && c.Reason == ReasonResolveFailed && strings.Contains(c.Message, "not found")
+	})
+	setHead(strings.Repeat("1", 40))
+	if n, _ := l.AppSources().DispatchPush(e.ctx, webhook.Push{RepoURLs: []string{"https://git.example.com/app.git"}, Ref: "refs/heads/main"}); n != 1 {
+		t.Fatalf("push matched %d", n)
+	}
+	waitCommit(strings.Repeat("1", 40))
+	poll.Until(t, 10*time.Second, "SourceResolved condition gone after a success", func() bool {
+		st := e.status("app")
+		return condition(st, ConditionSourceResolved) == nil && st.SourceCommit == strings.Repeat("1", 40)
+	})
+	setHead(strings.Repeat("2", 40))
+	other := webhook.Push{RepoURLs: []string{"https://git.example.com/other.git"}, Ref: "refs/heads/main"}
+	if n, _ := l.AppSources().DispatchPush(e.ctx, other); n != 0 {
+		t.Fatalf("push to another repository matched %d workloads", n)
+	}
+	push := webhook.Push{RepoURLs: []string{"https://git.example.com/app"}, Ref: "refs/heads/main"}
+	if n, _ := l.AppSources().DispatchPush(e.ctx, push); n != 1 {
+		t.Fatalf("push to the app repository matched %d workloads, want 1", n)
+	}
+	waitCommit(strings.Repeat("2", 40))
+	stop()
+
+	// A new term: the record is there before it resolves anything.
+	recs, err := e.repo.ListAppSources(e.ctx)
+	if err != nil || recs["ns1/app"].Commit != strings.Repeat("2", 40) {
+		t.Fatalf("after the term ended: %+v, %v", recs, err)
+	}
+	// The workload goes: its record and its build records go too.
+	if err := e.repo.PutBuildRecordJSON(e.ctx, "ns1", "app", strings.Repeat("2", 40), "n1", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.repo.DeleteWorkload(e.ctx, resources.DeleteRequest{Namespace: "ns1", Name: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	_, stop = e.run(cfg)
+	defer stop()
+	poll.Until(t, 10*time.Second, "the deleted workload's records go", func() bool {
+		recs, _ := e.repo.ListAppSources(e.ctx)
+		kvs, _ := e.repo.ListBuildRecordsJSON(e.ctx, "ns1", "app", "")
+		return len(recs) == 0 && len(kvs) == 0
+	})
+}
+
+// TestStatusFromFactsInAnyOrder: the producers of a workload's facts write
+// them in different orders (the Git source's path error, the app source's
+// failed re-resolution, a node's failed build, the instance's failure); the
+// status loop, the only writer of the status, ends with the same status and
+// every condition, whatever the order.
+func TestStatusFromFactsInAnyOrder(t *testing.T) {
+	t.Parallel()
+	commit := strings.Repeat("c", 40)
+	orders := [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {1, 3, 0, 2}, {2, 0, 3, 1}}
+	var first resources.WorkloadStatus
+	for i, order := range orders {
+		e := newLeaderEnv(t)
+		owner := resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "apps/app", Commit: "c0"}
+		e.apply(gitDesiredSpec(t, "app").Files, owner)
+		// The resolution succeeded once (the commit is known), the
+		// last attempt failed.
+		if err := e.repo.PutAppSource(e.ctx, resources.AppSource{Namespace: "ns1", Workload: "app",
+			Repository: "https://git.example.com/app.git", Ref: "branch main", Commit: commit}); err != nil {
+			t.Fatal(err)
+		}
+		_, stop := e.run(Config{AppInterval: time.Hour, Resolve: func(context.Context, quadlet.GitSource) (string, error) {
+			return "", errors.New("ls-remote: connection refused")
+		}})
+		poll.Until(t, 10*time.Second, "the instance placed", func() bool { return len(e.assignments("app")) == 1 })
+		a := e.assignments("app")[0]
+		facts := []func(){
+			func() { // gitsync: the directory is invalid at a newer commit
+				if err := e.repo.PutSourceStatus(e.ctx, "config", resources.SourceStatus{AppliedCommit: "c1",
+					PathErrors: []resources.PathError{{Path: "apps/app", Error: "apps/app/workload.kat:7: spec.replicas: must be at least 0", Commit: "c1"}}}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func() { // a second source's unrelated error changes nothing
+				if err := e.repo.PutSourceStatus(e.ctx, "other", resources.SourceStatus{
+					PathErrors: []resources.PathError{{Path: "apps/app", Error: "not ours"}}}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func() { // node n1's build of the commit failed
+				b, _ := json.Marshal(build.Record{Namespace: "ns1", Workload: "app", Commit: commit, Node: "n1",
+					State: build.StateFailed, Error: "podman build: exit status 1", LogTail: "STEP 2/2: RUN false\n"})
+				if err := e.repo.PutBuildRecordJSON(e.ctx, "ns1", "app", commit, "n1", b); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func() { // the agent reports the instance failed
+				e.report(1, resources.InstanceStatus{InstanceID: a.InstanceID, Namespace: "ns1", WorkloadName: "app",
+					Phase: resources.InstanceFailed, Message: "build failed", HealthStatus: resources.HealthNotApplicable})
+			},
+		}
+		for _, f := range order {
+			facts[f]()
+		}
+		var st resources.WorkloadStatus
+		poll.Until(t, 10*time.Second, fmt.Sprintf("order %v: every condition", order), func() bool {
+			st = e.status("app")
+			c := condition(st, ConditionStalled)
+			return c != nil && c.Reason == ReasonInvalidQuadlet && condition(st, ConditionBuildFailed) != nil &&
+				condition(st, ConditionSourceResolved) != nil && st.Phase == resources.PhaseFailed
+		})
+		stop()
+		if b := condition(st, ConditionBuildFailed); !strings.Contains(b.Message, "RUN false") || !strings.Contains(b.Message, "node n1") {
+			t.Errorf("BuildFailed message %q lacks the node and the log tail", b.Message)
+		}
+		if !strings.Contains(st.LastError, "spec.replicas") {
+			t.Errorf("last error %q, want the invalid directory's first", st.LastError)
+		}
+		if i == 0 {
+			first = st
+			continue
+		}
+		if !sameStatus(st, first) {
+			t.Errorf("order %v: status\n%+v\nwant, as in order %v,\n%+v", order, st, orders[0], first)
+		}
+	}
+}
+
+// sameStatus compares statuses without their timestamps.
+func sameStatus(a, b resources.WorkloadStatus) bool {
+	strip := func(s resources.WorkloadStatus) resources.WorkloadStatus {
+		s.UpdatedAt = time.Time{}
+		s.Conditions = append([]resources.Condition(nil), s.Conditions...)
+		for i := range s.Conditions {
+			s.Conditions[i].LastTransitionTime = time.Time{}
+		}
+		return s
+	}
+	return statusEqual(strip(a), strip(b))
+}

@@ -33,9 +33,12 @@ const (
 	CodeConflict      = "conflict"
 	CodeAlreadyExists = "already_exists"
 	CodeTooLarge      = "too_large"
-	CodeInvalid       = "invalid"
-	CodeRateLimited   = "rate_limited"
-	CodeInternal      = "internal"
+	// CodeUnsupportedMediaType answers a body whose Content-Type the
+	// endpoint does not take (HTTP 415).
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeInvalid              = "invalid"
+	CodeRateLimited          = "rate_limited"
+	CodeInternal             = "internal"
 )
 
 // WorkloadStatus is how far a workload's desired state is realised.

@@ -26,7 +26,9 @@
 // Quadlet was refused. Status codes: 400 malformed request or archive, 401
 // missing or wrong bearer token, 404 unknown namespace, workload or file, 409
 // conflict (already exists, owned by Git, namespace not empty), 413 body or
-// archive too large, 422 a Quadlet that does not validate, 429 rate limited.
+// archive too large, 415 a body whose Content-Type the endpoint does not take
+// (archives: application/gzip; namespace.kat: application/yaml; the rest:
+// application/json), 422 a Quadlet that does not validate, 429 rate limited.
 // A refused request changes no state.
 //
 // # Authentication

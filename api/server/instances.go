@@ -85,7 +85,7 @@ func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("invalid node name %q in the URL: must be a DNS label", node))
 		return
 	}
-	body, apiErr := readBody(w, r, max(s.cfg.MaxJSONBytes, 1<<20))
+	body, apiErr := readBody(w, r, max(s.cfg.MaxJSONBytes, 1<<20), jsonBody)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return

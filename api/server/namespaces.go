@@ -63,7 +63,7 @@ func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) {
 
 // parseNamespaceBody reads a namespace.kat document from the request body.
 func (s *Server) parseNamespaceBody(w http.ResponseWriter, r *http.Request) (*quadlet.Namespace, bool) {
-	body, apiErr := readBody(w, r, s.cfg.MaxJSONBytes)
+	body, apiErr := readBody(w, r, s.cfg.MaxJSONBytes, yamlBody)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return nil, false

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"kat.dws.rip/kat/api"
+	"mime"
 	"net/http"
+	"slices"
+	"strings"
+
+	"kat.dws.rip/kat/api"
 
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -68,8 +72,20 @@ func badRequest(format string, args ...any) *api.Error {
 	return &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
-// readBody reads at most limit bytes of the request body; more is a 413.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api.Error) {
+// Media types the API accepts in request bodies.
+var (
+	jsonBody    = []string{"application/json"}
+	yamlBody    = []string{"application/yaml", "application/x-yaml", "text/yaml"}
+	archiveBody = []string{"application/gzip", "application/x-gzip", "application/x-tar+gzip", "application/octet-stream"}
+)
+
+// readBody reads at most limit bytes of the request body; more is a 413. A
+// Content-Type that is not one of accepted is a 415, before anything is
+// read.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, accepted []string) ([]byte, *api.Error) {
+	if e := checkContentType(r, accepted); e != nil {
+		return nil, e
+	}
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
@@ -90,4 +106,19 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 func tooLarge(limit int64) *api.Error {
 	return &api.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
 		Message: fmt.Sprintf("request body is larger than the limit of %d bytes", limit)}
+}
+
+// checkContentType answers 415 unless the request's Content-Type (its media
+// type, parameters aside) is one of accepted.
+func checkContentType(r *http.Request, accepted []string) *api.Error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && slices.Contains(accepted, strings.ToLower(mt)) {
+		return nil
+	}
+	msg := fmt.Sprintf("Content-Type %q is not accepted by %s %s: send %s", ct, r.Method, r.URL.Path, strings.Join(accepted, " or "))
+	if ct == "" {
+		msg = fmt.Sprintf("the request has no Content-Type: %s %s takes %s", r.Method, r.URL.Path, strings.Join(accepted, " or "))
+	}
+	return &api.Error{StatusCode: http.StatusUnsupportedMediaType, Code: api.CodeUnsupportedMediaType, Message: msg}
 }

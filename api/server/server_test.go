@@ -72,12 +72,33 @@ spec: {clusterCIDR: 10.100.0.0/16, serviceCIDR: 10.96.0.0/16}
 	return &fixture{srv: srv, client: c, repo: repo, st: st}
 }
 
-// raw sends a request with the given bearer token ("" for none).
+// raw sends a request with the given bearer token ("" for none) and a body
+// of the media type its endpoint takes.
 func (f *fixture) raw(t *testing.T, method, path, bearer string, body []byte) (int, api.Error) {
+	t.Helper()
+	ct := ""
+	switch {
+	case method == http.MethodGet || method == http.MethodDelete:
+	case strings.Contains(path, "/workloads"):
+		ct = "application/gzip"
+	case strings.Contains(path, "/namespaces"):
+		ct = "application/yaml"
+	default:
+		ct = "application/json"
+	}
+	return f.rawType(t, method, path, bearer, ct, body)
+}
+
+// rawType sends a request with the given bearer token and Content-Type ("" for
+// none of either).
+func (f *fixture) rawType(t *testing.T, method, path, bearer, contentType string, body []byte) (int, api.Error) {
 	t.Helper()
 	req, err := http.NewRequest(method, f.srv.URL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
@@ -430,6 +451,46 @@ func TestClientRetriesWhenRateLimited(t *testing.T) {
 	for i := range 6 {
 		if _, err := f.client.ListWorkloads(context.Background(), ""); err != nil {
 			t.Fatalf("request %d: %v; the client should wait and retry on 429", i+1, err)
+		}
+	}
+}
+
+// TestRefusesUnacceptedContentType: a body whose Content-Type the endpoint
+// does not take is refused with 415, naming what it takes, and changes
+// nothing (a tar.gz sent as JSON used to be stored).
+func TestRefusesUnacceptedContentType(t *testing.T) {
+	f := newFixture(t, nil)
+	arch := archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)})
+	ns := []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata: {name: team}\n")
+	tests := []struct {
+		name, method, path, ct string
+		body                   []byte
+		want                   int
+	}{
+		{"archive as JSON", http.MethodPut, "/v1alpha1/n/default/workloads", "application/json", arch, http.StatusUnsupportedMediaType},
+		{"archive without a type", http.MethodPost, "/v1alpha1/n/default/workloads", "", arch, http.StatusUnsupportedMediaType},
+		{"archive as form", http.MethodPut, "/v1alpha1/n/default/workloads/web", "application/x-www-form-urlencoded", arch, http.StatusUnsupportedMediaType},
+		{"namespace as JSON", http.MethodPost, "/v1alpha1/namespaces", "application/json", ns, http.StatusUnsupportedMediaType},
+		{"source as YAML", http.MethodPut, "/v1alpha1/sources/apps", "application/yaml", []byte(`{"url":"file:///srv/x.git"}`), http.StatusUnsupportedMediaType},
+		{"heartbeat as text", http.MethodPost, "/v1alpha1/nodes/n1/status", "text/plain", []byte(`{"nodeName":"n1"}`), http.StatusUnsupportedMediaType},
+		{"a malformed type", http.MethodPut, "/v1alpha1/n/default/workloads", "application/", arch, http.StatusUnsupportedMediaType},
+	}
+	before := f.snapshot(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, e := f.rawType(t, tc.method, tc.path, token, tc.ct, tc.body)
+			if code != tc.want || e.Code != api.CodeUnsupportedMediaType || !strings.Contains(e.Message, "application/") {
+				t.Fatalf("%s %s as %q: %d %+v, want %d naming the accepted types", tc.method, tc.path, tc.ct, code, e, tc.want)
+			}
+		})
+	}
+	if after := f.snapshot(t); after != before {
+		t.Fatal("a refused body changed the store")
+	}
+	// The accepted types, with parameters, go through.
+	for _, ct := range []string{"application/gzip", "application/x-gzip", "application/octet-stream; charset=binary"} {
+		if code, e := f.rawType(t, http.MethodPut, "/v1alpha1/n/default/workloads", token, ct, arch); code != http.StatusOK && code != http.StatusCreated {
+			t.Errorf("archive as %q: %d %+v", ct, code, e)
 		}
 	}
 }

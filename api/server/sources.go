@@ -49,7 +49,7 @@ func (s *Server) getSource(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putSource(w http.ResponseWriter, r *http.Request) {
-	body, apiErr := readBody(w, r, s.cfg.MaxJSONBytes)
+	body, apiErr := readBody(w, r, s.cfg.MaxJSONBytes, jsonBody)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return

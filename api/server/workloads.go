@@ -126,7 +126,7 @@ func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName s
 		writeError(w, badRequest("%v", err))
 		return
 	}
-	body, apiErr := readBody(w, r, s.cfg.MaxArchiveBytes)
+	body, apiErr := readBody(w, r, s.cfg.MaxArchiveBytes, archiveBody)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return

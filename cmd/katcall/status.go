@@ -80,15 +80,45 @@ func runStatus(ctx context.Context, c *api.Client, g *globals, f outputFormat) e
 	}
 	if len(st.Workloads) > 0 {
 		fmt.Fprintln(w)
-		t := newTable(w, "WORKLOAD", "TYPE", "GEN", "OBSERVED", "PHASE", "READY", "OWNER", "LAST ERROR")
+		t := newTable(w, "WORKLOAD", "TYPE", "GEN", "APPLIED", "PHASE", "READY", "CONDITIONS", "OWNER", "LAST ERROR")
 		for _, wl := range st.Workloads {
-			t.row(wl.Namespace+"/"+wl.Name, wl.Type, fmt.Sprint(wl.Generation), fmt.Sprint(wl.Status.ObservedGeneration),
-				orDash(wl.Status.Phase), fmt.Sprintf("%d/%d", wl.Status.Ready, wl.Status.Desired), ownerLabel(wl),
-				orDash(wl.Status.LastError))
+			t.row(wl.Namespace+"/"+wl.Name, wl.Type, fmt.Sprint(wl.Generation), appliedLabel(wl.Status.AppliedGeneration),
+				orDash(wl.Status.Phase), fmt.Sprintf("%d/%d", wl.Status.Ready, wl.Status.Desired), conditionsLabel(wl.Status.Conditions),
+				ownerLabel(wl), orDash(firstLine(wl.Status.LastError)))
 		}
 		return t.flush()
 	}
 	return nil
+}
+
+// appliedLabel is the generation the ready instances run, "-" for none.
+func appliedLabel(gen int64) string {
+	if gen == 0 {
+		return "-"
+	}
+	return fmt.Sprint(gen)
+}
+
+// conditionsLabel lists the conditions that need attention, Ready aside:
+// those that hold (Stalled, BuildFailed, Reconciling) and SourceResolved
+// when false, as Type or Type:Reason.
+func conditionsLabel(cs []api.Condition) string {
+	var out []string
+	for _, c := range cs {
+		bad := c.Type != "Ready" && (c.Status == api.ConditionTrue || (c.Type == "SourceResolved" && c.Status == api.ConditionFalse))
+		if !bad {
+			continue
+		}
+		if c.Reason != "" && c.Reason != c.Type {
+			out = append(out, c.Type+":"+c.Reason)
+		} else {
+			out = append(out, c.Type)
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ",")
 }
 
 func phaseSummary(phases map[string]int) string {

@@ -35,7 +35,8 @@ func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref strin
 	}
 	w := g.stdout
 	st := d.Status
-	fmt.Fprintf(w, "Workload:   %s/%s (%s, generation %d, observed %d)\n", d.Namespace, d.Name, d.Type, d.Generation, st.ObservedGeneration)
+	fmt.Fprintf(w, "Workload:   %s/%s (%s, generation %d, observed %d, applied %s)\n", d.Namespace, d.Name, d.Type,
+		d.Generation, st.ObservedGeneration, appliedLabel(st.AppliedGeneration))
 	fmt.Fprintf(w, "Phase:      %s, %d/%d ready\n", orDash(st.Phase), st.Ready, st.Desired)
 	if st.SourceCommit != "" {
 		fmt.Fprintf(w, "Commit:     %s (app repository)\n", short(st.SourceCommit))

@@ -128,7 +128,10 @@ type CommandError struct {
 
 func (e *CommandError) Error() string {
 	msg := fmt.Sprintf("podman %s: ", strings.Join(redactArgs(e.Args), " "))
-	if e.Stderr != "" {
+	switch {
+	case e.Stderr != "" && errors.Is(e.Err, ErrHostPrerequisite):
+		return msg + e.Stderr + ": " + e.Err.Error() // what is missing, and how to fix it
+	case e.Stderr != "":
 		return msg + e.Stderr
 	}
 	return msg + e.Err.Error()
@@ -150,6 +153,10 @@ func (p *Podman) commandError(ctx context.Context, args []string, err error, std
 	default:
 		if s := classify(ce.Stderr); s != nil {
 			ce.Err = s
+		} else if len(args) > 0 && args[0] != "info" {
+			if h := p.hostPrerequisiteHint(ce.Stderr); h != nil {
+				ce.Err = h
+			}
 		}
 	}
 	return ce

@@ -6,10 +6,13 @@ set -euo pipefail
 need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
-# Container runtime (DESIGN.md, "Facts"): Podman with runc (crun refuses the
-# hybrid cgroup layout), uidmap for --userns=auto, busybox-static for the
-# offline base image; docker-registry and gnupg for builds and signed commits.
-for pkg in podman runc uidmap busybox-static docker-registry gnupg; do
+# Container runtime: Podman with runc (crun refuses the hybrid cgroup layout
+# of these hosts), netavark and aardvark-dns as its network backend and
+# iptables, which netavark runs for every container network and published
+# port (Podman only suggests it, so a minimal install lacks it), uidmap for
+# user namespaces, busybox-static for the offline base image;
+# docker-registry and gnupg for builds and signed commits.
+for pkg in podman runc netavark aardvark-dns iptables uidmap busybox-static docker-registry gnupg; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 
@@ -36,7 +39,10 @@ want="$marker
 default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"]
 
 [engine]
-runtime = \"runc\""
+runtime = \"runc\"
+
+[network]
+network_backend = \"netavark\""
 if [ "$(id -u)" -ne 0 ]; then
   echo "prerequisites: not root, leaving $conf and /etc/subuid, /etc/subgid as they are"
   exit 0
@@ -48,8 +54,19 @@ if [ ! -e "$conf" ] || head -n1 "$conf" | grep -qxF "$marker"; then
     echo "prerequisites: wrote $conf"
   fi
 else
-  grep -q 'runtime *= *"runc"' "$conf" && grep -q 'nofile' "$conf" ||
-    echo "prerequisites: WARNING: $conf was not written by KAT and is left alone; KAT needs runtime = \"runc\" under [engine] and default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"] under [containers]" >&2
+  grep -q 'runtime *= *"runc"' "$conf" && grep -q 'nofile' "$conf" && grep -q 'network_backend *= *"netavark"' "$conf" ||
+    echo "prerequisites: WARNING: $conf was not written by KAT and is left alone; KAT needs runtime = \"runc\" under [engine], default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"] under [containers] and network_backend = \"netavark\" under [network]" >&2
+fi
+
+# A host where Podman ran before with the CNI backend keeps CNI's bridge
+# (cni-podman0, 10.88.0.0/16), which collides with netavark's default network
+# on the same subnet: remove it when no container runs.
+if ip link show cni-podman0 >/dev/null 2>&1; then
+  if [ -z "$(podman ps -q 2>/dev/null)" ]; then
+    ip link delete cni-podman0 && echo "prerequisites: removed the CNI backend's bridge cni-podman0 (Podman now uses netavark)"
+  else
+    echo "prerequisites: WARNING: CNI's bridge cni-podman0 is left in place because containers run; stop them and run this script again" >&2
+  fi
 fi
 
 # Sub-id ranges for --userns=auto, owned by the user "containers".

@@ -93,6 +93,12 @@ type AgentConfig struct {
 	// BuildAuth holds the credential files for cloning app repositories.
 	// Default: none (anonymous).
 	BuildAuth build.Auth
+	// CheckHost finds what the container runtime needs that is missing on
+	// this host (runtime.Podman.CheckHost). The agent runs it at start, on
+	// every resync while it fails, and after a step failed for that
+	// reason; while it fails, the node reports RuntimeReady=False with its
+	// message. Default none.
+	CheckHost func(ctx context.Context) error
 	// OnChange is called, without blocking, whenever the instance reports
 	// change, so the heartbeat can send them at once. Default none.
 	OnChange func()
@@ -123,6 +129,9 @@ type Agent struct {
 	busy        map[string]bool
 	probing     map[string]bool
 	runtimeErr  error
+	// hostErr is CheckHost's last error; hostDirty asks for a new check.
+	hostErr   error
+	hostDirty atomic.Bool
 	lastReports []resources.InstanceStatus
 	// listSeq numbers container listings as they start; listedSeq is the
 	// number of the last one applied. needList holds, per instance whose
@@ -189,6 +198,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 	ag.seedState(ctx)
 	ag.assignmentsDirty.Store(true)
 	ag.containersDirty.Store(true)
+	ag.hostDirty.Store(true)
 
 	watch, err := ag.cfg.Repo.Store().Watch(ctx, resources.NodeAssignmentsPrefix(ag.cfg.Node), 0)
 	if err != nil {
@@ -215,7 +225,13 @@ func (ag *Agent) Run(ctx context.Context) error {
 			lastResync = now
 			ag.assignmentsDirty.Store(true)
 			ag.containersDirty.Store(true)
+			ag.mu.Lock()
+			if ag.hostErr != nil {
+				ag.hostDirty.Store(true) // installed meanwhile?
+			}
+			ag.mu.Unlock()
 		}
+		ag.checkHost(ctx)
 		ag.pass(ctx, &wg)
 		select {
 		case <-ctx.Done():
@@ -223,6 +239,30 @@ func (ag *Agent) Run(ctx context.Context) error {
 		case <-ag.wake:
 		case <-tick.C:
 		}
+	}
+}
+
+// checkHost runs CheckHost when asked to, and records its verdict.
+func (ag *Agent) checkHost(ctx context.Context) {
+	if ag.cfg.CheckHost == nil || !ag.hostDirty.Swap(false) {
+		return
+	}
+	err := ag.cfg.CheckHost(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	ag.mu.Lock()
+	was := ag.hostErr
+	ag.hostErr = err
+	ag.mu.Unlock()
+	switch {
+	case err != nil && (was == nil || was.Error() != err.Error()):
+		ag.cfg.Logger.Error().Err(err).Msg("this node cannot run containers until what is missing is installed")
+	case err == nil && was != nil:
+		ag.cfg.Logger.Info().Msg("the container runtime's prerequisites are installed now")
+	}
+	if (err == nil) != (was == nil) {
+		ag.cfg.OnChange()
 	}
 }
 
@@ -466,6 +506,14 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 		}
 		log.Info().Msg("done")
 	case errors.Is(ctx.Err(), context.Canceled):
+	case errors.Is(err, runtime.ErrHostPrerequisite):
+		// Not the instance's fault: retried (with back-off) until the
+		// program is installed; the node's RuntimeReady says what.
+		ag.hostDirty.Store(true)
+		wait := backoff(ai.rule.Backoff, st.createErrors)
+		st.createErrors++
+		st.NextAttempt, st.Message = now.Add(wait), err.Error()
+		log.Error().Err(err).Dur("retry_in", wait).Msg("step failed: a program the runtime needs is missing")
 	case errors.Is(err, runtime.ErrInvalidSpec):
 		st.Failed, st.Message = true, err.Error()
 		log.Error().Err(err).Msg("invalid container spec: the instance fails")
@@ -637,8 +685,11 @@ func (ag *Agent) Conditions() []resources.Condition {
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
 	c := resources.Condition{Type: "RuntimeReady", Status: resources.ConditionTrue, Reason: "RuntimeAvailable"}
-	if ag.runtimeErr != nil {
+	switch {
+	case ag.runtimeErr != nil:
 		c.Status, c.Reason, c.Message = resources.ConditionFalse, "RuntimeUnavailable", ag.runtimeErr.Error()
+	case ag.hostErr != nil:
+		c.Status, c.Reason, c.Message = resources.ConditionFalse, "HostPrerequisiteMissing", ag.hostErr.Error()
 	}
 	return []resources.Condition{c}
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
@@ -22,6 +24,7 @@ type agentEnv struct {
 	rt        *fakeRuntime
 	builder   Builder
 	buildAuth build.Auth
+	checkHost func(context.Context) error
 }
 
 func newAgentEnv(t *testing.T) *agentEnv {
@@ -34,7 +37,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 	e.t.Helper()
 	ag, err := NewAgent(AgentConfig{
 		Repo: e.repo, Node: "n1", Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
-		RestartBackoff: 10 * time.Millisecond, Builder: e.builder, BuildAuth: e.buildAuth,
+		RestartBackoff: 10 * time.Millisecond, Builder: e.builder, BuildAuth: e.buildAuth, CheckHost: e.checkHost,
 		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
 			for c, h := range hostPorts {
@@ -226,4 +229,52 @@ func TestAgentGivesReplicasDistinctHostPorts(t *testing.T) {
 	if len(p1) != 1 || len(p2) != 1 || p1[0].HostPort == p2[0].HostPort || p1[0].ContainerPort != 8080 {
 		t.Fatalf("published ports %+v and %+v; want 8080 published on two different host ports", p1, p2)
 	}
+}
+
+// TestAgentReportsMissingHostPrerequisite: while a program the runtime needs
+// is missing (iptables for netavark), the node reports RuntimeReady=False
+// saying what to install, and creates that fail for it are retried, not
+// failed; once it is installed, the condition clears and the instance runs.
+func TestAgentReportsMissingHostPrerequisite(t *testing.T) {
+	e := newAgentEnv(t)
+	missing := fmt.Errorf("%w: iptables is not in PATH (/usr/bin:/bin): netavark needs it; install it with `apt-get install iptables`",
+		runtime.ErrHostPrerequisite)
+	var mu sync.Mutex
+	hostErr := missing
+	e.checkHost = func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return hostErr
+	}
+	e.rt.mu.Lock()
+	e.rt.createErr = fmt.Errorf("podman run: Error: netavark: No such file or directory (os error 2): %w", missing)
+	e.rt.mu.Unlock()
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
+	ag, _ := e.start()
+	runtimeReady := func() resources.Condition {
+		for _, c := range ag.Conditions() {
+			if c.Type == "RuntimeReady" {
+				return c
+			}
+		}
+		t.Fatal("no RuntimeReady condition")
+		return resources.Condition{}
+	}
+	e.waitFor("the create retried with the reason", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Phase == resources.InstancePending && strings.Contains(m["web-1"].Message, "apt-get install iptables")
+	})
+	if c := runtimeReady(); c.Status != resources.ConditionFalse || c.Reason != "HostPrerequisiteMissing" || !strings.Contains(c.Message, "iptables") {
+		t.Fatalf("RuntimeReady = %+v", c)
+	}
+	// iptables installed: the next resync sees it, the create goes through.
+	mu.Lock()
+	hostErr = nil
+	mu.Unlock()
+	e.rt.mu.Lock()
+	e.rt.createErr = nil
+	e.rt.mu.Unlock()
+	e.waitFor("the instance running once installed", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Phase == resources.InstanceRunning
+	})
+	poll.Until(t, 10*time.Second, "RuntimeReady back to True", func() bool { return runtimeReady().Status == resources.ConditionTrue })
 }

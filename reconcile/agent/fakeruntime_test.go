@@ -24,6 +24,8 @@ type fakeRuntime struct {
 	execCode int
 	events   chan runtime.Event
 	now      func() time.Time
+	// createErr, when set, fails every create.
+	createErr error
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -41,6 +43,9 @@ func (f *fakeRuntime) PullImage(context.Context, string, runtime.PullOptions) (s
 func (f *fakeRuntime) CreateContainer(_ context.Context, spec runtime.ContainerSpec) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.createErr != nil {
+		return "", f.createErr
+	}
 	for _, c := range f.c {
 		if c.Name == spec.Name {
 			return "", fmt.Errorf("create %s: %w", spec.Name, runtime.ErrAlreadyExists)

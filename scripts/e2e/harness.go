@@ -70,6 +70,8 @@ type Cluster struct {
 	APIPort int
 	// ExtraArgs are appended to kat-agent init's arguments.
 	ExtraArgs []string
+	// Env, when set, is added to kat-agent's environment (e.g. "PATH=...").
+	Env []string
 	ports     []int
 	cmd       *exec.Cmd
 	log       *os.File
@@ -108,6 +110,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 		"--api-port", strconv.Itoa(c.ports[0]), "--agent-port", strconv.Itoa(c.ports[1]),
 		"--etcd-client-port", strconv.Itoa(c.ports[2]), "--etcd-peer-port", strconv.Itoa(c.ports[3]))
 	c.cmd.Args = append(c.cmd.Args, c.ExtraArgs...)
+	if len(c.Env) > 0 {
+		c.cmd.Env = append(os.Environ(), c.Env...)
+	}
 	c.cmd.Stdout, c.cmd.Stderr = log, log
 	if err := c.cmd.Start(); err != nil {
 		log.Close()

@@ -122,16 +122,16 @@ type Agent struct {
 	assignmentsDirty atomic.Bool
 	containersDirty  atomic.Bool
 
-	mu          sync.Mutex
-	assigned    map[string]assignedInstance
-	containers  map[string]runtime.ContainerStatus // by instance ID, or "container:"+ID without one
-	state       map[string]instanceState
-	busy        map[string]bool
-	probing     map[string]bool
-	runtimeErr  error
+	mu         sync.Mutex
+	assigned   map[string]assignedInstance
+	containers map[string]runtime.ContainerStatus // by instance ID, or "container:"+ID without one
+	state      map[string]instanceState
+	busy       map[string]bool
+	probing    map[string]bool
+	runtimeErr error
 	// hostErr is CheckHost's last error; hostDirty asks for a new check.
-	hostErr   error
-	hostDirty atomic.Bool
+	hostErr     error
+	hostDirty   atomic.Bool
 	lastReports []resources.InstanceStatus
 	// listSeq numbers container listings as they start; listedSeq is the
 	// number of the last one applied. needList holds, per instance whose

@@ -71,12 +71,12 @@ type Cluster struct {
 	// ExtraArgs are appended to kat-agent init's arguments.
 	ExtraArgs []string
 	// Env, when set, is added to kat-agent's environment (e.g. "PATH=...").
-	Env []string
-	ports     []int
-	cmd       *exec.Cmd
-	log       *os.File
-	waitErr   chan error
-	exitErr   error // how the last killed process ended
+	Env     []string
+	ports   []int
+	cmd     *exec.Cmd
+	log     *os.File
+	waitErr chan error
+	exitErr error // how the last killed process ended
 }
 
 // NewCluster prepares (but does not start) a single-node cluster in dataDir

@@ -134,6 +134,14 @@ func (c *Cache[T]) Snapshot() (map[string]T, int64) {
 	return maps.Clone(c.items), c.rev
 }
 
+// Revision returns the revision of the last change the cache holds: equal
+// revisions mean equal contents.
+func (c *Cache[T]) Revision() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}
+
 // Len returns the number of keys held.
 func (c *Cache[T]) Len() int {
 	c.mu.RLock()

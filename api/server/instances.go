@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -99,57 +99,89 @@ func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("node status: nodeName %q does not match the URL's node %q", st.NodeName, node))
 		return
 	}
-	if _, err := s.cfg.Repo.GetNodeRegistration(r.Context(), node); err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	// Only a status that changed (the timestamp aside) is written; the
-	// heartbeat's time always is.
-	fp := statusFingerprint(st)
-	changed := s.lastStatus.CompareAndSwap(node, fp)
-	if err := s.cfg.Repo.RecordHeartbeat(r.Context(), st, changed); err != nil {
-		if changed {
-			s.lastStatus.Forget(node)
-		}
+	if err := s.recordHeartbeat(r.Context(), st); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// statusFingerprint hashes a node status without its timestamp.
-func statusFingerprint(st api.NodeStatus) [sha256.Size]byte {
-	st.Timestamp = 0
-	b, _ := json.Marshal(st)
-	return sha256.Sum256(b)
-}
-
-// lastStatuses remembers, per node, the fingerprint of the status last
-// written, so an unchanged heartbeat writes only its time. It starts empty
-// on every leader, which then writes each node's first status.
-type lastStatuses struct {
-	mu sync.Mutex
-	m  map[string][sha256.Size]byte
-}
-
-// CompareAndSwap records fp for node and reports whether it differs from the
-// one recorded.
-func (l *lastStatuses) CompareAndSwap(node string, fp [sha256.Size]byte) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.m == nil {
-		l.m = map[string][sha256.Size]byte{}
+// recordHeartbeat writes a registered node's heartbeat, and its status when
+// that changed (the timestamp aside). The registration is read only when it
+// is not known yet or changed since: the write is fenced by its version.
+func (s *Server) recordHeartbeat(ctx context.Context, st api.NodeStatus) error {
+	node := st.NodeName
+	last, known := s.nodes.get(node)
+	for attempt := 0; ; attempt++ {
+		if !known || attempt > 0 {
+			ver, err := s.cfg.Repo.NodeRegistrationVersion(ctx, node)
+			if err != nil {
+				s.nodes.forget(node)
+				return err
+			}
+			last = reportedNode{regVersion: ver}
+		}
+		changed := !last.has || !sameStatus(last.status, st)
+		ok, err := s.cfg.Repo.RecordHeartbeat(ctx, st, changed, last.regVersion)
+		if err != nil {
+			s.nodes.forget(node)
+			return err
+		}
+		if ok {
+			s.nodes.set(node, reportedNode{regVersion: last.regVersion, status: st, has: true})
+			return nil
+		}
+		if attempt > 0 {
+			return fmt.Errorf("record the heartbeat of node %s: its registration keeps changing: %w", node, resources.ErrConflict)
+		}
+		// The registration changed (or went): read it again.
 	}
-	old, ok := l.m[node]
-	l.m[node] = fp
-	return !ok || old != fp
 }
 
-// Forget drops node's fingerprint: its next status is written whatever it is.
-func (l *lastStatuses) Forget(node string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.m, node)
+// sameStatus reports whether two reports of a node are equal but for their
+// timestamps.
+func sameStatus(a, b api.NodeStatus) bool {
+	a.Timestamp, b.Timestamp = 0, 0
+	return reflect.DeepEqual(a, b)
+}
+
+// reportedNode is what the server remembers of a node between heartbeats.
+type reportedNode struct {
+	// regVersion is the version of its registration last read.
+	regVersion int64
+	// status is the status last written, when has.
+	status api.NodeStatus
+	has    bool
+}
+
+// reportedNodes remembers, per node, its registration's version and the
+// status last written, so an unchanged heartbeat writes only its time and
+// reads nothing. It starts empty on every leader.
+type reportedNodes struct {
+	mu sync.Mutex
+	m  map[string]reportedNode
+}
+
+func (n *reportedNodes) get(node string) (reportedNode, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r, ok := n.m[node]
+	return r, ok
+}
+
+func (n *reportedNodes) set(node string, r reportedNode) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.m == nil {
+		n.m = map[string]reportedNode{}
+	}
+	n.m[node] = r
+}
+
+func (n *reportedNodes) forget(node string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.m, node)
 }
 
 // authenticateNode lets a request through with the admin token or with a

@@ -110,3 +110,56 @@ func newAgentFixture(t *testing.T, agent server.AgentConfig) *fixture {
 	}
 	return f
 }
+
+// TestHeartbeatWritesStatusOnlyOnChange: a heartbeat that changes nothing
+// but its time updates the node's heartbeat and leaves its status record
+// alone (so nothing that follows statuses is woken); a changed report is
+// written; a node whose registration went is refused at its next beat.
+func TestHeartbeatWritesStatusOnlyOnChange(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", JoinedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	version := func(key string) int64 {
+		kv, err := f.st.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("get %s: %v", key, err)
+		}
+		return kv.Version
+	}
+	st := resources.NodeStatus{NodeName: "n1", Timestamp: 100, WorkloadInstances: []resources.InstanceStatus{{InstanceID: "i1", Phase: resources.InstanceRunning}}}
+	if err := f.client.PostNodeStatus(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	statusVer, beatVer := version(resources.NodeStatusKey("n1")), version(resources.NodeHeartbeatKey("n1"))
+	for ts := int64(101); ts < 105; ts++ {
+		st.Timestamp = ts
+		if err := f.client.PostNodeStatus(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := version(resources.NodeStatusKey("n1")); v != statusVer {
+		t.Errorf("unchanged heartbeats rewrote the status (version %d, was %d)", v, statusVer)
+	}
+	if v := version(resources.NodeHeartbeatKey("n1")); v <= beatVer {
+		t.Errorf("heartbeats did not move the heartbeat record")
+	}
+	nodes, err := f.client.ListNodes(ctx)
+	if err != nil || len(nodes) != 1 || nodes[0].LastHeartbeat == nil || nodes[0].LastHeartbeat.Unix() != 104 {
+		t.Fatalf("nodes = %+v, %v; want the last heartbeat at 104", nodes, err)
+	}
+	st.WorkloadInstances[0].Phase = resources.InstanceFailed
+	if err := f.client.PostNodeStatus(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(resources.NodeStatusKey("n1")); v == statusVer {
+		t.Error("a changed report was not written")
+	}
+	if err := f.st.Delete(ctx, resources.NodeRegistrationKey("n1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.PostNodeStatus(ctx, st); !isStatus(err, http.StatusNotFound) {
+		t.Fatalf("heartbeat of a node whose registration went: %v, want 404", err)
+	}
+}

@@ -71,7 +71,7 @@ type ServerConfig struct {
 type Server struct {
 	cfg          ServerConfig
 	authFailures *httprate.RateLimiter
-	lastStatus   lastStatuses
+	nodes        reportedNodes
 }
 
 // NewServer checks cfg, applies defaults and returns a Server.
@@ -226,8 +226,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r)
 		ev := s.cfg.Logger.Debug()
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			ev = s.cfg.Logger.Info()
+		heartbeat := r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1alpha1/nodes/") && strings.HasSuffix(r.URL.Path, "/status")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !heartbeat {
+			ev = s.cfg.Logger.Info() // writes; heartbeats, every node's every tick, only at debug
 		}
 		if ww.Status() >= 500 {
 			ev = s.cfg.Logger.Error()

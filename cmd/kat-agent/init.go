@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -13,8 +14,9 @@ import (
 
 // initFlags are the flags of kat-agent init that are not node.Options fields.
 type initFlags struct {
-	logLevel  string
-	logFormat string
+	logLevel   string
+	logFormat  string
+	cpuProfile string
 }
 
 func newInitCommand() *cobra.Command {
@@ -37,6 +39,13 @@ given on a later run override the ports and addresses this node uses.`,
 				return err
 			}
 			log := node.NewLogger(lf.logLevel, lf.logFormat, os.Stderr)
+			if lf.cpuProfile != "" {
+				stop, err := startCPUProfile(lf.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			n, err := node.Open(cmd.Context(), o, log)
 			if err != nil {
 				return err
@@ -60,6 +69,7 @@ given on a later run override the ports and addresses this node uses.`,
 	f.StringVar(&o.EtcdKeyFile, "etcd-keyfile", "", "client key for the external etcd")
 	f.StringVar(&lf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&lf.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
+	f.StringVar(&lf.cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	addAgentFlags(f, &o.Agent)
 	return cmd
 }
@@ -111,4 +121,17 @@ func (lf initFlags) validate() error {
 		errs = append(errs, fmt.Errorf("--log-format: %q is not one of auto, json, console", lf.logFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// startCPUProfile profiles the process's CPU into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

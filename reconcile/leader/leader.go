@@ -113,9 +113,11 @@ func (l *Leader) loop(ctx context.Context, wake <-chan struct{}, name string, pa
 	t := time.NewTicker(l.cfg.Resync)
 	defer t.Stop()
 	for {
+		start := time.Now()
 		if err := pass(ctx); err != nil && ctx.Err() == nil {
 			log.Warn().Err(err).Msg("pass failed")
 		}
+		log.Debug().Dur("took", time.Since(start)).Msg("pass")
 		select {
 		case <-ctx.Done():
 			return nil

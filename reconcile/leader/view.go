@@ -67,6 +67,11 @@ type view struct {
 	mu     sync.Mutex
 	subs   [numFactKinds][]chan struct{}
 	instFP map[string]uint64 // node status key -> fingerprint of its instances
+
+	// wlMu guards the workloads assembled at desired revision wlRev.
+	wlMu  sync.Mutex
+	wl    []workload
+	wlRev int64
 }
 
 func newView(st store.StateStore) *view {
@@ -209,9 +214,16 @@ func (w workload) Key() string { return w.Meta.Namespace + "/" + w.Meta.Name }
 
 // workloads returns every workload's desired state, sorted by namespace and
 // name, with specs from the cache (parsed only on a new spec hash), and
-// forgets the specs no workload uses any more.
+// forgets the specs no workload uses any more. It assembles them again only
+// when the desired state changed since the last call; the slice and its
+// workloads are shared: do not modify them.
 func (v *view) workloads() []workload {
-	entries, _ := v.desired.Snapshot()
+	v.wlMu.Lock()
+	defer v.wlMu.Unlock()
+	if v.wl != nil && v.desired.Revision() == v.wlRev {
+		return v.wl
+	}
+	entries, rev := v.desired.Snapshot()
 	byKey := map[string]*workload{}
 	for _, e := range entries {
 		k := e.ns + "/" + e.name
@@ -238,7 +250,21 @@ func (v *view) workloads() []workload {
 	}
 	v.specs.keepOnly(inUse)
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	if !halfSeen(out) {
+		v.wl, v.wlRev = out, rev
+	}
 	return out
+}
+
+// halfSeen reports whether a workload's files are missing or do not match its
+// meta yet (a transaction seen in part): such a list is not kept.
+func halfSeen(ws []workload) bool {
+	for _, w := range ws {
+		if w.Spec == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // assignments returns every assignment, sorted by key.

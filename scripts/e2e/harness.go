@@ -110,6 +110,11 @@ func (c *Cluster) Start(ctx context.Context) error {
 		"--api-port", strconv.Itoa(c.ports[0]), "--agent-port", strconv.Itoa(c.ports[1]),
 		"--etcd-client-port", strconv.Itoa(c.ports[2]), "--etcd-peer-port", strconv.Itoa(c.ports[3]))
 	c.cmd.Args = append(c.cmd.Args, c.ExtraArgs...)
+	if dir := os.Getenv("KAT_AGENT_CPUPROFILE_DIR"); dir != "" {
+		// Profiling a test or benchmark: every kat-agent writes its CPU
+		// profile there, named after its node, when it exits.
+		c.cmd.Args = append(c.cmd.Args, "--cpu-profile", filepath.Join(dir, c.Node+".pprof"))
+	}
 	if len(c.Env) > 0 {
 		c.cmd.Env = append(os.Environ(), c.Env...)
 	}

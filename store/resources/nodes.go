@@ -3,6 +3,7 @@ package resources
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -64,30 +65,54 @@ func (r *Repo) GetNodeRegistration(ctx context.Context, name string) (*NodeRegis
 
 // PutNodeStatus records a node's status and heartbeat.
 func (r *Repo) PutNodeStatus(ctx context.Context, st NodeStatus) error {
-	return r.RecordHeartbeat(ctx, st, true)
+	if _, err := r.RecordHeartbeat(ctx, st, true, 0); err != nil {
+		return err
+	}
+	return nil
 }
 
 // RecordHeartbeat records a node's heartbeat (its time) and, with
 // withStatus, its status in the same transaction. A heartbeat that changes
 // nothing but the time is written without the status, so the leader's loops,
-// which follow statuses, are not woken by it.
-func (r *Repo) RecordHeartbeat(ctx context.Context, st NodeStatus, withStatus bool) error {
+// which follow statuses, are not woken by it. With regVersion, the write
+// happens only while the node's registration is at that version (it reports
+// false otherwise): the caller needs to read the registration only when it
+// changed, not on every beat.
+func (r *Repo) RecordHeartbeat(ctx context.Context, st NodeStatus, withStatus bool, regVersion int64) (bool, error) {
 	hb, err := putJSON(NodeHeartbeatKey(st.NodeName), NodeHeartbeat{Timestamp: st.Timestamp})
 	if err != nil {
-		return err
+		return false, err
 	}
 	ops := []store.Op{hb}
 	if withStatus {
 		op, err := putJSON(NodeStatusKey(st.NodeName), st)
 		if err != nil {
-			return err
+			return false, err
 		}
 		ops = append(ops, op)
 	}
-	if _, err := r.st.DoTransaction(ctx, nil, ops, nil); err != nil {
-		return fmt.Errorf("record status of node %q: %w", st.NodeName, err)
+	var checks []store.Compare
+	if regVersion != 0 {
+		checks = []store.Compare{{Key: NodeRegistrationKey(st.NodeName), ExpectedVersion: regVersion}}
 	}
-	return nil
+	ok, err := r.st.DoTransaction(ctx, checks, ops, nil)
+	if err != nil {
+		return false, fmt.Errorf("record status of node %q: %w", st.NodeName, err)
+	}
+	return ok, nil
+}
+
+// NodeRegistrationVersion returns the version of a node's registration, or
+// an error wrapping ErrNotFound when the node is not registered.
+func (r *Repo) NodeRegistrationVersion(ctx context.Context, name string) (int64, error) {
+	kv, err := r.st.Get(ctx, NodeRegistrationKey(name))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("node %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read node %q: %w", name, err)
+	}
+	return kv.Version, nil
 }
 
 // ListNodes returns every registered node with its last status, by name.

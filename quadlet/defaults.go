@@ -59,6 +59,11 @@ func defaultWorkload(w *Workload, c *checker, namespace string) {
 			s.Tolerations[i].Operator = defaultTolerationOperator
 		}
 	}
+	// The default grace is left out of the canonical form, so writing it
+	// out changes no spec hash.
+	if g := s.Container.StopGracePeriodSeconds; g != nil && *g == DefaultStopGracePeriodSeconds {
+		s.Container.StopGracePeriodSeconds = nil
+	}
 	res := &s.Container.Resources
 	if res.Requests.CPU == "" {
 		res.Requests.CPU = res.Limits.CPU

@@ -281,7 +281,7 @@ spec:
 kind: Workload # the kind
 apiVersion: "kat.dws.rip/v1alpha1"
 spec:
-  container: {name: app}
+  container: {name: app, stopGracePeriodSeconds: 10}
   restartPolicy: {condition: Always}
   replicas: 2
   updateStrategy:
@@ -333,6 +333,7 @@ spec:
 		{"container port", "VirtualLoadBalancer.kat", "8080", "8081"},
 		{"ingress host", "VirtualLoadBalancer.kat", "app.example.com", "www.example.com"},
 		{"label added", "workload.kat", "  name: app\nspec", "  name: app\n  labels:\n    a: b\nspec"},
+		{"stop grace", "workload.kat", "    name: app", "    name: app\n    stopGracePeriodSeconds: 30"},
 	}
 	for _, tc := range different {
 		t.Run("changed "+tc.name, func(t *testing.T) {

@@ -187,6 +187,23 @@ type Container struct {
 	// Resources are requests and limits. Default none (no limits, nothing
 	// requested).
 	Resources Resources `json:"resources,omitzero" yaml:"resources,omitempty"`
+	// StopGracePeriodSeconds is how long the container gets between the
+	// stop signal (SIGTERM) and SIGKILL when KAT stops it, from 0 to 3600.
+	// Default 10, as Podman's (DefaultStopGracePeriodSeconds).
+	StopGracePeriodSeconds *int `json:"stopGracePeriodSeconds,omitempty" yaml:"stopGracePeriodSeconds,omitempty"`
+}
+
+// DefaultStopGracePeriodSeconds is the stop grace of a container whose
+// workload sets none.
+const DefaultStopGracePeriodSeconds = 10
+
+// StopGrace is the container's stop grace period in seconds, its default
+// applied.
+func (c Container) StopGrace() int {
+	if c.StopGracePeriodSeconds == nil {
+		return DefaultStopGracePeriodSeconds
+	}
+	return *c.StopGracePeriodSeconds
 }
 
 // EnvVar is one environment variable.

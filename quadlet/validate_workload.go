@@ -151,10 +151,19 @@ func validateVolumes(c *checker, vols []Volume) map[string]bool {
 	return names
 }
 
+// maxStopGracePeriodSeconds bounds a container's stop grace.
+const maxStopGracePeriodSeconds = 3600
+
 func validateContainer(c *checker, ct *Container, volumes map[string]bool) {
 	const p = "spec.container"
 	if ct.Name != "" {
 		c.check(p+".name", ct.Name, dnsLabel)
+	}
+	if g := ct.StopGracePeriodSeconds; g != nil {
+		c.atLeast(p+".stopGracePeriodSeconds", *g, 0)
+		if *g > maxStopGracePeriodSeconds {
+			c.errorf(p+".stopGracePeriodSeconds", "must be at most %d (an hour), got %d", maxStopGracePeriodSeconds, *g)
+		}
 	}
 	env := map[string]bool{}
 	for i, e := range ct.Env {

@@ -63,8 +63,20 @@ func (p *Podman) RemoveImage(ctx context.Context, ref string) error {
 
 // CreateContainer implements ContainerRuntime.
 func (p *Podman) CreateContainer(ctx context.Context, spec ContainerSpec) (string, error) {
+	return p.createOrRun(ctx, spec, "create")
+}
+
+// RunContainer implements ContainerRuntime: `podman run --detach`, which
+// creates and starts the container in one process.
+func (p *Podman) RunContainer(ctx context.Context, spec ContainerSpec) (string, error) {
+	return p.createOrRun(ctx, spec, "run")
+}
+
+// createOrRun runs `podman create` or `podman run --detach` with spec's
+// arguments and returns the container ID it prints.
+func (p *Podman) createOrRun(ctx context.Context, spec ContainerSpec, verb string) (string, error) {
 	if err := spec.Validate(); err != nil {
-		return "", fmt.Errorf("create container %q: %w", spec.Name, err)
+		return "", fmt.Errorf("%s container %q: %w", verb, spec.Name, err)
 	}
 	// Explicit maps (spec.IDMap) skip the queue: only auto allocation
 	// deadlocks.
@@ -73,19 +85,23 @@ func (p *Podman) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		case p.autoCreate <- struct{}{}:
 			defer func() { <-p.autoCreate }()
 		case <-ctx.Done():
-			return "", fmt.Errorf("create container %s: wait for another create: %w", spec.Name, ctx.Err())
+			return "", fmt.Errorf("%s container %s: wait for another create: %w", verb, spec.Name, ctx.Err())
 		}
 	}
-	out, err := p.run(ctx, p.createArgs(&spec)...)
+	args := p.createArgs(&spec)
+	if verb == "run" {
+		args = append([]string{"run", "--detach"}, args[1:]...)
+	}
+	out, err := p.run(ctx, args...)
 	if err != nil {
-		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		return "", fmt.Errorf("%s container %s: %w", verb, spec.Name, err)
 	}
 	id := strings.TrimSpace(string(out))
 	if i := strings.LastIndexByte(id, '\n'); i >= 0 {
 		id = id[i+1:] // warnings may come first
 	}
 	if id == "" {
-		return "", fmt.Errorf("create container %s: podman create printed no container ID", spec.Name)
+		return "", fmt.Errorf("%s container %s: podman printed no container ID", verb, spec.Name)
 	}
 	return id, nil
 }
@@ -137,6 +153,26 @@ func (p *Podman) RemoveContainer(ctx context.Context, id string, force bool) err
 	}
 	if err != nil {
 		return fmt.Errorf("remove container %s: %w", id, err)
+	}
+	return nil
+}
+
+// StopAndRemoveContainer implements ContainerRuntime: `podman rm --force
+// --time GRACE`, which sends the stop signal, kills after grace and removes,
+// in one process.
+func (p *Podman) StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	_, err := p.run(ctx, "rm", "--force", "--time", strconv.Itoa(ceilSeconds(max(grace, 0))), "--", id)
+	if err != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+		// As in RemoveContainer: gone is what counts.
+		if exists, xerr := p.containerExists(ctx, id); xerr == nil && !exists {
+			return nil
+		}
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("stop and remove container %s: %w", id, err)
 	}
 	return nil
 }

@@ -30,6 +30,10 @@ type ContainerRuntime interface {
 	// its ID. An invalid spec wraps ErrInvalidSpec and creates nothing; a
 	// taken name wraps ErrAlreadyExists.
 	CreateContainer(ctx context.Context, spec ContainerSpec) (id string, err error)
+	// RunContainer creates and starts a container in one step (one podman
+	// process) and returns its ID; errors are CreateContainer's and
+	// StartContainer's.
+	RunContainer(ctx context.Context, spec ContainerSpec) (id string, err error)
 	// StartContainer starts a created or exited container. Starting a
 	// running container is not an error.
 	StartContainer(ctx context.Context, id string) error
@@ -40,6 +44,10 @@ type ContainerRuntime interface {
 	// one (killing it at once) and makes removing an absent container a
 	// success. Without force, an absent container wraps ErrNotFound.
 	RemoveContainer(ctx context.Context, id string, force bool) error
+	// StopAndRemoveContainer stops a container (the stop signal, then a
+	// kill after grace) and removes it, in one step; an absent container is
+	// a success.
+	StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error
 	// InspectContainer returns the current status of one container.
 	InspectContainer(ctx context.Context, id string) (*ContainerStatus, error)
 	// ListManagedContainers returns every container carrying LabelManaged
@@ -83,6 +91,10 @@ const (
 	LabelSourceCommit = "kat.source-commit"
 	// LabelNode is the node the instance was assigned to.
 	LabelNode = "kat.node"
+	// LabelStopGrace is the container's stop grace period in seconds
+	// (workload.kat spec.container.stopGracePeriodSeconds), kept for when
+	// its workload is gone.
+	LabelStopGrace = "kat.stop-grace"
 )
 
 // Sentinel errors. Errors returned by the runtime wrap them; test with

@@ -27,10 +27,10 @@ import (
 type Runtime interface {
 	ImageExists(ctx context.Context, ref string) (bool, error)
 	PullImage(ctx context.Context, ref string, opts runtime.PullOptions) (string, error)
-	CreateContainer(ctx context.Context, spec runtime.ContainerSpec) (string, error)
+	RunContainer(ctx context.Context, spec runtime.ContainerSpec) (string, error)
 	StartContainer(ctx context.Context, id string) error
-	StopContainer(ctx context.Context, id string, grace time.Duration) error
-	RemoveContainer(ctx context.Context, id string, force bool) error
+	StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error
+	InspectContainer(ctx context.Context, id string) (*runtime.ContainerStatus, error)
 	ListManagedContainers(ctx context.Context, labels map[string]string) ([]runtime.ContainerStatus, error)
 	Events(ctx context.Context, labels map[string]string, out chan<- runtime.Event) error
 	Logs(ctx context.Context, id string, opts runtime.LogOptions) (io.ReadCloser, error)
@@ -42,8 +42,12 @@ var _ Runtime = runtime.ContainerRuntime(nil)
 // listTimeout bounds one listing of the containers.
 const listTimeout = time.Minute
 
-// DefaultMaxConcurrentSteps is AgentConfig.MaxConcurrentSteps' default.
-const DefaultMaxConcurrentSteps = 1
+// DefaultMaxConcurrentSteps is AgentConfig.MaxConcurrentSteps' default:
+// measured on a 2-core host, four container operations at once start
+// containers faster than one after another, and Podman 4.3 runs them safely
+// at once when each container has an explicit uid map (creates with
+// --userns=auto are queued one at a time by the runtime driver).
+const DefaultMaxConcurrentSteps = 4
 
 // stepTimeout bounds one step (a pull, create and start, or a restart).
 const stepTimeout = 5 * time.Minute
@@ -77,14 +81,13 @@ type AgentConfig struct {
 	RestartBackoff time.Duration
 	// MaxConcurrentPulls bounds image pulls in flight. Default 2.
 	MaxConcurrentPulls int
-	// MaxConcurrentSteps bounds the runtime calls in flight: steps (create,
-	// start, remove), health checks and listings. Podman 4.3 can deadlock
-	// when `podman create --userns=auto`, `podman start` and `podman ps`
-	// run together (assignments without a user namespace slot still use
-	// --userns=auto). Default 1.
+	// MaxConcurrentSteps bounds the container steps in flight (run, start)
+	// and, apart from them, the removals and the health checks. Default
+	// DefaultMaxConcurrentSteps.
 	MaxConcurrentSteps int
 	// StopGrace is how long a removed container gets to stop before it is
-	// killed. Default 10s.
+	// killed when its workload sets no spec.container.stopGracePeriodSeconds.
+	// Default 10s, as Podman's.
 	StopGrace time.Duration
 	// Builder builds the images of assignments that carry a build
 	// reference (workloads built from an app repository). Default nil: such
@@ -114,13 +117,19 @@ type AgentConfig struct {
 type Agent struct {
 	cfg   AgentConfig
 	pulls chan struct{}
-	// slots bounds runtime calls in flight (steps, health checks and
-	// listings), MaxConcurrentSteps of them.
-	slots chan struct{}
-	wake  chan struct{}
+	// slots bounds the runs and starts in flight; removals and probes
+	// have pools of their own, so a container's stop grace never holds
+	// up another's start. MaxConcurrentSteps each.
+	slots    chan struct{}
+	removals chan struct{}
+	probes   chan struct{}
+	wake     chan struct{}
+	// listNow asks the lister for a listing of the containers.
+	listNow chan struct{}
 
 	assignmentsDirty atomic.Bool
-	containersDirty  atomic.Bool
+	// retryList asks for a listing on the next tick, after one failed.
+	retryList atomic.Bool
 
 	mu         sync.Mutex
 	assigned   map[string]assignedInstance
@@ -133,16 +142,25 @@ type Agent struct {
 	hostErr     error
 	hostDirty   atomic.Bool
 	lastReports []resources.InstanceStatus
-	// listSeq numbers container listings as they start; listedSeq is the
-	// number of the last one applied. needList holds, per instance whose
-	// step just ended, the first listing that can show the step's effect:
-	// until then the instance is left alone, so a stale listing never
-	// repeats a step.
-	listSeq   int64
-	listedSeq int64
-	needList  map[string]int64
+	// listSeq numbers container listings as they start. A step records
+	// what it did to its container in stepped, with the number of the
+	// first listing that can show it; an older listing (started before the
+	// step ended) never overrides it, so a stale listing never repeats a
+	// step, and no step waits for a listing.
+	listSeq int64
+	stepped map[string]steppedContainer
+	// images are images known to be on the node, checked once.
+	images map[string]bool
 	// reserved are host ports picked for creates in flight.
 	reserved map[int]string
+}
+
+// steppedContainer is what a step left an instance's container as: its
+// status, or gone.
+type steppedContainer struct {
+	status *runtime.ContainerStatus // nil: removed
+	// seq is the first listing that can show it.
+	seq int64
 }
 
 type assignedInstance struct {
@@ -169,7 +187,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		cfg.MaxConcurrentSteps = DefaultMaxConcurrentSteps
 	}
 	if cfg.StopGrace <= 0 {
-		cfg.StopGrace = 10 * time.Second
+		cfg.StopGrace = quadlet.DefaultStopGracePeriodSeconds * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -180,9 +198,12 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, pulls: make(chan struct{}, cfg.MaxConcurrentPulls), wake: make(chan struct{}, 1),
 		slots:    make(chan struct{}, cfg.MaxConcurrentSteps),
+		removals: make(chan struct{}, cfg.MaxConcurrentSteps),
+		probes:   make(chan struct{}, cfg.MaxConcurrentSteps),
+		listNow:  make(chan struct{}, 1),
 		assigned: map[string]assignedInstance{}, containers: map[string]runtime.ContainerStatus{},
 		state: map[string]instanceState{}, busy: map[string]bool{}, probing: map[string]bool{},
-		needList: map[string]int64{}, reserved: map[int]string{},
+		stepped: map[string]steppedContainer{}, images: map[string]bool{}, reserved: map[int]string{},
 	}, nil
 }
 
@@ -197,14 +218,16 @@ func (ag *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	ag.seedState(ctx)
 	ag.assignmentsDirty.Store(true)
-	ag.containersDirty.Store(true)
 	ag.hostDirty.Store(true)
+	// The first pass waits for the first listing: the agent adopts the
+	// containers it finds rather than creating them again.
+	ag.listContainers(ctx)
 
 	watch, err := ag.cfg.Repo.Store().Watch(ctx, resources.NodeAssignmentsPrefix(ag.cfg.Node), 0)
 	if err != nil {
 		return fmt.Errorf("agent: watch assignments: %w", err)
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		for range watch {
@@ -216,6 +239,17 @@ func (ag *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		ag.watchEvents(ctx)
 	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ag.listNow:
+				ag.listContainers(ctx)
+			}
+		}
+	}()
 
 	tick := time.NewTicker(ag.cfg.Tick)
 	defer tick.Stop()
@@ -224,7 +258,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 		if now := ag.cfg.Now(); now.Sub(lastResync) >= ag.cfg.Resync {
 			lastResync = now
 			ag.assignmentsDirty.Store(true)
-			ag.containersDirty.Store(true)
+			reconcile.Poke(ag.listNow)
 			ag.mu.Lock()
 			if ag.hostErr != nil {
 				ag.hostDirty.Store(true) // installed meanwhile?
@@ -232,6 +266,9 @@ func (ag *Agent) Run(ctx context.Context) error {
 			ag.mu.Unlock()
 		}
 		ag.checkHost(ctx)
+		if ag.retryList.Swap(false) {
+			reconcile.Poke(ag.listNow)
+		}
 		ag.pass(ctx, &wg)
 		select {
 		case <-ctx.Done():
@@ -296,9 +333,15 @@ func (ag *Agent) watchEvents(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-events:
-				ag.containersDirty.Store(true)
-				reconcile.Poke(ag.wake)
+			case ev := <-events:
+				// A container that ended, or changed without a step of
+				// this agent, is listed again; the creates and starts
+				// of the agent's own steps are known already.
+				switch ev.Action {
+				case runtime.ActionCreate, runtime.ActionStart:
+				default:
+					reconcile.Poke(ag.listNow)
+				}
 			}
 		}
 	}()
@@ -315,8 +358,55 @@ func (ag *Agent) watchEvents(ctx context.Context) {
 	}
 }
 
-// pass refreshes what is dirty, then takes the next step for every instance
-// that has no step in flight.
+// listContainers lists the node's containers and applies the listing,
+// keeping what steps did since it started; a failed listing is retried on
+// the next tick.
+func (ag *Agent) listContainers(ctx context.Context) {
+	ag.mu.Lock()
+	ag.listSeq++
+	seq := ag.listSeq
+	ag.mu.Unlock()
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	cs, err := ag.cfg.Runtime.ListManagedContainers(lctx, ag.labels())
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	ag.mu.Lock()
+	repeated := err != nil && ag.runtimeErr != nil && err.Error() == ag.runtimeErr.Error()
+	ag.runtimeErr = err
+	if err == nil {
+		ag.containers = indexContainers(cs)
+		for id, sc := range ag.stepped {
+			switch {
+			case sc.seq <= seq:
+				delete(ag.stepped, id) // the listing shows the step
+			case sc.status == nil:
+				delete(ag.containers, id)
+			default:
+				ag.containers[id] = *sc.status
+			}
+		}
+		for p, owner := range ag.reserved {
+			_, listed := ag.containers[owner]
+			_, assigned := ag.assigned[owner]
+			if listed || !assigned {
+				delete(ag.reserved, p) // the listing now shows the port, or nobody needs it
+			}
+		}
+	}
+	ag.mu.Unlock()
+	if err != nil {
+		if !repeated {
+			ag.cfg.Logger.Warn().Err(err).Msg("cannot list containers; retrying every tick")
+		}
+		ag.retryList.Store(true)
+	}
+	ag.notifyIfChanged()
+	reconcile.Poke(ag.wake)
+}
+
+// pass takes the next step for every instance that has no step in flight.
 func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 	if ag.assignmentsDirty.Swap(false) {
 		if err := ag.loadAssignments(ctx); err != nil {
@@ -324,46 +414,6 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 			if ctx.Err() == nil {
 				ag.cfg.Logger.Warn().Err(err).Msg("cannot read assignments")
 			}
-			return
-		}
-	}
-	if ag.containersDirty.Swap(false) {
-		ag.mu.Lock()
-		ag.listSeq++
-		seq := ag.listSeq
-		ag.mu.Unlock()
-		var cs []runtime.ContainerStatus
-		var err error
-		select {
-		case ag.slots <- struct{}{}:
-			lctx, cancel := context.WithTimeout(ctx, listTimeout)
-			cs, err = ag.cfg.Runtime.ListManagedContainers(lctx, ag.labels())
-			cancel()
-			<-ag.slots
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		ag.mu.Lock()
-		repeated := err != nil && ag.runtimeErr != nil && err.Error() == ag.runtimeErr.Error()
-		ag.runtimeErr = err
-		if err == nil {
-			ag.containers = indexContainers(cs)
-			ag.listedSeq = seq
-			for p, owner := range ag.reserved {
-				_, listed := ag.containers[owner]
-				_, assigned := ag.assigned[owner]
-				if listed || !assigned {
-					delete(ag.reserved, p) // the listing now shows the port, or nobody needs it
-				}
-			}
-		}
-		ag.mu.Unlock()
-		if err != nil {
-			ag.containersDirty.Store(true)
-			if ctx.Err() == nil && !repeated {
-				ag.cfg.Logger.Warn().Err(err).Msg("cannot list containers; retrying every tick")
-			}
-			ag.notifyIfChanged()
 			return
 		}
 	}
@@ -376,10 +426,9 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 		}
 	}
 	for _, id := range keys {
-		if ag.busy[id] || ag.needList[id] > ag.listedSeq {
+		if ag.busy[id] {
 			continue
 		}
-		delete(ag.needList, id)
 		ai, isAssigned := ag.assigned[id]
 		var c *runtime.ContainerStatus
 		if cs, ok := ag.containers[id]; ok {
@@ -469,14 +518,10 @@ func healthCheckOf(q *quadlet.Quadlet) *quadlet.HealthCheck {
 	return q.LoadBalancer.Spec.HealthCheck
 }
 
-// runStep carries out one step and records its outcome.
+// runStep carries out one step and records its outcome, and what it left
+// the container as, at once: no step waits for a listing of the node.
 func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assignedInstance, c *runtime.ContainerStatus) {
 	log := ag.cfg.Logger.With().Str("instance", id).Str("step", step.String()).Logger()
-	// A hung runtime call must not hold the instance forever.
-	timeout := stepTimeout
-	if step == stepRemove {
-		timeout += ag.cfg.StopGrace
-	}
 	var err error
 	if step == stepCreate && ai.a.Build != nil {
 		// Builds run outside the runtime slots (the Builder bounds its
@@ -486,8 +531,10 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 		err = ag.buildImage(bctx, ai)
 		bcancel()
 	}
+	var after *runtime.ContainerStatus
+	known := false
 	if err == nil {
-		err = ag.runtimeStep(ctx, step, ai, c, timeout)
+		after, known, err = ag.runtimeStep(ctx, step, ai, c)
 	}
 	if err == nil && step == stepRemove {
 		ag.pruneAfter(ctx, c)
@@ -524,77 +571,140 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 		log.Warn().Err(err).Dur("retry_in", wait).Msg("step failed")
 	}
 	ag.state[id] = st
+	if known {
+		// What the step left the container as holds until a listing
+		// started after it says otherwise.
+		ag.stepped[id] = steppedContainer{status: after, seq: ag.listSeq + 1}
+		if after == nil {
+			delete(ag.containers, id)
+		} else {
+			ag.containers[id] = *after
+		}
+	}
 	delete(ag.busy, id)
-	ag.needList[id] = ag.listSeq + 1
 	ag.mu.Unlock()
-	ag.containersDirty.Store(true)
+	if !known && ctx.Err() == nil {
+		// A failed step left the container in a state only a listing
+		// tells; until it comes, the instance keeps its last known one.
+		reconcile.Poke(ag.listNow)
+	}
+	ag.notifyIfChanged()
 	reconcile.Poke(ag.wake)
 }
 
-// runtimeStep carries out the runtime calls of one step, holding one of the
-// MaxConcurrentSteps slots.
-func (ag *Agent) runtimeStep(ctx context.Context, step stepKind, ai assignedInstance, c *runtime.ContainerStatus, timeout time.Duration) error {
-	select {
-	case ag.slots <- struct{}{}:
-		defer func() { <-ag.slots }()
-	case <-ctx.Done():
-		return ctx.Err()
+// runtimeStep carries out the runtime calls of one step: a run or a start
+// holds one of the step slots, a removal one of the removal pool, so a
+// container's stop grace never holds up another's start. It returns what the
+// step left the container as (nil: removed) when it knows.
+func (ag *Agent) runtimeStep(ctx context.Context, step stepKind, ai assignedInstance, c *runtime.ContainerStatus) (*runtime.ContainerStatus, bool, error) {
+	pool := ag.slots
+	timeout := stepTimeout
+	if step == stepRemove {
+		pool = ag.removals
+		timeout += ag.stopGrace(ai, c)
 	}
+	select {
+	case pool <- struct{}{}:
+		defer func() { <-pool }()
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	// A hung runtime call must not hold the instance forever.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var id string
 	switch step {
 	case stepCreate:
-		return ag.create(ctx, ai)
+		var err error
+		if id, err = ag.create(ctx, ai); err != nil {
+			return nil, false, err
+		}
 	case stepStart:
-		return ag.cfg.Runtime.StartContainer(ctx, c.ID)
+		if err := ag.cfg.Runtime.StartContainer(ctx, c.ID); err != nil {
+			return nil, false, err
+		}
+		id = c.ID
 	case stepRemove:
-		err := ag.cfg.Runtime.StopContainer(ctx, c.ID, ag.cfg.StopGrace)
-		if err == nil || errors.Is(err, runtime.ErrNotFound) {
-			err = ag.cfg.Runtime.RemoveContainer(ctx, c.ID, true)
+		if err := ag.cfg.Runtime.StopAndRemoveContainer(ctx, c.ID, ag.stopGrace(ai, c)); err != nil {
+			return nil, false, err
 		}
-		if errors.Is(err, runtime.ErrNotFound) {
-			err = nil
-		}
-		return err
+		return nil, true, nil
 	}
-	return nil
+	after, err := ag.cfg.Runtime.InspectContainer(ctx, id)
+	if err != nil {
+		return nil, false, nil // it ran; a listing tells the rest
+	}
+	return after, true, nil
+}
+
+// stopGrace is how long a container gets between the stop signal and the
+// kill: its workload's spec.container.stopGracePeriodSeconds, else the
+// agent's StopGrace.
+func (ag *Agent) stopGrace(ai assignedInstance, c *runtime.ContainerStatus) time.Duration {
+	if ai.q != nil {
+		if g := ai.q.Workload.Spec.Container.StopGracePeriodSeconds; g != nil {
+			return time.Duration(*g) * time.Second
+		}
+		return ag.cfg.StopGrace
+	}
+	if c != nil { // an instance no longer assigned: what it was created with
+		if g, err := strconv.Atoi(c.Labels[runtime.LabelStopGrace]); err == nil && g >= 0 {
+			return time.Duration(g) * time.Second
+		}
+	}
+	return ag.cfg.StopGrace
 }
 
 // create pulls the image when it is missing (at most MaxConcurrentPulls at
-// once; an assignment with a build reference was built before), then
-// creates and starts the container.
-func (ag *Agent) create(ctx context.Context, ai assignedInstance) error {
+// once; an assignment with a build reference was built before), then runs
+// the container: created and started in one step.
+func (ag *Agent) create(ctx context.Context, ai assignedInstance) (string, error) {
 	a := ai.a
-	if a.Build != nil {
-		return ag.createContainer(ctx, ai)
-	}
-	ok, err := ag.cfg.Runtime.ImageExists(ctx, a.Image)
-	if err != nil {
-		return fmt.Errorf("check image %s: %w", a.Image, err)
-	}
-	if !ok {
-		select {
-		case ag.pulls <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		ok, err = ag.cfg.Runtime.ImageExists(ctx, a.Image) // another pull may have fetched it
-		if err == nil && !ok {
-			_, err = ag.cfg.Runtime.PullImage(ctx, a.Image, runtime.PullOptions{})
-		}
-		<-ag.pulls
+	if a.Build == nil && !ag.hasImage(a.Image) {
+		ok, err := ag.cfg.Runtime.ImageExists(ctx, a.Image)
 		if err != nil {
-			return fmt.Errorf("pull image %s: %w", a.Image, err)
+			return "", fmt.Errorf("check image %s: %w", a.Image, err)
 		}
+		if !ok {
+			select {
+			case ag.pulls <- struct{}{}:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			ok, err = ag.cfg.Runtime.ImageExists(ctx, a.Image) // another pull may have fetched it
+			if err == nil && !ok {
+				_, err = ag.cfg.Runtime.PullImage(ctx, a.Image, runtime.PullOptions{})
+			}
+			<-ag.pulls
+			if err != nil {
+				return "", fmt.Errorf("pull image %s: %w", a.Image, err)
+			}
+		}
+		ag.mu.Lock()
+		ag.images[a.Image] = true
+		ag.mu.Unlock()
 	}
-	return ag.createContainer(ctx, ai)
+	id, err := ag.runContainer(ctx, ai)
+	if errors.Is(err, runtime.ErrImageNotFound) {
+		// Removed behind the agent's back: check it again next time.
+		ag.mu.Lock()
+		delete(ag.images, a.Image)
+		ag.mu.Unlock()
+	}
+	return id, err
 }
 
-// createContainer creates and starts the container of an instance whose
-// image is on the node.
-func (ag *Agent) createContainer(ctx context.Context, ai assignedInstance) error {
+func (ag *Agent) hasImage(ref string) bool {
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	return ag.images[ref]
+}
+
+// runContainer creates and starts the container of an instance whose image
+// is on the node.
+func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string, error) {
 	a := ai.a
-	// The ports stay reserved until a listing shows the container (pass).
+	// The ports stay reserved until a listing shows the container.
 	hostPorts := ag.pickHostPorts(a.InstanceID, ai.q)
 	created := false
 	defer func() {
@@ -604,7 +714,7 @@ func (ag *Agent) createContainer(ctx context.Context, ai assignedInstance) error
 	}()
 	spec, err := ag.cfg.BuildSpec(a, ai.q, hostPorts)
 	if err != nil {
-		return fmt.Errorf("build container spec: %w", err)
+		return "", fmt.Errorf("build container spec: %w", err)
 	}
 	if spec.Labels == nil {
 		spec.Labels = map[string]string{}
@@ -617,24 +727,24 @@ func (ag *Agent) createContainer(ctx context.Context, ai assignedInstance) error
 	if a.SourceCommit != "" {
 		spec.Labels[runtime.LabelSourceCommit] = a.SourceCommit
 	}
-	id, err := ag.cfg.Runtime.CreateContainer(ctx, spec)
+	grace := ag.stopGrace(ai, nil)
+	spec.StopTimeout = grace
+	spec.Labels[runtime.LabelStopGrace] = strconv.Itoa(int(grace / time.Second))
+	id, err := ag.cfg.Runtime.RunContainer(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("create container: %w", err)
+		return "", fmt.Errorf("run container: %w", err)
 	}
 	created = true
-	if err := ag.cfg.Runtime.StartContainer(ctx, id); err != nil {
-		return fmt.Errorf("start container %s: %w", id, err)
-	}
-	return nil
+	return id, nil
 }
 
 // probe runs one health check and folds its result into the state.
 func (ag *Agent) probe(ctx context.Context, id, containerID string, run time.Time, hc *quadlet.HealthCheck) {
 	ok := false
 	select {
-	case ag.slots <- struct{}{}:
+	case ag.probes <- struct{}{}:
 		res, err := ag.cfg.Runtime.Exec(ctx, containerID, hc.Exec.Command, time.Duration(max(hc.TimeoutSeconds, 1))*time.Second)
-		<-ag.slots
+		<-ag.probes
 		ok = err == nil && res.ExitCode == 0
 	case <-ctx.Done():
 	}

@@ -26,6 +26,10 @@ type fakeRuntime struct {
 	now      func() time.Time
 	// createErr, when set, fails every create.
 	createErr error
+	// graces are the stop graces removals were given.
+	graces []time.Duration
+	// lists counts listings.
+	lists int
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -87,32 +91,41 @@ func (f *fakeRuntime) exit(id string, code int) {
 	f.events <- runtime.Event{ID: id, Action: runtime.ActionDied, ExitCode: code}
 }
 
-func (f *fakeRuntime) StopContainer(_ context.Context, id string, _ time.Duration) error {
+// RunContainer creates and starts, as podman run --detach does.
+func (f *fakeRuntime) RunContainer(ctx context.Context, spec runtime.ContainerSpec) (string, error) {
+	id, err := f.CreateContainer(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	return id, f.StartContainer(ctx, id)
+}
+
+// StopAndRemoveContainer records the grace it was given and removes the
+// container; an absent one is a success.
+func (f *fakeRuntime) StopAndRemoveContainer(_ context.Context, id string, grace time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.graces = append(f.graces, grace)
+	delete(f.c, id)
+	return nil
+}
+
+func (f *fakeRuntime) InspectContainer(_ context.Context, id string) (*runtime.ContainerStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, ok := f.c[id]
 	if !ok {
-		return runtime.ErrNotFound
+		return nil, runtime.ErrNotFound
 	}
-	if c.State == runtime.StateRunning {
-		c.State, c.ExitCode, c.FinishedAt = runtime.StateExited, 137, f.now()
-	}
-	return nil
-}
-
-func (f *fakeRuntime) RemoveContainer(_ context.Context, id string, _ bool) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.c[id]; !ok {
-		return runtime.ErrNotFound
-	}
-	delete(f.c, id)
-	return nil
+	cp := *c
+	cp.Labels = maps.Clone(c.Labels)
+	return &cp, nil
 }
 
 func (f *fakeRuntime) ListManagedContainers(_ context.Context, labels map[string]string) ([]runtime.ContainerStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	var out []runtime.ContainerStatus
 	for _, c := range f.c {
 		match := true

@@ -16,6 +16,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build/gittest"
+	"kat.dws.rip/kat/internal/poll"
 )
 
 // requirePodman skips the test unless podman and localhost/kat-base are
@@ -140,20 +141,27 @@ func workloadStatus(t testing.TB, c *Cluster, ref string) (*api.WorkloadDetail, 
 // most) and returns it.
 func waitStatus(t testing.TB, c *Cluster, ref, what string, cond func(*api.WorkloadDetail) bool) *api.WorkloadDetail {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	return waitStatusUntil(t, c, ref, what, time.Now().Add(2*time.Minute), cond)
+}
+
+// waitStatusUntil is waitStatus with a deadline of the caller's.
+func waitStatusUntil(t testing.TB, c *Cluster, ref, what string, deadline time.Time, cond func(*api.WorkloadDetail) bool) *api.WorkloadDetail {
+	t.Helper()
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	var last *api.WorkloadDetail
-	var lastErr error
-	for time.Now().Before(deadline) {
+	err := poll.Wait(ctx, func() (bool, error) {
 		d, err := workloadStatus(t, c, ref)
-		if err == nil && cond(d) {
-			return d
+		if err == nil {
+			last = d
 		}
-		last, lastErr = d, err
-		time.Sleep(300 * time.Millisecond)
+		return err == nil && cond(d), err
+	})
+	if err != nil {
+		b, _ := json.MarshalIndent(last, "", "  ")
+		t.Fatalf("%s: timed out waiting for %s (%v); last status:\n%s\nagent log:\n%s", ref, what, err, b, agentLog(c, 40))
 	}
-	b, _ := json.MarshalIndent(last, "", "  ")
-	t.Fatalf("%s: timed out waiting for %s; last status (%v):\n%s\nagent log:\n%s", ref, what, lastErr, b, agentLog(c, 40))
-	return nil
+	return last
 }
 
 // containerIDs lists the IDs of the workload's containers in Podman.

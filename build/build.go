@@ -1,6 +1,7 @@
 package build
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -161,11 +162,19 @@ func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			f.rec, f.err = b.run(req)
+			var after []func(context.Context)
+			f.rec, after, f.err = b.run(req)
 			b.mu.Lock()
 			delete(b.flights, key)
 			b.mu.Unlock()
 			close(f.done)
+			// What the callers need not wait for: pushing to the cache,
+			// dropping the cache's name, housekeeping.
+			ctx, cancel := context.WithTimeout(b.ctx, b.cfg.Timeout)
+			defer cancel()
+			for _, fn := range after {
+				fn(ctx)
+			}
 			if f.err == nil && !f.rec.Existing {
 				b.housekeeping(req.Namespace, req.Workload, req.Commit, f.rec.Image)
 			}
@@ -181,19 +190,27 @@ func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
 }
 
 // run does one build, from the existing-image check to the final record.
-func (b *Builder) run(req Request) (Record, error) {
+// It also returns what is left to do once its callers have the image.
+func (b *Builder) run(req Request) (Record, []func(context.Context), error) {
 	rec := Record{
 		Namespace: req.Namespace, Workload: req.Workload, Commit: req.Commit, Node: b.cfg.Node,
 		Image: req.Image(), State: StateBuilding, StartedAt: b.cfg.Now().UTC(),
 	}
+	// The clone starts at once, while the image's presence is checked
+	// and a build slot awaited; it is thrown away when not needed.
+	src, err := b.startSource(&req)
+	if err != nil {
+		return rec, nil, err
+	}
+	defer src.discard()
 	if done, err := b.existing(&rec); done || err != nil {
-		return rec, err
+		return rec, nil, err
 	}
 	select {
 	case b.slots <- struct{}{}:
 		defer func() { <-b.slots }()
 	case <-b.ctx.Done():
-		return rec, ErrClosed
+		return rec, nil, ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.Timeout)
 	defer cancel()
@@ -201,19 +218,18 @@ func (b *Builder) run(req Request) (Record, error) {
 
 	rec.LogPath = b.logPath(req.Namespace, req.Workload, req.Commit)
 	if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o700); err != nil {
-		return rec, fmt.Errorf("create build log dir: %w", err)
+		return rec, nil, fmt.Errorf("create build log dir: %w", err)
 	}
 	file, err := os.Create(rec.LogPath)
 	if err != nil {
-		return rec, fmt.Errorf("create build log: %w", err)
+		return rec, nil, fmt.Errorf("create build log: %w", err)
 	}
-	defer file.Close()
 	tl := &tail{}
 	log := &lockedWriter{w: &stampWriter{w: io.MultiWriter(file, tl), start: time.Now(), lineStart: true}}
 	fmt.Fprintf(log, "build %s/%s at %s on node %s, started %s\n", req.Namespace, req.Workload, req.Commit, b.cfg.Node, rec.StartedAt.Format(time.RFC3339))
 	b.putRecord(rec)
 
-	stage, err := b.produce(ctx, &req, &rec, log)
+	stage, after, err := b.produce(ctx, &req, &rec, log, src)
 	rec.FinishedAt = b.cfg.Now().UTC()
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
@@ -225,18 +241,34 @@ func (b *Builder) run(req Request) (Record, error) {
 		fmt.Fprintf(log, "build failed at stage %s: %v\n", stage, err)
 		rec.State, rec.Error, rec.LogTail = StateFailed, err.Error(), tl.String()
 		b.putRecord(rec)
-		return rec, &FailedError{
+		file.Close()
+		return rec, nil, &FailedError{
 			Namespace: req.Namespace, Workload: req.Workload, Commit: req.Commit,
 			Stage: stage, LogTail: rec.LogTail, Err: err,
 		}
 	}
-	for _, w := range rec.Warnings {
-		fmt.Fprintf(log, "warning: %s\n", w)
-	}
 	fmt.Fprintf(log, "build succeeded: %s (%s) in %s, cache hit %t\n", rec.Image, rec.ImageID, rec.FinishedAt.Sub(rec.StartedAt).Round(time.Millisecond), rec.CacheHit)
 	rec.State, rec.LogTail = StateSucceeded, tl.String()
 	b.putRecord(rec)
-	return rec, nil
+	final := rec
+	// After the callers have the image: the cache's work, in the same log;
+	// a failure is a warning on the record.
+	finish := func(ctx context.Context) {
+		defer file.Close()
+		var warnings []string
+		for _, fn := range after {
+			if w := fn(ctx, log); w != "" {
+				fmt.Fprintf(log, "warning: %s\n", w)
+				warnings = append(warnings, w)
+			}
+		}
+		if len(warnings) > 0 {
+			final.Warnings = append(final.Warnings, warnings...)
+			final.LogTail = tl.String()
+			b.putRecord(final)
+		}
+	}
+	return rec, []func(context.Context){finish}, nil
 }
 
 // existing reports whether rec's image is already on the node, and fills
@@ -256,75 +288,165 @@ func (b *Builder) existing(rec *Record) (bool, error) {
 	return true, nil
 }
 
+// afterStep is work left once the image is handed over; it returns a
+// warning, "" when it went well.
+type afterStep func(ctx context.Context, log io.Writer) string
+
 // produce makes the image: from the cache registry, else by cloning and
-// building (then pushing to the cache). It returns the stage that failed.
-func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io.Writer) (string, error) {
+// building. The registry is asked first whether it has the image; when it
+// cannot tell, the cache pull and the clone run at once (a miss costs no
+// wait, a hit throws the clone away). What the callers need not wait for (the push
+// to the cache, dropping the cache's name of a pulled image) is returned. It
+// returns the stage that failed.
+func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io.Writer, src *source) (string, []afterStep, error) {
 	reg := req.RegistryPath()
 	cacheRef := ""
+	var pulled chan bool
+	var pullLog bytes.Buffer
 	if reg != "" {
 		cacheRef = reg + ":" + short(req.Commit)
-		if b.pullCache(ctx, cacheRef, rec.Image, log) {
-			rec.CacheHit = true
-			id, err := b.pm.imageID(ctx, rec.Image)
-			rec.ImageID = id
-			return StageBuild, err
+		// A look at the registry first: a miss then costs no pull, a
+		// hit no clone.
+		switch found, why := b.probeCache(ctx, cacheRef); found {
+		case probeMissing:
+			fmt.Fprintf(log, "cache miss: %s\n", why)
+		case probePresent:
+			if b.pullCache(ctx, cacheRef, log) {
+				return b.useCache(ctx, cacheRef, rec, log)
+			}
+		default:
+			// Let the pull tell, while the clone goes on.
+			pulled = make(chan bool, 1)
+			pctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() { pulled <- b.pullCache(pctx, cacheRef, &pullLog) }()
 		}
 	}
+	// hit waits for the pull and copies its log in.
+	hit := func() bool {
+		if pulled == nil {
+			return false
+		}
+		ok := <-pulled
+		pulled = nil
+		_, _ = log.Write(pullLog.Bytes())
+		return ok
+	}
 
-	if err := os.MkdirAll(filepath.Join(b.cfg.WorkDir, "src"), 0o700); err != nil {
-		return StageClone, fmt.Errorf("create clone dir: %w", err)
+	src.wait(ctx)
+	if hit() {
+		return b.useCache(ctx, cacheRef, rec, log)
 	}
-	tmp, err := os.MkdirTemp(filepath.Join(b.cfg.WorkDir, "src"), req.Namespace+"_"+req.Workload+"-"+short(req.Commit)+"-")
-	if err != nil {
-		return StageClone, fmt.Errorf("create clone dir: %w", err)
+	_, _ = log.Write(src.log.Bytes())
+	rec.Shallow = src.shallow
+	if src.err != nil {
+		return StageClone, nil, src.err
 	}
-	defer os.RemoveAll(tmp)
-	src := filepath.Join(tmp, "src")
-	shallow, err := checkout(ctx, req.Repository, req.Commit, req.Auth, filepath.Join(tmp, "git"), src, log)
-	rec.Shallow = shallow
+	tmp := src.tmp
+	contextDir, dockerfile, err := resolvePaths(filepath.Join(tmp, "src"), req.Spec.BuildContext, req.Spec.DockerfilePath)
 	if err != nil {
-		return StageClone, err
-	}
-	contextDir, dockerfile, err := resolvePaths(src, req.Spec.BuildContext, req.Spec.DockerfilePath)
-	if err != nil {
-		return StageContext, err
+		return StageContext, nil, err
 	}
 	b.builds.Add(1)
 	iidFile := filepath.Join(tmp, "image-id")
 	if err := b.pm.stream(ctx, log, buildArgs(req, rec.Image, dockerfile, contextDir, iidFile, b.cfg.BuildUserNS)...); err != nil {
-		return StageBuild, err
+		return StageBuild, nil, err
 	}
 	id, err := os.ReadFile(iidFile)
 	if err != nil {
-		return StageBuild, fmt.Errorf("read the built image's ID: %w", err)
+		return StageBuild, nil, fmt.Errorf("read the built image's ID: %w", err)
 	}
 	rec.ImageID = strings.TrimPrefix(strings.TrimSpace(string(id)), "sha256:")
-	if cacheRef != "" {
-		args := append([]string{"push"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
-		args = append(args, "--", rec.Image, "docker://"+cacheRef)
-		if err := b.pm.stream(ctx, log, args...); err != nil {
-			rec.Warnings = append(rec.Warnings, fmt.Sprintf("push to cache %s: %v", cacheRef, err))
-		}
+	if cacheRef == "" {
+		return "", nil, nil
 	}
-	return "", nil
+	image := rec.Image
+	push := func(ctx context.Context, log io.Writer) string {
+		args := append([]string{"push"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
+		args = append(args, "--", image, "docker://"+cacheRef)
+		if err := b.pm.stream(ctx, log, args...); err != nil {
+			return fmt.Sprintf("push to cache %s: %v", cacheRef, err)
+		}
+		return ""
+	}
+	return "", []afterStep{push}, nil
 }
 
-// pullCache tries the cache registry; on a hit it names the pulled image
-// image and drops the registry name, so housekeeping sees one name.
-func (b *Builder) pullCache(ctx context.Context, cacheRef, image string, log io.Writer) bool {
+// source is the checkout of a build's commit, made in the background from
+// the start of the build.
+type source struct {
+	// tmp holds the repository (git) and the checkout (src).
+	tmp    string
+	cancel context.CancelFunc
+	done   chan struct{}
+	// Set once done is closed.
+	shallow bool
+	err     error
+	log     bytes.Buffer
+}
+
+// startSource starts checking req's commit out in a directory of its own.
+func (b *Builder) startSource(req *Request) (*source, error) {
+	if err := os.MkdirAll(filepath.Join(b.cfg.WorkDir, "src"), 0o700); err != nil {
+		return nil, fmt.Errorf("create clone dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(b.cfg.WorkDir, "src"), req.Namespace+"_"+req.Workload+"-"+short(req.Commit)+"-")
+	if err != nil {
+		return nil, fmt.Errorf("create clone dir: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.Timeout)
+	s := &source{tmp: tmp, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.shallow, s.err = checkout(ctx, req.Repository, req.Commit, req.Ref, req.Auth, filepath.Join(tmp, "git"), filepath.Join(tmp, "src"), &s.log)
+	}()
+	return s, nil
+}
+
+// wait waits for the checkout, or for ctx to end (s.err says so).
+func (s *source) wait(ctx context.Context) {
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.cancel()
+		<-s.done
+	}
+}
+
+// discard stops the checkout if it still runs and removes its directory.
+func (s *source) discard() {
+	s.cancel()
+	<-s.done
+	_ = os.RemoveAll(s.tmp)
+}
+
+// useCache names the image pulled from the cache as the workload's, and
+// leaves dropping the cache's name (so housekeeping sees one name) for after.
+func (b *Builder) useCache(ctx context.Context, cacheRef string, rec *Record, log io.Writer) (string, []afterStep, error) {
+	if err := b.pm.stream(ctx, log, "tag", cacheRef, rec.Image); err != nil {
+		return StageBuild, nil, fmt.Errorf("cache hit, but tag it: %w", err)
+	}
+	rec.CacheHit = true
+	fmt.Fprintf(log, "cache hit: %s\n", cacheRef)
+	id, err := b.pm.imageID(ctx, rec.Image)
+	rec.ImageID = id
+	untag := func(ctx context.Context, log io.Writer) string {
+		if err := b.pm.stream(ctx, log, "untag", cacheRef, cacheRef); err != nil {
+			return fmt.Sprintf("drop the cache's name %s: %v", cacheRef, err)
+		}
+		return ""
+	}
+	return StageBuild, []afterStep{untag}, err
+}
+
+// pullCache tries to pull cacheRef from the cache registry and reports
+// whether it did.
+func (b *Builder) pullCache(ctx context.Context, cacheRef string, log io.Writer) bool {
 	args := append([]string{"pull"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
 	if err := b.pm.stream(ctx, log, append(args, "--", cacheRef)...); err != nil {
 		fmt.Fprintf(log, "cache miss: %v\n", err)
 		return false
 	}
-	if err := b.pm.stream(ctx, log, "tag", cacheRef, image); err != nil {
-		fmt.Fprintf(log, "cache hit but tagging failed, building instead: %v\n", err)
-		return false
-	}
-	if err := b.pm.stream(ctx, log, "untag", cacheRef, cacheRef); err != nil {
-		fmt.Fprintf(log, "warning: %v\n", err)
-	}
-	fmt.Fprintf(log, "cache hit: %s\n", cacheRef)
 	return true
 }
 

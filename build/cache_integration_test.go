@@ -31,8 +31,10 @@ func TestRegistryCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.CacheHit || len(rec.Warnings) != 0 || first.builds.Load() != 1 {
-		t.Fatalf("first build %+v (%d builds): want a built image pushed without warnings", rec, first.builds.Load())
+	// The push goes on after Build returned: the image is there already.
+	first.settle()
+	if stored, _ := firstRecs.Get(ns, wl, commit); rec.CacheHit || len(stored.Warnings) != 0 || first.builds.Load() != 1 {
+		t.Fatalf("first build %+v, stored %+v (%d builds): want a built image pushed without warnings", rec, stored, first.builds.Load())
 	}
 	log := readLog(t, first, ns, wl, commit)
 	if !strings.Contains(log, "cache miss") || !strings.Contains(log, "podman push") {
@@ -58,6 +60,7 @@ func TestRegistryCache(t *testing.T) {
 	if got, _ := secondRecs.Get(ns, wl, commit); !got.CacheHit {
 		t.Errorf("stored record %+v: want cacheHit", got)
 	}
+	second.settle() // the registry's name is dropped after Build returned
 	global := runtime.NewPodman(store).GlobalArgs()
 	if out := podmanOutput(t, global, "run", "--rm", "--network", "none", "--name", randomName("bt-run"), hit.Image, "cat", "/www/index.html"); out != sampleApp["index.html"] {
 		t.Errorf("cached image serves %q", out)
@@ -69,11 +72,12 @@ func TestRegistryCache(t *testing.T) {
 	// Without the credentials, the cache is a miss and the push a warning.
 	anon := req
 	anon.Commit = repo.Commit("v2", map[string]string{"index.html": "<h1>v2</h1>\n"})
-	third, _ := testBuilder(t, Config{Node: "node-c", InsecureRegistries: []string{reg.host}}, ns, wl)
-	rec3, err := third.Build(ctx, anon)
-	if err != nil {
+	third, thirdRecs := testBuilder(t, Config{Node: "node-c", InsecureRegistries: []string{reg.host}}, ns, wl)
+	if _, err := third.Build(ctx, anon); err != nil {
 		t.Fatal(err)
 	}
+	third.settle()
+	rec3, _ := thirdRecs.Get(ns, wl, anon.Commit)
 	if rec3.CacheHit || len(rec3.Warnings) != 1 || !strings.Contains(rec3.Warnings[0], "push to cache") {
 		t.Errorf("build without registry credentials: %+v: want a build with a push warning", rec3)
 	}
@@ -86,14 +90,16 @@ func TestPushFailureIsAWarning(t *testing.T) {
 	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bt-nopush")
 	dead := "127.0.0.1:1" // nothing listens on port 1
-	b, _ := testBuilder(t, Config{InsecureRegistries: []string{dead}, Timeout: time.Minute}, ns, wl)
+	b, recs := testBuilder(t, Config{InsecureRegistries: []string{dead}, Timeout: time.Minute}, ns, wl)
 	rec, err := b.Build(context.Background(), Request{
 		Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit, CacheImage: dead + "/cache/app",
 	})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || rec.State != StateSucceeded || rec.CacheHit {
+		t.Fatalf("Build = %+v, %v: want a success", rec, err)
 	}
-	if rec.State != StateSucceeded || rec.CacheHit || len(rec.Warnings) != 1 || !strings.Contains(rec.Warnings[0], "push to cache") {
+	// The push fails after Build returned: the stored record says so.
+	b.settle()
+	if rec, _ = recs.Get(ns, wl, commit); rec.State != StateSucceeded || len(rec.Warnings) != 1 || !strings.Contains(rec.Warnings[0], "push to cache") {
 		t.Errorf("record %+v: want a success with a push warning", rec)
 	}
 }
@@ -140,4 +146,32 @@ func TestHousekeeping(t *testing.T) {
 	if exists, _ := b.cfg.Podman.ImageExists(ctx, other); !exists {
 		t.Errorf("%s of another workload was removed", other)
 	}
+}
+
+// TestProbeCache asks a real registry (with basic auth) whether a cache
+// image exists: absent, present once pushed, unknown without credentials
+// (the pull then decides), and absent at once when nothing listens.
+func TestProbeCache(t *testing.T) {
+	needPodman(t)
+	reg := startRegistryAuth(t, true)
+	ns, wl := "default", randomName("bt-probe")
+	b, _ := testBuilder(t, Config{InsecureRegistries: []string{reg.host, "127.0.0.1:1"}, AuthFile: reg.authFile}, ns, wl)
+	anon, _ := testBuilder(t, Config{InsecureRegistries: []string{reg.host}}, ns, wl)
+	ref := reg.host + "/cache/" + wl + ":0123456789ab"
+	ctx := context.Background()
+	if got, why := b.probeCache(ctx, ref); got != probeMissing {
+		t.Fatalf("probe before the push = %v (%s), want missing", got, why)
+	}
+	podmanOutput(t, storeArgs(), "push", "--tls-verify=false", "--authfile", reg.authFile, baseImage, "docker://"+ref)
+	if got, why := b.probeCache(ctx, ref); got != probePresent {
+		t.Errorf("probe after the push = %v (%s), want present", got, why)
+	}
+	if got, _ := anon.probeCache(ctx, ref); got != probeUnknown {
+		t.Errorf("probe without credentials = %v, want unknown (the registry wants them)", got)
+	}
+	start := time.Now()
+	if got, why := b.probeCache(ctx, "127.0.0.1:1/cache/x:0123456789ab"); got != probeMissing || !strings.Contains(why, "unreachable") {
+		t.Errorf("probe of an unreachable registry = %v (%s), want missing", got, why)
+	}
+	t.Logf("probing an unreachable registry took %s", time.Since(start))
 }

@@ -62,21 +62,36 @@ var errCommitNotFound = errors.New("commit not found in the repository")
 // objects in gitDir (outside srcDir, so .git is not part of the build
 // context). It fetches the commit alone with depth 1 when the server allows
 // fetching by hash, else every branch and tag in full. shallow tells which.
-func checkout(ctx context.Context, repoURL, commit string, auth Auth, gitDir, srcDir string, log io.Writer) (shallow bool, err error) {
+func checkout(ctx context.Context, repoURL, commit, ref string, auth Auth, gitDir, srcDir string, log io.Writer) (shallow bool, err error) {
 	red := gitauth.NewRedactor(repoURL)
 	method, err := auth.method()
 	if err != nil {
 		return false, err
 	}
-	st := filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRUDefault(), filesystem.Options{ExclusiveAccess: true})
-	defer st.Close()
-	repo, err := git.Init(st, osfs.New(srcDir))
+	h := plumbing.NewHash(commit)
+	if ref != "" {
+		// The ref's head at depth 1, in a repository of its own (a
+		// shallow one cannot fetch the history behind it): the commit,
+		// unless the ref moved on since it was resolved.
+		fmt.Fprintf(log, "fetching %s of %s\n", ref, RedactURL(repoURL))
+		found, err := fetchRef(ctx, repoURL, ref, h, method, gitDir+"-ref", srcDir)
+		switch {
+		case found:
+			fmt.Fprintf(log, "checked out %s (shallow=true)\n", commit)
+			return true, nil
+		case ctx.Err() != nil:
+			return false, red.Error(fmt.Errorf("fetch %s from %s: %w (%w)", ref, RedactURL(repoURL), ctx.Err(), err))
+		case err != nil:
+			fmt.Fprintf(log, "fetch %s: %v\n", ref, red.Error(err))
+		default:
+			fmt.Fprintf(log, "%s moved on from %s\n", ref, short(commit))
+		}
+	}
+	repo, st, err := initRepo(repoURL, gitDir, srcDir)
 	if err != nil {
-		return false, fmt.Errorf("init repository: %w", err)
+		return false, red.Error(err)
 	}
-	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{repoURL}}); err != nil {
-		return false, red.Error(fmt.Errorf("add remote: %w", err))
-	}
+	defer st.Close()
 	fmt.Fprintf(log, "fetching commit %s from %s\n", commit, RedactURL(repoURL))
 	err = repo.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: "origin",
@@ -101,22 +116,67 @@ func checkout(ctx context.Context, repoURL, commit string, auth Auth, gitDir, sr
 		}
 		return shallow, red.Error(fmt.Errorf("fetch %s from %s: %w", short(commit), RedactURL(repoURL), err))
 	}
-	h := plumbing.NewHash(commit)
 	if _, err := repo.CommitObject(h); err != nil {
 		return shallow, red.Error(fmt.Errorf("%s in %s: %w", commit, RedactURL(repoURL), errCommitNotFound))
 	}
+	if err := finishCheckout(repo, h, srcDir); err != nil {
+		return shallow, err
+	}
+	fmt.Fprintf(log, "checked out %s (shallow=%t)\n", commit, shallow)
+	return shallow, nil
+}
+
+// initRepo makes an empty repository with its objects in gitDir, its work
+// tree srcDir and the remote origin.
+func initRepo(repoURL, gitDir, srcDir string) (*git.Repository, *filesystem.Storage, error) {
+	st := filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRUDefault(), filesystem.Options{ExclusiveAccess: true})
+	repo, err := git.Init(st, osfs.New(srcDir))
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("init repository: %w", err)
+	}
+	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{repoURL}}); err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("add remote: %w", err)
+	}
+	return repo, st, nil
+}
+
+// fetchRef fetches ref alone at depth 1 into a repository in gitDir and, when
+// it brings commit h, checks it out into srcDir and reports true. Otherwise
+// it removes what it made.
+func fetchRef(ctx context.Context, repoURL, ref string, h plumbing.Hash, method transport.AuthMethod, gitDir, srcDir string) (bool, error) {
+	repo, st, err := initRepo(repoURL, gitDir, srcDir)
+	if err != nil {
+		return false, err
+	}
+	defer st.Close()
+	err = repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: "origin", RefSpecs: []config.RefSpec{config.RefSpec("+" + ref + ":refs/kat/ref")},
+		Depth: 1, Tags: git.NoTags, Auth: method,
+	})
+	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+		if _, cerr := repo.CommitObject(h); cerr == nil {
+			return true, finishCheckout(repo, h, srcDir)
+		}
+		err = nil
+	}
+	return false, errors.Join(err, os.RemoveAll(gitDir), os.RemoveAll(srcDir))
+}
+
+// finishCheckout checks the fetched commit out into srcDir.
+func finishCheckout(repo *git.Repository, h plumbing.Hash, srcDir string) error {
 	wt, err := repo.Worktree()
 	if err != nil {
-		return shallow, fmt.Errorf("open worktree: %w", err)
+		return fmt.Errorf("open worktree: %w", err)
 	}
 	if err := wt.Checkout(&git.CheckoutOptions{Hash: h, Force: true}); err != nil {
-		return shallow, fmt.Errorf("check out %s: %w", short(commit), err)
+		return fmt.Errorf("check out %s: %w", short(h.String()), err)
 	}
 	// go-git left a ".git" file pointing at gitDir: keep it out of the
 	// build context.
 	if err := os.Remove(filepath.Join(srcDir, ".git")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return shallow, fmt.Errorf("remove .git link from the checkout: %w", err)
+		return fmt.Errorf("remove .git link from the checkout: %w", err)
 	}
-	fmt.Fprintf(log, "checked out %s (shallow=%t)\n", commit, shallow)
-	return shallow, nil
+	return nil
 }

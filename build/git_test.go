@@ -26,7 +26,7 @@ func TestCheckout(t *testing.T) {
 			repo.Commit("v2", map[string]string{"app/index.html": "v2\n", "app/new.txt": "new\n"})
 			dir := t.TempDir()
 			var log bytes.Buffer
-			shallow, err := checkout(context.Background(), repo.url, first, Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
+			shallow, err := checkout(context.Background(), repo.url, first, "", Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log.String())
 			}
@@ -51,9 +51,32 @@ func TestCheckout(t *testing.T) {
 		repo := newAppRepo(t, appRepoOptions{allowSHA: false})
 		repo.Commit("v1", map[string]string{"a": "a\n"})
 		dir := t.TempDir()
-		_, err := checkout(context.Background(), repo.url, strings.Repeat("e", 40), Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &bytes.Buffer{})
+		_, err := checkout(context.Background(), repo.url, strings.Repeat("e", 40), "refs/heads/main", Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &bytes.Buffer{})
 		if !errors.Is(err, errCommitNotFound) {
 			t.Errorf("err %v, want errCommitNotFound", err)
+		}
+	})
+	// With the branch it was resolved from, the commit comes at depth 1
+	// even from a server that serves no commit by hash; once the branch
+	// moved on, the fetch falls back and still finds it.
+	t.Run("by branch", func(t *testing.T) {
+		repo := newAppRepo(t, appRepoOptions{allowSHA: false})
+		first := repo.Commit("v1", map[string]string{"index.html": "v1\n"})
+		dir := t.TempDir()
+		var log bytes.Buffer
+		shallow, err := checkout(context.Background(), repo.url, first, "refs/heads/main", Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
+		if err != nil || !shallow || strings.Contains(log.String(), "every branch") {
+			t.Fatalf("checkout by branch: shallow=%t, %v\n%s", shallow, err, log.String())
+		}
+		repo.Commit("v2", map[string]string{"index.html": "v2\n"})
+		dir = t.TempDir()
+		log.Reset()
+		_, err = checkout(context.Background(), repo.url, first, "refs/heads/main", Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
+		if b, _ := os.ReadFile(filepath.Join(dir, "src", "index.html")); err != nil || string(b) != "v1\n" {
+			t.Fatalf("checkout after the branch moved: %q, %v\n%s", b, err, log.String())
+		}
+		if !strings.Contains(log.String(), "moved on") {
+			t.Errorf("log does not say the branch moved on:\n%s", log.String())
 		}
 	})
 }

@@ -330,3 +330,7 @@ func dumpLogs(t testing.TB, workDir string) {
 // skipOrFail skips t for a missing prerequisite (Podman, the registry), or
 // fails it when KAT_REQUIRE_PREREQS is set: gittest's, shared by the tests.
 var skipOrFail = gittest.SkipOrFail
+
+// settle waits until the builds and what follows them (the cache push,
+// housekeeping) are done. Only for tests that start no build meanwhile.
+func (b *Builder) settle() { b.wg.Wait() }

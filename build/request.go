@@ -24,6 +24,11 @@ type Request struct {
 	// Commit is the full commit hash (40 hex digits) the leader
 	// resolved the branch or tag to.
 	Commit string
+	// Ref, when set, is the branch or tag (refs/heads/NAME, refs/tags/NAME)
+	// Commit was resolved from: fetching its head alone, at depth 1, is the
+	// cheapest way to the commit while the ref has not moved on, and works
+	// with any server. Default "": fetch the commit by its hash.
+	Ref string
 	// Auth holds the credential files for Repository. Default: none.
 	Auth Auth
 	// Spec is build.kat's spec. Empty BuildContext and DockerfilePath

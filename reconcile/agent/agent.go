@@ -506,6 +506,7 @@ func (ag *Agent) loadAssignments(ctx context.Context) error {
 			continue
 		}
 		next[a.InstanceID] = assignedInstance{a: a, q: q, rule: ruleOf(q, ag.cfg.RestartBackoff)}
+		hop(ag.cfg.Logger, "agent-saw", a)
 	}
 	ag.assigned = next
 	return nil
@@ -536,8 +537,12 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 	if err == nil {
 		after, known, err = ag.runtimeStep(ctx, step, ai, c)
 	}
-	if err == nil && step == stepRemove {
+	switch {
+	case err == nil && step == stepRemove:
+		hop(ag.cfg.Logger, "old-stopped", ai.a)
 		ag.pruneAfter(ctx, c)
+	case err == nil && step == stepCreate:
+		hop(ag.cfg.Logger, "running", ai.a)
 	}
 	now := ag.cfg.Now()
 	ag.mu.Lock()
@@ -615,10 +620,17 @@ func (ag *Agent) runtimeStep(ctx context.Context, step stepKind, ai assignedInst
 	var id string
 	switch step {
 	case stepCreate:
+		hop(ag.cfg.Logger, "run-start", ai.a)
 		var err error
-		if id, err = ag.create(ctx, ai); err != nil {
+		var spec runtime.ContainerSpec
+		if id, spec, err = ag.create(ctx, ai); err != nil {
 			return nil, false, err
 		}
+		// It runs: tell at once, with what the spec says; the inspect
+		// below brings the rest (its start time, which health checks
+		// wait for).
+		ag.recordStepped(ai.a.InstanceID, &runtime.ContainerStatus{ID: id, Name: spec.Name, Image: spec.Image,
+			Labels: spec.Labels, State: runtime.StateRunning, Ports: spec.Ports})
 	case stepStart:
 		if err := ag.cfg.Runtime.StartContainer(ctx, c.ID); err != nil {
 			return nil, false, err
@@ -658,18 +670,18 @@ func (ag *Agent) stopGrace(ai assignedInstance, c *runtime.ContainerStatus) time
 // create pulls the image when it is missing (at most MaxConcurrentPulls at
 // once; an assignment with a build reference was built before), then runs
 // the container: created and started in one step.
-func (ag *Agent) create(ctx context.Context, ai assignedInstance) (string, error) {
+func (ag *Agent) create(ctx context.Context, ai assignedInstance) (string, runtime.ContainerSpec, error) {
 	a := ai.a
 	if a.Build == nil && !ag.hasImage(a.Image) {
 		ok, err := ag.cfg.Runtime.ImageExists(ctx, a.Image)
 		if err != nil {
-			return "", fmt.Errorf("check image %s: %w", a.Image, err)
+			return "", runtime.ContainerSpec{}, fmt.Errorf("check image %s: %w", a.Image, err)
 		}
 		if !ok {
 			select {
 			case ag.pulls <- struct{}{}:
 			case <-ctx.Done():
-				return "", ctx.Err()
+				return "", runtime.ContainerSpec{}, ctx.Err()
 			}
 			ok, err = ag.cfg.Runtime.ImageExists(ctx, a.Image) // another pull may have fetched it
 			if err == nil && !ok {
@@ -677,21 +689,31 @@ func (ag *Agent) create(ctx context.Context, ai assignedInstance) (string, error
 			}
 			<-ag.pulls
 			if err != nil {
-				return "", fmt.Errorf("pull image %s: %w", a.Image, err)
+				return "", runtime.ContainerSpec{}, fmt.Errorf("pull image %s: %w", a.Image, err)
 			}
 		}
 		ag.mu.Lock()
 		ag.images[a.Image] = true
 		ag.mu.Unlock()
 	}
-	id, err := ag.runContainer(ctx, ai)
+	id, spec, err := ag.runContainer(ctx, ai)
 	if errors.Is(err, runtime.ErrImageNotFound) {
 		// Removed behind the agent's back: check it again next time.
 		ag.mu.Lock()
 		delete(ag.images, a.Image)
 		ag.mu.Unlock()
 	}
-	return id, err
+	return id, spec, err
+}
+
+// recordStepped records what a step made of an instance's container until
+// a listing started after it says otherwise, and reports the change.
+func (ag *Agent) recordStepped(id string, c *runtime.ContainerStatus) {
+	ag.mu.Lock()
+	ag.stepped[id] = steppedContainer{status: c, seq: ag.listSeq + 1}
+	ag.containers[id] = *c
+	ag.mu.Unlock()
+	ag.notifyIfChanged()
 }
 
 func (ag *Agent) hasImage(ref string) bool {
@@ -702,7 +724,7 @@ func (ag *Agent) hasImage(ref string) bool {
 
 // runContainer creates and starts the container of an instance whose image
 // is on the node.
-func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string, error) {
+func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string, runtime.ContainerSpec, error) {
 	a := ai.a
 	// The ports stay reserved until a listing shows the container.
 	hostPorts := ag.pickHostPorts(a.InstanceID, ai.q)
@@ -714,7 +736,7 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	}()
 	spec, err := ag.cfg.BuildSpec(a, ai.q, hostPorts)
 	if err != nil {
-		return "", fmt.Errorf("build container spec: %w", err)
+		return "", spec, fmt.Errorf("build container spec: %w", err)
 	}
 	if spec.Labels == nil {
 		spec.Labels = map[string]string{}
@@ -732,10 +754,10 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	spec.Labels[runtime.LabelStopGrace] = strconv.Itoa(int(grace / time.Second))
 	id, err := ag.cfg.Runtime.RunContainer(ctx, spec)
 	if err != nil {
-		return "", fmt.Errorf("run container: %w", err)
+		return "", spec, fmt.Errorf("run container: %w", err)
 	}
 	created = true
-	return id, nil
+	return id, spec, nil
 }
 
 // probe runs one health check and folds its result into the state.
@@ -751,8 +773,12 @@ func (ag *Agent) probe(ctx context.Context, id, containerID string, run time.Tim
 	ag.mu.Lock()
 	delete(ag.probing, id)
 	if st, exists := ag.state[id]; exists && st.Health.run.Equal(run) && ctx.Err() == nil {
+		was := st.Health.Status
 		st.Health = probeResult(st.Health, hc, ok, ag.cfg.Now())
 		ag.state[id] = st
+		if st.Health.Status == resources.HealthHealthy && was != resources.HealthHealthy {
+			hop(ag.cfg.Logger, "healthy", ag.assigned[id].a)
+		}
 	}
 	ag.mu.Unlock()
 	reconcile.Poke(ag.wake)
@@ -890,4 +916,12 @@ func freeHostPort() int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// hop logs, at debug level, that the instance of a reached one step of its
+// way from a push to serving; the push-to-deploy benchmark prints the
+// timeline these lines make.
+func hop(log zerolog.Logger, name string, a resources.Assignment) {
+	log.Debug().Str("hop", name).Str("workload", a.Namespace+"/"+a.Workload).Str("instance", a.InstanceID).
+		Str("commit", a.SourceCommit).Msg("hop")
 }

@@ -58,6 +58,16 @@ func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth build.Auth) b
 	if q.Build != nil {
 		req.Spec = q.Build.Spec
 	}
+	// The ref the leader resolved the commit from: its head is the
+	// cheapest fetch of the commit while the ref has not moved on.
+	if g := q.Workload.Spec.Source.Git; g != nil && g.Commit == "" {
+		switch {
+		case g.Tag != "":
+			req.Ref = "refs/tags/" + g.Tag
+		case g.Branch != "":
+			req.Ref = "refs/heads/" + g.Branch
+		}
+	}
 	return req
 }
 
@@ -70,7 +80,9 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	if ag.cfg.Builder == nil {
 		return fmt.Errorf("%w: instance %s must be built from %s, but this node has no builder", runtime.ErrInvalidSpec, a.InstanceID, a.Build.Repository)
 	}
+	hop(ag.cfg.Logger, "build-start", a)
 	rec, err := ag.cfg.Builder.Build(ctx, buildRequest(a, ai.q, ag.cfg.BuildAuth))
+	hop(ag.cfg.Logger, "build-end", a)
 	if err == nil {
 		if !rec.Existing {
 			ag.cfg.Logger.Info().Str("instance", a.InstanceID).Str("image", rec.Image).Bool("cache_hit", rec.CacheHit).Msg("image built")

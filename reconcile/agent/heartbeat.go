@@ -67,6 +67,7 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
 	defer t.Stop()
 	for {
 		var retry <-chan time.Time
+		last := time.Now()
 		if err := beat(ctx, cfg, gpus); err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn().Err(err).Str("node", cfg.Node).Msg("heartbeat failed")
 			// A failed beat (the leader not serving yet) is retried soon.
@@ -78,10 +79,14 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
 		case <-retry:
 		case <-t.C:
 		case <-cfg.Wake:
-			select { // coalesce a burst of wake-ups
-			case <-ctx.Done():
-				return nil
-			case <-time.After(minBeatGap):
+			// At once, unless the last beat was under minBeatGap ago: a
+			// burst of changes makes a beat per gap, not one per change.
+			if wait := minBeatGap - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
 			}
 		}
 	}

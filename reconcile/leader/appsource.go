@@ -241,6 +241,7 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 		next.LastError = err.Error()
 	} else {
 		next.Commit, next.ResolvedAt = commit, now
+		log.Debug().Str("hop", "commit-resolved").Str("commit", commit).Msg("hop")
 	}
 	if next.Commit == prev.Commit && next.LastError == prev.LastError && next.Ref == prev.Ref && next.Repository == prev.Repository {
 		return nil // nothing new: no write
@@ -248,6 +249,7 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 	if err := s.cfg.Repo.PutAppSource(ctx, next); err != nil {
 		return err
 	}
+	log.Debug().Str("hop", "appsource-written").Str("commit", next.Commit).Msg("hop")
 	obj := "workload/" + m.Namespace + "/" + m.Name
 	switch {
 	case err != nil:

@@ -149,6 +149,10 @@ func (l *Leader) placeOnce(ctx context.Context) error {
 		return err
 	}
 	l.cfg.Logger.Info().Str("component", "placement").Int("added", len(plan.Put)).Int("removed", len(plan.Delete)).Msg("assignments written")
+	for _, a := range plan.Put {
+		l.cfg.Logger.Debug().Str("component", "placement").Str("hop", "assignment-written").Str("workload", a.Namespace+"/"+a.Workload).
+			Str("instance", a.InstanceID).Str("commit", a.SourceCommit).Msg("hop")
+	}
 	return l.view.assigns.WaitRevision(ctx, rev)
 }
 

@@ -22,7 +22,7 @@ func BenchmarkAgentStart50(b *testing.B) {
 	requirePodman(b)
 	const n = 50
 	for b.Loop() {
-		c, err := NewCluster(sharedBinaries(b), b.TempDir(), filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "cluster.kat"))
+		c, err := NewCluster(sharedBinaries(b), b.TempDir(), filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "defaults-cluster.kat"))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -40,13 +40,15 @@ func BenchmarkPushToDeploy(b *testing.B) {
 	cfg.Commit("add "+wl, appWorkloadFiles(b, wl, app.url, reg+"/cache/"+wl))
 	b.Cleanup(func() { removeLocalImages(wl) })
 	ref := "default/" + wl
-	first := startPushCluster(b, cfg, "", "--insecure-registry", reg)
+	v0Ready := func(d *api.WorkloadDetail) bool { return d.Status.Ready == 1 && len(d.Instances) == 1 }
+	first := startPushClusterFrom(b, "defaults-cluster.kat", cfg, "", "--insecure-registry", reg)
+	// The second node, with a fresh store, starts once the first has
+	// pushed v0 to the cache: it has no base image to build from.
+	waitStatus(b, first.Cluster, ref, "v0 ready", v0Ready)
 	secondStore := b.TempDir()
-	second := startPushCluster(b, cfg, secondStore, "--insecure-registry", reg)
-	for _, c := range []*pushCluster{first, second} {
-		waitStatus(b, c.Cluster, ref, "v0 ready", func(d *api.WorkloadDetail) bool { return d.Status.Ready == 1 && len(d.Instances) == 1 })
-	}
-	var byHand, p2d, hit time.Duration
+	second := startPushClusterFrom(b, "defaults-cluster.kat", cfg, secondStore, "--insecure-registry", reg)
+	waitStatus(b, second.Cluster, ref, "v0 ready", v0Ready)
+	var byHand, p2d, hit, pull time.Duration
 	i := 0
 	for b.Loop() {
 		i++
@@ -56,11 +58,13 @@ func BenchmarkPushToDeploy(b *testing.B) {
 
 		p := startProber(b, first.Cluster, ref)
 		start := time.Now()
+		pushStart := start
 		if code := first.pushHook(b, app.url, commit); code != http.StatusAccepted {
 			b.Fatalf("webhook: %d", code)
 		}
 		p.waitBody(b, body, 5*time.Minute)
-		p2d += time.Since(start)
+		took := time.Since(start)
+		p2d += took
 		if _, gaps, _ := p.stop(); len(gaps) > 0 {
 			b.Errorf("rollout %d: %d probe rounds found nothing serving", i, len(gaps))
 		}
@@ -70,8 +74,11 @@ func BenchmarkPushToDeploy(b *testing.B) {
 		if code := second.pushHook(b, app.url, commit); code != http.StatusAccepted {
 			b.Fatalf("webhook to the second node: %d", code)
 		}
-		d := waitFast(b, second.Cluster, ref, func(d *api.WorkloadDetail) bool { return onlyImage(d, image) })
+		d := waitFast(b, second.Cluster, ref, func(d *api.WorkloadDetail) bool { return runsImage(d, image) })
 		hit += time.Since(start)
+		// The floor of a cache hit: pulling the same image from the
+		// registry into a fresh store, by hand.
+		pull += timePull(b, reg+"/cache/"+wl+":"+commit[:12])
 		if len(d.Builds) == 0 || d.Builds[0].Commit != commit || !d.Builds[0].CacheHit {
 			b.Errorf("second node's build of %s: %+v, want a cache hit", commit[:12], d.Builds)
 		}
@@ -83,6 +90,7 @@ func BenchmarkPushToDeploy(b *testing.B) {
 		// gone (busybox httpd as PID 1 ignores SIGTERM, so each stop takes
 		// the agent's stop grace).
 		waitStatus(b, first.Cluster, ref, "old instance gone", func(d *api.WorkloadDetail) bool { return onlyImage(d, image) })
+		fmt.Fprintf(os.Stderr, "commit %d, served after %d ms: %s\n", i, took.Milliseconds(), hopTimeline(first.Cluster, commit, pushStart))
 		waitContainers(b, nil, first.Node, wl, 1)
 		waitContainers(b, storeArgs(secondStore), second.Node, wl, 1)
 	}
@@ -91,10 +99,12 @@ func BenchmarkPushToDeploy(b *testing.B) {
 	b.ReportMetric(ms(byHand), "ms/by-hand")
 	b.ReportMetric(ms(p2d), "ms/push-to-deploy")
 	b.ReportMetric(ms(hit), "ms/cache-hit")
+	b.ReportMetric(ms(pull), "ms/registry-pull")
 	b.ReportMetric(ms(p2d)/ms(byHand), "push/by-hand")
-	b.ReportMetric(ms(hit)/ms(byHand), "cache-hit/by-hand")
-	fmt.Fprintf(os.Stderr, "push to deploy, mean of %d commits: by hand (git clone && podman build && podman run) %.0f ms; webhook to serving %.0f ms (%.2fx); with a cache hit on a fresh store %.0f ms (%.2fx)\n",
-		i, ms(byHand), ms(p2d), ms(p2d)/ms(byHand), ms(hit), ms(hit)/ms(byHand))
+	b.ReportMetric(ms(hit)-ms(pull), "ms/cache-hit-over-pull")
+	fmt.Fprintf(os.Stderr, "push to deploy, mean of %d commits: by hand (git clone && podman build && podman run) %.0f ms; webhook to serving %.0f ms (%.2fx); "+
+		"cache hit on a fresh store, webhook to running %.0f ms against a registry pull by hand %.0f ms (+%.0f ms)\n",
+		i, ms(byHand), ms(p2d), ms(p2d)/ms(byHand), ms(hit), ms(pull), ms(hit)-ms(pull))
 }
 
 // waitContainers waits (2 minutes at most) until the store (podman global
@@ -115,17 +125,51 @@ func waitContainers(b testing.TB, store []string, node, wl string, n int) {
 	}
 }
 
-// waitFast polls katcall status without a pause (2 minutes at most).
+// waitFast polls the workload's status through the API every 20ms (2
+// minutes at most).
 func waitFast(b testing.TB, c *Cluster, ref string, cond func(*api.WorkloadDetail) bool) *api.WorkloadDetail {
 	b.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		if d, err := decodeDetail(c.Katcall(context.Background(), "status", ref, "-o", "json")); err == nil && cond(d) {
+	client := clientFor(b, c)
+	ns, name, _ := strings.Cut(ref, "/")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if d, err := client.WorkloadStatus(ctx, ns, name); err == nil && cond(d) {
 			return d
 		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("%s: not there within 2 minutes\n%s", ref, c.Tail(20))
+		case <-tick.C:
+		}
 	}
-	b.Fatalf("%s: not there within 2 minutes\n%s", ref, c.Tail(20))
-	return nil
+}
+
+// runsImage reports whether an instance of the workload runs image.
+func runsImage(d *api.WorkloadDetail, image string) bool {
+	for _, in := range d.Instances {
+		if in.Image == image && in.State == "running" {
+			return true
+		}
+	}
+	return false
+}
+
+// timePull pulls ref from the test registry into a fresh store and
+// returns how long that took.
+func timePull(b testing.TB, ref string) time.Duration {
+	b.Helper()
+	store := b.TempDir()
+	args := append(storeArgs(store), "pull", "--quiet", "--tls-verify=false", ref)
+	start := time.Now()
+	if out, err := exec.Command("podman", args...).CombinedOutput(); err != nil {
+		b.Fatalf("podman pull %s: %v\n%s", ref, err, out)
+	}
+	took := time.Since(start)
+	cleanStore(b, store, "")
+	return took
 }
 
 // manualDeploy is what push-to-deploy replaces: git clone && podman build &&
@@ -153,8 +197,11 @@ func manualDeploy(b testing.TB, url, body string) time.Duration {
 	start := time.Now()
 	src := filepath.Join(dir, "src")
 	run("git", "clone", "-q", "--depth", "1", url, src)
+	cloned := time.Since(start)
 	run("podman", "build", "-q", "-t", tag, src)
+	built := time.Since(start)
 	run("podman", "run", "-d", "--name", name, "--userns=auto", "-p", fmt.Sprintf("127.0.0.1:%d:8080", port), tag, "httpd", "-f", "-p", "8080", "-h", "/www")
+	ran := time.Since(start)
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -167,6 +214,7 @@ func manualDeploy(b testing.TB, url, body string) time.Duration {
 		time.Sleep(10 * time.Millisecond)
 	}
 	took := time.Since(start)
+	fmt.Fprintf(os.Stderr, "by hand: cloned +%dms, built +%dms, ran +%dms, served +%dms\n", cloned.Milliseconds(), built.Milliseconds(), ran.Milliseconds(), took.Milliseconds())
 	_ = exec.Command("podman", "rm", "-f", "-t", "0", name).Run()
 	_ = exec.Command("podman", "rmi", "-f", tag).Run()
 	return took

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -89,13 +90,20 @@ type pushCluster struct {
 // store).
 func startPushCluster(t testing.TB, cfg *gitRemote, podmanStore string, extraArgs ...string) *pushCluster {
 	t.Helper()
+	return startPushClusterFrom(t, "cluster.kat", cfg, podmanStore, extraArgs...)
+}
+
+// startPushClusterFrom is startPushCluster with another cluster.kat of
+// testdata: the benchmarks' has every setting at its default.
+func startPushClusterFrom(t testing.TB, clusterFile string, cfg *gitRemote, podmanStore string, extraArgs ...string) *pushCluster {
+	t.Helper()
 	dir := t.TempDir()
 	secret := []byte("push-to-deploy-secret")
 	secretFile := filepath.Join(dir, "webhook.secret")
 	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base, err := os.ReadFile(filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "cluster.kat"))
+	base, err := os.ReadFile(filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", clusterFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +274,10 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
+		// Follow the instances' ports as a client would, every 20ms:
+		// polling without a pause would take a core from what is measured.
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
 		for ctx.Err() == nil {
 			if d, err := client.WorkloadStatus(ctx, ns, name); err == nil {
 				p.mu.Lock()
@@ -273,6 +285,10 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 					p.ports[port] = true
 				}
 				p.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
 			}
 		}
 	}()
@@ -294,14 +310,15 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 				ports = append(ports, port)
 			}
 			p.mu.Unlock()
-			var ok bool
-			var body string
+			// Every port, every round: a client may reach any instance,
+			// old or new.
+			var served []string
 			var errs []string
 			for _, port := range ports {
 				b, err := getBody(ctx, client, port)
 				if err == nil {
-					ok, body = true, b
-					break
+					served = append(served, b)
+					continue
 				}
 				errs = append(errs, err.Error())
 			}
@@ -310,10 +327,13 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 			}
 			p.mu.Lock()
 			p.rounds++
-			if !ok {
+			if len(served) == 0 {
 				p.gaps = append(p.gaps, time.Now().Format(time.StampMilli)+": "+strings.Join(errs, "; "))
-			} else if len(p.bodies) == 0 || p.bodies[len(p.bodies)-1] != body {
-				p.bodies = append(p.bodies, body)
+			}
+			for _, body := range served {
+				if !slices.Contains(p.bodies, body) {
+					p.bodies = append(p.bodies, body)
+				}
 			}
 			p.mu.Unlock()
 		}
@@ -345,7 +365,7 @@ func (p *prober) waitBody(t testing.TB, body string, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for {
 		p.mu.Lock()
-		seen := len(p.bodies) > 0 && p.bodies[len(p.bodies)-1] == body
+		seen := slices.Contains(p.bodies, body)
 		bodies := append([]string(nil), p.bodies...)
 		p.mu.Unlock()
 		if seen {
@@ -398,4 +418,30 @@ func decodeDetail(r Result) (*api.WorkloadDetail, error) {
 		return nil, err
 	}
 	return &d, nil
+}
+
+// hopTimeline renders the hops (debug log lines with a "hop" field) the
+// agent logged for commit since start, as offsets from start: where the
+// time between a push and serving goes.
+func hopTimeline(c *Cluster, commit string, start time.Time) string {
+	b, err := os.ReadFile(c.LogPath())
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for line := range strings.Lines(string(b)) {
+		var l struct {
+			Time   time.Time `json:"time"`
+			Hop    string    `json:"hop"`
+			Commit string    `json:"commit"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Hop == "" || l.Time.Before(start.Add(-time.Second)) {
+			continue
+		}
+		if l.Commit != "" && l.Commit != commit && l.Hop != "old-stopped" {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s +%dms", l.Hop, l.Time.Sub(start).Milliseconds()))
+	}
+	return strings.Join(parts, ", ")
 }

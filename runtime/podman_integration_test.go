@@ -554,3 +554,39 @@ func TestPodmanExplicitIDMapSharedVolume(t *testing.T) {
 		}
 	}
 }
+
+// TestPodmanRunAndStopAndRemove: RunContainer creates and starts in one
+// step, with the spec's stop timeout; StopAndRemoveContainer removes a
+// container that ignores SIGTERM after the given grace (not Podman's 10s
+// default), and an absent one is a success.
+func TestPodmanRunAndStopAndRemove(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	spec := testSpec(mark, "run", "100000")
+	spec.Command = []string{"/bin/sleep"} // PID 1 without a handler: SIGTERM is ignored
+	spec.StopTimeout = 3 * time.Second
+	id, err := pm.RunContainer(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := pm.InspectContainer(ctx, id)
+	if err != nil || st.State != StateRunning || st.StartedAt.IsZero() {
+		t.Fatalf("after run: %+v, %v", st, err)
+	}
+	out, err := pm.run(ctx, "container", "inspect", "--format", "{{.Config.StopTimeout}}", id)
+	if err != nil || strings.TrimSpace(string(out)) != "3" {
+		t.Errorf("stop timeout %q, %v; want 3", out, err)
+	}
+	if _, err := pm.RunContainer(ctx, spec); !errors.Is(err, ErrAlreadyExists) {
+		t.Errorf("second run with the same name: %v, want ErrAlreadyExists", err)
+	}
+	if err := pm.StopAndRemoveContainer(ctx, id, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if exists, err := pm.containerExists(ctx, id); err != nil || exists {
+		t.Fatalf("after stop and remove: exists %v, %v", exists, err)
+	}
+	if err := pm.StopAndRemoveContainer(ctx, id, time.Second); err != nil {
+		t.Errorf("stop and remove of an absent container: %v", err)
+	}
+}

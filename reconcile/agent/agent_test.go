@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -277,4 +278,93 @@ func TestAgentReportsMissingHostPrerequisite(t *testing.T) {
 		return m["web-1"].Phase == resources.InstanceRunning
 	})
 	poll.Until(t, 10*time.Second, "RuntimeReady back to True", func() bool { return runtimeReady().Status == resources.ConditionTrue })
+}
+
+// assignFiles writes an assignment of workload web from its files.
+func (e *agentEnv) assignFiles(id string, files map[string][]byte) resources.Assignment {
+	e.t.Helper()
+	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	a := resources.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "web", SpecHash: "h", Generation: 1,
+		Image: "localhost/kat-base:latest", RestartPolicy: quadlet.RestartAlways, Files: files, CreatedAt: time.Now()}
+	if _, err := e.repo.WriteAssignments(context.Background(), []resources.Assignment{a}, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+func graceWorkload(grace string) map[string][]byte {
+	return map[string][]byte{"workload.kat": fmt.Appendf(nil, `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: web, namespace: ns1}
+spec:
+  type: Service
+  replicas: 1
+  source: {image: localhost/kat-base:latest}
+  restartPolicy: {condition: Always}
+  container:
+    command: ["httpd", "-f"]
+%s`, grace)}
+}
+
+// TestAgentStopGrace: a removed container gets its workload's
+// stopGracePeriodSeconds (podman's 10s when it sets none), also once the
+// workload is gone and only the container's label tells.
+func TestAgentStopGrace(t *testing.T) {
+	e := newAgentEnv(t)
+	short := e.assignFiles("short-1", graceWorkload("    stopGracePeriodSeconds: 3\n"))
+	def := e.assignFiles("default-1", graceWorkload(""))
+	ag, _ := e.start()
+	e.waitFor("both running", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["short-1"].Phase == resources.InstanceRunning && m["default-1"].Phase == resources.InstanceRunning
+	})
+	if l := e.rt.byInstance()["short-1"].Labels[runtime.LabelStopGrace]; l != "3" {
+		t.Errorf("short-1's %s label = %q, want 3", runtime.LabelStopGrace, l)
+	}
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{short, def}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "both removed", func() bool { return len(e.rt.byInstance()) == 0 })
+	e.rt.mu.Lock()
+	graces := slices.Sorted(slices.Values(e.rt.graces))
+	e.rt.mu.Unlock()
+	if !slices.Equal(graces, []time.Duration{3 * time.Second, 10 * time.Second}) {
+		t.Errorf("stop graces %v, want 3s and 10s", graces)
+	}
+}
+
+// TestAgentRemovalHoldsNoStep: while an old container takes its stop grace,
+// a new instance is created and runs (with a single step slot): removals
+// have a pool of their own.
+func TestAgentRemovalHoldsNoStep(t *testing.T) {
+	e := newAgentEnv(t)
+	e.rt.removeBlock = make(chan struct{})
+	old := e.assign("old-1", quadlet.RestartAlways, "httpd -f", false)
+	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", Runtime: e.rt, MaxConcurrentSteps: 1, Tick: 20 * time.Millisecond,
+		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, _ map[int]int) (runtime.ContainerSpec, error) {
+			return runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- ag.Run(ctx) }()
+	defer func() { close(e.rt.removeBlock); cancel(); <-done }()
+	e.waitFor("the old instance running", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["old-1"].Phase == resources.InstanceRunning
+	})
+	// Replace it: the old one's removal blocks (its grace), the new one
+	// starts meanwhile.
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{old}); err != nil {
+		t.Fatal(err)
+	}
+	e.assign("new-1", quadlet.RestartAlways, "httpd -f", false)
+	e.waitFor("the new instance running while the old one stops", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["new-1"].Phase == resources.InstanceRunning
+	})
+	if _, there := e.rt.byInstance()["old-1"]; !there {
+		t.Fatal("the old container went before its removal was released")
+	}
 }

@@ -28,6 +28,8 @@ type fakeRuntime struct {
 	createErr error
 	// graces are the stop graces removals were given.
 	graces []time.Duration
+	// removeBlock, when set, holds every removal until it is closed.
+	removeBlock chan struct{}
 	// lists counts listings.
 	lists int
 }
@@ -102,7 +104,17 @@ func (f *fakeRuntime) RunContainer(ctx context.Context, spec runtime.ContainerSp
 
 // StopAndRemoveContainer records the grace it was given and removes the
 // container; an absent one is a success.
-func (f *fakeRuntime) StopAndRemoveContainer(_ context.Context, id string, grace time.Duration) error {
+func (f *fakeRuntime) StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error {
+	f.mu.Lock()
+	block := f.removeBlock
+	f.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.graces = append(f.graces, grace)

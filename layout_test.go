@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -196,5 +197,25 @@ func TestExamplesRepoParses(t *testing.T) {
 	}
 	if found == 0 {
 		t.Fatal("examples-repo holds no Quadlet directory")
+	}
+}
+
+// TestKatcallLinksNoServer: katcall (the client) links neither etcd, gRPC,
+// go-git nor the API server: it stays small, and a user's CLI carries none of
+// the server's dependencies.
+func TestKatcallLinksNoServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-deps", "./cmd/katcall").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/katcall: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/go-git/", module + "/api/server", module + "/store"} {
+			if strings.HasPrefix(dep, banned) {
+				t.Errorf("katcall links %s", dep)
+			}
+		}
 	}
 }

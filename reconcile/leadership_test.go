@@ -30,6 +30,7 @@ type candidate struct {
 }
 
 func newCandidate(t *testing.T, cli *clientv3.Client, id string) *candidate {
+	t.Helper()
 	c := &candidate{id: id, st: store.New(cli)}
 	t.Cleanup(func() { _ = c.st.Close() })
 	loop := func(first bool) func(ctx context.Context) error {

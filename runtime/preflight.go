@@ -147,7 +147,8 @@ func isExecutable(path string) error {
 // error.
 func (p *Podman) hostPrerequisiteHint(stderr string) error {
 	s := strings.ToLower(stderr)
-	if !(strings.Contains(s, "netavark") || strings.Contains(s, "cni")) || !strings.Contains(s, "no such file or directory") {
+	backend := strings.Contains(s, "netavark") || strings.Contains(s, "cni")
+	if !backend || !strings.Contains(s, "no such file or directory") {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hostCheckTimeout)

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
-	"kat.dws.rip/kat/api"
 	"net/http"
 	"time"
+
+	"kat.dws.rip/kat/api"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"kat.dws.rip/kat/api"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"kat.dws.rip/kat/api"
 )
 
 var commitQueryRE = regexp.MustCompile(`^[0-9a-f]{7,40}$`)

@@ -3,8 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
-	"kat.dws.rip/kat/api"
 	"net/http"
+
+	"kat.dws.rip/kat/api"
 
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"

@@ -3,10 +3,11 @@ package server
 import (
 	"context"
 	"errors"
-	"kat.dws.rip/kat/api"
 	"net/http"
 	"strings"
 	"time"
+
+	"kat.dws.rip/kat/api"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"

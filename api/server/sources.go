@@ -5,9 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"kat.dws.rip/kat/api"
 	"net/http"
 	"strconv"
+
+	"kat.dws.rip/kat/api"
 
 	"github.com/go-chi/chi/v5"
 

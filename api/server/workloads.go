@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"kat.dws.rip/kat/api"
 	"net/http"
 	"strconv"
+
+	"kat.dws.rip/kat/api"
 
 	"github.com/go-chi/chi/v5"
 

@@ -186,6 +186,7 @@ func simulatedNodes(tb testing.TB, c *Cluster, n int) []*simNode {
 // beat posts the node's status with a new timestamp and fails on anything
 // but a 2xx.
 func (n *simNode) beat(tb testing.TB, round int) {
+	tb.Helper()
 	n.body["timestamp"] = time.Now().Unix() + int64(round)
 	b, err := json.Marshal(n.body)
 	if err != nil {

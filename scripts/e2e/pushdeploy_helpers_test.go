@@ -409,17 +409,6 @@ func (p *prober) stop() (int, []string, []string) {
 	return p.rounds, p.gaps, p.bodies
 }
 
-func decodeDetail(r Result) (*api.WorkloadDetail, error) {
-	if r.Code != 0 {
-		return nil, fmt.Errorf("katcall status: %s", r)
-	}
-	var d api.WorkloadDetail
-	if err := json.Unmarshal([]byte(r.Stdout), &d); err != nil {
-		return nil, err
-	}
-	return &d, nil
-}
-
 // hopTimeline renders the hops (debug log lines with a "hop" field) the
 // agent logged for commit since start, as offsets from start: where the
 // time between a push and serving goes.

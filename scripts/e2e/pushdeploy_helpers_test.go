@@ -296,7 +296,7 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 		defer p.wg.Done()
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}}
-		tick := time.NewTicker(50 * time.Millisecond)
+		tick := time.NewTicker(10 * time.Millisecond) // as often as the by-hand deploy looks
 		defer tick.Stop()
 		for {
 			select {

@@ -45,6 +45,10 @@ type Config struct {
 	// MaxParallel is how many builds of different commits run at once;
 	// the others wait (in state Building). Default 2.
 	MaxParallel int
+	// Hold is how long what follows a build (the cache push, housekeeping)
+	// waits for Release, so that it does not slow the start of the
+	// container the build was for. Default DefaultHold.
+	Hold time.Duration
 	// KeepImages is how many kat-local images of a workload housekeeping
 	// keeps (the newest). Default 3.
 	KeepImages int
@@ -74,7 +78,10 @@ type Builder struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight
-	closed  bool
+	// held are the builds whose follow-up work (cache push,
+	// housekeeping) waits for Release.
+	held   map[string]chan struct{}
+	closed bool
 
 	pruneMu sync.Mutex
 	builds  atomic.Int64 // podman builds started, for tests
@@ -111,6 +118,9 @@ func New(cfg Config) (*Builder, error) {
 	if cfg.MaxParallel <= 0 {
 		cfg.MaxParallel = 2
 	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = DefaultHold
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -126,7 +136,7 @@ func New(cfg Config) (*Builder, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Builder{
 		cfg: cfg, pm: newPodman(cfg.Podman), ctx: ctx, cancel: cancel,
-		flights: map[string]*flight{}, slots: make(chan struct{}, cfg.MaxParallel),
+		flights: map[string]*flight{}, held: map[string]chan struct{}{}, slots: make(chan struct{}, cfg.MaxParallel),
 	}, nil
 }
 
@@ -159,6 +169,8 @@ func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
 	if !ok {
 		f = &flight{done: make(chan struct{})}
 		b.flights[key] = f
+		release := make(chan struct{})
+		b.held[key] = release
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
@@ -168,8 +180,20 @@ func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
 			delete(b.flights, key)
 			b.mu.Unlock()
 			close(f.done)
-			// What the callers need not wait for: pushing to the cache,
-			// dropping the cache's name, housekeeping.
+			// What the callers need not wait for (pushing to the cache,
+			// dropping the cache's name, housekeeping) waits until they
+			// started their container, so it never competes with that
+			// start for Podman's storage.
+			hold := time.NewTimer(b.cfg.Hold)
+			select {
+			case <-release:
+			case <-hold.C:
+			case <-b.ctx.Done():
+			}
+			hold.Stop()
+			b.mu.Lock()
+			delete(b.held, key)
+			b.mu.Unlock()
 			ctx, cancel := context.WithTimeout(b.ctx, b.cfg.Timeout)
 			defer cancel()
 			for _, fn := range after {
@@ -188,6 +212,23 @@ func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
 		return Record{}, fmt.Errorf("wait for build of %s/%s at %s: %w", req.Namespace, req.Workload, short(req.Commit), ctx.Err())
 	}
 }
+
+// Release tells the Builder that the image of a build (namespace, workload,
+// full commit) is in use now: what follows the build (the cache push,
+// housekeeping) may run. Without it, that work starts Config.Hold after the
+// build. Releasing a build that holds nothing is a no-op.
+func (b *Builder) Release(namespace, workload, commit string) {
+	key := (&Request{Namespace: namespace, Workload: workload, Commit: strings.ToLower(commit)}).key()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ch, ok := b.held[key]; ok {
+		close(ch)
+		delete(b.held, key)
+	}
+}
+
+// DefaultHold is Config.Hold's default.
+const DefaultHold = 30 * time.Second
 
 // run does one build, from the existing-image check to the final record.
 // It also returns what is left to do once its callers have the image.

@@ -175,3 +175,28 @@ func TestProbeCache(t *testing.T) {
 	}
 	t.Logf("probing an unreachable registry took %s", time.Since(start))
 }
+
+// TestReleaseStartsWhatFollows: the cache push waits until the caller
+// releases the build (its container started), not racing that start.
+func TestReleaseStartsWhatFollows(t *testing.T) {
+	needPodman(t)
+	reg := startRegistry(t)
+	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
+	commit := repo.Commit("app", sampleApp)
+	ns, wl := "default", randomName("bt-release")
+	b, _ := testBuilder(t, Config{InsecureRegistries: []string{reg.host}, Hold: time.Hour}, ns, wl)
+	req := Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit,
+		Spec: quadlet.BuildSpec{Cache: &quadlet.BuildCache{RegistryPath: reg.host + "/cache/" + wl}}}
+	if _, err := b.Build(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.host + "/cache/" + wl + ":" + commit[:12]
+	if got, _ := b.probeCache(context.Background(), ref); got != probeMissing {
+		t.Fatalf("the cache push ran before the build was released (probe %v)", got)
+	}
+	b.Release(ns, wl, commit)
+	b.settle()
+	if got, why := b.probeCache(context.Background(), ref); got != probePresent {
+		t.Fatalf("after the release: probe %v (%s), want the image pushed", got, why)
+	}
+}

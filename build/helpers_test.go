@@ -129,6 +129,9 @@ func testBuilder(t testing.TB, cfg Config, namespace, workload string) (*Builder
 	if cfg.Records == nil {
 		cfg.Records = recs
 	}
+	if cfg.Hold == 0 {
+		cfg.Hold = time.Millisecond // nothing releases builds in these tests
+	}
 	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

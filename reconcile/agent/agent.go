@@ -544,6 +544,11 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 	case err == nil && step == stepCreate:
 		hop(ag.cfg.Logger, "running", ai.a)
 	}
+	if step == stepCreate && ai.a.Build != nil && ag.cfg.Builder != nil {
+		// The container started (or failed to): the build's follow-up
+		// work no longer competes with it.
+		ag.cfg.Builder.Release(ai.a.Namespace, ai.a.Workload, ai.a.Build.Commit)
+	}
 	now := ag.cfg.Now()
 	ag.mu.Lock()
 	st := ag.state[id]

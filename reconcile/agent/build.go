@@ -22,6 +22,7 @@ import (
 type Builder interface {
 	Build(ctx context.Context, req build.Request) (build.Record, error)
 	Prune(ctx context.Context, namespace, workload string) ([]string, error)
+	Release(namespace, workload, commit string)
 	Log(namespace, workload, commit string) (io.ReadCloser, error)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,11 +18,12 @@ import (
 
 // fakeBuilder fails the commits in fail, builds the others.
 type fakeBuilder struct {
-	mu     sync.Mutex
-	block  chan struct{} // when set, every build waits for it to close
-	fail   map[string]*build.FailedError
-	reqs   []build.Request
-	pruned int
+	mu       sync.Mutex
+	block    chan struct{} // when set, every build waits for it to close
+	fail     map[string]*build.FailedError
+	reqs     []build.Request
+	pruned   int
+	released []string
 }
 
 func (f *fakeBuilder) Build(ctx context.Context, req build.Request) (build.Record, error) {
@@ -46,6 +48,12 @@ func (f *fakeBuilder) Prune(context.Context, string, string) ([]string, error) {
 	defer f.mu.Unlock()
 	f.pruned++
 	return nil, nil
+}
+
+func (f *fakeBuilder) Release(_, _, commit string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, commit)
 }
 
 func (f *fakeBuilder) Log(_, _, commit string) (io.ReadCloser, error) {
@@ -119,9 +127,14 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	req := fb.reqs[0]
 	fb.mu.Unlock()
 	if req.Commit != good || req.Repository != "https://git.example.com/app.git" || req.Spec.BuildArgs["A"] != "b" ||
-		req.Auth.TokenFile != "/etc/kat/app.token" {
+		req.Auth.TokenFile != "/etc/kat/app.token" || req.Ref != "refs/heads/main" {
 		t.Fatalf("build request %+v", req)
 	}
+	poll.Until(t, 10*time.Second, "the build released once its container runs", func() bool {
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		return slices.Contains(fb.released, good)
+	})
 
 	// A broken commit: the new instance fails with the build's error, the
 	// old instance keeps running, and an event says so. (The BuildFailed

@@ -15,6 +15,7 @@ import (
 )
 
 func TestEnsureCAResumes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := pki.PathsIn(dir, "ca")
 	first, created, err := pki.EnsureCA(p, "test-ca")
@@ -38,6 +39,7 @@ func TestEnsureCAResumes(t *testing.T) {
 }
 
 func TestEnsureCARefusesHalfPair(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := pki.PathsIn(dir, "ca")
 	if _, _, err := pki.EnsureCA(p, "test-ca"); err != nil {
@@ -53,6 +55,7 @@ func TestEnsureCARefusesHalfPair(t *testing.T) {
 }
 
 func TestEnsureLeafReissuesWhenNamesChange(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca, _, err := pki.EnsureCA(pki.PathsIn(dir, "ca"), "test-ca")
 	if err != nil {
@@ -83,6 +86,7 @@ func TestEnsureLeafReissuesWhenNamesChange(t *testing.T) {
 }
 
 func TestSignCSRForcesCommonName(t *testing.T) {
+	t.Parallel()
 	ca, err := pki.NewCA("test-ca")
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +115,7 @@ func TestSignCSRForcesCommonName(t *testing.T) {
 }
 
 func TestMutualTLS(t *testing.T) {
+	t.Parallel()
 	ca, err := pki.NewCA("test-ca")
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +183,7 @@ func TestMutualTLS(t *testing.T) {
 }
 
 func TestWriteFileAtomicMode(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sub", "secret")
 	if err := pki.WriteFileAtomic(path, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)

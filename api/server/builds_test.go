@@ -14,6 +14,7 @@ import (
 )
 
 func TestBuildLogProxied(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	commit := strings.Repeat("ab", 20)
 	f := newAgentFixture(t, server.AgentConfig{

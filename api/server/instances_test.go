@@ -23,6 +23,7 @@ import (
 )
 
 func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newAgentFixture(t, server.AgentConfig{
 		Logs: func(_ context.Context, id string, follow bool, w io.Writer) error {
@@ -116,6 +117,7 @@ func newAgentFixture(t *testing.T, agent server.AgentConfig) *fixture {
 // alone (so nothing that follows statuses is woken); a changed report is
 // written; a node whose registration went is refused at its next beat.
 func TestHeartbeatWritesStatusOnlyOnChange(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	ctx := context.Background()
 	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", JoinedAt: time.Now()}); err != nil {

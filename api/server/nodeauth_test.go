@@ -18,6 +18,7 @@ import (
 // TestNodeReportsWithItsCertificate: a node posts its status with its cluster
 // certificate and no token, but only for itself.
 func TestNodeReportsWithItsCertificate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	ca, err := pki.NewCA("test-ca")

@@ -165,6 +165,7 @@ spec:
 }
 
 func TestAuthentication(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	tests := []struct {
 		name   string
@@ -188,6 +189,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestWorkloadLifecycle(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	arch := archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 2)})
@@ -230,6 +232,7 @@ func TestWorkloadLifecycle(t *testing.T) {
 }
 
 func TestRefusedRequestsChangeNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, func(c *server.ServerConfig) { c.MaxArchiveBytes = 4 << 10 })
 	if _, err := f.client.ApplyWorkload(ctx, "default", "web", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)}), api.ApplyOptions{}); err != nil {
@@ -298,6 +301,7 @@ func TestRefusedRequestsChangeNothing(t *testing.T) {
 }
 
 func TestInvalidQuadletDetails(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	_, err := f.client.ApplyWorkload(context.Background(), "default", "web",
 		archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", -1)}), api.ApplyOptions{})
@@ -315,6 +319,7 @@ func TestInvalidQuadletDetails(t *testing.T) {
 // through the API: every case is a 422 (or 400 for a broken file set) naming
 // the file and field, and nothing is stored.
 func TestInvalidCorpusOverHTTP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	before := f.snapshot(t)
 	dir := filepath.Join("..", "..", "quadlet", "testdata", "invalid")
@@ -349,6 +354,7 @@ func TestInvalidCorpusOverHTTP(t *testing.T) {
 }
 
 func TestNamespacesAndStatus(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	doc := []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: team-a\n  labels: {owner: ops}\n")
@@ -380,6 +386,7 @@ func TestNamespacesAndStatus(t *testing.T) {
 }
 
 func TestNodes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	for name, seen := range map[string]time.Time{"fresh": time.Now(), "stale": time.Now().Add(-2 * time.Hour)} {
@@ -400,6 +407,7 @@ func TestNodes(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *server.ServerConfig) { c.RateLimit = 3 })
 	codes := map[int]int{}
 	for range 10 {
@@ -429,6 +437,7 @@ func mustParse(t *testing.T, workload string) *quadlet.Quadlet {
 }
 
 func TestAuthFailuresBlockTheAddress(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *server.ServerConfig) { c.AuthFailureLimit = 3 })
 	for i := range 3 {
 		if code, _ := f.raw(t, http.MethodGet, "/v1alpha1/workloads", "guess", nil); code != http.StatusUnauthorized {
@@ -447,6 +456,7 @@ func TestAuthFailuresBlockTheAddress(t *testing.T) {
 }
 
 func TestClientRetriesWhenRateLimited(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *server.ServerConfig) { c.RateLimit = 2 })
 	for i := range 6 {
 		if _, err := f.client.ListWorkloads(context.Background(), ""); err != nil {
@@ -459,6 +469,7 @@ func TestClientRetriesWhenRateLimited(t *testing.T) {
 // does not take is refused with 415, naming what it takes, and changes
 // nothing (a tar.gz sent as JSON used to be stored).
 func TestRefusesUnacceptedContentType(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	arch := archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)})
 	ns := []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata: {name: team}\n")

@@ -28,6 +28,7 @@ func (f *fakeGitOps) Resume(ctx context.Context, ns, name string) (*resources.Wo
 }
 
 func TestSources(t *testing.T) {
+	t.Parallel()
 	var g fakeGitOps
 	var webhookHits atomic.Int64
 	f := newFixture(t, func(c *server.ServerConfig) {

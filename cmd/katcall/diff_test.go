@@ -18,6 +18,7 @@ import (
 )
 
 func TestCompareWorkload(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		server *api.Workload
@@ -37,6 +38,7 @@ func TestCompareWorkload(t *testing.T) {
 }
 
 func TestCompareNamespace(t *testing.T) {
+	t.Parallel()
 	local := &quadlet.Namespace{Metadata: quadlet.ObjectMeta{Name: "demo", Labels: map[string]string{"team": "platform"}}}
 	cases := []struct {
 		name   string
@@ -59,6 +61,7 @@ func TestCompareNamespace(t *testing.T) {
 }
 
 func TestUnifiedDiff(t *testing.T) {
+	t.Parallel()
 	a := "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\neleven\ntwelve\n"
 	b := "one\ntwo\nTHREE\nfour\nfive\nsix\nseven\neight\nnine\nten\neleven\ntwelve\nthirteen\n"
 	want := `--- a
@@ -91,6 +94,7 @@ func TestUnifiedDiff(t *testing.T) {
 // TestUnifiedDiffRoundTrip applies each diff of random line edits to its
 // input and checks it yields the output.
 func TestUnifiedDiffRoundTrip(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"a", "b", "c", "d", "e"}
 	gen := func() []string {
@@ -264,6 +268,7 @@ func editFile(t *testing.T, path, old, new string) {
 }
 
 func TestRunDiff(t *testing.T) {
+	t.Parallel()
 	examples := copyTree(t, filepath.Join("..", "..", "examples-repo"))
 	hello := filepath.Join(examples, "default", "hello")
 	applied := func(t *testing.T) *fakeCluster {

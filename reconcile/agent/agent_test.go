@@ -105,23 +105,22 @@ spec:
 // waitFor polls cond until it holds or 10 seconds pass.
 func (e *agentEnv) waitFor(what string, ag *Agent, cond func(map[string]resources.InstanceStatus) bool) map[string]resources.InstanceStatus {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := map[string]resources.InstanceStatus{}
+	var got map[string]resources.InstanceStatus
+	poll.UntilErr(e.t, 10*time.Second, what, func() error {
+		got = map[string]resources.InstanceStatus{}
 		for _, is := range ag.Instances() {
 			got[is.InstanceID] = is
 		}
 		if cond(got) {
-			return got
+			return nil
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s; instances: %+v; containers: %+v", what, got, e.rt.byInstance())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("instances: %+v; containers: %+v", got, e.rt.byInstance())
+	})
+	return got
 }
 
 func TestAgentRunsRestartsAndAdopts(t *testing.T) {
+	t.Parallel()
 	e := newAgentEnv(t)
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
 	ag, stop := e.start()
@@ -168,6 +167,7 @@ func TestAgentRunsRestartsAndAdopts(t *testing.T) {
 }
 
 func TestAgentMaxCountFails(t *testing.T) {
+	t.Parallel()
 	e := newAgentEnv(t)
 	e.assign("bad-1", quadlet.RestartMaxCount, "exit 1", false)
 	ag, _ := e.start()
@@ -183,6 +183,7 @@ func TestAgentMaxCountFails(t *testing.T) {
 }
 
 func TestAgentNeverAndUnassigned(t *testing.T) {
+	t.Parallel()
 	e := newAgentEnv(t)
 	e.assign("once-1", quadlet.RestartNever, "exit 1", false)
 	a := e.assign("keep-1", quadlet.RestartAlways, "sleep 1000", false)
@@ -193,22 +194,17 @@ func TestAgentNeverAndUnassigned(t *testing.T) {
 	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{a}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := e.rt.byInstance()["keep-1"]; !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("unassigned container was not removed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the unassigned container removed", func() bool {
+		_, ok := e.rt.byInstance()["keep-1"]
+		return !ok
+	})
 	if _, ok := e.rt.byInstance()["once-1"]; !ok {
 		t.Fatal("the failed instance's container was removed although still assigned")
 	}
 }
 
 func TestAgentReportsUnhealthy(t *testing.T) {
+	t.Parallel()
 	e := newAgentEnv(t)
 	e.rt.execCode = 1
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
@@ -219,6 +215,7 @@ func TestAgentReportsUnhealthy(t *testing.T) {
 }
 
 func TestAgentGivesReplicasDistinctHostPorts(t *testing.T) {
+	t.Parallel()
 	e := newAgentEnv(t)
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
 	e.assign("web-2", quadlet.RestartAlways, "httpd -f", true)
@@ -237,6 +234,7 @@ func TestAgentGivesReplicasDistinctHostPorts(t *testing.T) {
 // saying what to install, and creates that fail for it are retried, not
 // failed; once it is installed, the condition clears and the instance runs.
 func TestAgentReportsMissingHostPrerequisite(t *testing.T) {
+	t.Parallel()
 	e := newAgentEnv(t)
 	missing := fmt.Errorf("%w: iptables is not in PATH (/usr/bin:/bin): netavark needs it; install it with `apt-get install iptables`",
 		runtime.ErrHostPrerequisite)
@@ -312,6 +310,7 @@ spec:
 // stopGracePeriodSeconds (podman's 10s when it sets none), also once the
 // workload is gone and only the container's label tells.
 func TestAgentStopGrace(t *testing.T) {
+	t.Parallel()
 	e := newAgentEnv(t)
 	short := e.assignFiles("short-1", graceWorkload("    stopGracePeriodSeconds: 3\n"))
 	def := e.assignFiles("default-1", graceWorkload(""))
@@ -338,6 +337,7 @@ func TestAgentStopGrace(t *testing.T) {
 // a new instance is created and runs (with a single step slot): removals
 // have a pool of their own.
 func TestAgentRemovalHoldsNoStep(t *testing.T) {
+	t.Parallel()
 	e := newAgentEnv(t)
 	e.rt.removeBlock = make(chan struct{})
 	old := e.assign("old-1", quadlet.RestartAlways, "httpd -f", false)

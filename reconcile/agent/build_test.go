@@ -107,6 +107,7 @@ func (e *agentEnv) assignBuild(id, commit string) resources.Assignment {
 }
 
 func TestAgentBuildsInsteadOfPulling(t *testing.T) {
+	t.Parallel()
 	good, bad := strings.Repeat("a", 40), strings.Repeat("b", 40)
 	fb := &fakeBuilder{fail: map[string]*build.FailedError{bad: {
 		Namespace: "ns1", Workload: "app", Commit: bad, Stage: build.StageBuild,
@@ -171,6 +172,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 // TestAgentBuildDoesNotHoldRuntimeSlot: while a build runs, the single
 // runtime slot stays free for other instances.
 func TestAgentBuildDoesNotHoldRuntimeSlot(t *testing.T) {
+	t.Parallel()
 	fb := &fakeBuilder{block: make(chan struct{})}
 	e := newAgentEnv(t)
 	e.builder = fb

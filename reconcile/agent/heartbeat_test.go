@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -14,6 +15,7 @@ import (
 // conditions, retries a failed post before the next tick, and beats when
 // woken.
 func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var posted []resources.NodeStatus
 	calls := 0
@@ -44,19 +46,9 @@ func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
 		defer mu.Unlock()
 		return len(posted)
 	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	waitUntil("the retried beat", func() bool { return count() == 1 })
+	poll.Until(t, 10*time.Second, "the retried beat", func() bool { return count() == 1 })
 	wake <- struct{}{}
-	waitUntil("the woken beat", func() bool { return count() == 2 })
+	poll.Until(t, 10*time.Second, "the woken beat", func() bool { return count() == 2 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

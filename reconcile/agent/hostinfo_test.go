@@ -9,6 +9,7 @@ import (
 )
 
 func TestResourcesFor(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		milliCPU int64
@@ -40,6 +41,7 @@ func TestResourcesFor(t *testing.T) {
 }
 
 func TestMemTotal(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
 	os.WriteFile(good, []byte("MemFree: 1 kB\nMemTotal:       2048 kB\n"), 0o600)
@@ -57,6 +59,7 @@ func TestMemTotal(t *testing.T) {
 }
 
 func TestParseNvidiaSMI(t *testing.T) {
+	t.Parallel()
 	got := parseNvidiaSMI("0, NVIDIA A10, 23028\n1, Tesla T4, 15360\ngarbage\n")
 	if len(got) != 2 || got[1] != (resources.GPU{Index: 1, Name: "Tesla T4", Driver: "nvidia", VRAMMiB: 15360}) {
 		t.Fatalf("parseNvidiaSMI = %+v", got)

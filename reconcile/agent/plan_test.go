@@ -10,6 +10,7 @@ import (
 )
 
 func TestDecideInstance(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(10000, 0)
 	started := now.Add(-time.Second)
 	exited := func(code int) *runtime.ContainerStatus {
@@ -60,12 +61,14 @@ func TestDecideInstance(t *testing.T) {
 }
 
 func TestBackoffIsCapped(t *testing.T) {
+	t.Parallel()
 	if backoff(time.Second, 0) != time.Second || backoff(time.Second, 3) != 8*time.Second || backoff(time.Second, 60) != restartBackoffCap {
 		t.Fatalf("backoff: %s %s %s", backoff(time.Second, 0), backoff(time.Second, 3), backoff(time.Second, 60))
 	}
 }
 
 func TestHealthProbes(t *testing.T) {
+	t.Parallel()
 	hc := &quadlet.HealthCheck{InitialDelaySeconds: 5, PeriodSeconds: 2, SuccessThreshold: 2, FailureThreshold: 2}
 	start := time.Unix(100, 0)
 	due, h := probeDue(healthState{}, hc, start, start.Add(4*time.Second))

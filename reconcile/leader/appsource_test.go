@@ -11,6 +11,7 @@ import (
 )
 
 func TestPlanAppSources(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	const iv = 30 * time.Second
 	repo := "https://git.example.com/app.git"
@@ -51,6 +52,7 @@ func TestPlanAppSources(t *testing.T) {
 }
 
 func TestPushMatches(t *testing.T) {
+	t.Parallel()
 	repo := "https://git.example.com/team/app.git"
 	push := func(ref string) webhook.Push {
 		return webhook.Push{RepoURLs: []string{"git@git.example.com:team/app.git"}, Ref: ref}

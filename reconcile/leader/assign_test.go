@@ -84,6 +84,7 @@ func ids(as []resources.Assignment) []string {
 }
 
 func TestPlanAssignments(t *testing.T) {
+	t.Parallel()
 	svc := quadlet.TypeService
 	w1, w2 := tmpl(t, "web", svc, "v1"), tmpl(t, "web", svc, "v2")
 	id := func(hash, suffix string) string { return InstanceID("web", hash, suffix) }
@@ -194,6 +195,7 @@ func TestPlanAssignments(t *testing.T) {
 }
 
 func TestInstanceID(t *testing.T) {
+	t.Parallel()
 	if got := InstanceID("web", "0123456789abcdef", "a1b2c"); got != "web-01234567-a1b2c" {
 		t.Fatalf("InstanceID = %q", got)
 	}
@@ -228,6 +230,7 @@ spec:
 }
 
 func TestPlanAssignmentsGitCommit(t *testing.T) {
+	t.Parallel()
 	d := gitDesiredSpec(t, "app")
 	c1, c2 := "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
 	n := 0
@@ -266,6 +269,7 @@ func TestPlanAssignmentsGitCommit(t *testing.T) {
 }
 
 func TestReplaceStale(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name                    string
 		stale, readyFresh, want int
@@ -294,6 +298,7 @@ func slotted(name string, slot int) resources.Assignment {
 }
 
 func TestPlanAssignmentsUserNSSlots(t *testing.T) {
+	t.Parallel()
 	svc := quadlet.TypeService
 	tests := []struct {
 		name    string

@@ -16,6 +16,7 @@ import (
 // workload and never replaces a newer derivation; the apply itself writes no
 // status.
 func TestWriteWorkloadStatusGuards(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, st := newRepo(t)
 	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 1)}); err != nil {
@@ -58,6 +59,7 @@ func TestWriteWorkloadStatusGuards(t *testing.T) {
 }
 
 func TestAppSourcesAndBuildRecords(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	a := resources.AppSource{Namespace: "default", Workload: "web", Repository: "https://x/app.git", Ref: "branch main", Commit: "abc"}

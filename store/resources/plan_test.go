@@ -36,6 +36,7 @@ func suspended(m *WorkloadMeta) *WorkloadMeta {
 }
 
 func TestPlanApply(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	q1, q2 := quadletFor(t, 1), quadletFor(t, 2)
 	existing := func(owner Owner) *WorkloadMeta {

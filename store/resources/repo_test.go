@@ -25,6 +25,7 @@ func newRepo(t *testing.T, opts ...resources.Option) (*resources.Repo, store.Sta
 }
 
 func TestApplyGenerationsAndArchive(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t, resources.WithArchiveKeep(3))
 	res, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 1)})
@@ -69,6 +70,7 @@ func TestApplyGenerationsAndArchive(t *testing.T) {
 }
 
 func TestApplyNeedsTheNamespace(t *testing.T) {
+	t.Parallel()
 	r, _ := newRepo(t)
 	_, err := r.ApplyWorkload(context.Background(), resources.ApplyRequest{Quadlet: service(t, "missing", "web", 1)})
 	if !errors.Is(err, resources.ErrNotFound) {
@@ -77,6 +79,7 @@ func TestApplyNeedsTheNamespace(t *testing.T) {
 }
 
 func TestConcurrentAppliesLoseNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	const writers = 8
@@ -97,6 +100,7 @@ func TestConcurrentAppliesLoseNothing(t *testing.T) {
 // TestConcurrentCreatesDoNotConflict: creating different workloads in one
 // namespace at once must not contend on anything shared.
 func TestConcurrentCreatesDoNotConflict(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	const writers = 32
@@ -135,6 +139,7 @@ func applyConcurrently(t *testing.T, r *resources.Repo, n int, quadletFor func(i
 }
 
 func TestDeleteRemovesEverything(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, st := newRepo(t)
 	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 1)}); err != nil {
@@ -165,6 +170,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 }
 
 func TestNamespaces(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	if _, err := r.CreateNamespace(ctx, "team-a", map[string]string{"a": "1"}); err != nil {
@@ -195,6 +201,7 @@ func TestNamespaces(t *testing.T) {
 }
 
 func TestOwnershipProtectsGitWorkloads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	git := resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "apps/web", Commit: "abc123"}
@@ -216,6 +223,7 @@ func TestOwnershipProtectsGitWorkloads(t *testing.T) {
 }
 
 func TestClusterInitIsOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	first, created, err := r.InitCluster(ctx, resources.ClusterInit{UID: "uid-1", AdminToken: "secret-1", JoinToken: "join-1"})

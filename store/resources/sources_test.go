@@ -10,6 +10,7 @@ import (
 )
 
 func TestSourceRecords(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	spec := resources.SourceSpec{Name: "config", URL: "file:///srv/config.git", Branch: "main", Path: ".", IntervalSeconds: 30}
@@ -52,6 +53,7 @@ func TestSourceRecords(t *testing.T) {
 }
 
 func TestEventsAreCapped(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	for i := range resources.DefaultEventKeep + 5 {
@@ -73,6 +75,7 @@ func TestEventsAreCapped(t *testing.T) {
 }
 
 func TestSuspendResumeAndGitPrune(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "api", 1)}); err != nil {

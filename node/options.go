@@ -11,6 +11,7 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/agent"
+	"kat.dws.rip/kat/runtime"
 )
 
 // Options are what `kat-agent init` is told on its command line. Errors name
@@ -54,6 +55,10 @@ type AgentOptions struct {
 	// MaxConcurrentSteps bounds container operations in flight. Default
 	// agent.DefaultMaxConcurrentSteps.
 	MaxConcurrentSteps int
+	// HostPorts is where a container port is published on the host when
+	// the port itself is taken (--host-port-range). Default
+	// runtime.DefaultHostPorts.
+	HostPorts runtime.PortRange
 	// BuildDir holds app-repository clones and build logs. Default
 	// DATA_DIR/builds.
 	BuildDir string
@@ -134,6 +139,9 @@ func (o *AgentOptions) validate() error {
 			errs = append(errs, fmt.Errorf("--%s: %d must be at least 1", c.flag, c.v))
 		}
 	}
+	if err := o.HostPorts.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--host-port-range: %w", err))
+	}
 	if o.BuildTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("--build-timeout: %s must be at least 1s", o.BuildTimeout))
 	}
@@ -161,6 +169,7 @@ func (o *AgentOptions) validate() error {
 func DefaultAgentOptions() AgentOptions {
 	return AgentOptions{
 		Podman: "podman", MaxConcurrentPulls: DefaultMaxConcurrentPulls, MaxConcurrentSteps: agent.DefaultMaxConcurrentSteps,
+		HostPorts:  runtime.DefaultHostPorts,
 		KeepImages: DefaultKeepImages, BuildTimeout: DefaultBuildTimeout, MaxConcurrentBuilds: DefaultMaxConcurrentBuilds,
 	}
 }

@@ -107,6 +107,11 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, e
 	}
 }
 
+// testContainerPorts is where these tests publish containers' ports: apart
+// from the kernel's ephemeral ports, which other tests' servers get, since a
+// published port captures every local connection to it.
+var testContainerPorts = PortRange{First: 20000, Last: 29999}
+
 // freePort returns a TCP port free on 127.0.0.1 at the time of the call.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -121,7 +126,7 @@ func freePort(t *testing.T) int {
 func TestPodmanLifecycle(t *testing.T) {
 	pm, mark := podmanForTest(t)
 	ctx := testCtx(t)
-	port := freePort(t)
+	port := testContainerPorts.Pick(nil)
 	spec := testSpec(mark, "web", "-c", `echo "$GREETING" > /var/www/g.txt && exec httpd -f -p 8080 -h /var/www`)
 	spec.Command = []string{"/bin/sh"}
 	spec.Env = []EnvVar{{Name: "GREETING", Value: "hello from kat"}}

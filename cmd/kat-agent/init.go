@@ -82,6 +82,7 @@ func addAgentFlags(f *pflag.FlagSet, a *node.AgentOptions) {
 	f.StringVar(&a.VolumeBasePath, "volume-base-path", "", "where SimpleClusterStorage volumes live (default: cluster.kat volumeBasePath, /var/lib/kat/volumes)")
 	f.IntVar(&a.MaxConcurrentPulls, "max-concurrent-pulls", a.MaxConcurrentPulls, "image pulls in flight at most")
 	f.IntVar(&a.MaxConcurrentSteps, "max-concurrent-steps", a.MaxConcurrentSteps, "container operations (create, start, remove, health check) in flight at most")
+	f.Var(&a.HostPorts, "host-port-range", "host ports a container port is published on when the port itself is taken (keep it out of net.ipv4.ip_local_port_range)")
 	f.StringVar(&a.BuildDir, "build-dir", "", "where app-repository clones and build logs live (default: DATA_DIR/builds)")
 	f.StringVar(&a.RegistryAuthFile, "registry-auth-file", "", "podman auth file with the build cache registry's credentials (default: podman's)")
 	f.StringSliceVar(&a.InsecureRegistries, "insecure-registry", nil, "build cache registry (host:port) reached without TLS verification; repeatable")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"reflect"
 	"slices"
 	"strconv"
@@ -85,6 +84,9 @@ type AgentConfig struct {
 	// and, apart from them, the removals and the health checks. Default
 	// DefaultMaxConcurrentSteps.
 	MaxConcurrentSteps int
+	// HostPorts is where a container port is published on the host when
+	// the port itself is taken. Default runtime.DefaultHostPorts.
+	HostPorts runtime.PortRange
 	// StopGrace is how long a removed container gets to stop before it is
 	// killed when its workload sets no spec.container.stopGracePeriodSeconds.
 	// Default 10s, as Podman's.
@@ -185,6 +187,12 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	}
 	if cfg.MaxConcurrentSteps <= 0 {
 		cfg.MaxConcurrentSteps = DefaultMaxConcurrentSteps
+	}
+	if cfg.HostPorts == (runtime.PortRange{}) {
+		cfg.HostPorts = runtime.DefaultHostPorts
+	}
+	if err := cfg.HostPorts.Validate(); err != nil {
+		return nil, fmt.Errorf("agent: host ports: %w", err)
 	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = quadlet.DefaultStopGracePeriodSeconds * time.Second
@@ -861,9 +869,9 @@ func (ag *Agent) Logs(ctx context.Context, instanceID string, follow bool, w io.
 
 // pickHostPorts chooses the host port of each VirtualLoadBalancer port of a
 // new container: the container port itself while no other container of this
-// node publishes it and it is free on the host, otherwise a free port the
-// kernel picks. Until the overlay exists this is how several replicas share
-// a node.
+// node publishes it and it is free on the host, otherwise a free port of
+// AgentConfig.HostPorts. Until the overlay exists this is how several
+// replicas share a node.
 func (ag *Agent) pickHostPorts(id string, q *quadlet.Quadlet) map[int]int {
 	if q.LoadBalancer == nil {
 		return nil
@@ -882,8 +890,8 @@ func (ag *Agent) pickHostPorts(id string, q *quadlet.Quadlet) map[int]int {
 	out := map[int]int{}
 	for _, p := range q.LoadBalancer.Spec.Ports {
 		host := p.ContainerPort
-		if used[host] || !hostPortFree(host) {
-			host = freeHostPort()
+		if used[host] || !runtime.HostPortFree(host) {
+			host = ag.cfg.HostPorts.Pick(func(p int) bool { return used[p] })
 		}
 		if host == 0 {
 			continue // let the runtime use the container port and report the clash
@@ -903,24 +911,6 @@ func (ag *Agent) releasePorts(id string) {
 			delete(ag.reserved, p)
 		}
 	}
-}
-
-func hostPortFree(port int) bool {
-	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
-	if err != nil {
-		return false
-	}
-	_ = l.Close()
-	return true
-}
-
-func freeHostPort() int {
-	l, err := net.Listen("tcp", ":0")
-	if err != nil {
-		return 0
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // hop logs, at debug level, that the instance of a reached one step of its

@@ -227,6 +227,15 @@ func TestAgentGivesReplicasDistinctHostPorts(t *testing.T) {
 	if len(p1) != 1 || len(p2) != 1 || p1[0].HostPort == p2[0].HostPort || p1[0].ContainerPort != 8080 {
 		t.Fatalf("published ports %+v and %+v; want 8080 published on two different host ports", p1, p2)
 	}
+	// A replica that cannot have 8080 gets a port of the host-port range,
+	// never one of the kernel's ephemeral ports (where a published port
+	// would capture other programs' local connections).
+	r := runtime.DefaultHostPorts
+	for _, p := range []int{p1[0].HostPort, p2[0].HostPort} {
+		if p != 8080 && (p < r.First || p > r.Last) {
+			t.Errorf("host port %d: want 8080 or a port of %s", p, r)
+		}
+	}
 }
 
 // TestAgentReportsMissingHostPrerequisite: while a program the runtime needs

@@ -41,7 +41,8 @@ func Build(dir string) (Binaries, error) {
 	return Binaries{Agent: filepath.Join(dir, "kat-agent"), Katcall: filepath.Join(dir, "katcall")}, nil
 }
 
-// FreePorts returns n TCP ports free on 127.0.0.1 at the time of the call.
+// FreePorts returns n TCP ports free on 127.0.0.1 at the time of the call,
+// for servers (never for a port a container publishes: see containerPort).
 func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var lns []net.Listener

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	katruntime "kat.dws.rip/kat/runtime"
 )
 
 var binaries Binaries
@@ -53,4 +55,22 @@ func StartTestCluster(t testing.TB) *Cluster {
 		}
 	})
 	return c
+}
+
+// containerPorts is where tests pick the ports their workloads publish:
+// apart from the kernel's ephemeral ports (which the API servers and Git
+// servers of tests get) and from the agents' own host-port range, so that a
+// published port, which captures every local connection to it, never
+// captures another test's server.
+var containerPorts = katruntime.PortRange{First: 20000, Last: 29999}
+
+// containerPort returns a port of containerPorts free on the host now, for a
+// workload to publish.
+func containerPort(t testing.TB) int {
+	t.Helper()
+	p := containerPorts.Pick(nil)
+	if p == 0 {
+		t.Fatalf("no free port in %s", containerPorts)
+	}
+	return p
 }

@@ -86,11 +86,7 @@ func TestAgentNamesAMissingPrerequisite(t *testing.T) {
 		return fmt.Errorf("nodes: %s", r.Stdout)
 	})
 	name := "noipt-" + randomHex(3)
-	ports, err := FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustApplyTB(t, c, writeWorkload(t, webWorkload(name, 1, ports[0])))
+	mustApplyTB(t, c, writeWorkload(t, webWorkload(name, 1, containerPort(t))))
 	waitStatus(t, c, "default/"+name, "the instance message naming iptables", func(d *api.WorkloadDetail) bool {
 		return len(d.Instances) == 1 && strings.Contains(d.Instances[0].Message, "iptables")
 	})

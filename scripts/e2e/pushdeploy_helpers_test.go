@@ -30,16 +30,12 @@ const brokenDockerfile = "FROM localhost/kat-base:latest\nRUN echo about to fail
 // appWorkloadFiles is a Service built from the app repository at repoURL,
 // serving /www with an HTTP health check; cacheRegistry, when set, is
 // build.kat's cache.registryPath. Paths are relative to the config
-// repository's root. The container port is one free on the host now, so
-// that the agent publishes it as is and other tests on the machine (which
-// use 8080) do not compete for it.
+// repository's root. The container port is one of containerPorts free on
+// the host now, so that the agent publishes it as is and other tests on the
+// machine (which use 8080) do not compete for it.
 func appWorkloadFiles(t testing.TB, name, repoURL, cacheRegistry string) map[string]string {
 	t.Helper()
-	ports, err := FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ports[0]
+	port := containerPort(t)
 	cache := ""
 	if cacheRegistry != "" {
 		cache = "  cache:\n    registryPath: " + cacheRegistry + "\n"

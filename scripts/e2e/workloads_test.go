@@ -231,11 +231,7 @@ func TestAgentRunsWorkloads(t *testing.T) {
 	})
 	web, vol := "web-"+randomHex(3), "vol-"+randomHex(3)
 	ref := "default/" + web
-	ports, err := FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ports[0]
+	port := containerPort(t)
 	mustApply(t, c, writeWorkload(t, webWorkload(web, 2, port)))
 	mustApply(t, c, writeWorkload(t, volumeWorkload(vol)))
 

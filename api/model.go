@@ -204,8 +204,8 @@ type GitAuth struct {
 	// TokenFile holds a token (first line) sent as the HTTP basic password,
 	// with Username (default "x-access-token") as the user.
 	TokenFile string `json:"tokenFile,omitempty"`
-	// Username is the HTTP user sent with TokenFile, or the SSH user (default
-	// "git").
+	// Username is the HTTP user sent with TokenFile, or the SSH user
+	// (default: the URL's user, else "git").
 	Username string `json:"username,omitempty"`
 	// BasicAuthFile holds "user:password" on its first line.
 	BasicAuthFile string `json:"basicAuthFile,omitempty"`

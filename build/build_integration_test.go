@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -215,7 +216,7 @@ func TestCloneFallbackAndAuth(t *testing.T) {
 		}
 	})
 	t.Run("basic auth file, full fetch", func(t *testing.T) {
-		rec, err := b.Build(ctx, Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: old, Auth: Auth{BasicAuthFile: cred}})
+		rec, err := b.Build(ctx, Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: old, Auth: gitx.Auth{BasicAuthFile: cred}})
 		if err != nil {
 			t.Fatal(err)
 		}

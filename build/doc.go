@@ -31,10 +31,13 @@ caller that gives up does not stop the build, which runs until it finishes,
 reaches Config.Timeout (default 10 minutes) or the Builder is closed. At most
 Config.MaxParallel builds (default 2) run at once.
 
-The commit is fetched alone with depth 1 when the server allows fetching by
-hash (GitHub, GitLab, git with uploadpack.allowReachableSHA1InWant), else
-every branch and tag is fetched in full; either way into a temporary
-directory under WorkDir/src that is removed after the build. The .git
+The commit is fetched through gitx, KAT's Git layer, with Request.Auth's
+credential files: first the head of Request.Ref alone at depth 1, when the
+ref names it still; else the commit alone with depth 1 when the server allows
+fetching by hash (GitHub, GitLab, git with
+uploadpack.allowReachableSHA1InWant); else every branch and tag in full;
+always into a temporary directory under WorkDir/src that is removed after
+the build. The .git
 directory is not part of the build context. When a build is stopped, the
 processes of its RUN step are killed first, so that podman cleans up its
 working container.
@@ -53,7 +56,10 @@ A failed build returns a *FailedError (errors.Is(err, ErrFailed)) carrying
 the stage that failed and the tail of the log, for a BuildFailed condition.
 Invalid requests fail with ErrInvalid before anything is done: retrying them
 cannot help. A build context or Dockerfile that leaves the repository, also
-through a symbolic link, is refused.
+through a symbolic link, is refused. Credentials retrying cannot fix (a
+malformed file, fields that exclude each other, an SSH host known_hosts does
+not list) fail the clone with ErrInvalid too; a credential file that does not
+exist yet does not, as it may still be provisioned.
 
 # Cache
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"kat.dws.rip/kat/gitx"
 )
 
 var (
@@ -62,5 +64,5 @@ func (e *FailedError) Stalled() bool {
 	if errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled) {
 		return false
 	}
-	return e.Stage != StageClone || errors.Is(e.Err, ErrInvalid) || errors.Is(e.Err, errCommitNotFound)
+	return e.Stage != StageClone || errors.Is(e.Err, ErrInvalid) || errors.Is(e.Err, gitx.ErrCommitNotFound)
 }

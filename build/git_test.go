@@ -3,17 +3,14 @@ package build
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
-	"golang.org/x/crypto/ssh"
+	"kat.dws.rip/kat/gitx"
 )
 
 // TestCheckout fetches exact commits over smart HTTP, shallow when the
@@ -26,7 +23,7 @@ func TestCheckout(t *testing.T) {
 			repo.Commit("v2", map[string]string{"app/index.html": "v2\n", "app/new.txt": "new\n"})
 			dir := t.TempDir()
 			var log bytes.Buffer
-			shallow, err := checkout(context.Background(), repo.url, first, "", Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
+			shallow, err := checkout(context.Background(), repo.url, first, "", gitx.Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log.String())
 			}
@@ -51,9 +48,9 @@ func TestCheckout(t *testing.T) {
 		repo := newAppRepo(t, appRepoOptions{allowSHA: false})
 		repo.Commit("v1", map[string]string{"a": "a\n"})
 		dir := t.TempDir()
-		_, err := checkout(context.Background(), repo.url, strings.Repeat("e", 40), "refs/heads/main", Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &bytes.Buffer{})
-		if !errors.Is(err, errCommitNotFound) {
-			t.Errorf("err %v, want errCommitNotFound", err)
+		_, err := checkout(context.Background(), repo.url, strings.Repeat("e", 40), "refs/heads/main", gitx.Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &bytes.Buffer{})
+		if !errors.Is(err, gitx.ErrCommitNotFound) {
+			t.Errorf("err %v, want gitx.ErrCommitNotFound", err)
 		}
 	})
 	// With the branch it was resolved from, the commit comes at depth 1
@@ -64,14 +61,14 @@ func TestCheckout(t *testing.T) {
 		first := repo.Commit("v1", map[string]string{"index.html": "v1\n"})
 		dir := t.TempDir()
 		var log bytes.Buffer
-		shallow, err := checkout(context.Background(), repo.url, first, "refs/heads/main", Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
+		shallow, err := checkout(context.Background(), repo.url, first, "refs/heads/main", gitx.Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
 		if err != nil || !shallow || strings.Contains(log.String(), "every branch") {
 			t.Fatalf("checkout by branch: shallow=%t, %v\n%s", shallow, err, log.String())
 		}
 		repo.Commit("v2", map[string]string{"index.html": "v2\n"})
 		dir = t.TempDir()
 		log.Reset()
-		_, err = checkout(context.Background(), repo.url, first, "refs/heads/main", Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
+		_, err = checkout(context.Background(), repo.url, first, "refs/heads/main", gitx.Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
 		if b, _ := os.ReadFile(filepath.Join(dir, "src", "index.html")); err != nil || string(b) != "v1\n" {
 			t.Fatalf("checkout after the branch moved: %q, %v\n%s", b, err, log.String())
 		}
@@ -81,25 +78,39 @@ func TestCheckout(t *testing.T) {
 	})
 }
 
-func TestSSHAuth(t *testing.T) {
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(key, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestCheckoutCredentials: credentials retrying cannot fix stall the build
+// (ErrInvalid), a credential file still missing does not, and no error
+// holds a password.
+func TestCheckoutCredentials(t *testing.T) {
+	repo := newAppRepo(t, appRepoOptions{user: "builder", password: "s3cret"})
+	commit := repo.Commit("v1", map[string]string{"a": "a\n"})
 	dir := t.TempDir()
-	keyFile, hosts := filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts")
-	writeFile(t, keyFile, string(pem.EncodeToMemory(block)))
-	writeFile(t, hosts, "")
-	m, err := Auth{SSHKeyFile: keyFile, KnownHostsFile: hosts, Username: "deploy"}.method()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk, ok := m.(*gitssh.PublicKeys)
-	if !ok || pk.User != "deploy" || pk.HostKeyCallback == nil {
-		t.Errorf("method %#v: want public keys for deploy with a host key check", m)
+	noColon := filepath.Join(dir, "basic")
+	writeFile(t, noColon, "s3cret\n")
+	for _, tc := range []struct {
+		name     string
+		url      string
+		auth     gitx.Auth
+		invalid  bool
+		notExist bool
+	}{
+		{name: "malformed basic auth file", url: repo.url, auth: gitx.Auth{BasicAuthFile: noColon}, invalid: true},
+		{name: "ssh key for an http URL", url: repo.url, auth: gitx.Auth{SSHKeyFile: noColon, KnownHostsFile: noColon}, invalid: true},
+		{name: "missing token file", url: repo.url, auth: gitx.Auth{TokenFile: filepath.Join(dir, "nope")}, notExist: true},
+		{name: "wrong password in the URL", url: strings.Replace(repo.url, "http://", "http://builder:wrong-s3cret@", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, ref := range []string{"", "refs/heads/main"} {
+				d := t.TempDir()
+				var log bytes.Buffer
+				_, err := checkout(context.Background(), tc.url, commit, ref, tc.auth, filepath.Join(d, "git"), filepath.Join(d, "src"), &log)
+				if err == nil || errors.Is(err, ErrInvalid) != tc.invalid || errors.Is(err, fs.ErrNotExist) != tc.notExist {
+					t.Fatalf("ref %q: err %v; want one with ErrInvalid %t, fs.ErrNotExist %t", ref, err, tc.invalid, tc.notExist)
+				}
+				if strings.Contains(err.Error(), "s3cret") || strings.Contains(log.String(), "s3cret") {
+					t.Errorf("ref %q: the password leaked: %v\n%s", ref, err, log.String())
+				}
+			}
+		})
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"kat.dws.rip/kat/build/gittest"
+	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/runtime"
 )
 

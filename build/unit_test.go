@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-
-	"kat.dws.rip/kat/build/gitauth"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 )
@@ -138,71 +135,6 @@ func TestTail(t *testing.T) {
 	fmt.Fprint(&short, "only this")
 	if short.String() != "only this" {
 		t.Errorf("short tail %q", short.String())
-	}
-}
-
-func TestRedaction(t *testing.T) {
-	raw := "https://bob:t0ken%2Fx@git.example.com/app.git"
-	if got := RedactURL(raw); got != "https://git.example.com/app.git" {
-		t.Errorf("RedactURL = %q", got)
-	}
-	if got := RedactURL("git@github.com:o/r.git"); got != "git@github.com:o/r.git" {
-		t.Errorf("scp-like address changed: %q", got)
-	}
-	red := gitauth.NewRedactor(raw)
-	err := red.Error(fmt.Errorf("fetch %s: %w (password t0ken/x)", raw, context.Canceled))
-	if strings.Contains(err.Error(), "t0ken") || !errors.Is(err, context.Canceled) {
-		t.Errorf("redacted error %q (chain kept: %t)", err, errors.Is(err, context.Canceled))
-	}
-}
-
-func TestAuthMethod(t *testing.T) {
-	dir := t.TempDir()
-	file := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		writeFile(t, p, content)
-		return p
-	}
-	token, basic, bad, empty := file("token", "tok123\n"), file("basic", "alice:pw:with:colons\n"), file("bad", "nocolon\n"), file("empty", "\n")
-	for _, tc := range []struct {
-		name     string
-		auth     Auth
-		user, pw string
-		err      string
-	}{
-		{name: "anonymous"},
-		{name: "token", auth: Auth{TokenFile: token}, user: "x-access-token", pw: "tok123"},
-		{name: "token with user", auth: Auth{TokenFile: token, Username: "oauth2"}, user: "oauth2", pw: "tok123"},
-		{name: "basic", auth: Auth{BasicAuthFile: basic}, user: "alice", pw: "pw:with:colons"},
-		{name: "basic without colon", auth: Auth{BasicAuthFile: bad}, err: "auth.basicAuthFile"},
-		{name: "empty token", auth: Auth{TokenFile: empty}, err: "is empty"},
-		{name: "missing file", auth: Auth{TokenFile: filepath.Join(dir, "nope")}, err: "auth.tokenFile"},
-		{name: "two kinds", auth: Auth{TokenFile: token, BasicAuthFile: basic}, err: "exclusive"},
-		{name: "ssh without known hosts", auth: Auth{SSHKeyFile: token}, err: "auth.knownHostsFile"},
-		{name: "ssh bad key", auth: Auth{SSHKeyFile: token, KnownHostsFile: empty}, err: "not a usable"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := tc.auth.method()
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "tok123") {
-					t.Fatalf("err %v: want one naming %q and not the secret", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.user == "" {
-				if m != nil {
-					t.Errorf("method %v, want none", m)
-				}
-				return
-			}
-			ba, ok := m.(*githttp.BasicAuth)
-			if !ok || ba.Username != tc.user || ba.Password != tc.pw {
-				t.Errorf("method %#v, want basic %s/%s", m, tc.user, tc.pw)
-			}
-		})
 	}
 }
 

@@ -75,7 +75,7 @@ func BenchmarkGitSync1000(b *testing.B) {
 		if src.status.LastError != "" {
 			b.Fatalf("no-change poll: %s", src.status.LastError)
 		}
-		src.git.close()
+		_ = src.git.Close()
 
 		b.ReportMetric(initial.Seconds(), "initial-sync-s")
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")

@@ -41,6 +41,7 @@
 // # Security
 //
 // Credentials are read from files on the leader and never stored in etcd;
-// URLs are stripped of credentials before they reach an error or a log. With
+// gitx reads them, checks SSH host keys against the source's known_hosts and
+// strips credentials from URLs before they reach an error or a log. With
 // a keyring, a head commit not signed by one of its keys is not applied.
 package gitsync

@@ -5,20 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	pathpkg "path"
 	"strings"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/storage/filesystem"
 
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -26,101 +21,37 @@ import (
 // the commit.
 var errPathMissing = errors.New("gitsync: path not in commit")
 
-// gitRepo is a bare clone of one branch of a source, without a worktree. It
-// is not safe for concurrent use: one source loop owns it. Close releases
-// the pack files it keeps open.
+// gitRepo is a bare clone of one branch of a source, without a worktree
+// (gitx does the transport). It is not safe for concurrent use: one source
+// loop owns it. Close releases the pack files it keeps open.
 type gitRepo struct {
-	dir    string
-	url    string
+	*gitx.Repo
 	branch string
-	st     *filesystem.Storage
-	repo   *git.Repository
 }
 
 func (g *gitRepo) remoteRef() plumbing.ReferenceName {
-	return plumbing.NewRemoteReferenceName("origin", g.branch)
-}
-
-// storage opens dir with pack files kept open between reads: the clone is
-// only ever used by its source's loop.
-func storage(dir string) *filesystem.Storage {
-	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
-		filesystem.Options{ExclusiveAccess: true, KeepDescriptors: true})
+	return plumbing.NewRemoteReferenceName(gitx.Remote, g.branch)
 }
 
 // openRepo opens the clone in dir, or creates it when it is missing, points
 // elsewhere or cannot be opened (a corrupted clone is started again).
-func openRepo(dir, url, branch string) (*gitRepo, error) {
-	g := &gitRepo{dir: dir, url: url, branch: branch}
-	st := storage(dir)
-	if r, err := git.Open(st, nil); err == nil {
-		rem, rerr := r.Remote("origin")
-		if rerr == nil && len(rem.Config().URLs) == 1 && rem.Config().URLs[0] == url {
-			g.st, g.repo = st, r
-			return g, nil
-		}
-	}
-	_ = st.Close()
-	if err := g.reinit(); err != nil {
+func openRepo(dir, url, branch string, auth gitx.Auth) (*gitRepo, error) {
+	r, err := gitx.Open(dir, url, auth)
+	if err != nil {
 		return nil, err
 	}
-	return g, nil
-}
-
-// reinit deletes the clone and creates an empty bare repository with origin.
-func (g *gitRepo) reinit() error {
-	g.close()
-	if err := os.RemoveAll(g.dir); err != nil {
-		return fmt.Errorf("remove clone %s: %w", g.dir, err)
-	}
-	if err := os.MkdirAll(g.dir, 0o700); err != nil {
-		return fmt.Errorf("create clone directory: %w", err)
-	}
-	st := storage(g.dir)
-	r, err := git.Init(st, nil)
-	if err != nil {
-		_ = st.Close()
-		return fmt.Errorf("init clone %s: %w", g.dir, err)
-	}
-	if _, err := r.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{g.url}}); err != nil {
-		_ = st.Close()
-		return fmt.Errorf("init clone %s: %w", g.dir, err)
-	}
-	g.st, g.repo = st, r
-	return nil
-}
-
-// close releases the clone's open files.
-func (g *gitRepo) close() {
-	if g.st != nil {
-		_ = g.st.Close()
-		g.st, g.repo = nil, nil
-	}
+	return &gitRepo{Repo: r, branch: branch}, nil
 }
 
 // remoteHead asks the remote for the branch head without fetching anything
 // (like git ls-remote).
-func (g *gitRepo) remoteHead(ctx context.Context, auth transport.AuthMethod) (plumbing.Hash, error) {
-	rem, err := g.repo.Remote("origin")
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: auth})
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	want := plumbing.NewBranchReferenceName(g.branch)
-	for _, r := range refs {
-		if r.Name() == want {
-			return r.Hash(), nil
-		}
-	}
-	return plumbing.ZeroHash, fmt.Errorf("branch %q not found on the remote", g.branch)
+func (g *gitRepo) remoteHead(ctx context.Context) (plumbing.Hash, error) {
+	return gitx.Resolve(ctx, g.URL, g.Auth, gitx.Ref{Branch: g.branch})
 }
 
 // localHead is the branch head of the last fetch, or the zero hash.
 func (g *gitRepo) localHead() plumbing.Hash {
-	ref, err := g.repo.Reference(g.remoteRef(), true)
+	ref, err := g.Git.Reference(g.remoteRef(), true)
 	if err != nil {
 		return plumbing.ZeroHash
 	}
@@ -129,17 +60,14 @@ func (g *gitRepo) localHead() plumbing.Hash {
 
 // fetch brings the branch up to date (force: a rewritten history replaces the
 // old one) and returns its head.
-func (g *gitRepo) fetch(ctx context.Context, auth transport.AuthMethod) (plumbing.Hash, error) {
-	spec := config.RefSpec("+" + plumbing.NewBranchReferenceName(g.branch).String() + ":" + g.remoteRef().String())
-	err := g.repo.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: "origin", RefSpecs: []config.RefSpec{spec}, Tags: git.NoTags, Force: true, Auth: auth,
-	})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+func (g *gitRepo) fetch(ctx context.Context) (plumbing.Hash, error) {
+	spec := "+" + plumbing.NewBranchReferenceName(g.branch).String() + ":" + g.remoteRef().String()
+	if err := g.Fetch(ctx, 0, spec); err != nil {
 		return plumbing.ZeroHash, err
 	}
 	h := g.localHead()
 	if h.IsZero() {
-		return h, fmt.Errorf("branch %q not found after fetch", g.branch)
+		return h, fmt.Errorf("branch %q of %s not found after fetch", g.branch, gitx.RedactURL(g.URL))
 	}
 	return h, nil
 }
@@ -147,7 +75,7 @@ func (g *gitRepo) fetch(ctx context.Context, auth transport.AuthMethod) (plumbin
 // repack packs every object into one pack; go-git writes one pack per fetch
 // and never repacks on its own.
 func (g *gitRepo) repack() error {
-	return g.repo.RepackObjects(&git.RepackConfig{})
+	return g.Git.RepackObjects(&git.RepackConfig{})
 }
 
 // listTree lists the workload directories and namespace files of commit
@@ -188,7 +116,7 @@ func (g *gitRepo) walk(t *object.Tree, dir string, prev *Listing, l *Listing) er
 		case e.Mode == filemode.Dir && prev != nil && prev.Trees[p] == h:
 			prev.copySubtree(p, l)
 		case e.Mode == filemode.Dir:
-			sub, err := g.repo.TreeObject(e.Hash)
+			sub, err := g.Git.TreeObject(e.Hash)
 			if err != nil {
 				return fmt.Errorf("read tree %s: %w", p, err)
 			}
@@ -205,7 +133,7 @@ func (g *gitRepo) walk(t *object.Tree, dir string, prev *Listing, l *Listing) er
 // readDir reads the .kat files of a workload directory from the tree with
 // hash, with the same rules and limits as quadlet.ReadDir.
 func (g *gitRepo) readDir(hash string) (map[string][]byte, error) {
-	t, err := g.repo.TreeObject(plumbing.NewHash(hash))
+	t, err := g.Git.TreeObject(plumbing.NewHash(hash))
 	if err != nil {
 		return nil, fmt.Errorf("read tree: %w", err)
 	}
@@ -243,7 +171,7 @@ func (g *gitRepo) readDir(hash string) (map[string][]byte, error) {
 
 // readBlob reads a blob of at most limit bytes.
 func (g *gitRepo) readBlob(h plumbing.Hash, limit int64) ([]byte, error) {
-	b, err := g.repo.BlobObject(h)
+	b, err := g.Git.BlobObject(h)
 	if err != nil {
 		return nil, fmt.Errorf("read blob: %w", err)
 	}

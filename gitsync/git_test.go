@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"kat.dws.rip/kat/gitx"
 )
 
 // TestIncrementalListingEqualsFullListing lists a commit once from scratch
@@ -25,17 +27,17 @@ func TestIncrementalListingEqualsFullListing(t *testing.T) {
 	r.workload("ns3/e", "default", "e", 1)
 	c2 := r.Commit("two", nil)
 
-	g, err := openRepo(filepath.Join(t.TempDir(), "clone"), r.FileURL(), "main")
+	g, err := openRepo(filepath.Join(t.TempDir(), "clone"), r.FileURL(), "main", gitx.Auth{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.close()
-	if _, err := g.fetch(context.Background(), nil); err != nil {
+	defer g.Close()
+	if _, err := g.fetch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	list := func(hash string, prev *Listing) Listing {
 		t.Helper()
-		c, err := g.repo.CommitObject(plumbingHash(hash))
+		c, err := g.Git.CommitObject(plumbingHash(hash))
 		if err != nil {
 			t.Fatal(err)
 		}

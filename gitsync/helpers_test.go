@@ -8,7 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"kat.dws.rip/kat/build/gittest"
+	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
 )

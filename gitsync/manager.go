@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/webhook"
 )
@@ -103,7 +104,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	for _, s := range srcs {
 		spec := Defaulted(s.Spec)
 		if err := ValidateSpec(spec); err != nil {
-			m.cfg.Logger.Warn().Str("source", spec.Name).Str("error", redactMessage(err.Error(), spec.URL)).Msg("ignoring invalid source")
+			m.cfg.Logger.Warn().Str("source", spec.Name).Str("error", gitx.NewRedactor(spec.URL).String(err.Error())).Msg("ignoring invalid source")
 			continue
 		}
 		want[spec.Name] = spec
@@ -135,7 +136,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			defer close(rs.done)
 			src.run(sctx)
 		}()
-		m.cfg.Logger.Info().Str("source", name).Str("url", RedactURL(spec.URL)).Str("branch", spec.Branch).
+		m.cfg.Logger.Info().Str("source", name).Str("url", gitx.RedactURL(spec.URL)).Str("branch", spec.Branch).
 			Str("path", spec.Path).Int("interval_seconds", spec.IntervalSeconds).Msg("following source")
 	}
 	return nil

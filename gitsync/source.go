@@ -13,9 +13,9 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -108,7 +108,7 @@ func (s *source) run(ctx context.Context) {
 	}
 	defer func() {
 		if s.git != nil {
-			s.git.close()
+			_ = s.git.Close()
 		}
 	}()
 	interval := time.Duration(s.spec.IntervalSeconds) * time.Second
@@ -144,7 +144,7 @@ func (s *source) round(ctx context.Context) {
 		s.Trigger()
 		return
 	}
-	msg := redactMessage(err.Error(), s.spec.URL)
+	msg := gitx.NewRedactor(s.spec.URL).String(err.Error())
 	s.log.Warn().Str("error", msg).Msg("sync failed")
 	s.status.LastError = msg
 	s.setCondition(CondReady, resources.ConditionFalse, reasonOf(err), msg)
@@ -170,21 +170,17 @@ func reasonOf(err error) string {
 
 func (s *source) sync(ctx context.Context) error {
 	if s.git == nil {
-		g, err := openRepo(s.dir, s.spec.URL, s.spec.Branch)
+		g, err := openRepo(s.dir, s.spec.URL, s.spec.Branch, s.spec.Auth)
 		if err != nil {
 			return err
 		}
 		s.git = g
 	}
-	auth, err := authFor(s.spec.Auth)
-	if err != nil {
-		return &syncError{ReasonFetchFailed, err}
-	}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
-	head, err := s.git.remoteHead(lctx, auth)
+	head, err := s.git.remoteHead(lctx)
 	cancel()
 	if err != nil {
-		return &syncError{ReasonFetchFailed, fmt.Errorf("read branch %q of %s: %w", s.spec.Branch, RedactURL(s.spec.URL), err)}
+		return &syncError{ReasonFetchFailed, err}
 	}
 	s.status.LastFetchTime = s.now().UTC()
 	full := s.takeFull() || s.now().Sub(s.lastFull) >= fullResyncInterval
@@ -199,10 +195,10 @@ func (s *source) sync(ctx context.Context) error {
 	}
 	if head != s.git.localHead() {
 		fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
-		_, err := s.git.fetch(fctx, auth)
+		_, err := s.git.fetch(fctx)
 		cancel()
 		if err != nil {
-			return &syncError{ReasonFetchFailed, fmt.Errorf("fetch %s: %w", RedactURL(s.spec.URL), err)}
+			return &syncError{ReasonFetchFailed, err}
 		}
 		s.fetches++
 		if s.fetches%repackEvery == 0 {
@@ -212,14 +208,14 @@ func (s *source) sync(ctx context.Context) error {
 		}
 	}
 	s.status.FetchedCommit = head.String()
-	commit, err := s.git.repo.CommitObject(head)
+	commit, err := s.git.Git.CommitObject(head)
 	if err != nil {
 		// The clone lost the object it just fetched: start it again.
 		s.log.Warn().Err(err).Msg("clone is damaged; cloning again")
-		if err := s.reclone(ctx, auth); err != nil {
+		if err := s.reclone(ctx); err != nil {
 			return err
 		}
-		if commit, err = s.git.repo.CommitObject(head); err != nil {
+		if commit, err = s.git.Git.CommitObject(head); err != nil {
 			return fmt.Errorf("read commit %s: %w", short(head.String()), err)
 		}
 		full = true
@@ -232,7 +228,7 @@ func (s *source) sync(ctx context.Context) error {
 	err = s.apply(ctx, commit, full)
 	if errors.Is(err, plumbing.ErrObjectNotFound) {
 		s.log.Warn().Err(err).Msg("clone is missing objects; cloning again")
-		if err := s.reclone(ctx, auth); err != nil {
+		if err := s.reclone(ctx); err != nil {
 			return err
 		}
 		return s.apply(ctx, commit, true)
@@ -240,15 +236,16 @@ func (s *source) sync(ctx context.Context) error {
 	return err
 }
 
-func (s *source) reclone(ctx context.Context, auth transport.AuthMethod) error {
-	if err := s.git.reinit(); err != nil {
+func (s *source) reclone(ctx context.Context) error {
+	if err := s.git.Reset(); err != nil {
+		s.git = nil // closed: the next sync opens it again
 		return err
 	}
 	s.listings = map[string]Listing{}
 	fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
-	if _, err := s.git.fetch(fctx, auth); err != nil {
-		return &syncError{ReasonFetchFailed, fmt.Errorf("fetch %s: %w", RedactURL(s.spec.URL), err)}
+	if _, err := s.git.fetch(fctx); err != nil {
+		return &syncError{ReasonFetchFailed, err}
 	}
 	return nil
 }
@@ -281,7 +278,7 @@ func (s *source) previous() *Listing {
 	if l, ok := s.listings[applied]; ok {
 		return &l
 	}
-	c, err := s.git.repo.CommitObject(plumbing.NewHash(applied))
+	c, err := s.git.Git.CommitObject(plumbing.NewHash(applied))
 	if err != nil {
 		return nil // force-pushed away, or a new clone
 	}
@@ -491,13 +488,9 @@ func (s *source) superseded(ctx context.Context, commit string) bool {
 	if len(s.trigger) == 0 {
 		return false
 	}
-	auth, err := authFor(s.spec.Auth)
-	if err != nil {
-		return false
-	}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	head, err := s.git.remoteHead(lctx, auth)
+	head, err := s.git.remoteHead(lctx)
 	return err == nil && head.String() != commit
 }
 

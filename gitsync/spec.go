@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -83,28 +84,13 @@ func ValidateSpec(spec resources.SourceSpec) error {
 			bad(f.field, "%q must be a clean absolute path", f.v)
 		}
 	}
-	if a.TokenFile != "" && a.BasicAuthFile != "" {
-		bad("auth", "tokenFile and basicAuthFile are exclusive")
-	}
-	if (a.SSHKeyFile == "") != (a.KnownHostsFile == "") {
-		bad("auth", "sshKeyFile and knownHostsFile must be given together")
-	}
-	isSSH := strings.HasPrefix(spec.URL, "ssh://") || isSCPLike(spec.URL)
-	if a.SSHKeyFile != "" && !isSSH {
-		bad("auth.sshKeyFile", "only for ssh:// URLs")
-	}
-	if (a.TokenFile != "" || a.BasicAuthFile != "") && isSSH {
-		bad("auth", "tokenFile and basicAuthFile are for http(s) URLs, not ssh")
+	if err := gitx.CheckAuth(spec.URL, a); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("source %q: %w: %w", spec.Name, ErrInvalidSpec, errors.Join(errs...))
-}
-
-func isSCPLike(s string) bool {
-	at, _, ok := strings.Cut(s, ":")
-	return ok && !strings.Contains(at, "/") && !strings.Contains(s, "://") && at != ""
 }
 
 func checkURL(s string) string {
@@ -114,17 +100,17 @@ func checkURL(s string) string {
 	if strings.ContainsAny(s, " \t\r\n\x00") {
 		return "must not contain white space or control characters"
 	}
-	if isSCPLike(s) {
-		return ""
+	if !strings.Contains(s, "://") && gitx.IsSSH(s) {
+		return "" // scp-like: [user@]host:path
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Sprintf("%q is not a URL", RedactURL(s))
+		return fmt.Sprintf("%q is not a URL", gitx.RedactURL(s))
 	}
 	switch u.Scheme {
 	case "https", "http", "ssh":
 		if u.Host == "" {
-			return fmt.Sprintf("%q has no host", RedactURL(s))
+			return fmt.Sprintf("%q has no host", gitx.RedactURL(s))
 		}
 	case "file":
 		if u.Path == "" || !path.IsAbs(u.Path) {

@@ -27,7 +27,7 @@ func TestNewerCommitSupersedes(t *testing.T) {
 	spec := Defaulted(resources.SourceSpec{Name: "config", URL: r.FileURL(), IntervalSeconds: 3600})
 	s := newSource(spec, repo, t.TempDir(), zerolog.Nop(), time.Now)
 	s.round(ctx)
-	t.Cleanup(func() { s.git.close() })
+	t.Cleanup(func() { _ = s.git.Close() })
 	if s.status.AppliedCommit != c1 {
 		t.Fatalf("applied %q, want %s (error %q)", s.status.AppliedCommit, c1, s.status.LastError)
 	}

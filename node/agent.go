@@ -56,7 +56,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	beat := make(chan struct{}, 1)
 	ag, err := agent.NewAgent(agent.AgentConfig{
 		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
-		BuildAuth: build.Auth(o.AppAuth), MaxConcurrentSteps: o.MaxConcurrentSteps,
+		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts,
 		BuildSpec: agent.NewSpecBuilder(n.state.NodeName, volumes, idRange, log), CheckHost: rt.CheckHost,
 		OnChange: func() { reconcile.Poke(beat) },

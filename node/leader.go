@@ -12,6 +12,7 @@ import (
 
 	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/gitsync"
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/reconcile/agent"
@@ -42,7 +43,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 			// still add a source.
 			n.log.Error().Err(err).Msg("not following cluster.kat's config repo")
 		case created:
-			n.log.Info().Str("source", gitsync.ClusterSourceName).Str("url", gitsync.RedactURL(g.Repository)).Msg("created the Git source of cluster.kat")
+			n.log.Info().Str("source", gitsync.ClusterSourceName).Str("url", gitx.RedactURL(g.Repository)).Msg("created the Git source of cluster.kat")
 		}
 	}
 	gitops := gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log})

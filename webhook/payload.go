@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
+
+	"kat.dws.rip/kat/gitx"
 )
 
 // Bounds of a parsed payload.
@@ -86,7 +87,7 @@ func ParsePayload(provider string, body []byte) (Push, error) {
 		if len(u) > maxURLLength || strings.ContainsAny(u, "\x00\r\n") {
 			return Push{}, errors.New("repository url is too long or holds control characters")
 		}
-		if u = withoutCredentials(u); len(p.RepoURLs) < maxURLs && len(u) <= maxURLLength && !slices.Contains(p.RepoURLs, u) {
+		if u = gitx.RedactURL(u); len(p.RepoURLs) < maxURLs && len(u) <= maxURLLength && !slices.Contains(p.RepoURLs, u) {
 			p.RepoURLs = append(p.RepoURLs, u)
 		}
 	}
@@ -105,26 +106,6 @@ func ParsePayload(provider string, body []byte) (Push, error) {
 		return Push{}, fmt.Errorf("after %q is not a commit id", truncate(p.After, 64))
 	}
 	return p, nil
-}
-
-// withoutCredentials drops the userinfo of an http(s) URL and the password
-// of any other, so a token in a payload never reaches a log or an error. An
-// ssh user name ("git@") is kept: it is part of how the source is named.
-func withoutCredentials(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	switch u.Scheme {
-	case "http", "https":
-		u.User = nil
-	default:
-		if _, ok := u.User.Password(); !ok {
-			return raw
-		}
-		u.User = url.User(u.User.Username())
-	}
-	return u.String()
 }
 
 func isHex(s string) bool {

@@ -22,8 +22,8 @@ type Push struct {
 	Provider string
 	// RepoURLs holds every URL form the payload names (clone_url, ssh_url,
 	// html_url, git_http_url, ...), deduplicated, in payload order, at most
-	// 16. Credentials are removed: an http(s) URL loses its userinfo, any
-	// other its password.
+	// 16. Credentials are removed by gitx.RedactURL: an http(s) URL loses
+	// its userinfo, any other its password.
 	RepoURLs []string
 	// Ref is the full ref that moved, e.g. refs/heads/main.
 	Ref string

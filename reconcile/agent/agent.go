@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/runtime"
@@ -97,7 +97,7 @@ type AgentConfig struct {
 	Builder Builder
 	// BuildAuth holds the credential files for cloning app repositories.
 	// Default: none (anonymous).
-	BuildAuth build.Auth
+	BuildAuth gitx.Auth
 	// CheckHost finds what the container runtime needs that is missing on
 	// this host (runtime.Podman.CheckHost). The agent runs it at start, on
 	// every resync while it fails, and after a step failed for that

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -24,7 +24,7 @@ type agentEnv struct {
 	repo      *resources.Repo
 	rt        *fakeRuntime
 	builder   Builder
-	buildAuth build.Auth
+	buildAuth gitx.Auth
 	checkHost func(context.Context) error
 }
 

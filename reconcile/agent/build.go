@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/runtime"
@@ -51,7 +52,7 @@ func (s BuildRecords) PutBuildRecord(ctx context.Context, r build.Record) error 
 }
 
 // buildRequest is the build an assignment asks for. It is pure.
-func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth build.Auth) build.Request {
+func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth gitx.Auth) build.Request {
 	req := build.Request{
 		Namespace: a.Namespace, Workload: a.Workload, Repository: a.Build.Repository, Commit: a.Build.Commit,
 		CacheImage: q.Workload.Spec.Source.CacheImage, Auth: auth,

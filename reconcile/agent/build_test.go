@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -115,7 +116,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	}}}
 	e := newAgentEnv(t)
 	e.builder = fb
-	e.buildAuth = build.Auth{TokenFile: "/etc/kat/app.token"}
+	e.buildAuth = gitx.Auth{TokenFile: "/etc/kat/app.token"}
 	old := e.assignBuild("app-1", good)
 	ag, _ := e.start()
 	e.waitFor("the built instance running", ag, func(m map[string]resources.InstanceStatus) bool {

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/gitsync"
+	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
@@ -161,7 +162,7 @@ func planAppSources(ws []appWorkload, recs map[string]resources.AppSource, lastC
 		rec, ok := recs[w.Key]
 		last, checked := lastCheck[w.Key]
 		switch {
-		case !ok, rec.Repository != gitsync.RedactURL(w.Git.Repository), rec.Ref != gitsync.RefString(w.Git),
+		case !ok, rec.Repository != gitx.RedactURL(w.Git.Repository), rec.Ref != gitsync.RefString(w.Git),
 			forced[w.Key], !checked, now.Sub(last) >= interval:
 			p.Due = append(p.Due, w.Key)
 		}
@@ -230,7 +231,7 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 	}
 	now := s.cfg.Now().UTC()
 	next := resources.AppSource{
-		Namespace: m.Namespace, Workload: m.Name, Repository: gitsync.RedactURL(g.Repository), Ref: gitsync.RefString(g),
+		Namespace: m.Namespace, Workload: m.Name, Repository: gitx.RedactURL(g.Repository), Ref: gitsync.RefString(g),
 		Commit: prev.Commit, ResolvedAt: prev.ResolvedAt, CheckedAt: now,
 	}
 	if next.Ref != prev.Ref || next.Repository != prev.Repository {

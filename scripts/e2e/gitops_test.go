@@ -15,7 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"kat.dws.rip/kat/build/gittest"
+	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/webhook"
 )
 

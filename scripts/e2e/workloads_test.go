@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build/gittest"
+	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/internal/poll"
 )
 

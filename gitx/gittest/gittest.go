@@ -3,8 +3,8 @@
 // httptest) and helpers that make a bare repository with a working clone,
 // commit files and push them with the git CLI.
 //
-// It serves build, gitsync and the end-to-end tests in scripts/e2e, which is
-// why it sits in the build layer (the lowest of the three). A test whose
+// It serves gitx, build, gitsync and the end-to-end tests in scripts/e2e,
+// which is why it sits in the gitx layer, below all of them. A test whose
 // prerequisite (git, git http-backend) is missing is skipped, or failed when
 // KAT_REQUIRE_PREREQS is set (task ci sets it), see SkipOrFail.
 //

@@ -1,0 +1,169 @@
+package gitx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/go-git/go-billy/v5"
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// ErrCommitNotFound means a commit is not in a repository after a fetch that
+// should have brought it: the remote does not have it.
+var ErrCommitNotFound = errors.New("gitx: commit not found")
+
+// Remote is the name of the one remote of a Repo.
+const Remote = "origin"
+
+// A Repo is a local repository in a filesystem storage, bare or with a work
+// tree, whose one remote, origin, is URL, fetched with Auth. It is not safe
+// for concurrent use: one goroutine owns it. Close releases the pack files
+// it keeps open.
+type Repo struct {
+	// Git is the go-git repository, for reading objects and refs and for
+	// checking out.
+	Git *git.Repository
+	// URL is origin's URL.
+	URL string
+	// Auth names the credential files of URL, read at every fetch.
+	Auth Auth
+
+	gitDir, workTree string
+	st               *filesystem.Storage
+}
+
+// storage opens the objects in dir for one owner: pack files stay open
+// between reads until Close.
+func storage(dir string) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
+		filesystem.Options{ExclusiveAccess: true, KeepDescriptors: true})
+}
+
+// Open opens the bare repository in dir as it is when its origin is
+// rawURL, and otherwise (missing, another URL, unreadable) deletes dir and
+// makes a new, empty one: a damaged clone is started again.
+func Open(dir, rawURL string, auth Auth) (*Repo, error) {
+	st := storage(dir)
+	if g, err := git.Open(st, nil); err == nil {
+		rem, rerr := g.Remote(Remote)
+		if rerr == nil && len(rem.Config().URLs) == 1 && rem.Config().URLs[0] == rawURL {
+			return &Repo{Git: g, URL: rawURL, Auth: auth, gitDir: dir, st: st}, nil
+		}
+	}
+	_ = st.Close()
+	r := &Repo{URL: rawURL, Auth: auth, gitDir: dir}
+	if err := r.Reset(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Init makes a new, empty repository with its objects in gitDir and origin
+// rawURL. workTree is where a checkout goes, outside gitDir (go-git leaves a
+// ".git" file there pointing at gitDir); "" makes a bare repository.
+// Directories are created as needed; what they hold is kept.
+func Init(gitDir, workTree, rawURL string, auth Auth) (*Repo, error) {
+	r := &Repo{URL: rawURL, Auth: auth, gitDir: gitDir, workTree: workTree}
+	if err := r.init(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Repo) init() error {
+	st := storage(r.gitDir)
+	var wt billy.Filesystem
+	if r.workTree != "" {
+		wt = osfs.New(r.workTree)
+	}
+	g, err := git.Init(st, wt)
+	if err == nil {
+		_, err = g.CreateRemote(&config.RemoteConfig{Name: Remote, URLs: []string{r.URL}})
+	}
+	if err != nil {
+		_ = st.Close()
+		return fmt.Errorf("init repository %s for %s: %w", r.gitDir, RedactURL(r.URL), err)
+	}
+	r.Git, r.st = g, st
+	return nil
+}
+
+// Reset deletes the repository's objects and refs (not the work tree) and
+// makes it new and empty, for a clone to start again.
+func (r *Repo) Reset() error {
+	_ = r.Close()
+	if err := os.RemoveAll(r.gitDir); err != nil {
+		return fmt.Errorf("remove repository %s: %w", r.gitDir, err)
+	}
+	if err := os.MkdirAll(r.gitDir, 0o700); err != nil {
+		return fmt.Errorf("create repository directory: %w", err)
+	}
+	return r.init()
+}
+
+// Close releases the files the repository keeps open. The Repo is unusable
+// afterwards, until Reset.
+func (r *Repo) Close() error {
+	if r.st == nil {
+		return nil
+	}
+	err := r.st.Close()
+	r.st, r.Git = nil, nil
+	return err
+}
+
+// Fetch fetches refspecs (such as "+refs/heads/main:refs/remotes/origin/main")
+// from origin, forced and without tags beyond those the refspecs name, with
+// at most depth commits of history (0: all of it). Being up to date already
+// is no error.
+func (r *Repo) Fetch(ctx context.Context, depth int, refspecs ...string) error {
+	doing := fmt.Sprintf("fetch %s from %s", refspecs, RedactURL(r.URL))
+	if len(refspecs) == 1 {
+		doing = fmt.Sprintf("fetch %s from %s", refspecs[0], RedactURL(r.URL))
+	}
+	method, err := AuthMethod(r.URL, r.Auth)
+	if err != nil {
+		return fail(ctx, r.URL, doing, err)
+	}
+	specs := make([]config.RefSpec, len(refspecs))
+	for i, s := range refspecs {
+		specs[i] = config.RefSpec(s)
+		if err := specs[i].Validate(); err != nil {
+			return invalid("%s: %w", doing, err)
+		}
+	}
+	err = r.Git.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: Remote, RefSpecs: specs, Depth: depth, Tags: git.NoTags, Force: true, Auth: method,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return fail(ctx, r.URL, doing, err)
+	}
+	return nil
+}
+
+// FetchCommit fetches commit h from origin: alone at depth 1 when the server
+// serves commits by hash (uploadpack.allowReachableSHA1InWant or
+// allowTipSHA1InWant, as GitHub does), else every branch and tag in full,
+// since a shallow fetch of a branch may stop short of h. shallow tells
+// which. A commit still missing afterwards is an ErrCommitNotFound.
+func (r *Repo) FetchCommit(ctx context.Context, h plumbing.Hash) (shallow bool, err error) {
+	err = r.Fetch(ctx, 1, "+"+h.String()+":refs/kat/commit")
+	shallow = err == nil
+	if errors.Is(err, git.ErrExactSHA1NotSupported) {
+		err = r.Fetch(ctx, 0, "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, err := r.Git.CommitObject(h); err != nil {
+		return shallow, fmt.Errorf("commit %s in %s: %w", h, RedactURL(r.URL), ErrCommitNotFound)
+	}
+	return shallow, nil
+}

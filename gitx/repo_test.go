@@ -1,0 +1,177 @@
+package gitx
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"kat.dws.rip/kat/gitx/gittest"
+)
+
+// TestFetchCommit fetches an older commit by hash from a real Git smart-HTTP
+// server: alone at depth 1 when the server serves commits by hash, every
+// branch and tag in full otherwise.
+func TestFetchCommit(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	tests := []struct {
+		name     string
+		allowSHA bool
+		commit   string
+		shallow  bool
+		err      error
+	}{
+		{name: "by hash at depth 1", allowSHA: true, commit: h.first, shallow: true},
+		{name: "commit no ref points at, by hash", allowSHA: true, commit: h.bare, shallow: true},
+		{name: "fallback to every branch and tag", commit: h.bare},
+		{name: "unknown commit", commit: strings.Repeat("e", 40), err: ErrCommitNotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := gittest.Serve(t, h.Repo, gittest.ServerOptions{AllowSHA: tc.allowSHA})
+			dir := t.TempDir()
+			repo, err := Init(filepath.Join(dir, "git"), "", srv.RepoURL, Auth{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer repo.Close()
+			want := plumbing.NewHash(tc.commit)
+			shallow, err := repo.FetchCommit(t.Context(), want)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), srv.RepoURL) {
+					t.Fatalf("FetchCommit: %v; want %v naming the URL", err, tc.err)
+				}
+				return
+			}
+			if err != nil || shallow != tc.shallow {
+				t.Fatalf("FetchCommit: shallow=%t, %v; want shallow=%t", shallow, err, tc.shallow)
+			}
+			c, err := repo.Git.CommitObject(want)
+			if err != nil {
+				t.Fatalf("commit not in the repository: %v", err)
+			}
+			_, perr := c.Parent(0)
+			if hasParent := perr == nil; hasParent == tc.shallow {
+				t.Errorf("parent of the commit present: %t (%v); want %t", hasParent, perr, !tc.shallow)
+			}
+		})
+	}
+}
+
+// TestFetchBranch keeps a bare clone of a branch over file:// and fetches
+// again after a force-push; Open reopens the clone as it is, and starts
+// anew when its origin differs.
+func TestFetchBranch(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	const spec = "+refs/heads/main:refs/remotes/origin/main"
+	head := func(repo *Repo) string {
+		t.Helper()
+		ref, err := repo.Git.Reference("refs/remotes/origin/main", true)
+		if err != nil {
+			return ""
+		}
+		return ref.Hash().String()
+	}
+	repo, err := Open(dir, h.FileURL(), Auth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Fetch(t.Context(), 0, spec); err != nil || head(repo) != h.second {
+		t.Fatalf("fetch: head %s, %v; want %s", head(repo), err, h.second)
+	}
+	if err := repo.Fetch(t.Context(), 0, spec); err != nil {
+		t.Fatalf("fetch again, up to date: %v", err)
+	}
+	h.Git(h.Work, "reset", "-q", "--hard", h.zero)
+	rewritten := h.Commit("rewritten", map[string]string{"new": "x\n"})
+	if err := repo.Fetch(t.Context(), 0, spec); err != nil || head(repo) != rewritten {
+		t.Fatalf("fetch after a force-push: head %s, %v; want %s", head(repo), err, rewritten)
+	}
+	_ = repo.Close()
+
+	repo, err = Open(dir, h.FileURL(), Auth{})
+	if err != nil || head(repo) != rewritten {
+		t.Fatalf("reopened: head %s, %v; want %s", head(repo), err, rewritten)
+	}
+	_ = repo.Close()
+	other := gittest.NewRepo(t, "other")
+	repo, err = Open(dir, other.FileURL(), Auth{})
+	if err != nil || head(repo) != "" {
+		t.Fatalf("opened for another URL: head %q, %v; want a new, empty clone", head(repo), err)
+	}
+	defer repo.Close()
+	if err := repo.Fetch(t.Context(), 1, spec); err == nil || !strings.Contains(err.Error(), "fetch "+spec+" from "+other.FileURL()) {
+		t.Errorf("fetch of a missing branch: %v, want an error saying what and from where", err)
+	}
+	if err := repo.Fetch(t.Context(), 0, "no-colon-*"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("malformed refspec: %v, want ErrInvalid", err)
+	}
+}
+
+// TestOpenDamaged starts a clone whose storage is broken again.
+func TestOpenDamaged(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("[not git config"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := Open(dir, h.FileURL(), Auth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	if _, err := repo.FetchCommit(t.Context(), plumbing.NewHash(h.second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSSH lists and fetches over SSH with the host key checked against
+// known_hosts, and refuses a server whose key known_hosts does not list.
+func TestSSH(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	srv := gittest.ServeSSH(t, h.Repo)
+	dir := t.TempDir()
+	key := writeFile(t, dir, "id", string(srv.ClientKeyPEM))
+	good := Auth{SSHKeyFile: key, KnownHostsFile: writeFile(t, dir, "known_hosts", srv.KnownHostsLine()+"\n")}
+
+	got, err := Resolve(t.Context(), srv.RepoURL, good, Ref{Tag: "v1"})
+	if err != nil || got.String() != h.first {
+		t.Fatalf("Resolve over ssh: %v, %v; want %s", got, err, h.first)
+	}
+	repo, err := Init(filepath.Join(dir, "git"), "", srv.RepoURL, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	if _, err := repo.FetchCommit(t.Context(), plumbing.NewHash(h.bare)); err != nil {
+		t.Fatalf("FetchCommit over ssh: %v", err)
+	}
+
+	otherKey, _ := gittest.NewKey(t)
+	impostor := *srv
+	impostor.HostKey = otherKey
+	wrongKey := Auth{SSHKeyFile: key, KnownHostsFile: writeFile(t, dir, "wrong_hosts", impostor.KnownHostsLine()+"\n")}
+	_, err = ListRefs(t.Context(), srv.RepoURL, wrongKey)
+	if err == nil || errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "list refs of "+srv.RepoURL) || !strings.Contains(err.Error(), "key mismatch") {
+		t.Errorf("ListRefs from a host with another key: %v; want a refusal naming the URL", err)
+	}
+	_, clientPEM := gittest.NewKey(t)
+	otherClient := Auth{SSHKeyFile: writeFile(t, dir, "other_id", string(clientPEM)), KnownHostsFile: good.KnownHostsFile}
+	if _, err := ListRefs(t.Context(), srv.RepoURL, otherClient); err == nil {
+		t.Error("ListRefs with a key the server does not accept succeeded")
+	}
+	if _, err := ListRefs(t.Context(), srv.RepoURL, Auth{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ListRefs over ssh without a key: %v, want ErrInvalid", err)
+	}
+}

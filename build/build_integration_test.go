@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -297,20 +298,17 @@ func TestBuildTimeout(t *testing.T) {
 	if !strings.Contains(fe.LogTail, "timed out") {
 		t.Errorf("log tail lacks the timeout:\n%s", fe.LogTail)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		pids := processesRunning("sleep " + seconds)
-		if len(pids) == 0 {
-			break
+	t.Cleanup(func() { // whatever a failure below left running
+		for _, p := range processesRunning("sleep " + seconds) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
-		if time.Now().After(deadline) {
-			for _, p := range pids {
-				_ = syscall.Kill(p, syscall.SIGKILL)
-			}
-			t.Fatalf("the RUN step's process outlived the build: %v", pids)
+	})
+	poll.UntilErr(t, 15*time.Second, "the RUN step's process ends with the build", func() error {
+		if pids := processesRunning("sleep " + seconds); len(pids) > 0 {
+			return fmt.Errorf("still running: %v", pids)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // processesRunning returns the PIDs whose command line is cmdline.
@@ -345,13 +343,7 @@ func TestCloseStopsBuilds(t *testing.T) {
 		_, err := b.Build(context.Background(), req)
 		errc <- err
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for len(processesRunning("sleep "+seconds)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the RUN step never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 60*time.Second, "the RUN step starts", func() bool { return len(processesRunning("sleep "+seconds)) > 0 })
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package gitsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/gitx/gittest"
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -88,16 +90,13 @@ func (e *env) addSource(spec resources.SourceSpec) {
 // triggering the sources in between.
 func (e *env) eventually(what string, cond func() string) {
 	e.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		if last = cond(); last == "" {
-			return
+	poll.UntilErr(e.t, 60*time.Second, what, func() error {
+		if last := cond(); last != "" {
+			_, _ = e.m.Trigger("")
+			return errors.New(last)
 		}
-		_, _ = e.m.Trigger("")
-		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // a deadline-bounded poll
-	}
-	e.t.Fatalf("%s: still %s after 60s", what, last)
+		return nil
+	})
 }
 
 func (e *env) source(name string) resources.Source {

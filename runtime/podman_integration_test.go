@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kat.dws.rip/kat/internal/poll"
 )
 
 // baseImage is the image integration tests run; scripts/build-base-image.sh
@@ -89,22 +91,19 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// eventually polls cond every 50ms until it holds or d passes.
+// eventually polls cond until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var lastErr error
-	for {
+	poll.UntilErr(t, d, what, func() error {
 		ok, err := cond()
 		if ok {
-			return
+			return nil
 		}
-		lastErr = err
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s (last error: %v)", what, d, lastErr)
+		if err == nil {
+			err = errors.New("not yet")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // testContainerPorts is where these tests publish containers' ports: apart

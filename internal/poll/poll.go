@@ -4,6 +4,10 @@
 //
 //	poll.Until(t, 10*time.Second, "the workload is ready", func() bool { return ready() })
 //	err := poll.Wait(ctx, func() (bool, error) { return probe() }) // outside a test's goroutine
+//
+// A benchmark that measures when a condition starts to hold checks it at a
+// fixed interval instead (UntilEvery), so that the back-off does not add to
+// what it measures.
 package poll
 
 import (
@@ -24,21 +28,38 @@ const (
 // waited for, when timeout passes first.
 func Until(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	UntilErr(tb, timeout, what, func() error {
-		if cond() {
-			return nil
-		}
-		return errNotYet
-	})
+	UntilErr(tb, timeout, what, boolCond(cond))
 }
 
 // UntilErr checks cond until it returns nil and fails tb when timeout passes
 // first, naming what it waited for and cond's last error.
 func UntilErr(tb testing.TB, timeout time.Duration, what string, cond func() error) {
 	tb.Helper()
+	until(tb, timeout, what, backoff, cond)
+}
+
+// UntilEvery checks cond every interval (not backing off) until it returns
+// true and fails tb when timeout passes first: for a benchmark that measures
+// the moment cond starts to hold.
+func UntilEvery(tb testing.TB, timeout, interval time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	until(tb, timeout, what, func(time.Duration) time.Duration { return interval }, boolCond(cond))
+}
+
+func boolCond(cond func() bool) func() error {
+	return func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	}
+}
+
+func until(tb testing.TB, timeout time.Duration, what string, next func(time.Duration) time.Duration, cond func() error) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := Wait(ctx, func() (bool, error) {
+	if err := wait(ctx, next, func() (bool, error) {
 		err := cond()
 		return err == nil, err
 	}); err != nil {
@@ -49,7 +70,14 @@ func UntilErr(tb testing.TB, timeout time.Duration, what string, cond func() err
 // Wait checks cond until it reports done or ctx ends. It returns nil once
 // done; otherwise ctx's error joined with cond's last error.
 func Wait(ctx context.Context, cond func() (done bool, err error)) error {
-	delay := firstDelay
+	return wait(ctx, backoff, cond)
+}
+
+// backoff is the delay after one of delay: doubled, up to maxDelay.
+func backoff(delay time.Duration) time.Duration { return min(2*delay, maxDelay) }
+
+func wait(ctx context.Context, next func(time.Duration) time.Duration, cond func() (done bool, err error)) error {
+	delay := next(firstDelay / 2)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var last error
@@ -68,7 +96,7 @@ func Wait(ctx context.Context, cond func() (done bool, err error)) error {
 		}
 		last = err
 		t.Reset(delay)
-		delay = min(2*delay, maxDelay)
+		delay = next(delay)
 	}
 }
 

@@ -74,3 +74,18 @@ func TestUntilNamesWhatItWaitedFor(t *testing.T) {
 		t.Fatalf("Until failed on a condition that holds: %s", ok.msg)
 	}
 }
+
+func TestUntilEvery(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	ok := &recorder{TB: t}
+	UntilEvery(ok, 10*time.Second, time.Millisecond, "the third check", func() bool { return n.Add(1) == 3 })
+	if ok.msg != "" || n.Load() != 3 {
+		t.Fatalf("UntilEvery: %q after %d checks, want success at the third", ok.msg, n.Load())
+	}
+	never := &recorder{TB: t}
+	UntilEvery(never, 20*time.Millisecond, time.Millisecond, "never", func() bool { return false })
+	if !strings.Contains(never.msg, "never") {
+		t.Fatalf("UntilEvery's failure %q does not name what it waited for", never.msg)
+	}
+}

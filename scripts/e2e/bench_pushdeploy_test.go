@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/poll"
 )
 
 // BenchmarkPushToDeploy measures, per new commit of an app repository (a
@@ -111,18 +112,14 @@ func BenchmarkPushToDeploy(b *testing.B) {
 // args) holds n containers of workload wl on node.
 func waitContainers(b testing.TB, store []string, node, wl string, n int) {
 	b.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	poll.UntilErr(b, 2*time.Minute, fmt.Sprintf("%s: %d containers of %s", node, n, wl), func() error {
 		args := append(append([]string(nil), store...), "ps", "-aq", "--filter", "label=kat.node="+node, "--filter", "label=kat.workload="+wl)
 		out, err := exec.Command("podman", args...).Output()
 		if err == nil && len(strings.Fields(string(out))) == n {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s: %d containers of %s wanted; podman ps: %q, %v", node, n, wl, out, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("podman ps: %q, %v", out, err)
+	})
 }
 
 // waitFast polls the workload's status through the API every 20ms (2
@@ -131,20 +128,16 @@ func waitFast(b testing.TB, c *Cluster, ref string, cond func(*api.WorkloadDetai
 	b.Helper()
 	client := clientFor(b, c)
 	ns, name, _ := strings.Cut(ref, "/")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if d, err := client.WorkloadStatus(ctx, ns, name); err == nil && cond(d) {
-			return d
+	var got *api.WorkloadDetail
+	poll.UntilEvery(b, 2*time.Minute, 20*time.Millisecond, ref, func() bool {
+		d, err := client.WorkloadStatus(context.Background(), ns, name)
+		if err == nil && cond(d) {
+			got = d
+			return true
 		}
-		select {
-		case <-ctx.Done():
-			b.Fatalf("%s: not there within 2 minutes\n%s", ref, c.Tail(20))
-		case <-tick.C:
-		}
-	}
+		return false
+	})
+	return got
 }
 
 // runsImage reports whether an instance of the workload runs image.
@@ -203,16 +196,10 @@ func manualDeploy(b testing.TB, url, body string) time.Duration {
 	run("podman", "run", "-d", "--name", name, "--userns=auto", "-p", fmt.Sprintf("127.0.0.1:%d:8080", port), tag, "httpd", "-f", "-p", "8080", "-h", "/www")
 	ran := time.Since(start)
 	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if got, err := getBody(context.Background(), client, port); err == nil && got == body {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("by hand: %q not served on port %d within a minute", body, port)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.UntilEvery(b, time.Minute, 10*time.Millisecond, fmt.Sprintf("by hand: %q served on port %d", body, port), func() bool {
+		got, err := getBody(context.Background(), client, port)
+		return err == nil && got == body
+	})
 	took := time.Since(start)
 	fmt.Fprintf(os.Stderr, "by hand: cloned +%dms, built +%dms, ran +%dms, served +%dms\n", cloned.Milliseconds(), built.Milliseconds(), ran.Milliseconds(), took.Milliseconds())
 	_ = exec.Command("podman", "rm", "-f", "-t", "0", name).Run()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/gitx/gittest"
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/webhook"
 )
 
@@ -62,19 +64,15 @@ spec:
 
 func waitForWorkload(t *testing.T, c *Cluster, name string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.UntilErr(t, 60*time.Second, "workload "+name+" appears", func() error {
 		_, ws := getWorkloads(t, c)
 		for _, w := range ws {
 			if w.Name == name && w.Owner.Kind == "git" {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workload %s did not appear within 60s\n%s\n%s", name, c.Katcall(context.Background(), "get", "sources"), c.Tail(20))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%s\n%s", c.Katcall(context.Background(), "get", "sources"), c.Tail(20))
+	})
 }
 
 // TestGitOpsThroughBinaries follows a config repo served by git http-backend:
@@ -198,23 +196,15 @@ func ownershipThroughBinaries(t *testing.T, c *Cluster, remote *gitRemote) {
 	if r := c.Katcall(ctx, "resume", "default/synced"); r.Code != 0 {
 		t.Fatalf("katcall resume: %s", r)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.UntilErr(t, 60*time.Second, "Git's version of default/synced applied again", func() error {
 		_, ws := getWorkloads(t, c)
-		back := false
 		for _, w := range ws {
 			if w.Name == "synced" && w.Suspended != nil && !*w.Suspended && w.Generation == 3 {
-				back = true
+				return nil
 			}
 		}
-		if back {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Git's version of default/synced not applied again within 60s: %s", c.Katcall(ctx, "get", "workloads", "-o", "json"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return errors.New(c.Katcall(ctx, "get", "workloads", "-o", "json").String())
+	})
 	if r := c.Katcall(ctx, "suspend", "default/first"); r.Code != 0 || !strings.Contains(r.Stdout, "suspended") {
 		t.Errorf("katcall suspend: %s", r)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/webhook"
 )
 
@@ -358,20 +359,14 @@ func getBody(ctx context.Context, client *http.Client, port int) (string, error)
 // waitBody waits (up to timeout) until the prober has seen body served.
 func (p *prober) waitBody(t testing.TB, body string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	poll.UntilErr(t, timeout, fmt.Sprintf("%q served", body), func() error {
 		p.mu.Lock()
-		seen := slices.Contains(p.bodies, body)
-		bodies := append([]string(nil), p.bodies...)
-		p.mu.Unlock()
-		if seen {
-			return
+		defer p.mu.Unlock()
+		if slices.Contains(p.bodies, body) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q not served within %s; served so far: %q", body, timeout, bodies)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("served so far: %q", p.bodies)
+	})
 }
 
 // waitRounds waits (up to timeout) until the prober has run n more rounds.
@@ -380,19 +375,11 @@ func (p *prober) waitRounds(t testing.TB, n int, timeout time.Duration) {
 	p.mu.Lock()
 	want := p.rounds + n
 	p.mu.Unlock()
-	deadline := time.Now().Add(timeout)
-	for {
+	poll.Until(t, timeout, fmt.Sprintf("prober: %d rounds", want), func() bool {
 		p.mu.Lock()
-		done := p.rounds >= want
-		p.mu.Unlock()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prober: %d rounds not reached within %s", want, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer p.mu.Unlock()
+		return p.rounds >= want
+	})
 }
 
 // stop ends the probing and returns the rounds, the gaps and the bodies

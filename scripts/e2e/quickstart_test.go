@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"kat.dws.rip/kat/internal/poll"
 )
 
 // TestQuickStartScripts runs the README's start command (scripts/up.sh, which
@@ -69,17 +72,13 @@ func TestQuickStartScripts(t *testing.T) {
 	if r := katcall("sync"); r.Code != 0 {
 		t.Fatalf("katcall sync: %s", r)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.UntilErr(t, 60*time.Second, "the pushed workload appears", func() error {
 		r := katcall("get", "workloads")
 		if r.Code == 0 && strings.Contains(r.Stdout, "pushed") && strings.Contains(r.Stdout, "git:config/default/pushed") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pushed workload did not appear within 60s: %s\n%s", r, katcall("get", "sources"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("%s\n%s", r, katcall("get", "sources"))
+	})
 	out, err = script("up.sh")
 	if err != nil || !strings.Contains(out, "already running") || !strings.Contains(out, "Workloads:  4") {
 		t.Fatalf("second up.sh: %v\n%s", err, out)

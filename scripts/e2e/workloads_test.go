@@ -355,13 +355,13 @@ func TestAgentRunsWorkloads(t *testing.T) {
 			t.Fatalf("delete %s: %s", name, r)
 		}
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for len(containerIDs(t, c.Node, web))+len(containerIDs(t, c.Node, bad))+len(containerIDs(t, c.Node, vol)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("containers left after delete: %v %v\n%s", containerIDs(t, c.Node, web), containerIDs(t, c.Node, bad), c.Tail(30))
+	poll.UntilErr(t, 2*time.Minute, "every container removed after delete", func() error {
+		left := slices.Concat(containerIDs(t, c.Node, web), containerIDs(t, c.Node, bad), containerIDs(t, c.Node, vol))
+		if len(left) == 0 {
+			return nil
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return fmt.Errorf("left: %v\n%s", left, c.Tail(30))
+	})
 }
 
 // agentLog returns the last n lines of the agent's log other than API

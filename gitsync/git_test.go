@@ -14,6 +14,7 @@ import (
 // TestIncrementalListingEqualsFullListing lists a commit once from scratch
 // and once reusing the previous commit's listing; both must be equal.
 func TestIncrementalListingEqualsFullListing(t *testing.T) {
+	t.Parallel()
 	r := newTestRemote(t)
 	r.WriteFile("ns1/namespace.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: ns1\n"))
 	r.workload("ns1/a", "ns1", "a", 1)

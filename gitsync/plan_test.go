@@ -69,6 +69,7 @@ func render(p Plan) string {
 }
 
 func TestChangedPaths(t *testing.T) {
+	t.Parallel()
 	prev := &Listing{Dirs: map[string]string{"a": "1", "b": "2", "c": "3"}, Namespaces: map[string]string{"ns/namespace.kat": "9"}}
 	next := Listing{Dirs: map[string]string{"a": "1", "b": "22", "d": "4"}, Namespaces: map[string]string{"ns/namespace.kat": "9"}}
 	got := ChangedPaths(prev, next)
@@ -86,6 +87,7 @@ func TestChangedPaths(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	web1, web2 := testQuadlet(t, "default", "web", 1), testQuadlet(t, "default", "web", 2)
 	db := testQuadlet(t, "default", "db", 1)
 	web3 := testQuadlet(t, "default", "web3", 1)
@@ -229,6 +231,7 @@ func dirs(paths ...string) Listing {
 }
 
 func TestDescribePrefixesFiles(t *testing.T) {
+	t.Parallel()
 	_, err := quadlet.ParseWorkload(map[string][]byte{quadlet.WorkloadFile: []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Workload\nmetadata:\n  name: BAD\n")}, quadlet.ParseOptions{})
 	if err == nil {
 		t.Fatal("want a parse error")

@@ -13,6 +13,7 @@ import (
 // TestResolveRef resolves what workload.kat's spec.source.git follows
 // (gitx.Resolve tests the rest).
 func TestResolveRef(t *testing.T) {
+	t.Parallel()
 	r := newTestRemote(t)
 	r.WriteFile("Dockerfile", []byte("FROM scratch\n"))
 	first := r.Commit("first", nil)
@@ -54,6 +55,7 @@ func TestResolveRef(t *testing.T) {
 }
 
 func TestRefString(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		git  quadlet.GitSource
 		want string

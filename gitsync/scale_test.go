@@ -14,6 +14,7 @@ import (
 // TestOneChangeOfFiveHundred changes one directory of 500 and checks that
 // only that workload's generation moves.
 func TestOneChangeOfFiveHundred(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("writes 500 workloads")
 	}
@@ -48,6 +49,7 @@ func TestOneChangeOfFiveHundred(t *testing.T) {
 }
 
 func TestDispatchPushMatchesURLFormsAndBranch(t *testing.T) {
+	t.Parallel()
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
 	c1 := r.Commit("one", nil)
@@ -85,6 +87,7 @@ func TestDispatchPushMatchesURLFormsAndBranch(t *testing.T) {
 // (objects lost, or the repository unreadable); after a restart the next
 // commit, which needs an unchanged directory's objects, is still applied.
 func TestDamagedCloneIsClonedAgain(t *testing.T) {
+	t.Parallel()
 	damages := []struct {
 		name   string
 		damage func(t *testing.T, clone string)

@@ -67,6 +67,7 @@ func (r *testRemote) signedCommit(t *testing.T, msg string, key *openpgp.Entity)
 }
 
 func TestSignatures(t *testing.T) {
+	t.Parallel()
 	trusted, ring := newKey(t, "trusted")
 	stranger, _ := newKey(t, "stranger")
 	r := newTestRemote(t)

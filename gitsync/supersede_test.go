@@ -16,6 +16,7 @@ import (
 // TestNewerCommitSupersedes stops an apply in progress when a trigger is
 // pending and the remote head has moved past the commit being applied.
 func TestNewerCommitSupersedes(t *testing.T) {
+	t.Parallel()
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
 	c1 := r.Commit("one", nil)
@@ -60,6 +61,7 @@ func TestNewerCommitSupersedes(t *testing.T) {
 // the API's --force while the leader is down; the next leader's first sync
 // compares every directory and writes it again.
 func TestFirstSyncRepairsDriftBehindGitsBack(t *testing.T) {
+	t.Parallel()
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
 	r.workload("db", "default", "db", 1)

@@ -22,6 +22,7 @@ func condition(conds []resources.Condition, typ string) *resources.Condition {
 // served by git http-backend: first sync, a change, a prune, a broken and a
 // fixed directory, a force-push and an unreachable server.
 func TestSyncOverHTTP(t *testing.T) {
+	t.Parallel()
 	r := newTestRemote(t)
 	srv, url := newGitServer(t, r)
 	r.WriteFile("demo/namespace.kat", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: demo\n"))
@@ -162,6 +163,7 @@ func TestSyncOverHTTP(t *testing.T) {
 }
 
 func TestPruneAllRefused(t *testing.T) {
+	t.Parallel()
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
 	c1 := r.Commit("one", nil)
@@ -197,6 +199,7 @@ func TestPruneAllRefused(t *testing.T) {
 }
 
 func TestSuspendAndResume(t *testing.T) {
+	t.Parallel()
 	r := newTestRemote(t)
 	r.workload("web", "default", "web", 1)
 	c1 := r.Commit("one", nil)
@@ -244,6 +247,7 @@ func TestSuspendAndResume(t *testing.T) {
 // TestMissingNamespaceThenAdded: a workload in a namespace that does not
 // exist is a path error; the commit adding only namespace.kat applies it.
 func TestMissingNamespaceThenAdded(t *testing.T) {
+	t.Parallel()
 	r := newTestRemote(t)
 	r.workload("apps/web", "default", "web", 1)
 	r.workload("late/job", "late", "job", 1)

@@ -140,6 +140,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 func TestReadArchiveAccepts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		archive []byte
@@ -185,6 +186,7 @@ func TestReadArchiveAccepts(t *testing.T) {
 }
 
 func TestReadArchiveRefuses(t *testing.T) {
+	t.Parallel()
 	small := Limits{MaxFiles: 3, MaxFileBytes: 1 << 10, MaxTotalBytes: 2 << 10}
 	kib := strings.Repeat("x", 1<<10)
 	tests := []struct {
@@ -260,6 +262,7 @@ func TestReadArchiveRefuses(t *testing.T) {
 // TestReadArchiveGzipBomb checks that 100 MiB of compressed zeros are cut
 // off just past the limit, reading only a small part of the input.
 func TestReadArchiveGzipBomb(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		archive []byte
@@ -302,6 +305,7 @@ func gzippedTarThenZeros(t *testing.T, n int64) []byte {
 // TestGzipZeros checks the bomb builder itself: its output must be a valid
 // gzip stream of the promised length.
 func TestGzipZeros(t *testing.T) {
+	t.Parallel()
 	const n = 5 << 20
 	data := gzipZeros(t, []byte("prefix"), n)
 	gz, err := gzip.NewReader(bytes.NewReader(data))
@@ -319,6 +323,7 @@ func TestGzipZeros(t *testing.T) {
 }
 
 func TestWriteArchiveRoundTrip(t *testing.T) {
+	t.Parallel()
 	files := map[string][]byte{
 		"workload.kat":            []byte(minimalWorkload),
 		"VirtualLoadBalancer.kat": []byte("x"),
@@ -381,6 +386,7 @@ func TestWriteArchiveRoundTrip(t *testing.T) {
 }
 
 func TestWriteArchiveRefusesBadNames(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"../x.kat", "sub/x.kat", "x.yaml", ""} {
 		t.Run(name, func(t *testing.T) {
 			if err := WriteArchive(io.Discard, map[string][]byte{name: nil}); err == nil {

@@ -16,6 +16,7 @@ spec:
 `
 
 func TestParseClusterConfigurationDefaults(t *testing.T) {
+	t.Parallel()
 	cc, err := ParseClusterConfiguration("cluster.kat", []byte(minimalCluster))
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,7 @@ func TestParseClusterConfigurationDefaults(t *testing.T) {
 }
 
 func TestParseClusterConfigurationGitOps(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		yaml string
@@ -91,6 +93,7 @@ func TestParseClusterConfigurationGitOps(t *testing.T) {
 }
 
 func TestParseClusterConfigurationInvalid(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		yaml string
@@ -151,6 +154,7 @@ func TestParseClusterConfigurationInvalid(t *testing.T) {
 }
 
 func TestParseNamespace(t *testing.T) {
+	t.Parallel()
 	valid := "apiVersion: kat.dws.rip/v1alpha1\nkind: Namespace\nmetadata:\n  name: shop\n  labels:\n    team: web\n    legacy: no\n"
 	ns, err := ParseNamespace(NamespaceFile, []byte(valid))
 	if err != nil {

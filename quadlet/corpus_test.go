@@ -12,6 +12,7 @@ import (
 // that it is refused with a message containing the text of the sibling
 // .want file.
 func TestInvalidCorpus(t *testing.T) {
+	t.Parallel()
 	dirs, err := filepath.Glob("testdata/invalid/*.want")
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,7 @@ func TestInvalidCorpus(t *testing.T) {
 
 // TestValidCorpus parses every directory under testdata/valid.
 func TestValidCorpus(t *testing.T) {
+	t.Parallel()
 	dirs, err := filepath.Glob("testdata/valid/*")
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ func writeDir(t *testing.T, files map[string]string) string {
 }
 
 func TestReadDirAccepts(t *testing.T) {
+	t.Parallel()
 	dir := writeDir(t, map[string]string{
 		"workload.kat":  minimalWorkload,
 		"job.kat":       "x",
@@ -50,6 +51,7 @@ func TestReadDirAccepts(t *testing.T) {
 }
 
 func TestReadDirRefuses(t *testing.T) {
+	t.Parallel()
 	kib := strings.Repeat("x", 1<<10)
 	small := Limits{MaxFiles: 2, MaxFileBytes: 1 << 10, MaxTotalBytes: 3 << 9}
 	tests := []struct {
@@ -158,6 +160,7 @@ func TestReadDirRefuses(t *testing.T) {
 }
 
 func TestReadDirEmpty(t *testing.T) {
+	t.Parallel()
 	dir := writeDir(t, map[string]string{".gitkeep": ""})
 	if _, err := ReadDir(dir, DefaultLimits); err == nil || !strings.Contains(err.Error(), "no .kat files") {
 		t.Errorf("error = %v, want no .kat files", err)
@@ -168,6 +171,7 @@ func TestReadDirEmpty(t *testing.T) {
 }
 
 func TestLimitsCheck(t *testing.T) {
+	t.Parallel()
 	lim := Limits{MaxFiles: 2, MaxFileBytes: 4, MaxTotalBytes: 6}
 	tests := []struct {
 		name  string

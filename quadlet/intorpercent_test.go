@@ -9,6 +9,7 @@ import (
 )
 
 func TestIntOrPercentValue(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		v     IntOrPercent
@@ -34,6 +35,7 @@ func TestIntOrPercentValue(t *testing.T) {
 }
 
 func TestIntOrPercentRoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		yaml     string

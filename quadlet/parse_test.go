@@ -48,6 +48,7 @@ func toFiles(m map[string]string) map[string][]byte {
 }
 
 func TestParseWorkloadDefaults(t *testing.T) {
+	t.Parallel()
 	q, err := LoadDir("testdata/valid/web", ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +93,7 @@ func TestParseWorkloadDefaults(t *testing.T) {
 }
 
 func TestParseWorkloadDefaultsByType(t *testing.T) {
+	t.Parallel()
 	job := `apiVersion: kat.dws.rip/v1alpha1
 kind: JobDefinition
 `
@@ -205,6 +207,7 @@ spec: {}
 // TestCanonicalJSONGolden pins the canonical form of every valid example:
 // a change here changes every spec hash and redeploys every workload.
 func TestCanonicalJSONGolden(t *testing.T) {
+	t.Parallel()
 	dirs, err := filepath.Glob("testdata/valid/*")
 	if err != nil {
 		t.Fatal(err)
@@ -244,6 +247,7 @@ func TestCanonicalJSONGolden(t *testing.T) {
 }
 
 func TestSpecHashPinned(t *testing.T) {
+	t.Parallel()
 	q := mustParse(t, map[string]string{"workload.kat": minimalWorkload}, ParseOptions{})
 	const wantJSON = `{"Workload":{"apiVersion":"kat.dws.rip/v1alpha1","kind":"Workload","metadata":{"name":"app","namespace":"default"},"spec":{"container":{"name":"app"},"replicas":2,"restartPolicy":{"condition":"Always"},"source":{"image":"nginx:1.27"},"type":"Service","updateStrategy":{"rolling":{"maxSurge":1},"type":"Rolling"}}}}`
 	if got := string(q.CanonicalJSON()); got != wantJSON {
@@ -256,6 +260,7 @@ func TestSpecHashPinned(t *testing.T) {
 }
 
 func TestSpecHashEquivalence(t *testing.T) {
+	t.Parallel()
 	base := map[string]string{
 		"workload.kat": minimalWorkload,
 		"VirtualLoadBalancer.kat": `apiVersion: kat.dws.rip/v1alpha1
@@ -361,6 +366,7 @@ spec:
 // duplicate keys, unknown fields, wrong types) and that all problems come
 // back together, sorted, with lines.
 func TestParseWorkloadErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		yaml string
@@ -451,6 +457,7 @@ func TestParseWorkloadErrors(t *testing.T) {
 }
 
 func TestYAML11WordsKeptVerbatim(t *testing.T) {
+	t.Parallel()
 	q := mustParse(t, map[string]string{"workload.kat": minimalWorkload +
 		"    env:\n      - {name: A, value: on}\n      - {name: B, value: no}\n      - {name: C, value: 0755}\n      - {name: D, value: 1e3}\n      - {name: E, value: ~x}\n"}, ParseOptions{})
 	want := []string{"on", "no", "0755", "1e3", "~x"}
@@ -462,6 +469,7 @@ func TestYAML11WordsKeptVerbatim(t *testing.T) {
 }
 
 func TestFieldErrorFormat(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		err  FieldError
@@ -494,6 +502,7 @@ func TestFieldErrorFormat(t *testing.T) {
 }
 
 func TestParseWorkloadFileNames(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		file string
@@ -517,6 +526,7 @@ func TestParseWorkloadFileNames(t *testing.T) {
 }
 
 func TestAliasBomb(t *testing.T) {
+	t.Parallel()
 	// A mapping of 2000 keys, decoded once as labels, then referred to
 	// 2000 times as an env entry where every key is an unknown field: four
 	// million problems unless the decoder bounds its work.

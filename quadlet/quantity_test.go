@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseCPU(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    int64
@@ -54,6 +55,7 @@ func TestParseCPU(t *testing.T) {
 }
 
 func TestParseMemory(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    int64

@@ -32,6 +32,7 @@ func waitDone(t *testing.T, ctx context.Context) error {
 }
 
 func TestCampaignResign(t *testing.T) {
+	t.Parallel()
 	emb := storetest.NewEmbedded(t)
 	st := store.New(emb.Client())
 	t.Cleanup(func() { _ = st.Close() })
@@ -135,6 +136,7 @@ func leaderKey(t *testing.T, cli *clientv3.Client) string {
 }
 
 func TestLeadershipHandOver(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// end ends a's leadership.
@@ -248,6 +250,7 @@ func TestLeadershipHandOver(t *testing.T) {
 }
 
 func TestCampaignWaitCancelled(t *testing.T) {
+	t.Parallel()
 	emb := storetest.NewEmbedded(t)
 	a, b := store.New(emb.Client()), store.New(emb.Client())
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
@@ -277,6 +280,7 @@ func TestCampaignWaitCancelled(t *testing.T) {
 // refresh its lease nor see its key vanish, yet must give up leadership by
 // itself once the lease TTL has passed, while another candidate takes over.
 func TestPartitionedLeaderStepsDown(t *testing.T) {
+	t.Parallel()
 	emb := storetest.NewEmbedded(t)
 	ctx := testCtx(t)
 	a, p := dialThroughProxy(t, ctx, emb)
@@ -314,6 +318,7 @@ func TestPartitionedLeaderStepsDown(t *testing.T) {
 // without resigning: its candidacy key and lease outlive it. A new run with the
 // same ID must take over at once, while a different ID still has to wait.
 func TestRestartedCandidateReclaimsItsStaleLeadership(t *testing.T) {
+	t.Parallel()
 	emb := storetest.NewEmbedded(t)
 	ctx := testCtx(t)
 

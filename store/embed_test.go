@@ -13,6 +13,7 @@ import (
 )
 
 func TestEmbeddedRestartKeepsData(t *testing.T) {
+	t.Parallel()
 	cfg := storetest.Config(t)
 	ctx := testCtx(t)
 
@@ -54,6 +55,7 @@ func TestEmbeddedRestartKeepsData(t *testing.T) {
 }
 
 func TestEmbeddedTCPPortZero(t *testing.T) {
+	t.Parallel()
 	cfg := storetest.Config(t)
 	cfg.ListenClientURLs = []string{"http://127.0.0.1:0"}
 	emb := storetest.Start(t, cfg)
@@ -74,6 +76,7 @@ func TestEmbeddedTCPPortZero(t *testing.T) {
 }
 
 func TestStartEmbeddedErrors(t *testing.T) {
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +157,7 @@ func TestStartEmbeddedErrors(t *testing.T) {
 }
 
 func TestStartEmbeddedNotReady(t *testing.T) {
+	t.Parallel()
 	// Reserve a free port, then let the member use it.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -187,6 +191,7 @@ func TestStartEmbeddedNotReady(t *testing.T) {
 }
 
 func TestStoretestUsesUnixSockets(t *testing.T) {
+	t.Parallel()
 	cfg := storetest.Config(t)
 	storetest.Start(t, cfg)
 	for _, u := range append(cfg.ListenClientURLs, cfg.ListenPeerURLs...) {

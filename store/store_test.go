@@ -27,6 +27,7 @@ func mustPut(t testing.TB, st store.StateStore, key, value string) {
 }
 
 func TestPutGetDelete(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := testCtx(t)
 	tests := []struct {
@@ -109,6 +110,7 @@ func TestPutGetDelete(t *testing.T) {
 }
 
 func TestGetErrorNamesKey(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	_, err := st.Get(testCtx(t), "/named/key")
 	if err == nil || !errors.Is(err, store.ErrNotFound) {
@@ -120,6 +122,7 @@ func TestGetErrorNamesKey(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := testCtx(t)
 	// Written out of order on purpose.
@@ -164,6 +167,7 @@ func TestList(t *testing.T) {
 }
 
 func TestDoTransaction(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := testCtx(t)
 	version := func(t *testing.T, key string) int64 {
@@ -309,6 +313,7 @@ func TestDoTransaction(t *testing.T) {
 }
 
 func TestTxnResults(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := testCtx(t)
 	mustPut(t, st, "/r/a", "1")
@@ -344,6 +349,7 @@ func TestTxnResults(t *testing.T) {
 }
 
 func TestLeaseKeys(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := testCtx(t)
 	lease, err := st.Grant(ctx, 3)
@@ -377,6 +383,7 @@ func TestLeaseKeys(t *testing.T) {
 }
 
 func TestStoreClose(t *testing.T) {
+	t.Parallel()
 	emb := storetest.NewEmbedded(t)
 	st := store.New(emb.Client())
 	ctx := testCtx(t)
@@ -398,6 +405,7 @@ func TestStoreClose(t *testing.T) {
 // TestPrefixCompare checks the "no key under this prefix" fence that lets a
 // delete refuse to race a create under the prefix.
 func TestPrefixCompare(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := testCtx(t)
 	empty := []store.Compare{{Key: "/ns/a/", Prefix: true}}

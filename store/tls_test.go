@@ -50,6 +50,7 @@ func newTestPKI(t *testing.T) *testPKI {
 }
 
 func TestEmbeddedClientTLS(t *testing.T) {
+	t.Parallel()
 	p := newTestPKI(t)
 	cfg := storetest.Config(t)
 	cfg.ListenClientURLs = []string{"https://127.0.0.1:0"}

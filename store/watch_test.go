@@ -78,6 +78,7 @@ func waitClosed(t *testing.T, ch <-chan store.WatchEvent) {
 }
 
 func TestWatchKeyOrPrefix(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := testCtx(t)
 	tests := []struct {
@@ -128,6 +129,7 @@ func TestWatchKeyOrPrefix(t *testing.T) {
 }
 
 func TestWatchStartRevision(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := testCtx(t)
 	mustPut(t, st, "/h/k", "v1")
@@ -164,6 +166,7 @@ func TestWatchStartRevision(t *testing.T) {
 }
 
 func TestWatchInvalid(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	tests := []struct {
 		name  string
@@ -185,6 +188,7 @@ func TestWatchInvalid(t *testing.T) {
 // TestWatchStartCompacted starts a watch at a revision that is already
 // compacted: the watch relists and reports what changed since.
 func TestWatchStartCompacted(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := testCtx(t)
 	mustPut(t, st, "/sc/a", "1")
@@ -223,6 +227,7 @@ func TestWatchStartCompacted(t *testing.T) {
 // and compacts behind its back, and checks that it converges to the exact
 // current set of keys once reconnected.
 func TestWatchCompactedWhileDisconnected(t *testing.T) {
+	t.Parallel()
 	emb := storetest.NewEmbedded(t)
 	ctx := testCtx(t)
 	writer := store.New(emb.Client())
@@ -272,6 +277,7 @@ func TestWatchCompactedWhileDisconnected(t *testing.T) {
 }
 
 func TestWatchEnds(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// end stops the watches and returns.

@@ -7,6 +7,7 @@ import (
 )
 
 func TestFanout(t *testing.T) {
+	t.Parallel()
 	count := func(n int, err error) (Dispatcher, *int) {
 		calls := 0
 		return DispatcherFunc(func(context.Context, Push) (int, error) { calls++; return n, err }), &calls

@@ -187,6 +187,7 @@ var providers = []providerCase{
 }
 
 func TestProviders(t *testing.T) {
+	t.Parallel()
 	for _, pc := range providers {
 		t.Run(pc.provider, func(t *testing.T) {
 			body := fixture(t, pc.fixture)
@@ -276,6 +277,7 @@ func TestProviders(t *testing.T) {
 }
 
 func TestGitHubPing(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, HandlerConfig{}, &fakeSources{urls: allSources})
 	body := fixture(t, "github-ping.json")
 	got := post(t, http.MethodPost, srv.url+"github", signed(ProviderGitHub, "ping", []byte(testSecret), body), body)
@@ -293,6 +295,7 @@ func TestGitHubPing(t *testing.T) {
 }
 
 func TestForgejoHeaders(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, HandlerConfig{}, &fakeSources{urls: allSources})
 	body := fixture(t, "gitea-push.json")
 	h := http.Header{}
@@ -304,6 +307,7 @@ func TestForgejoHeaders(t *testing.T) {
 }
 
 func TestRequestRefusals(t *testing.T) {
+	t.Parallel()
 	body := fixture(t, "generic-push.json")
 	good := signed(ProviderGeneric, "", []byte(testSecret), body)
 	cases := []struct {
@@ -341,6 +345,7 @@ func TestRequestRefusals(t *testing.T) {
 }
 
 func TestEmptySecretRefusesUnsigned(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, HandlerConfig{Secret: StaticSecret(nil)}, &fakeSources{urls: allSources})
 	body := fixture(t, "gitlab-push.json")
 	h := http.Header{}
@@ -355,6 +360,7 @@ func TestEmptySecretRefusesUnsigned(t *testing.T) {
 }
 
 func TestRotatedSecretFile(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "webhook.secret")
 	if err := os.WriteFile(file, []byte("first\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -376,6 +382,7 @@ func TestRotatedSecretFile(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	// An hour-long window: the test never crosses a window boundary that
 	// could let a request through.
 	srv := newServer(t, HandlerConfig{RateLimit: 3, RateWindow: time.Hour}, &fakeSources{urls: allSources})
@@ -412,6 +419,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestProviderFromPathWithoutChi(t *testing.T) {
+	t.Parallel()
 	d := &fakeSources{urls: allSources}
 	h, err := NewHandler(HandlerConfig{Secret: StaticSecret([]byte(testSecret)), Dispatcher: d,
 		Now: func() time.Time { return time.Unix(1700000000, 0) }})
@@ -432,6 +440,7 @@ func TestProviderFromPathWithoutChi(t *testing.T) {
 }
 
 func TestNewHandlerNeedsSecretAndDispatcher(t *testing.T) {
+	t.Parallel()
 	if _, err := NewHandler(HandlerConfig{Dispatcher: &fakeSources{}}); err == nil {
 		t.Error("no error without a Secret")
 	}
@@ -443,6 +452,7 @@ func TestNewHandlerNeedsSecretAndDispatcher(t *testing.T) {
 // TestProviderUnderChiWildcard mounts the handler the way a router without
 // a {provider} parameter does: the provider comes from the last segment.
 func TestProviderUnderChiWildcard(t *testing.T) {
+	t.Parallel()
 	h, err := NewHandler(HandlerConfig{Secret: StaticSecret([]byte(testSecret)), Dispatcher: &fakeSources{urls: allSources}})
 	if err != nil {
 		t.Fatal(err)
@@ -470,6 +480,7 @@ func TestProviderUnderChiWildcard(t *testing.T) {
 // TestFormEncodedPush: GitHub and Gitea hooks set to the form content type
 // send the JSON in a "payload" field, signed over the form.
 func TestFormEncodedPush(t *testing.T) {
+	t.Parallel()
 	for _, pc := range []providerCase{providers[0], providers[2]} {
 		t.Run(pc.provider, func(t *testing.T) {
 			srv := newServer(t, HandlerConfig{}, &fakeSources{urls: allSources})

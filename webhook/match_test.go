@@ -3,6 +3,7 @@ package webhook
 import "testing"
 
 func TestRepoKey(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{"https://github.com/example-ops/config.git", "github.com/example-ops/config"},
 		{"https://github.com/Example-Ops/Config", "github.com/example-ops/config"},
@@ -28,6 +29,7 @@ func TestRepoKey(t *testing.T) {
 }
 
 func TestPushMatches(t *testing.T) {
+	t.Parallel()
 	push := func(name string) Push {
 		p, err := ParsePayload(name[:len(name)-len("-push.json")], fixture(t, name))
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestParsePayload(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		provider string
@@ -82,6 +83,7 @@ func TestParsePayload(t *testing.T) {
 }
 
 func TestParsePayloadBoundsURLs(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString(`{"ref":"refs/heads/main","repository":{`)
 	for i, k := range []string{"clone_url", "ssh_url", "html_url", "git_url", "url", "git_http_url", "git_ssh_url", "http_url", "web_url", "homepage"} {

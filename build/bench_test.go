@@ -12,14 +12,27 @@ import (
 
 // The benchmarks compare a Builder's build of the sample app (clone of the
 // exact commit, podman build) with `git clone && podman build` by hand on
-// the same repository, and time a cache hit in a fresh store. Each
-// iteration first removes the image; podman's layer cache serves both
-// sides alike. Run: go test -run '^$' -bench . -benchtime 5x ./build
+// the same repository, also for an app with a RUN step (which the Builder
+// runs in a user namespace, by hand it runs as host root), and time a cache
+// hit in a fresh store. Each iteration first removes the image; podman's
+// layer cache serves both sides alike. Run:
+// go test -run '^$' -bench . -benchtime 5x ./build
 
-func BenchmarkBuilderBuild(b *testing.B) {
+// runApp is sampleApp with a RUN step.
+var runApp = map[string]string{
+	"Dockerfile": sampleApp["Dockerfile"] + "RUN id -u > /www/uid && touch /marker\n",
+	"index.html": sampleApp["index.html"],
+}
+
+func BenchmarkBuilderBuild(b *testing.B) { benchBuilder(b, sampleApp) }
+
+func BenchmarkBuilderBuildRunStep(b *testing.B) { benchBuilder(b, runApp) }
+
+func benchBuilder(b *testing.B, app map[string]string) {
+	b.Helper()
 	needPodman(b)
 	repo := newAppRepo(b, appRepoOptions{allowSHA: true})
-	commit := repo.Commit("app", sampleApp)
+	commit := repo.Commit("app", app)
 	ns, wl := "default", randomName("bb-app")
 	bld, _ := testBuilder(b, Config{}, ns, wl)
 	req := Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit}
@@ -34,10 +47,15 @@ func BenchmarkBuilderBuild(b *testing.B) {
 	}
 }
 
-func BenchmarkManualCloneAndBuild(b *testing.B) {
+func BenchmarkManualCloneAndBuild(b *testing.B) { benchManual(b, sampleApp) }
+
+func BenchmarkManualCloneAndBuildRunStep(b *testing.B) { benchManual(b, runApp) }
+
+func benchManual(b *testing.B, app map[string]string) {
+	b.Helper()
 	needPodman(b)
 	repo := newAppRepo(b, appRepoOptions{allowSHA: true})
-	commit := repo.Commit("app", sampleApp)
+	commit := repo.Commit("app", app)
 	ns, wl := "default", randomName("bb-manual")
 	image := ImageName(ns, wl, commit)
 	pm := newPodman(runtime.NewPodman(store))

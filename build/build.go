@@ -55,9 +55,12 @@ type Config struct {
 	// KeepLogs is how many build logs of a workload are kept (the newest).
 	// Default 10.
 	KeepLogs int
-	// BuildUserNS is podman build's --userns. Default "": Podman's
-	// default (see the package doc, "Limits").
-	BuildUserNS string
+	// SubIDs is the sub-id range of user "containers" of /etc/subuid and
+	// /etc/subgid (runtime.ReadSubIDRange). RUN steps run in a user
+	// namespace from it: the slot of the workload (Request.UserNSSlot),
+	// the map its containers get. Default nil: every build fails with
+	// ErrNoSubIDs, as none may run RUN steps as host root.
+	SubIDs *runtime.SubIDRange
 	// Logger receives warnings the Builder handles itself (a record it
 	// could not store). Default: none.
 	Logger zerolog.Logger
@@ -85,6 +88,14 @@ type Builder struct {
 
 	pruneMu sync.Mutex
 	builds  atomic.Int64 // podman builds started, for tests
+
+	// wrapper is the script podman runs RUN steps through, helper the
+	// link to this program it calls (wrapper.go); setup is the host setup
+	// once found.
+	wrapper string
+	helper  string
+	setupMu sync.Mutex
+	setup   *hostSetup
 }
 
 // flight is one build under way; its waiters read rec and err after done
@@ -133,11 +144,21 @@ func New(cfg Config) (*Builder, error) {
 			return nil, fmt.Errorf("build: create work dir: %w", err)
 		}
 	}
+	wrapper, helper, err := writeWrapper(cfg.WorkDir)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Builder{
-		cfg: cfg, pm: newPodman(cfg.Podman), ctx: ctx, cancel: cancel,
+	b := &Builder{
+		cfg: cfg, pm: newPodman(cfg.Podman), ctx: ctx, cancel: cancel, wrapper: wrapper, helper: helper,
 		flights: map[string]*flight{}, held: map[string]chan struct{}{}, slots: make(chan struct{}, cfg.MaxParallel),
-	}, nil
+	}
+	if cfg.SubIDs != nil {
+		// Find the host setup now, so that the first build does not
+		// wait for it; a failure is found again by that build.
+		b.wg.Go(func() { _, _ = b.hostSetup(b.ctx) })
+	}
+	return b, nil
 }
 
 // Close cancels the builds under way, waits for them to end (their
@@ -388,9 +409,14 @@ func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io
 	if err != nil {
 		return StageContext, nil, err
 	}
+	ns, which, err := b.buildNS(ctx, req)
+	if err != nil {
+		return StageBuild, nil, err
+	}
+	fmt.Fprintln(log, ns.describe(which))
 	b.builds.Add(1)
 	iidFile := filepath.Join(tmp, "image-id")
-	if err := b.pm.stream(ctx, log, buildArgs(req, rec.Image, dockerfile, contextDir, iidFile, b.cfg.BuildUserNS)...); err != nil {
+	if err := b.pm.streamWith(ctx, log, ns.env(), ns.globalArgs(), buildArgs(req, rec.Image, dockerfile, contextDir, iidFile)...); err != nil {
 		return StageBuild, nil, err
 	}
 	id, err := os.ReadFile(iidFile)

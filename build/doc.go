@@ -7,10 +7,12 @@ cache when build.kat names one (spec §3.5, §4.3; DESIGN.md "Builds").
 
 A node agent holds one Builder and asks it for the image of an instance:
 
+	ids, err := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
 	b, err := build.New(build.Config{
 		Node:    "node-1",
 		WorkDir: "/var/lib/kat/builds",
 		Podman:  runtime.NewPodman(runtime.PodmanConfig{}),
+		SubIDs:  &ids,    // RUN steps' user namespaces
 		Records: records, // where build records go, e.g. etcd
 	})
 	defer b.Close()
@@ -80,11 +82,29 @@ container (running or not) uses.
 
 # Limits
 
-Podman 4.3's `podman build` cannot run RUN steps with --userns=auto on the
-hosts KAT targets, so builds run with Podman's default user namespace unless
-Config.BuildUserNS says otherwise: RUN steps of an app repository's
-Dockerfile run as root on the node. Deploy only app repositories you trust as
-much as the node. The image tag holds only the app commit: changing build.kat
-without a new app commit reuses the existing image.
+RUN steps never run as host root: each runs in a user namespace where
+container uids and gids 0-65535 are the workload's slot of the "containers"
+sub-id range (Request.UserNSSlot of Config.SubIDs, the map its containers
+get), or the range's last slot for a request without one. A node without
+that range builds nothing (ErrNoSubIDs names the fix). The image's files
+keep the container's ids, as with any image, so they are root's in every
+container of the workload.
+
+Podman 4.3 cannot do this itself on the hosts KAT targets: with
+--userns-uid-map or --userns=auto the working container's root directory
+stays host root's (runc cannot create /run/.containerenv) and what RUN and
+COPY write is stored with host uids. So podman build runs with the host's
+user namespace and, as its OCI runtime, a wrapper script in WorkDir that
+hands each RUN step to the Builder's own program (which calls RuntimeMain
+first in main): it mounts the step's layers again, idmapped, and gives the
+container the user namespace before runc creates it. This needs Podman's
+overlay storage driver and Linux 5.19 or later (idmapped overlay layers);
+the kernel logs "upperdir is in-use" for each RUN step, whose layer is
+mounted twice while Podman's own mount of it stays idle. A RUN step takes
+about 0.1-0.2 s longer. RUN --mount=type=cache directories are host root's,
+so a step cannot write them.
+
+The image tag holds only the app commit: changing build.kat without a new
+app commit reuses the existing image.
 */
 package build

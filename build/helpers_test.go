@@ -33,9 +33,20 @@ const baseImage = "localhost/kat-base:latest"
 var (
 	store    runtime.PodmanConfig
 	storeErr error
+	// subIDs is the sub-id range of user containers, RUN steps' user
+	// namespaces come from; nil when the host has none (subIDErr).
+	subIDs   *runtime.SubIDRange
+	subIDErr error
 )
 
 func TestMain(m *testing.M) {
+	// Builders run RUN steps through this test binary.
+	RuntimeMain()
+	if r, err := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers"); err != nil {
+		subIDErr = err
+	} else {
+		subIDs = &r
+	}
 	dir, err := os.MkdirTemp("", "kat-build-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -66,11 +77,15 @@ func setUpStore(dir string) error {
 	return nil
 }
 
-// needPodman skips the test unless podman and the base image are present.
+// needPodman skips the test unless podman, the base image and the sub-id
+// range of user containers are present.
 func needPodman(t testing.TB) {
 	t.Helper()
 	if storeErr != nil {
 		skipOrFail(t, "%v", storeErr)
+	}
+	if subIDErr != nil {
+		skipOrFail(t, "builds need the sub-id range of user containers (scripts/install-prereqs.sh adds it): %v", subIDErr)
 	}
 }
 
@@ -131,6 +146,9 @@ func testBuilder(t testing.TB, cfg Config, namespace, workload string) (*Builder
 	}
 	if cfg.Hold == 0 {
 		cfg.Hold = time.Millisecond // nothing releases builds in these tests
+	}
+	if cfg.SubIDs == nil {
+		cfg.SubIDs = subIDs
 	}
 	b, err := New(cfg)
 	if err != nil {

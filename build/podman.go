@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"sort"
@@ -28,7 +29,16 @@ type podman struct {
 func newPodman(rt *runtime.Podman) podman { return podman{rt: rt, cfg: rt.Config()} }
 
 func (p podman) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, p.cfg.Binary, append(p.rt.GlobalArgs(), args...)...)
+	return p.commandWith(ctx, nil, nil, args...)
+}
+
+// commandWith is command with more environment and global arguments.
+func (p podman) commandWith(ctx context.Context, env, global []string, args ...string) *exec.Cmd {
+	all := append(append(p.rt.GlobalArgs(), global...), args...)
+	cmd := exec.CommandContext(ctx, p.cfg.Binary, all...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.WaitDelay = p.cfg.WaitDelay
 	return cmd
 }
@@ -49,7 +59,13 @@ func (p podman) run(ctx context.Context, args ...string) ([]byte, error) {
 // step and cleans up; podman itself gets SIGTERM when it runs none, and
 // SIGKILL after the driver's WaitDelay.
 func (p podman) stream(ctx context.Context, w io.Writer, args ...string) error {
-	cmd := p.command(ctx, args...)
+	return p.streamWith(ctx, w, nil, nil, args...)
+}
+
+// streamWith is stream with more environment and global arguments, which
+// the log shows too.
+func (p podman) streamWith(ctx context.Context, w io.Writer, env, global []string, args ...string) error {
+	cmd := p.commandWith(ctx, env, global, args...)
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.Cancel = func() error {
 		if stopBuildContainers("/proc", cmd.Process.Pid) {
@@ -57,7 +73,7 @@ func (p podman) stream(ctx context.Context, w io.Writer, args ...string) error {
 		}
 		return cmd.Process.Signal(syscall.SIGTERM)
 	}
-	fmt.Fprintf(w, "$ podman %s\n", shellJoin(args))
+	fmt.Fprintf(w, "$ %s\n", shellJoin(slices.Concat(env, []string{"podman"}, global, args)))
 	if err := cmd.Run(); err != nil {
 		return p.error(ctx, args, err, "")
 	}
@@ -165,9 +181,11 @@ func (p podman) imageID(ctx context.Context, ref string) (string, error) {
 }
 
 // buildArgs returns the podman build arguments of a request, with the
-// Dockerfile and context resolved to absolute paths.
-func buildArgs(req *Request, image, dockerfile, contextDir, iidFile, userNS string) []string {
-	args := []string{"build", "--tag", image, "--file", dockerfile, "--iidfile", iidFile}
+// Dockerfile and context resolved to absolute paths. RUN steps run with
+// the OCI isolation and the host's user namespace, as far as podman knows:
+// its runtime is the wrapper, which puts them into their own (buildNS).
+func buildArgs(req *Request, image, dockerfile, contextDir, iidFile string) []string {
+	args := []string{"build", "--tag", image, "--file", dockerfile, "--iidfile", iidFile, "--isolation", "oci", "--userns", "host"}
 	keys := make([]string, 0, len(req.Spec.BuildArgs))
 	for k := range req.Spec.BuildArgs {
 		keys = append(keys, k)
@@ -181,9 +199,6 @@ func buildArgs(req *Request, image, dockerfile, contextDir, iidFile, userNS stri
 	}
 	if req.Spec.Platform != "" {
 		args = append(args, "--platform", req.Spec.Platform)
-	}
-	if userNS != "" {
-		args = append(args, "--userns", userNS)
 	}
 	// No --label: it costs an extra image commit on every build, and the
 	// name already says namespace, workload and commit.

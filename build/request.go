@@ -38,6 +38,10 @@ type Request struct {
 	// CacheImage is workload.kat's spec.source.cacheImage, used as the
 	// cache registry path when Spec.Cache names none. Default none.
 	CacheImage string
+	// UserNSSlot is the workload's slot of Config.SubIDs
+	// (resources.Assignment.UserNSSlot): RUN steps run with the uid map
+	// its containers get. Default nil: the range's last slot.
+	UserNSSlot *int
 }
 
 var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,11 +91,67 @@ func TestBuildArgs(t *testing.T) {
 	req := Request{Namespace: "prod", Workload: "web", Commit: testCommit, Spec: quadlet.BuildSpec{
 		BuildArgs: map[string]string{"B": "2", "A": "one two"}, TargetStage: "app", Platform: "linux/arm64",
 	}}
-	got := shellJoin(buildArgs(&req, "kat-local/prod_web:0123456789ab", "/c/Dockerfile", "/c", "/t/iid", "auto"))
-	want := `build --tag kat-local/prod_web:0123456789ab --file /c/Dockerfile --iidfile /t/iid --build-arg "A=one two" --build-arg B=2 ` +
-		`--target app --platform linux/arm64 --userns auto -- /c`
+	got := shellJoin(buildArgs(&req, "kat-local/prod_web:0123456789ab", "/c/Dockerfile", "/c", "/t/iid"))
+	want := `build --tag kat-local/prod_web:0123456789ab --file /c/Dockerfile --iidfile /t/iid --isolation oci --userns host ` +
+		`--build-arg "A=one two" --build-arg B=2 --target app --platform linux/arm64 -- /c`
 	if got != want {
 		t.Errorf("args\n got %s\nwant %s", got, want)
+	}
+
+	// RUN steps run through the wrapper, in the workload's slot.
+	ids := &runtime.SubIDRange{Start: 2147483647, Count: 2147483648}
+	slot := 2
+	m, which, err := idMapFor(ids, &slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := buildNS{host: hostSetup{wrapper: "/w/kat-build-runtime", runtime: "/usr/bin/runc", overlayHome: "/s/overlay"}, m: *m}
+	if got, want := shellJoin(slices.Concat(ns.env(), ns.globalArgs())),
+		"KAT_BUILD_IDMAP=0:2147614719:65536 KAT_BUILD_OCI_RUNTIME=/usr/bin/runc KAT_BUILD_OVERLAY_HOME=/s/overlay --runtime /w/kat-build-runtime"; got != want {
+		t.Errorf("environment and global args\n got %s\nwant %s", got, want)
+	}
+	if d := ns.describe(which); !strings.Contains(d, "host ids 2147614719-2147680254 (the workload's slot 2 of") {
+		t.Errorf("log line %q", d)
+	}
+}
+
+func TestIDMapFor(t *testing.T) {
+	ids := &runtime.SubIDRange{Start: 100000, Count: 4 * runtime.IDMapSize}
+	slot := func(n int) *int { return &n }
+	for _, tc := range []struct {
+		name  string
+		ids   *runtime.SubIDRange
+		slot  *int
+		base  int64
+		which string // a part of it
+		err   error
+	}{
+		{name: "workload slot", ids: ids, slot: slot(1), base: 100000 + runtime.IDMapSize, which: "the workload's slot 1"},
+		{name: "first slot", ids: ids, slot: slot(0), base: 100000, which: "the workload's slot 0"},
+		{name: "no slot: the last", ids: ids, base: 100000 + 3*runtime.IDMapSize, which: "slot 3, the range's last (the workload has none)"},
+		{name: "slot outside", ids: ids, slot: slot(4), base: 100000 + 3*runtime.IDMapSize, which: "slot 4 is outside the range"},
+		{name: "negative slot", ids: ids, slot: slot(-1), base: 100000 + 3*runtime.IDMapSize, which: "outside"},
+		{name: "no range", slot: slot(0), err: ErrNoSubIDs},
+		{name: "range too small", ids: &runtime.SubIDRange{Start: 100000, Count: 10}, err: ErrNoSubIDs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, which, err := idMapFor(tc.ids, tc.slot)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("err %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.HostBase != tc.base || !strings.Contains(which, tc.which) {
+				t.Errorf("map %d (%s), want %d (%s)", m.HostBase, which, tc.base, tc.which)
+			}
+		})
+	}
+	if !strings.Contains(ErrNoSubIDs.Error(), "/etc/subuid") {
+		t.Errorf("ErrNoSubIDs does not name /etc/subuid: %v", ErrNoSubIDs)
 	}
 }
 

@@ -31,7 +31,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	ids, idErr := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
 	var idRange *runtime.SubIDRange
 	if idErr != nil {
-		log.Warn().Err(idErr).Msg("no sub-id range for user containers: every container gets podman's --userns=auto, and replicas sharing a volume lose write access to it; run scripts/install-prereqs.sh")
+		log.Warn().Err(idErr).Msg("no sub-id range for user containers: every container gets podman's --userns=auto, replicas sharing a volume lose write access to it, and nothing can be built; run scripts/install-prereqs.sh")
 	} else {
 		idRange = &ids
 		log.Info().Int64("start", ids.Start).Int64("count", ids.Count).Msg("workload user namespaces from the containers sub-id range")
@@ -47,7 +47,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	builder, err := build.New(build.Config{
 		Node: n.state.NodeName, WorkDir: buildDir, Podman: rt, Records: agent.BuildRecords{Repo: n.repo},
 		Timeout: o.BuildTimeout, AuthFile: o.RegistryAuthFile, InsecureRegistries: o.InsecureRegistries,
-		MaxParallel: o.MaxConcurrentBuilds, KeepImages: o.KeepImages, Logger: n.log.With().Str("component", "build").Logger(),
+		MaxParallel: o.MaxConcurrentBuilds, KeepImages: o.KeepImages, SubIDs: idRange, Logger: n.log.With().Str("component", "build").Logger(),
 	})
 	if err != nil {
 		return err

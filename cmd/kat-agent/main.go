@@ -10,9 +10,13 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"kat.dws.rip/kat/build"
 )
 
 func main() {
+	// Builds run their RUN steps through this program (see package build).
+	build.RuntimeMain()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{

@@ -55,7 +55,7 @@ func (s BuildRecords) PutBuildRecord(ctx context.Context, r build.Record) error 
 func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth gitx.Auth) build.Request {
 	req := build.Request{
 		Namespace: a.Namespace, Workload: a.Workload, Repository: a.Build.Repository, Commit: a.Build.Commit,
-		CacheImage: q.Workload.Spec.Source.CacheImage, Auth: auth,
+		CacheImage: q.Workload.Spec.Source.CacheImage, Auth: auth, UserNSSlot: a.UserNSSlot,
 	}
 	if q.Build != nil {
 		req.Spec = q.Build.Spec

@@ -82,6 +82,9 @@ spec:
   buildArgs: {A: b}
 `
 
+// buildSlot is the user namespace slot of the workload assignBuild assigns.
+var buildSlot = 7
+
 // assignBuild applies the Git workload ns1/app (so it has a status) and
 // assigns one instance of commit.
 func (e *agentEnv) assignBuild(id, commit string) resources.Assignment {
@@ -100,7 +103,7 @@ func (e *agentEnv) assignBuild(id, commit string) resources.Assignment {
 	}
 	a := resources.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "app", SpecHash: "h", Generation: 1,
 		Image: build.ImageName("ns1", "app", commit), RestartPolicy: "Always", Files: files, CreatedAt: time.Now(),
-		SourceCommit: commit, Build: &resources.BuildRef{Repository: "https://git.example.com/app.git", Commit: commit}}
+		SourceCommit: commit, Build: &resources.BuildRef{Repository: "https://git.example.com/app.git", Commit: commit}, UserNSSlot: &buildSlot}
 	if _, err := e.repo.WriteAssignments(ctx, []resources.Assignment{a}, nil); err != nil {
 		e.t.Fatal(err)
 	}
@@ -129,7 +132,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	req := fb.reqs[0]
 	fb.mu.Unlock()
 	if req.Commit != good || req.Repository != "https://git.example.com/app.git" || req.Spec.BuildArgs["A"] != "b" ||
-		req.Auth.TokenFile != "/etc/kat/app.token" || req.Ref != "refs/heads/main" {
+		req.Auth.TokenFile != "/etc/kat/app.token" || req.Ref != "refs/heads/main" || req.UserNSSlot == nil || *req.UserNSSlot != buildSlot {
 		t.Fatalf("build request %+v", req)
 	}
 	poll.Until(t, 10*time.Second, "the build released once its container runs", func() bool {

@@ -1,0 +1,628 @@
+package build
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The build runtime wrapper: Podman runs every RUN step of a build through
+// it (podman --runtime), and it puts the step's container into a user
+// namespace before the real OCI runtime (runc) creates it.
+//
+// Podman 4.3 cannot do that itself on these hosts: with --userns-uid-map or
+// --userns=auto, containers/storage 1.43 leaves the working container's
+// root directory owned by host root (runc then fails to create
+// /run/.containerenv, and no RUN step could write to /), and it stores
+// what RUN and COPY write with host uids (2147483647...) instead of the
+// container's. So podman build runs with the host's user namespace, and
+// for each RUN step the wrapper
+//
+//  1. mounts the step's root filesystem again: the same overlay layers, each
+//     idmapped (container uid u is host uid base+u), so that container root
+//     owns what host root owns in the image, and what the step writes lands
+//     in the layer with the container's uids;
+//  2. adds a user namespace with that map to the container's config;
+//  3. execs the real runtime; after "delete", it undoes its mounts and gives
+//     the whiteouts overlayfs made to root.
+//
+// COPY and ADD work as without it (podman writes those itself, as host
+// root, with the container's uids). Idmapped overlay layers need Linux 5.19
+// or later.
+//
+// The wrapper is a shell script (wrapperScript) that hands create and
+// delete to this program, started as helperName, and execs the real runtime
+// for the rest: Podman asks for the state of a running step every 100ms,
+// and a shell starts far faster than this program.
+
+const (
+	// wrapperName is the wrapper script in WorkDir, podman's --runtime.
+	wrapperName = "kat-build-runtime"
+	// helperName is the name this program runs under as the wrapper's
+	// helper: a symbolic link to it in WorkDir.
+	helperName = "kat-build-userns"
+	// envIDMap is the uid and gid map of RUN steps, "0:HOSTBASE:SIZE".
+	envIDMap = "KAT_BUILD_IDMAP"
+	// envRuntime is the path of the real OCI runtime.
+	envRuntime = "KAT_BUILD_OCI_RUNTIME"
+	// envOverlayHome is the overlay driver's directory, against which
+	// relative layer paths in a mount's options are resolved.
+	envOverlayHome = "KAT_BUILD_OVERLAY_HOME"
+	// probeArg makes the helper print helperName: the Builder checks
+	// with it that its executable serves as the helper.
+	probeArg = "--kat-build-userns-probe"
+	// wrapperDir (in the bundle) holds the wrapper's mount points; the
+	// step's working directory for overlayfs is wrapperWork, beside the
+	// layer's own.
+	wrapperDir  = "kat"
+	wrapperWork = "kat-work"
+	// stateName (in the bundle) lists what the wrapper mounted, for
+	// "delete".
+	stateName = "kat-userns.json"
+)
+
+// RuntimeMain runs this process as the helper of the runtime wrapper of
+// builds when it was started as one, and exits; otherwise it returns at
+// once. A program that creates a Builder calls it first thing in main: the
+// Builder starts its own executable as the helper (see the package doc,
+// "Limits").
+func RuntimeMain() {
+	if filepath.Base(os.Args[0]) != helperName {
+		return
+	}
+	os.Exit(wrapRuntime(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// wrapperScript is the wrapper: it runs helper for create and delete and
+// the real runtime for the rest. Its parsing of the global flags matches
+// runtimeCommand's.
+func wrapperScript(helper string) string {
+	return `#!/bin/sh
+# Written by KAT (package build): podman runs the RUN steps of builds through
+# this. create and delete go to KAT, which puts the step into a user
+# namespace; the rest goes straight to the OCI runtime.
+skip=
+for a in "$@"; do
+  if [ -n "$skip" ]; then skip=; continue; fi
+  case "$a" in
+    --root|--log|--log-format|--criu) skip=1 ;;
+    -*) ;;
+    create|delete) exec ` + shellQuote(helper) + ` "$@" ;;
+    *) break ;;
+  esac
+done
+exec "${` + envRuntime + `:?is not set: only KAT builds run this}" "$@"
+`
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// wrapRuntime is the helper's main; it returns the exit code.
+func wrapRuntime(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == probeArg {
+		fmt.Fprintln(stdout, helperName)
+		return 0
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s: %v\n", helperName, err)
+		return 1
+	}
+	real := os.Getenv(envRuntime)
+	if real == "" {
+		return fail(fmt.Errorf("%s is not set: only KAT's builds run this program as their OCI runtime", envRuntime))
+	}
+	command, bundle := runtimeCommand(args)
+	switch command {
+	case "create":
+		m, err := parseIDMapEnv(os.Getenv(envIDMap))
+		if err != nil {
+			return fail(err)
+		}
+		if err := enterUserNS(bundle, m, os.Getenv(envOverlayHome)); err != nil {
+			return fail(fmt.Errorf("run the step in a user namespace: %w", err))
+		}
+	case "delete":
+		// Podman runs delete in the bundle directory.
+		cmd := exec.Command(real, args...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+		err := cmd.Run()
+		if cerr := leaveUserNS("."); cerr != nil {
+			fmt.Fprintf(stderr, "%s: warning: %v\n", helperName, cerr)
+		}
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return ee.ExitCode()
+			}
+			return fail(err)
+		}
+		return 0
+	}
+	if err := syscall.Exec(real, append([]string{real}, args...), os.Environ()); err != nil {
+		return fail(fmt.Errorf("run %s: %w", real, err))
+	}
+	return 0
+}
+
+// runtimeCommand finds the OCI runtime command in args (after the global
+// flags) and, for create, its bundle directory (--bundle, default ".").
+func runtimeCommand(args []string) (command, bundle string) {
+	withValue := map[string]bool{"--root": true, "--log": true, "--log-format": true, "--criu": true}
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			command = a
+			break
+		}
+		if withValue[a] {
+			i++
+		}
+	}
+	bundle = "."
+	if command != "create" {
+		return command, bundle
+	}
+	for j := i + 1; j < len(args); j++ {
+		switch a := args[j]; {
+		case (a == "--bundle" || a == "-b") && j+1 < len(args):
+			return command, args[j+1]
+		case strings.HasPrefix(a, "--bundle="):
+			return command, strings.TrimPrefix(a, "--bundle=")
+		}
+	}
+	return command, bundle
+}
+
+// idMap is one contiguous uid and gid map from container id 0.
+type idMap struct {
+	HostBase, Size int64
+}
+
+func (m idMap) String() string { return fmt.Sprintf("0:%d:%d", m.HostBase, m.Size) }
+
+// parseIDMapEnv parses the envIDMap value.
+func parseIDMapEnv(v string) (idMap, error) {
+	parts := strings.Split(v, ":")
+	if len(parts) == 3 && parts[0] == "0" {
+		base, err1 := strconv.ParseInt(parts[1], 10, 64)
+		size, err2 := strconv.ParseInt(parts[2], 10, 64)
+		if err1 == nil && err2 == nil && base > 0 && size > 0 && base+size <= 1<<32-1 {
+			return idMap{HostBase: base, Size: size}, nil
+		}
+	}
+	return idMap{}, fmt.Errorf("%s=%q: want 0:HOSTID:SIZE with a host id above 0", envIDMap, v)
+}
+
+// overlayMount is what the wrapper needs of the overlay mount of a step's
+// root filesystem.
+type overlayMount struct {
+	lowers []string // uppermost first
+	upper  string
+	work   string
+	// options are the other mount options, to mount the same way.
+	options []string
+}
+
+// findOverlay returns the overlay mounted at mountPoint according to a
+// /proc/self/mountinfo, resolving relative layer paths against home.
+func findOverlay(mountinfo io.Reader, mountPoint, home string) (overlayMount, error) {
+	var found []string
+	sc := bufio.NewScanner(mountinfo)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 || unescapeMountinfo(f[4]) != mountPoint {
+			continue
+		}
+		found = f // the last one is on top
+	}
+	if err := sc.Err(); err != nil {
+		return overlayMount{}, fmt.Errorf("read mountinfo: %w", err)
+	}
+	if found == nil {
+		return overlayMount{}, fmt.Errorf("nothing is mounted at %s", mountPoint)
+	}
+	sep := -1
+	for i, x := range found {
+		if x == "-" {
+			sep = i
+			break
+		}
+	}
+	if sep < 0 || sep+3 >= len(found) {
+		return overlayMount{}, fmt.Errorf("mountinfo line of %s has no file system fields", mountPoint)
+	}
+	if found[sep+1] != "overlay" {
+		return overlayMount{}, fmt.Errorf("%s is a %s mount, not overlay: builds need Podman's overlay storage driver", mountPoint, found[sep+1])
+	}
+	var m overlayMount
+	abs := func(p string) (string, error) {
+		if filepath.IsAbs(p) {
+			return p, nil
+		}
+		if home == "" {
+			return "", fmt.Errorf("layer path %q of %s is relative, and %s is not set", p, mountPoint, envOverlayHome)
+		}
+		return filepath.Join(home, p), nil
+	}
+	for _, opt := range strings.Split(found[sep+3], ",") {
+		key, val, hasVal := strings.Cut(opt, "=")
+		val = unescapeMountinfo(val)
+		var err error
+		switch key {
+		case "rw", "ro", "":
+		case "lowerdir", "lowerdir+":
+			for l := range strings.SplitSeq(val, ":") {
+				if l == "" {
+					return overlayMount{}, fmt.Errorf("overlay at %s has data-only layers, which the wrapper does not handle", mountPoint)
+				}
+				if l, err = abs(l); err != nil {
+					return overlayMount{}, err
+				}
+				m.lowers = append(m.lowers, l)
+			}
+		case "upperdir":
+			m.upper, err = abs(val)
+		case "workdir":
+			m.work, err = abs(val)
+		case "datadir+":
+			return overlayMount{}, fmt.Errorf("overlay at %s has data-only layers, which the wrapper does not handle", mountPoint)
+		default:
+			if hasVal {
+				key += "=" + val
+			}
+			m.options = append(m.options, key)
+		}
+		if err != nil {
+			return overlayMount{}, err
+		}
+	}
+	switch {
+	case len(m.lowers) == 0 || m.upper == "" || m.work == "":
+		return overlayMount{}, fmt.Errorf("overlay at %s lacks a lower, upper or work directory", mountPoint)
+	case filepath.Dir(m.upper) != filepath.Dir(m.work):
+		return overlayMount{}, fmt.Errorf("overlay at %s: upper %s and work %s are not in one layer directory", mountPoint, m.upper, m.work)
+	}
+	return m, nil
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space, ...) of
+// /proc/self/mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// wrapperState is what enterUserNS mounted and made, for leaveUserNS.
+type wrapperState struct {
+	// Mounts are unmounted in order.
+	Mounts []string `json:"mounts"`
+	// Remove are removed (recursively) after the mounts.
+	Remove []string `json:"remove"`
+	// Upper is the step's upper layer directory, and WhiteoutOwner the
+	// host id overlayfs' own files (whiteouts) got in it.
+	Upper         string `json:"upper"`
+	WhiteoutOwner int64  `json:"whiteoutOwner"`
+}
+
+// enterUserNS prepares the container of the bundle to run in a user
+// namespace with map m: it mounts its root filesystem again with idmapped
+// layers and rewrites its config.json. On failure it undoes its mounts.
+func enterUserNS(bundle string, m idMap, home string) (err error) {
+	bundle, err = filepath.Abs(bundle)
+	if err != nil {
+		return fmt.Errorf("find the bundle: %w", err)
+	}
+	cfgPath := filepath.Join(bundle, "config.json")
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return fmt.Errorf("read the container config: %w", err)
+	}
+	spec, root, err := decodeSpec(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	if !filepath.IsAbs(root) {
+		root = filepath.Join(bundle, root)
+	}
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("read mounts: %w", err)
+	}
+	ov, err := findOverlay(mi, root, home)
+	mi.Close()
+	if err != nil {
+		return err
+	}
+
+	st := wrapperState{Upper: ov.upper, WhiteoutOwner: m.Size}
+	defer func() {
+		if err != nil {
+			_ = undo(st)
+		}
+	}()
+	dir := filepath.Join(bundle, wrapperDir)
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	st.Remove = append(st.Remove, dir)
+	// The ids of the container, and one more for overlayfs, which does
+	// its own work (its work directory, whiteouts) as the mounter, host
+	// root: through an idmapped layer it must map to some id. It maps to
+	// the first id above the container's, which the container never
+	// writes as.
+	ns, release, err := holdUserNS(m.HostBase, m.Size)
+	if err != nil {
+		return err
+	}
+	defer release()
+	lowers := make([]string, len(ov.lowers))
+	for i, l := range ov.lowers {
+		lowers[i] = strconv.Itoa(i)
+		if err := idmapMount(ns, l, filepath.Join(dir, lowers[i])); err != nil {
+			return err
+		}
+		st.Mounts = append([]string{filepath.Join(dir, lowers[i])}, st.Mounts...)
+	}
+	layer := filepath.Dir(ov.upper)
+	work := filepath.Join(layer, wrapperWork)
+	if err := os.RemoveAll(work); err != nil {
+		return fmt.Errorf("clear %s: %w", work, err)
+	}
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", work, err)
+	}
+	st.Remove = append(st.Remove, work)
+	if err := idmapMount(ns, layer, filepath.Join(dir, "u")); err != nil {
+		return err
+	}
+	st.Mounts = append([]string{filepath.Join(dir, "u")}, st.Mounts...)
+	rootfs := filepath.Join(dir, "root")
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", rootfs, err)
+	}
+	// Relative paths keep the options within a page with many layers.
+	opts := append([]string{
+		"lowerdir=" + strings.Join(lowers, ":"),
+		"upperdir=" + filepath.Join("u", filepath.Base(ov.upper)),
+		"workdir=" + filepath.Join("u", wrapperWork),
+	}, ov.options...)
+	if err := mountIn(dir, "overlay", "root", "overlay", strings.Join(opts, ",")); err != nil {
+		return fmt.Errorf("mount the idmapped overlay: %w", err)
+	}
+	st.Mounts = append([]string{rootfs}, st.Mounts...)
+	if err := writeJSON(filepath.Join(bundle, stateName), st); err != nil {
+		return err
+	}
+	out, err := encodeSpec(spec, rootfs, m)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	if err := writeFileAtomic(cfgPath, out); err != nil {
+		return err
+	}
+	return nil
+}
+
+// decodeSpec decodes an OCI runtime config, keeping every field, and
+// returns its root path. A config that has a user namespace already is
+// refused: the wrapper would not know the ids of its files.
+func decodeSpec(raw []byte) (map[string]any, string, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var spec map[string]any
+	if err := d.Decode(&spec); err != nil {
+		return nil, "", fmt.Errorf("decode: %w", err)
+	}
+	r, _ := spec["root"].(map[string]any)
+	root, _ := r["path"].(string)
+	if root == "" {
+		return nil, "", errors.New("no root.path")
+	}
+	linux, _ := spec["linux"].(map[string]any)
+	if linux == nil {
+		return nil, "", errors.New("no linux section")
+	}
+	if linux["uidMappings"] != nil || linux["gidMappings"] != nil {
+		return nil, "", errors.New("the container has uid mappings already (podman build must run with --userns host)")
+	}
+	nss, _ := linux["namespaces"].([]any)
+	for _, n := range nss {
+		if ns, _ := n.(map[string]any); ns["type"] == "user" {
+			return nil, "", errors.New("the container has a user namespace already (podman build must run with --userns host)")
+		}
+	}
+	return spec, root, nil
+}
+
+// encodeSpec points spec at rootfs and gives it a user namespace with m.
+func encodeSpec(spec map[string]any, rootfs string, m idMap) ([]byte, error) {
+	spec["root"].(map[string]any)["path"] = rootfs
+	linux := spec["linux"].(map[string]any)
+	nss, _ := linux["namespaces"].([]any)
+	linux["namespaces"] = append(nss, map[string]any{"type": "user"})
+	mapping := []map[string]any{{"containerID": 0, "hostID": m.HostBase, "size": m.Size}}
+	linux["uidMappings"], linux["gidMappings"] = mapping, mapping
+	out, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return out, nil
+}
+
+// holdUserNS starts a process in a new user namespace where ids 0..size-1
+// are host ids base.. and id size is host root, and returns that
+// namespace. release ends the process, a shell that waits for the end of
+// its input (it starts faster than this program).
+func holdUserNS(base, size int64) (ns *os.File, release func(), err error) {
+	maps := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: int(size)}, {ContainerID: int(size), HostID: 0, Size: 1}}
+	cmd := exec.Command("/bin/sh", "-c", "read -r _")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: maps, GidMappings: maps}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("start the user namespace: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start the user namespace: %w", err)
+	}
+	stop := func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}
+	ns, err = os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	if err != nil {
+		_ = cmd.Process.Kill()
+		stop()
+		return nil, nil, fmt.Errorf("open the user namespace: %w", err)
+	}
+	return ns, func() { ns.Close(); stop() }, nil
+}
+
+// idmapMount mounts src at dst (created) with the ids of user namespace ns:
+// a file of host uid u there is owned by uid u in ns.
+func idmapMount(ns *os.File, src, dst string) error {
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("idmap %s: open_tree: %w", src, err)
+	}
+	defer unix.Close(fd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("idmap %s: mount_setattr: %w (idmapped mounts need Linux 5.12, idmapped overlay layers 5.19)", src, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("idmap %s: move_mount to %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// mountIn mounts with relative paths resolved in dir.
+func mountIn(dir, source, target, fstype, data string) error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if err := os.Chdir(dir); err != nil {
+		return err
+	}
+	err = unix.Mount(source, target, fstype, 0, data)
+	if cerr := os.Chdir(wd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// leaveUserNS undoes what enterUserNS did for the bundle, once the
+// container is deleted. A bundle it did nothing in is left alone.
+func leaveUserNS(bundle string) error {
+	raw, err := os.ReadFile(filepath.Join(bundle, stateName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the wrapper's state: %w", err)
+	}
+	var st wrapperState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("read the wrapper's state: %w", err)
+	}
+	err = giveWhiteoutsToRoot(st.Upper, st.WhiteoutOwner)
+	if uerr := undo(st); uerr != nil {
+		err = errors.Join(err, uerr)
+	}
+	if rerr := os.Remove(filepath.Join(bundle, stateName)); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// undo unmounts and removes what st lists.
+func undo(st wrapperState) error {
+	var errs []error
+	for _, m := range st.Mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	for _, d := range st.Remove {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// giveWhiteoutsToRoot chowns the whiteouts overlayfs made in the upper
+// layer directory (as the mounter: they got host id owner there) to root,
+// as overlayfs' whiteouts are elsewhere: the layer's tar then carries no
+// trace of the wrapper.
+func giveWhiteoutsToRoot(upper string, owner int64) error {
+	if upper == "" {
+		return nil
+	}
+	return filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeCharDevice == 0 {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return fmt.Errorf("whiteout %s: %w", p, err)
+		}
+		if st.Rdev == 0 && int64(st.Uid) == owner {
+			if err := unix.Lchown(p, 0, 0); err != nil {
+				return fmt.Errorf("whiteout %s: %w", p, err)
+			}
+		}
+		return nil
+	})
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return writeFileAtomic(path, b)
+}
+
+// writeFileAtomic writes path through a temporary file and a rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 )
@@ -78,21 +79,21 @@ func benchManual(b *testing.B, app map[string]string) {
 
 func BenchmarkCacheHit(b *testing.B) {
 	needPodman(b)
-	reg := startRegistry(b)
+	reg := testenv.StartRegistry(b, testenv.RegistryOptions{})
 	repo := newAppRepo(b, appRepoOptions{allowSHA: true})
 	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bb-cache")
 	req := Request{
 		Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit,
-		Spec: quadlet.BuildSpec{Cache: &quadlet.BuildCache{RegistryPath: reg.host + "/cache/" + wl}},
+		Spec: quadlet.BuildSpec{Cache: &quadlet.BuildCache{RegistryPath: reg.Host + "/cache/" + wl}},
 	}
 	ctx := context.Background()
-	first, _ := testBuilder(b, Config{InsecureRegistries: []string{reg.host}}, ns, wl)
+	first, _ := testBuilder(b, Config{InsecureRegistries: []string{reg.Host}}, ns, wl)
 	if _, err := first.Build(ctx, req); err != nil {
 		b.Fatal(err)
 	}
 	store := freshStore(b)
-	bld, _ := testBuilder(b, Config{Podman: runtime.NewPodman(store), InsecureRegistries: []string{reg.host}}, ns, wl)
+	bld, _ := testBuilder(b, Config{Podman: runtime.NewPodman(store), InsecureRegistries: []string{reg.Host}}, ns, wl)
 	for b.Loop() {
 		b.StopTimer()
 		removeImages(b, bld.pm, ns, wl)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 )
@@ -16,17 +17,17 @@ import (
 // runs there.
 func TestRegistryCache(t *testing.T) {
 	needPodman(t)
-	reg := startRegistryAuth(t, true)
+	reg := testenv.StartRegistry(t, testenv.RegistryOptions{Auth: true})
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
 	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bt-cache")
 	req := Request{
 		Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit,
-		Spec: quadlet.BuildSpec{Cache: &quadlet.BuildCache{RegistryPath: reg.host + "/cache/" + wl}},
+		Spec: quadlet.BuildSpec{Cache: &quadlet.BuildCache{RegistryPath: reg.Host + "/cache/" + wl}},
 	}
 	ctx := context.Background()
 
-	first, firstRecs := testBuilder(t, Config{Node: "node-a", InsecureRegistries: []string{reg.host}, AuthFile: reg.authFile}, ns, wl)
+	first, firstRecs := testBuilder(t, Config{Node: "node-a", InsecureRegistries: []string{reg.Host}, AuthFile: reg.AuthFile}, ns, wl)
 	rec, err := first.Build(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +47,7 @@ func TestRegistryCache(t *testing.T) {
 
 	store := freshStore(t)
 	second, secondRecs := testBuilder(t, Config{
-		Node: "node-b", Podman: runtime.NewPodman(store), InsecureRegistries: []string{reg.host}, AuthFile: reg.authFile,
+		Node: "node-b", Podman: runtime.NewPodman(store), InsecureRegistries: []string{reg.Host}, AuthFile: reg.AuthFile,
 	}, ns, wl)
 	start := time.Now()
 	hit, err := second.Build(ctx, req)
@@ -65,14 +66,14 @@ func TestRegistryCache(t *testing.T) {
 	if out := podmanOutput(t, global, "run", "--rm", "--network", "none", "--name", randomName("bt-run"), hit.Image, "cat", "/www/index.html"); out != sampleApp["index.html"] {
 		t.Errorf("cached image serves %q", out)
 	}
-	if names := podmanOutput(t, global, "images", "--format", "{{.Repository}}:{{.Tag}}"); strings.Contains(names, reg.host) {
+	if names := podmanOutput(t, global, "images", "--format", "{{.Repository}}:{{.Tag}}"); strings.Contains(names, reg.Host) {
 		t.Errorf("the registry name stayed in the store:\n%s", names)
 	}
 
 	// Without the credentials, the cache is a miss and the push a warning.
 	anon := req
 	anon.Commit = repo.Commit("v2", map[string]string{"index.html": "<h1>v2</h1>\n"})
-	third, thirdRecs := testBuilder(t, Config{Node: "node-c", InsecureRegistries: []string{reg.host}}, ns, wl)
+	third, thirdRecs := testBuilder(t, Config{Node: "node-c", InsecureRegistries: []string{reg.Host}}, ns, wl)
 	if _, err := third.Build(ctx, anon); err != nil {
 		t.Fatal(err)
 	}
@@ -153,16 +154,16 @@ func TestHousekeeping(t *testing.T) {
 // (the pull then decides), and absent at once when nothing listens.
 func TestProbeCache(t *testing.T) {
 	needPodman(t)
-	reg := startRegistryAuth(t, true)
+	reg := testenv.StartRegistry(t, testenv.RegistryOptions{Auth: true})
 	ns, wl := "default", randomName("bt-probe")
-	b, _ := testBuilder(t, Config{InsecureRegistries: []string{reg.host, "127.0.0.1:1"}, AuthFile: reg.authFile}, ns, wl)
-	anon, _ := testBuilder(t, Config{InsecureRegistries: []string{reg.host}}, ns, wl)
-	ref := reg.host + "/cache/" + wl + ":0123456789ab"
+	b, _ := testBuilder(t, Config{InsecureRegistries: []string{reg.Host, "127.0.0.1:1"}, AuthFile: reg.AuthFile}, ns, wl)
+	anon, _ := testBuilder(t, Config{InsecureRegistries: []string{reg.Host}}, ns, wl)
+	ref := reg.Host + "/cache/" + wl + ":0123456789ab"
 	ctx := context.Background()
 	if got, why := b.probeCache(ctx, ref); got != probeMissing {
 		t.Fatalf("probe before the push = %v (%s), want missing", got, why)
 	}
-	podmanOutput(t, storeArgs(), "push", "--tls-verify=false", "--authfile", reg.authFile, baseImage, "docker://"+ref)
+	podmanOutput(t, storeArgs(), "push", "--tls-verify=false", "--authfile", reg.AuthFile, baseImage, "docker://"+ref)
 	if got, why := b.probeCache(ctx, ref); got != probePresent {
 		t.Errorf("probe after the push = %v (%s), want present", got, why)
 	}
@@ -180,17 +181,17 @@ func TestProbeCache(t *testing.T) {
 // releases the build (its container started), not racing that start.
 func TestReleaseStartsWhatFollows(t *testing.T) {
 	needPodman(t)
-	reg := startRegistry(t)
+	reg := testenv.StartRegistry(t, testenv.RegistryOptions{})
 	repo := newAppRepo(t, appRepoOptions{allowSHA: true})
 	commit := repo.Commit("app", sampleApp)
 	ns, wl := "default", randomName("bt-release")
-	b, _ := testBuilder(t, Config{InsecureRegistries: []string{reg.host}, Hold: time.Hour}, ns, wl)
+	b, _ := testBuilder(t, Config{InsecureRegistries: []string{reg.Host}, Hold: time.Hour}, ns, wl)
 	req := Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit,
-		Spec: quadlet.BuildSpec{Cache: &quadlet.BuildCache{RegistryPath: reg.host + "/cache/" + wl}}}
+		Spec: quadlet.BuildSpec{Cache: &quadlet.BuildCache{RegistryPath: reg.Host + "/cache/" + wl}}}
 	if _, err := b.Build(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	ref := reg.host + "/cache/" + wl + ":" + commit[:12]
+	ref := reg.Host + "/cache/" + wl + ":" + commit[:12]
 	if got, _ := b.probeCache(context.Background(), ref); got != probeMissing {
 		t.Fatalf("the cache push ran before the build was released (probe %v)", got)
 	}

@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"kat.dws.rip/kat/gitx/gittest"
+	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/runtime"
 )
 
@@ -192,98 +188,6 @@ func podmanOutput(t testing.TB, global []string, args ...string) string {
 	return stdout.String()
 }
 
-// registry is a docker-registry process on loopback.
-type registry struct {
-	host string // 127.0.0.1:port
-	// authFile is a Podman auth file with the registry's credentials,
-	// when it wants any.
-	authFile string
-}
-
-// startRegistry runs /usr/bin/docker-registry with filesystem storage in
-// a temporary directory, on a free loopback port, without auth.
-func startRegistry(t testing.TB) *registry {
-	t.Helper()
-	return startRegistryAuth(t, false)
-}
-
-// startRegistryAuth is startRegistry, with htpasswd auth when withAuth.
-func startRegistryAuth(t testing.TB, withAuth bool) *registry {
-	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		skipOrFail(t, "docker-registry is not installed (Debian package docker-registry; scripts/install-prereqs.sh)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := l.Addr().String()
-	_ = l.Close()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "config.yml")
-	err = os.WriteFile(conf, fmt.Appendf(nil, `version: 0.1
-log:
-  level: error
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-http:
-  addr: %s
-`, filepath.Join(dir, "data"), host), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := &registry{host: host}
-	if withAuth {
-		hash, err := bcrypt.GenerateFromPassword([]byte("cache-pw"), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, "htpasswd"), "kat:"+string(hash)+"\n")
-		f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(f, "auth:\n  htpasswd:\n    realm: kat\n    path: %s\n", filepath.Join(dir, "htpasswd"))
-		f.Close()
-		reg.authFile = filepath.Join(dir, "auth.json")
-		writeFile(t, reg.authFile, fmt.Sprintf(`{"auths": {%q: {"auth": %q}}}`, host, base64.StdEncoding.EncodeToString([]byte("kat:cache-pw"))))
-	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "serve", conf)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start docker-registry: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get("http://" + host + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK || (withAuth && resp.StatusCode == http.StatusUnauthorized) {
-				return reg
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("docker-registry exited: %v\n%s", err, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("docker-registry on %s not ready: %v\n%s", host, err, out.String())
-		}
-	}
-}
-
 // freshStore returns podman global args for a new, empty store under a
 // temporary directory, with the base image loaded into it.
 func freshStore(t testing.TB) runtime.PodmanConfig {
@@ -348,9 +252,7 @@ func dumpLogs(t testing.TB, workDir string) {
 	}
 }
 
-// skipOrFail skips t for a missing prerequisite (Podman, the registry), or
-// fails it when KAT_REQUIRE_PREREQS is set: gittest's, shared by the tests.
-var skipOrFail = gittest.SkipOrFail
+var skipOrFail = testenv.SkipOrFail
 
 // settle waits until the builds and what follows them (the cache push,
 // housekeeping) are done. Only for tests that start no build meanwhile.

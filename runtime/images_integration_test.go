@@ -3,59 +3,17 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-)
 
-// startRegistry runs Debian's docker-registry on a free loopback port for
-// the test and returns its address; it skips the test when the registry is
-// not installed.
-func startRegistry(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		skipOrFail(t, "skipping: docker-registry is not installed (run scripts/install-prereqs.sh as root)")
-	}
-	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	conf := filepath.Join(dir, "config.yml")
-	must(t, os.WriteFile(conf, []byte(fmt.Sprintf(`version: 0.1
-log:
-  level: error
-storage:
-  filesystem:
-    rootdirectory: %s
-http:
-  addr: %s
-`, filepath.Join(dir, "data"), addr)), 0o644))
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", conf)
-	must(t, cmd.Start())
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait() // killed on purpose
-	})
-	eventually(t, 20*time.Second, "the registry answers", func() (bool, error) {
-		resp, err := http.Get("http://" + addr + "/v2/")
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	return addr
-}
+	"kat.dws.rip/kat/internal/testenv"
+)
 
 func TestPodmanImages(t *testing.T) {
 	pm, mark := podmanForTest(t)
 	ctx := testCtx(t)
-	reg := startRegistry(t)
+	reg := testenv.StartRegistry(t, testenv.RegistryOptions{}).Host
 	ref := reg + "/kat-rt-test-" + mark + ":v1"
 	podman := func(args ...string) {
 		t.Helper()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/testenv"
 )
 
 // baseImage is the image integration tests run; scripts/build-base-image.sh
@@ -487,16 +488,7 @@ func TestPodmanSeparateStorage(t *testing.T) {
 	}
 }
 
-// skipOrFail skips t for a missing prerequisite, or fails it when
-// KAT_REQUIRE_PREREQS is set (task ci sets it after installing them), so a CI
-// machine that lost Podman or git goes red instead of silently skipping.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("KAT_REQUIRE_PREREQS") != "" {
-		t.Fatalf("prerequisite missing (KAT_REQUIRE_PREREQS is set): "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
+var skipOrFail = testenv.SkipOrFail
 
 // TestPodmanExplicitIDMapSharedVolume creates two containers with the same
 // explicit id map and a shared bind mount with the chown option before

@@ -25,18 +25,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"kat.dws.rip/kat/internal/testenv"
 )
 
 // SkipOrFail skips t for a missing prerequisite, or fails it when
-// KAT_REQUIRE_PREREQS is set (task ci sets it after installing them), so a CI
-// machine that lost Podman or git goes red instead of silently skipping.
-func SkipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("KAT_REQUIRE_PREREQS") != "" {
-		t.Fatalf("prerequisite missing (KAT_REQUIRE_PREREQS is set): "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
+// KAT_REQUIRE_PREREQS is set: testenv.SkipOrFail.
+var SkipOrFail = testenv.SkipOrFail
 
 // Repo is a bare repository NAME.git with branch main, plus a working clone
 // that commits and pushes to it with the git CLI. Both live in a temporary

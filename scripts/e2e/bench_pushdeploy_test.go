@@ -14,6 +14,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/testenv"
 )
 
 // BenchmarkPushToDeploy measures, per new commit of an app repository (a
@@ -33,7 +34,7 @@ import (
 // It reports each in ms and the ratios to by-hand.
 func BenchmarkPushToDeploy(b *testing.B) {
 	requireBuild(b)
-	reg := startRegistry(b)
+	reg := testenv.StartRegistry(b, testenv.RegistryOptions{}).Host
 	app := newGitRemoteNamed(b, "app")
 	app.Commit("v0", map[string]string{"Dockerfile": appDockerfile, "index.html": "v0\n"})
 	cfg := newGitRemote(b)

@@ -3,69 +3,12 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/testenv"
 )
-
-// startRegistry runs docker-registry on a free loopback port with a
-// temporary configuration and storage, and returns its host:port. The
-// test is skipped when docker-registry is not installed.
-func startRegistry(t testing.TB) string {
-	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		t.Skip("docker-registry is not installed (Debian package docker-registry; scripts/install-prereqs.sh)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := l.Addr().String()
-	_ = l.Close()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n",
-		filepath.Join(dir, "data"), host), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "serve", conf)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start docker-registry: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get("http://" + host + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return host
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("docker-registry exited: %v\n%s", err, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("docker-registry on %s not ready: %v\n%s", host, err, out.String())
-		}
-	}
-}
 
 // TestPushToDeployCache: with build.kat cache.registryPath on a real
 // registry on loopback, the first node builds and pushes; a second node with
@@ -73,7 +16,7 @@ func startRegistry(t testing.TB) string {
 // its build record says cacheHit.
 func TestPushToDeployCache(t *testing.T) {
 	requireBuild(t)
-	reg := startRegistry(t)
+	reg := testenv.StartRegistry(t, testenv.RegistryOptions{}).Host
 	app := newGitRemoteNamed(t, "app")
 	c1 := app.Commit("v1", map[string]string{"Dockerfile": appDockerfile, "index.html": "cached v1\n"})
 	cfg := newGitRemote(t)

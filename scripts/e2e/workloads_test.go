@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/testenv"
 )
 
 // requirePodman skips the test unless podman and localhost/kat-base are
@@ -388,6 +388,4 @@ func lastHeartbeat(t testing.TB, c *Cluster) time.Time {
 	return *nodes[0].LastHeartbeat
 }
 
-// skipOrFail skips t for a missing prerequisite (Podman, the base image), or
-// fails it when KAT_REQUIRE_PREREQS is set: gittest's, shared by the tests.
-var skipOrFail = gittest.SkipOrFail
+var skipOrFail = testenv.SkipOrFail

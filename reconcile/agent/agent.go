@@ -232,6 +232,9 @@ func (ag *Agent) Run(ctx context.Context) error {
 	ag.listContainers(ctx)
 
 	watch, err := ag.cfg.Repo.Store().Watch(ctx, resources.NodeAssignmentsPrefix(ag.cfg.Node), 0)
+	if ctx.Err() != nil {
+		return nil // stopped while starting: not a failure
+	}
 	if err != nil {
 		return fmt.Errorf("agent: watch assignments: %w", err)
 	}

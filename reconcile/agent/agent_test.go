@@ -377,3 +377,23 @@ func TestAgentRemovalHoldsNoStep(t *testing.T) {
 		t.Fatal("the old container went before its removal was released")
 	}
 }
+
+// TestAgentStoppedWhileStartingIsNoFailure: an agent whose context ends
+// while it starts (a SIGTERM right after kat-agent started) returns nil, as
+// after any stop, not the error of the watch it was opening.
+func TestAgentStoppedWhileStartingIsNoFailure(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", Runtime: e.rt,
+		BuildSpec: func(resources.Assignment, *quadlet.Quadlet, map[int]int) (runtime.ContainerSpec, error) {
+			return runtime.ContainerSpec{}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ag.Run(ctx); err != nil {
+		t.Fatalf("Run with an ended context = %v, want nil", err)
+	}
+}

@@ -68,6 +68,9 @@ func NewManager(cfg Config) *Manager {
 func (m *Manager) Run(ctx context.Context) error {
 	defer m.stopAll()
 	events, err := m.cfg.Repo.Store().Watch(ctx, resources.SourcesPrefix(), 0)
+	if ctx.Err() != nil {
+		return nil // stopped while starting
+	}
 	if err != nil {
 		return fmt.Errorf("watch sources: %w", err)
 	}
@@ -85,7 +88,7 @@ func (m *Manager) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				if events, err = m.cfg.Repo.Store().Watch(ctx, resources.SourcesPrefix(), 0); err != nil {
+				if events, err = m.cfg.Repo.Store().Watch(ctx, resources.SourcesPrefix(), 0); err != nil && ctx.Err() == nil {
 					return fmt.Errorf("watch sources: %w", err)
 				}
 			}

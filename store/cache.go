@@ -43,6 +43,9 @@ func NewCache[T any](st StateStore, prefix string, decode func(KV) (T, bool)) *C
 // block. An error means the first listing or the watch could not start.
 func (c *Cache[T]) Run(ctx context.Context, changed func(key string)) error {
 	kvs, rev, err := c.st.ListWithRevision(ctx, c.prefix)
+	if ctx.Err() != nil {
+		return nil // stopped while starting
+	}
 	if err != nil {
 		return fmt.Errorf("cache %s: %w", c.prefix, err)
 	}
@@ -53,6 +56,9 @@ func (c *Cache[T]) Run(ctx context.Context, changed func(key string)) error {
 		}
 	}
 	events, err := c.st.Watch(ctx, c.prefix, rev+1)
+	if ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("cache %s: %w", c.prefix, err)
 	}

@@ -96,3 +96,16 @@ func TestCacheFollowsTheStore(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestCacheStoppedWhileStartingIsNoFailure: a cache whose context ends
+// before its first listing returns nil, as after any stop.
+func TestCacheStoppedWhileStartingIsNoFailure(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	c := store.NewCache(st, "/x/", func(kv store.KV) (string, bool) { return string(kv.Value), true })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Run(ctx, nil); err != nil {
+		t.Fatalf("Run with an ended context = %v, want nil", err)
+	}
+}

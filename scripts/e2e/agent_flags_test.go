@@ -15,6 +15,7 @@ import (
 // TestAgentRefusesBadInput: kat-agent init with a bad flag or cluster.kat
 // exits non-zero, names what is wrong, and creates nothing.
 func TestAgentRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	bin := sharedBinaries(t)
 	dir := t.TempDir()
 	badCluster := filepath.Join(dir, "bad-cluster.kat")

@@ -60,6 +60,7 @@ func mustApply(t *testing.T, c *Cluster, path string) string {
 }
 
 func TestStatusReportsTheLeader(t *testing.T) {
+	t.Parallel()
 	c := StartTestCluster(t)
 	r := c.Katcall(context.Background(), "status")
 	if r.Code != 0 {
@@ -85,6 +86,7 @@ func TestStatusReportsTheLeader(t *testing.T) {
 }
 
 func TestApplyExamplesRepo(t *testing.T) {
+	t.Parallel()
 	c := StartTestCluster(t)
 	examples := filepath.Join(RepoRoot(), "examples-repo")
 	out := mustApply(t, c, examples)
@@ -143,6 +145,7 @@ func TestApplyExamplesRepo(t *testing.T) {
 // TestInvalidInputIsRefusedAndChangesNothing replays the quadlet package's
 // invalid corpus, and hostile archives and directories, through katcall apply.
 func TestInvalidInputIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	c := StartTestCluster(t)
 	mustApply(t, c, filepath.Join(RepoRoot(), "examples-repo"))
 	_, beforeWs := getWorkloads(t, c)
@@ -262,6 +265,7 @@ func writeTarGz(t *testing.T, path string, entries []tarEntry) {
 }
 
 func TestKillAndRestartKeepsEveryWorkload(t *testing.T) {
+	t.Parallel()
 	c := StartTestCluster(t)
 	mustApply(t, c, filepath.Join(RepoRoot(), "examples-repo"))
 	dir := copyDir(t, filepath.Join(RepoRoot(), "examples-repo", "default", "hello"))
@@ -305,6 +309,7 @@ func TestKillAndRestartKeepsEveryWorkload(t *testing.T) {
 }
 
 func TestKatcallErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	c := StartTestCluster(t)
 	dir := t.TempDir()
 	cfg := readFile(t, c.KatcallConfig())

@@ -11,6 +11,7 @@ import (
 // something would change, 0 once applied, 1 with a unified diff after an
 // edit, 2 for invalid input (named by file and line) or a bad invocation.
 func TestDiffExitCodes(t *testing.T) {
+	t.Parallel()
 	c := StartTestCluster(t)
 	examples := copyDir(t, filepath.Join(RepoRoot(), "examples-repo"))
 	diff := func(t *testing.T, args ...string) Result {

@@ -19,6 +19,7 @@ import (
 // client port is not open to anyone who can reach it: a client needs a
 // certificate signed by the cluster CA.
 func TestEmbeddedEtcdRequiresAClusterCertificate(t *testing.T) {
+	t.Parallel()
 	c := StartTestCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -76,6 +77,7 @@ func TestEmbeddedEtcdRequiresAClusterCertificate(t *testing.T) {
 
 // TestExternalEtcd runs kat-agent against an etcd it does not embed.
 func TestExternalEtcd(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ports, err := FreePorts(2)

@@ -80,6 +80,7 @@ func waitForWorkload(t *testing.T, c *Cluster, name string) {
 // GitHub webhook is applied, a push followed by katcall sync is applied, and
 // a webhook with a bad signature is refused.
 func TestGitOpsThroughBinaries(t *testing.T) {
+	t.Parallel()
 	remote := newGitRemote(t)
 	remote.pushWorkload("first")
 	dir := t.TempDir()

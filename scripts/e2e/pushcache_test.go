@@ -15,6 +15,7 @@ import (
 // a fresh image store pulls the image from the cache, does not build, and
 // its build record says cacheHit.
 func TestPushToDeployCache(t *testing.T) {
+	t.Parallel()
 	requireBuild(t)
 	reg := testenv.StartRegistry(t, testenv.RegistryOptions{}).Host
 	app := newGitRemoteNamed(t, "app")

@@ -52,6 +52,7 @@ func onlyImage(d *api.WorkloadDetail, image string) bool {
 // Dockerfile gives BuildFailed (with the log tail, and katcall logs --build
 // shows the log) while the old instance keeps serving.
 func TestPushToDeploy(t *testing.T) {
+	t.Parallel()
 	requireBuild(t)
 	ctx := context.Background()
 	app := newGitRemoteNamed(t, "app")

@@ -19,6 +19,7 @@ import (
 // config repo, commit a new workload, push, katcall sync, and the workload
 // appears.
 func TestQuickStartScripts(t *testing.T) {
+	t.Parallel()
 	ports, err := FreePorts(4)
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,8 @@ func TestStressConcurrentCreates(t *testing.T) {
 		wg.Go(func() { mustApplyTB(t, c, dir) })
 	}
 	wg.Wait()
-	deadline := time.Now().Add(5 * time.Minute)
+	start := time.Now()
+	deadline := start.Add(5 * time.Minute)
 	for _, name := range names {
 		d := waitStatusUntil(t, c, "default/"+name, fmt.Sprintf("%d running", replicas), deadline, func(d *api.WorkloadDetail) bool {
 			running := 0
@@ -66,6 +67,8 @@ func TestStressConcurrentCreates(t *testing.T) {
 	if ids != workloads*replicas {
 		t.Fatalf("podman lists %d containers of the workloads, want %d", ids, workloads*replicas)
 	}
+	up := time.Since(start)
+	start = time.Now()
 	for _, name := range names {
 		wg.Go(func() {
 			if r := c.Katcall(t.Context(), "delete", "workload", "default/"+name); r.Code != 0 {
@@ -77,6 +80,8 @@ func TestStressConcurrentCreates(t *testing.T) {
 	for _, name := range names {
 		waitContainersGone(t, c.Node, name, deadline)
 	}
+	t.Logf("%d containers running %s after the apply, all removed %s after the delete", workloads*replicas,
+		up.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
 // waitContainersGone waits until Podman lists no container of the workload.

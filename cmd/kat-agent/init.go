@@ -70,6 +70,7 @@ given on a later run override the ports and addresses this node uses.`,
 	f.StringVar(&lf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&lf.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
 	f.StringVar(&lf.cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
+	f.StringVar(&o.PprofAddress, "pprof-address", "", "serve Go's profiles (heap, CPU, goroutines: net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
 	addAgentFlags(f, &o.Agent)
 	return cmd
 }

@@ -20,22 +20,11 @@ type Listing struct {
 	Dirs       map[string]string
 	Namespaces map[string]string
 	// Trees holds the other directories walked, so that an unchanged
-	// subtree of a later commit can be copied rather than read.
+	// subtree of a later commit can be kept rather than read.
 	Trees map[string]string
-}
-
-// copySubtree copies into l everything l has at or below dir.
-func (l *Listing) copySubtree(dir string, into *Listing) {
-	under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
-	for _, m := range []struct{ from, to map[string]string }{
-		{l.Dirs, into.Dirs}, {l.Namespaces, into.Namespaces}, {l.Trees, into.Trees},
-	} {
-		for p, h := range m.from {
-			if under(p) {
-				m.to[p] = h
-			}
-		}
-	}
+	// raw holds the content of the trees in Trees, so that a changed tree
+	// of a later commit is compared entry by entry.
+	raw map[string][]byte
 }
 
 // Changes are the paths of a new commit that must be read and parsed.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/quadlet"
@@ -68,7 +67,11 @@ type source struct {
 	after int64
 
 	// Owned by the loop goroutine.
-	git          *gitRepo
+	git *gitRepo
+	// local is set when git is a file:// source's repository read in place
+	// (openLocal); localSeen is the branch head it last read.
+	local        bool
+	localSeen    plumbing.Hash
 	status       resources.SourceStatus
 	listings     map[string]Listing // commit -> listing, the last applied one
 	fetches      int
@@ -192,26 +195,13 @@ func reasonOf(err error) string {
 }
 
 func (s *source) sync(ctx context.Context) error {
-	if s.git == nil {
-		g, err := openRepo(s.dir, s.spec.URL, s.spec.Branch)
-		if err != nil {
-			return err
-		}
-		s.git = g
-	}
-	auth, err := authFor(s.spec.Auth)
+	head, err := s.advance(ctx)
 	if err != nil {
-		return &syncError{ReasonFetchFailed, err}
-	}
-	lctx, cancel := context.WithTimeout(ctx, listTimeout)
-	head, err := s.git.remoteHead(lctx, auth)
-	cancel()
-	if err != nil {
-		return &syncError{ReasonFetchFailed, fmt.Errorf("read branch %q of %s: %w", s.spec.Branch, RedactURL(s.spec.URL), err)}
+		return err
 	}
 	s.status.LastFetchTime = s.now().UTC()
 	full := s.takeFull() || s.now().Sub(s.lastFull) >= fullResyncInterval
-	if head.String() == s.status.AppliedCommit && head == s.git.localHead() && !full {
+	if head.String() == s.status.AppliedCommit && !full {
 		if s.status.LastError != "" && s.lastRefused == "" {
 			// The remote is back and nothing moved: clear the fetch error.
 			s.status.LastError = ""
@@ -220,26 +210,15 @@ func (s *source) sync(ctx context.Context) error {
 		s.writeStatus(ctx)
 		return nil
 	}
-	if head != s.git.localHead() {
-		fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
-		_, err := s.git.fetch(fctx, auth)
-		cancel()
-		if err != nil {
-			return &syncError{ReasonFetchFailed, fmt.Errorf("fetch %s: %w", RedactURL(s.spec.URL), err)}
-		}
-		s.fetches++
-		if s.fetches%repackEvery == 0 {
-			if err := s.git.repack(); err != nil {
-				s.log.Warn().Err(err).Msg("repack clone")
-			}
-		}
-	}
 	s.status.FetchedCommit = head.String()
 	commit, err := s.git.repo.CommitObject(head)
+	if err != nil && s.local {
+		return &syncError{ReasonFetchFailed, fmt.Errorf("read commit %s of %s: %w", short(head.String()), RedactURL(s.spec.URL), err)}
+	}
 	if err != nil {
 		// The clone lost the object it just fetched: start it again.
 		s.log.Warn().Err(err).Msg("clone is damaged; cloning again")
-		if err := s.reclone(ctx, auth); err != nil {
+		if err := s.reclone(ctx); err != nil {
 			return err
 		}
 		if commit, err = s.git.repo.CommitObject(head); err != nil {
@@ -253,17 +232,84 @@ func (s *source) sync(ctx context.Context) error {
 		return err
 	}
 	err = s.apply(ctx, commit, full)
-	if errors.Is(err, plumbing.ErrObjectNotFound) {
+	if errors.Is(err, plumbing.ErrObjectNotFound) && s.local {
+		s.git.refresh()
+		err = s.apply(ctx, commit, true)
+	} else if errors.Is(err, plumbing.ErrObjectNotFound) {
 		s.log.Warn().Err(err).Msg("clone is missing objects; cloning again")
-		if err := s.reclone(ctx, auth); err != nil {
+		if err := s.reclone(ctx); err != nil {
 			return err
 		}
-		return s.apply(ctx, commit, true)
+		err = s.apply(ctx, commit, true)
+	}
+	if err == nil && s.fetches >= repackEvery {
+		// After the apply, so that the commit does not wait for it.
+		s.fetches = 0
+		if err := s.git.repack(); err != nil {
+			s.log.Warn().Err(err).Msg("repack clone")
+		}
 	}
 	return err
 }
 
-func (s *source) reclone(ctx context.Context, auth transport.AuthMethod) error {
+// advance brings the source's repository to its branch head and returns
+// the head. A clone fetches: the fetch's ref advertisement is the cheap
+// comparison with the remote (like git ls-remote), and nothing else is
+// transferred when the branch did not move. A file:// source is read in
+// place (openLocal).
+func (s *source) advance(ctx context.Context) (plumbing.Hash, error) {
+	if s.git == nil {
+		if dir := localRepoDir(s.spec.URL); dir != "" {
+			g, err := openLocal(dir, s.spec.URL, s.spec.Branch)
+			if err != nil {
+				return plumbing.ZeroHash, &syncError{ReasonFetchFailed, err}
+			}
+			s.git, s.local = g, true
+		} else {
+			g, err := openRepo(s.dir, s.spec.URL, s.spec.Branch)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			s.git = g
+		}
+	}
+	if s.local {
+		head, err := s.git.branchHead()
+		if err != nil {
+			return head, &syncError{ReasonFetchFailed, err}
+		}
+		if head != s.localSeen {
+			// Loose objects of a push are read at once; a new pack once
+			// the repository is refreshed.
+			if _, err := s.git.repo.CommitObject(head); errors.Is(err, plumbing.ErrObjectNotFound) {
+				s.git.refresh()
+			}
+			s.localSeen = head
+		}
+		return head, nil
+	}
+	auth, err := authFor(s.spec.Auth)
+	if err != nil {
+		return plumbing.ZeroHash, &syncError{ReasonFetchFailed, err}
+	}
+	before := s.git.localHead()
+	fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	head, err := s.git.fetch(fctx, auth)
+	cancel()
+	if err != nil {
+		return head, &syncError{ReasonFetchFailed, fmt.Errorf("fetch branch %q of %s: %w", s.spec.Branch, RedactURL(s.spec.URL), err)}
+	}
+	if head != before {
+		s.fetches++
+	}
+	return head, nil
+}
+
+func (s *source) reclone(ctx context.Context) error {
+	auth, err := authFor(s.spec.Auth)
+	if err != nil {
+		return &syncError{ReasonFetchFailed, err}
+	}
 	if err := s.git.reinit(); err != nil {
 		return err
 	}
@@ -559,6 +605,10 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 func (s *source) superseded(ctx context.Context, commit string) bool {
 	if len(s.trigger) == 0 {
 		return false
+	}
+	if s.local {
+		head, err := s.git.branchHead()
+		return err == nil && head.String() != commit
 	}
 	auth, err := authFor(s.spec.Auth)
 	if err != nil {

@@ -153,7 +153,8 @@ func (g *gitRepo) repack() error {
 // listTree lists the workload directories and namespace files of commit
 // under root. Trees whose hash equals one in prev (the listing of an
 // earlier commit, may be nil) are taken from prev without being read, and a
-// changed tree is compared with prev's entry by entry (listChanges).
+// changed tree is compared with prev's entry by entry (listChanges, which
+// consumes prev).
 func (g *gitRepo) listTree(c *object.Commit, root string, prev *Listing) (Listing, error) {
 	l, _, err := g.listChanges(c, root, prev)
 	return l, err

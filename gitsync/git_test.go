@@ -51,7 +51,8 @@ func TestIncrementalListingEqualsFullListing(t *testing.T) {
 	if want := []string{"ns1/a", "ns1/deep/b", "ns2/c", "ns2/d"}; !sameKeys(l1.Dirs, want) {
 		t.Fatalf("dirs of c1 = %v, want %v", l1.Dirs, want)
 	}
-	full, incr := list(c2, nil), list(c2, &l1)
+	l1c, l1c0 := cloneListing(l1), cloneListing(l1)
+	full, incr := list(c2, nil), list(c2, &l1c)
 	if !maps.Equal(full.Dirs, incr.Dirs) || !maps.Equal(full.Namespaces, incr.Namespaces) || !maps.Equal(full.Trees, incr.Trees) {
 		t.Errorf("incremental listing %+v differs from full listing %+v", incr, full)
 	}
@@ -61,7 +62,7 @@ func TestIncrementalListingEqualsFullListing(t *testing.T) {
 	if again := list(c2, nil); !maps.Equal(again.Dirs, full.Dirs) {
 		t.Errorf("listing after a repack = %v, want %v", again.Dirs, full.Dirs)
 	}
-	if ch := ChangedPaths(&l1, incr); len(ch.Dirs) != 2 || ch.Dirs[0] != "ns2/d" || ch.Dirs[1] != "ns3/e" {
+	if ch := ChangedPaths(&l1c0, incr); len(ch.Dirs) != 2 || ch.Dirs[0] != "ns2/d" || ch.Dirs[1] != "ns3/e" {
 		t.Errorf("changed = %v, want [ns2/d ns3/e]", ch.Dirs)
 	}
 }
@@ -133,16 +134,21 @@ func TestIncrementalListingFollowsEveryChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var before *Listing
+		if prev != nil {
+			b := cloneListing(*prev)
+			before = &b
+		}
 		incr, diff, err := g.listChanges(c, ".", prev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ch := ChangedPaths(prev, incr); !slices.Equal(ch.Dirs, diff.dirs) || !slices.Equal(ch.Namespaces, diff.namespaces) {
+		if ch := ChangedPaths(before, incr); !slices.Equal(ch.Dirs, diff.dirs) || !slices.Equal(ch.Namespaces, diff.namespaces) {
 			t.Errorf("%s: changes found while listing %v %v, want ChangedPaths' %v %v", st.name, diff.dirs, diff.namespaces, ch.Dirs, ch.Namespaces)
 		}
 		var gone []string
-		if prev != nil {
-			for p := range prev.Dirs {
+		if before != nil {
+			for p := range before.Dirs {
 				if _, ok := incr.Dirs[p]; !ok {
 					gone = append(gone, p)
 				}
@@ -164,6 +170,11 @@ func TestIncrementalListingFollowsEveryChange(t *testing.T) {
 	if want := []string{"apps/b", "apps/c", "apps/d", "apps/e", "ns1/x"}; !sameKeys(prev.Dirs, want) {
 		t.Errorf("final dirs %v, want %v", slices.Sorted(maps.Keys(prev.Dirs)), want)
 	}
+}
+
+// cloneListing copies l: listing a commit from l consumes it.
+func cloneListing(l Listing) Listing {
+	return Listing{Dirs: maps.Clone(l.Dirs), Namespaces: maps.Clone(l.Namespaces), Trees: maps.Clone(l.Trees), raw: maps.Clone(l.raw)}
 }
 
 func sameKeys(m map[string]string, keys []string) bool {

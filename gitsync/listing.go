@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -91,51 +90,53 @@ func compareEntries(a, b treeEntry) int {
 	return 0
 }
 
-// diffEntries compares two raw trees (old may be nil) and returns the
-// entries of old that new no longer has, and those of new that old did not
-// have or had with another hash; entries equal in both are skipped without
-// allocating. Both are sorted as Git sorts them.
-func diffEntries(old, new []byte) (removed, added []treeEntry, err error) {
+// treeDiff is what diffEntries found.
+type treeDiff struct {
+	// removed are the entries of old that new no longer has; added those of
+	// new that old did not have or had with another hash.
+	removed, added []treeEntry
+	// workload is set when new holds a workload.kat file.
+	workload bool
+}
+
+// diffEntries compares two raw trees (old may be nil), both sorted as Git
+// sorts them, in one pass: entries equal in both are skipped without
+// allocating.
+func diffEntries(old, new []byte) (treeDiff, error) {
+	var d treeDiff
 	var o, n treeEntry
+	var err error
 	oOK, nOK := false, false
 	for {
 		if !oOK && len(old) > 0 {
 			if o, old, err = nextEntry(old); err != nil {
-				return nil, nil, err
+				return treeDiff{}, err
 			}
 			oOK = true
 		}
 		if !nOK && len(new) > 0 {
 			if n, new, err = nextEntry(new); err != nil {
-				return nil, nil, err
+				return treeDiff{}, err
 			}
 			nOK = true
+			d.workload = d.workload || (string(n.name) == quadlet.WorkloadFile && n.mode.IsFile())
 		}
 		switch {
 		case !oOK && !nOK:
-			return removed, added, nil
+			return d, nil
 		case !nOK || (oOK && compareEntries(o, n) < 0):
-			removed = append(removed, o)
+			d.removed = append(d.removed, o)
 			oOK = false
 		case !oOK || compareEntries(o, n) > 0:
-			added = append(added, n)
+			d.added = append(d.added, n)
 			nOK = false
 		default:
 			if o.hash != n.hash || o.mode != n.mode {
-				added = append(added, n)
+				d.added = append(d.added, n)
 			}
 			oOK, nOK = false, false
 		}
 	}
-}
-
-// isWorkloadDir reports whether a raw tree holds a workload.kat file.
-func isWorkloadDir(raw []byte) (bool, error) {
-	found := false
-	err := entries(raw, func(e treeEntry) {
-		found = found || (string(e.name) == quadlet.WorkloadFile && e.mode.IsFile())
-	})
-	return found, err
 }
 
 // rawTree reads the content of tree object h.
@@ -164,7 +165,8 @@ type listingDiff struct {
 }
 
 // listChanges lists commit c under root as listTree does, and returns what
-// changed from prev (everything when prev is nil).
+// changed from prev (everything when prev is nil). It consumes prev: prev's
+// maps become the new listing's, so prev must not be used afterwards.
 func (g *gitRepo) listChanges(c *object.Commit, root string, prev *Listing) (Listing, listingDiff, error) {
 	l := newListing(prev)
 	t, err := c.Tree()
@@ -224,13 +226,14 @@ func (ls *lister) removeDir(p string) {
 	}
 }
 
-// newListing returns a copy of prev (empty when prev is nil) to bring to a
-// new commit.
+// newListing returns the listing to bring to a new commit: prev itself (its
+// maps are changed in place, a copy of 10,000 entries a commit would cost
+// more than the commit), or an empty one when prev is nil.
 func newListing(prev *Listing) Listing {
 	if prev == nil {
 		return Listing{Dirs: map[string]string{}, Namespaces: map[string]string{}, Trees: map[string]string{}, raw: map[string][]byte{}}
 	}
-	return Listing{Dirs: maps.Clone(prev.Dirs), Namespaces: maps.Clone(prev.Namespaces), Trees: maps.Clone(prev.Trees), raw: maps.Clone(prev.raw)}
+	return *prev
 }
 
 func joinPath(dir string, name []byte) string {
@@ -253,11 +256,11 @@ func (ls *lister) list(dir string, h plumbing.Hash) error {
 	if err != nil {
 		return fmt.Errorf("read tree %s: %w", dir, err)
 	}
-	isWorkload, err := isWorkloadDir(raw)
+	d, err := diffEntries(ls.l.raw[dir], raw)
 	if err != nil {
 		return fmt.Errorf("read tree %s: %w", dir, err)
 	}
-	if isWorkload {
+	if d.workload {
 		if err := ls.remove(dir); err != nil {
 			return err
 		}
@@ -266,12 +269,8 @@ func (ls *lister) list(dir string, h plumbing.Hash) error {
 		return nil
 	}
 	ls.removeDir(dir)
-	removed, added, err := diffEntries(ls.l.raw[dir], raw)
-	if err != nil {
-		return fmt.Errorf("read tree %s: %w", dir, err)
-	}
 	ls.l.Trees[dir], ls.l.raw[dir] = hs, raw
-	for _, e := range removed {
+	for _, e := range d.removed {
 		if bytes.HasPrefix(e.name, []byte(".")) {
 			continue
 		}
@@ -285,7 +284,7 @@ func (ls *lister) list(dir string, h plumbing.Hash) error {
 			delete(ls.l.Namespaces, p)
 		}
 	}
-	for _, e := range added {
+	for _, e := range d.added {
 		if bytes.HasPrefix(e.name, []byte(".")) {
 			continue
 		}

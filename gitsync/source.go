@@ -367,6 +367,9 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	if !full {
 		prev = s.previous()
 	}
+	// The listing is brought to this commit in place: until the commit is
+	// applied, no listing is known.
+	s.listings = map[string]Listing{}
 	next, diff, err := s.git.listChanges(c, s.spec.Path, prev)
 	if err != nil {
 		s.status.LastAttemptedCommit = commit

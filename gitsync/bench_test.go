@@ -63,7 +63,7 @@ func BenchmarkGitSync1000(b *testing.B) {
 
 		// A poll that finds no change, by a loop of its own over the same
 		// remote (its first round clones and finds every workload as it is).
-		src := newSource(Defaulted(resources.SourceSpec{Name: "config", URL: url}), e.repo, b.TempDir(), zerolog.Nop(), time.Now)
+		src := newSource(Defaulted(resources.SourceSpec{Name: "config", URL: url}), e.repo, e.m.cfg.Desired, b.TempDir(), zerolog.Nop(), time.Now)
 		src.round(ctx)
 		const polls = 20
 		bytes0, t0 := srv.Bytes(), time.Now()

@@ -1,9 +1,11 @@
 // Package gitsync follows config-repo sources: it keeps a bare clone of each
-// source's branch in the data directory, polls the remote head cheaply (or is
-// woken by a webhook or "katcall sync"), fetches only when the head moved,
-// diffs the last applied commit's tree against the new one, and writes the
-// changed Quadlet directories into etcd as desired state owned by the source.
-// Directories that disappeared are pruned.
+// source's branch in the data directory (a file:// repository on this machine
+// is read in place instead, as git clone --local shares its objects), polls
+// the remote head cheaply (or is woken by a webhook or "katcall sync"),
+// fetches only when the head moved, diffs the last applied commit's tree
+// against the new one, and writes the changed Quadlet directories into etcd
+// as desired state owned by the source. Directories that disappeared are
+// pruned.
 //
 // A minimal use, on the leader:
 //
@@ -23,10 +25,15 @@
 // A workload directory is any directory under the source's path holding
 // workload.kat; namespace.kat files define namespaces. Each commit is listed
 // as directory → tree hash, so a directory changed between two commits
-// exactly when its tree hash differs: only those are read and parsed. When the
-// last applied commit is unknown (first sync, force-push, an interrupted
-// apply) every directory is parsed and compared with etcd by spec hash. The
-// decision (ChangedPaths, Decide) is pure; the loop does the I/O.
+// exactly when its tree hash differs: only those are read and parsed, and
+// only the trees on the way to them are read. When the last applied commit
+// is unknown (first sync, force-push, an interrupted apply) every directory
+// is parsed and compared with etcd by spec hash. The current desired state
+// comes from a watch-fed index (resources.DesiredIndex, shared with the
+// leader's loops), so a commit of one directory costs work on that
+// directory, not on every workload; the workloads are written in batches
+// (resources.ApplyWorkloads). The decision (ChangedPaths, Decide) is pure;
+// the loop does the I/O.
 //
 // # Isolation and pruning
 //

@@ -22,11 +22,14 @@ import (
 var errPathMissing = errors.New("gitsync: path not in commit")
 
 // gitRepo is a bare clone of one branch of a source, without a worktree
-// (gitx does the transport). It is not safe for concurrent use: one source
-// loop owns it. Close releases the pack files it keeps open.
+// (gitx does the transport), or a file:// source's repository read in place
+// (openLocal). It is not safe for concurrent use: one source loop owns it.
+// Close releases the pack files it keeps open.
 type gitRepo struct {
 	*gitx.Repo
 	branch string
+	// dir is the repository read in place; "" for a clone.
+	dir string
 }
 
 func (g *gitRepo) remoteRef() plumbing.ReferenceName {
@@ -79,55 +82,13 @@ func (g *gitRepo) repack() error {
 }
 
 // listTree lists the workload directories and namespace files of commit
-// under root. Subtrees whose hash equals one in prev (the listing of an
-// earlier commit, may be nil) are taken from prev without being read.
+// under root. Trees whose hash equals one in prev (the listing of an
+// earlier commit, may be nil) are taken from prev without being read, and a
+// changed tree is compared with prev's entry by entry (listChanges, which
+// consumes prev).
 func (g *gitRepo) listTree(c *object.Commit, root string, prev *Listing) (Listing, error) {
-	l := Listing{Dirs: map[string]string{}, Namespaces: map[string]string{}, Trees: map[string]string{}}
-	t, err := c.Tree()
-	if err != nil {
-		return l, fmt.Errorf("read tree of %s: %w", short(c.Hash.String()), err)
-	}
-	if root != "." {
-		if t, err = t.Tree(root); err != nil {
-			if errors.Is(err, object.ErrDirectoryNotFound) {
-				return l, fmt.Errorf("%w: %q does not exist at commit %s", errPathMissing, root, short(c.Hash.String()))
-			}
-			return l, fmt.Errorf("read %s at %s: %w", root, short(c.Hash.String()), err)
-		}
-	}
-	return l, g.walk(t, root, prev, &l)
-}
-
-func (g *gitRepo) walk(t *object.Tree, dir string, prev *Listing, l *Listing) error {
-	for _, e := range t.Entries {
-		if e.Name == quadlet.WorkloadFile && e.Mode.IsFile() {
-			l.Dirs[dir] = t.Hash.String()
-			return nil
-		}
-	}
-	l.Trees[dir] = t.Hash.String()
-	for _, e := range t.Entries {
-		p := pathpkg.Join(dir, e.Name)
-		h := e.Hash.String()
-		switch {
-		case strings.HasPrefix(e.Name, "."):
-		case e.Mode == filemode.Dir && prev != nil && prev.Dirs[p] == h:
-			l.Dirs[p] = h // an unchanged workload directory
-		case e.Mode == filemode.Dir && prev != nil && prev.Trees[p] == h:
-			prev.copySubtree(p, l)
-		case e.Mode == filemode.Dir:
-			sub, err := g.Git.TreeObject(e.Hash)
-			if err != nil {
-				return fmt.Errorf("read tree %s: %w", p, err)
-			}
-			if err := g.walk(sub, p, prev, l); err != nil {
-				return err
-			}
-		case e.Name == quadlet.NamespaceFile && e.Mode.IsFile():
-			l.Namespaces[p] = h
-		}
-	}
-	return nil
+	l, _, err := g.listChanges(c, root, prev)
+	return l, err
 }
 
 // readDir reads the .kat files of a workload directory from the tree with

@@ -36,12 +36,18 @@ type Config struct {
 	Logger zerolog.Logger
 	// Now replaces time.Now, for tests.
 	Now func() time.Time
+	// Desired is the term's index of the desired state, shared with the
+	// leader's loops; the caller runs it. Default: Run makes and runs its
+	// own.
+	Desired *resources.DesiredIndex
 }
 
 // Manager runs one loop per source while Run runs (on the leader). Trigger,
 // DispatchPush and Resume may be called from any goroutine.
 type Manager struct {
 	cfg Config
+	// ownDesired is set when Run runs cfg.Desired.
+	ownDesired bool
 
 	mu      sync.Mutex
 	running map[string]*runningSource
@@ -59,13 +65,28 @@ func NewManager(cfg Config) *Manager {
 		cfg.Now = time.Now
 	}
 	cfg.Logger = cfg.Logger.With().Str("component", "gitsync").Logger()
-	return &Manager{cfg: cfg, running: map[string]*runningSource{}}
+	own := cfg.Desired == nil
+	if own {
+		cfg.Desired = resources.NewDesiredIndex(cfg.Repo.Store())
+	}
+	return &Manager{cfg: cfg, ownDesired: own, running: map[string]*runningSource{}}
 }
 
 // Run starts a loop for every source in etcd and keeps the set in line with
 // the specs (added, changed, deleted) until ctx ends; then it stops every
 // loop and waits for them.
 func (m *Manager) Run(ctx context.Context) error {
+	if m.ownDesired {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := m.cfg.Desired.Run(ctx); err != nil && ctx.Err() == nil {
+				m.cfg.Logger.Error().Err(err).Msg("follow the desired state")
+			}
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	defer m.stopAll()
 	events, err := m.cfg.Repo.Store().Watch(ctx, resources.SourcesPrefix(), 0)
 	if ctx.Err() != nil {
@@ -131,7 +152,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 		if _, ok := m.running[name]; ok {
 			continue
 		}
-		src := newSource(spec, m.cfg.Repo, m.cloneDir(name), m.cfg.Logger, m.cfg.Now)
+		src := newSource(spec, m.cfg.Repo, m.cfg.Desired, m.cloneDir(name), m.cfg.Logger, m.cfg.Now)
 		sctx, cancel := context.WithCancel(ctx)
 		rs := &runningSource{src: src, cancel: cancel, done: make(chan struct{})}
 		m.running[name] = rs
@@ -206,11 +227,17 @@ func (m *Manager) Resume(ctx context.Context, ns, name string) (*resources.Workl
 	if err != nil {
 		return nil, err
 	}
+	// The source decides from the desired-state index: it must hold the
+	// resumption first, or the sync would still see the suspension.
+	kv, err := m.cfg.Repo.Store().Get(ctx, resources.MetaKey(ns, name))
+	if err != nil {
+		return nil, fmt.Errorf("resume workload %s/%s: %w", ns, name, err)
+	}
 	m.mu.Lock()
 	rs, ok := m.running[meta.Owner.Source]
 	m.mu.Unlock()
 	if ok {
-		rs.src.fullNext()
+		rs.src.fullNext(kv.Version)
 		rs.src.Trigger()
 	}
 	return meta, nil

@@ -20,22 +20,11 @@ type Listing struct {
 	Dirs       map[string]string
 	Namespaces map[string]string
 	// Trees holds the other directories walked, so that an unchanged
-	// subtree of a later commit can be copied rather than read.
+	// subtree of a later commit can be kept rather than read.
 	Trees map[string]string
-}
-
-// copySubtree copies into l everything l has at or below dir.
-func (l *Listing) copySubtree(dir string, into *Listing) {
-	under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
-	for _, m := range []struct{ from, to map[string]string }{
-		{l.Dirs, into.Dirs}, {l.Namespaces, into.Namespaces}, {l.Trees, into.Trees},
-	} {
-		for p, h := range m.from {
-			if under(p) {
-				m.to[p] = h
-			}
-		}
-	}
+	// raw holds the content of the trees in Trees, so that a changed tree
+	// of a later commit is compared entry by entry.
+	raw map[string][]byte
 }
 
 // Changes are the paths of a new commit that must be read and parsed.
@@ -49,16 +38,18 @@ type Changes struct {
 // returns everything.
 func ChangedPaths(prev *Listing, next Listing) Changes {
 	var c Changes
-	for _, p := range slices.Sorted(maps.Keys(next.Dirs)) {
-		if prev == nil || prev.Dirs[p] != next.Dirs[p] {
+	for p, h := range next.Dirs {
+		if prev == nil || prev.Dirs[p] != h {
 			c.Dirs = append(c.Dirs, p)
 		}
 	}
-	for _, p := range slices.Sorted(maps.Keys(next.Namespaces)) {
-		if prev == nil || prev.Namespaces[p] != next.Namespaces[p] {
+	for p, h := range next.Namespaces {
+		if prev == nil || prev.Namespaces[p] != h {
 			c.Namespaces = append(c.Namespaces, p)
 		}
 	}
+	slices.Sort(c.Dirs)
+	slices.Sort(c.Namespaces)
 	return c
 }
 
@@ -90,8 +81,14 @@ type DecideInput struct {
 	// that changed.
 	Parsed     map[string]ParsedDir
 	Namespaces map[string]ParsedNamespace
-	// Current is the metadata of every workload in etcd.
+	// Current is the metadata of the workloads in etcd the commit may
+	// touch: at least those the parsed directories define and those the
+	// source owns whose directory is parsed or no longer listed; on a full
+	// compare, every workload.
 	Current []resources.WorkloadMeta
+	// Owned is how many workloads the source owns in all; 0: count them in
+	// Current, which then holds every workload.
+	Owned int
 	// PrevErrors are the source's path errors at the last applied commit.
 	PrevErrors []resources.PathError
 }
@@ -140,6 +137,9 @@ func Decide(in DecideInput) Plan {
 			byPath[m.Owner.Path] = append(byPath[m.Owner.Path], m)
 			owned++
 		}
+	}
+	if in.Owned > 0 {
+		owned = in.Owned
 	}
 	errs := map[string]resources.PathError{}
 	for _, e := range in.PrevErrors { // errors of paths that did not change stay

@@ -134,6 +134,18 @@ func TestDecide(t *testing.T) {
 			want: "refused",
 		},
 		{
+			name: "a commit sees only the workloads it may touch: one pruned of two owned is not a prune-all",
+			in: DecideInput{Listing: dirs("apps/db"), Parsed: map[string]ParsedDir{}, Owned: 2,
+				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
+			want: "delete default/web (apps/web)",
+		},
+		{
+			name: "and pruning all it owns is refused",
+			in: DecideInput{Listing: dirs(), Parsed: map[string]ParsedDir{}, Owned: 1,
+				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
+			want: "refused",
+		},
+		{
 			name: "pruning every workload is allowed when the source says so",
 			in: DecideInput{AllowPruneAll: true, Listing: dirs(), Parsed: map[string]ParsedDir{},
 				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},

@@ -83,9 +83,10 @@ func TestDispatchPushMatchesURLFormsAndBranch(t *testing.T) {
 	}
 }
 
-// TestDamagedCloneIsClonedAgain damages the clone while the leader is down
-// (objects lost, or the repository unreadable); after a restart the next
-// commit, which needs an unchanged directory's objects, is still applied.
+// TestDamagedCloneIsClonedAgain damages the clone of a source served over
+// HTTP while the leader is down (objects lost, or the repository
+// unreadable); after a restart the next commit, which needs an unchanged
+// directory's objects, is still applied.
 func TestDamagedCloneIsClonedAgain(t *testing.T) {
 	t.Parallel()
 	damages := []struct {
@@ -115,8 +116,9 @@ func TestDamagedCloneIsClonedAgain(t *testing.T) {
 			r.workload("web", "default", "web", 1)
 			r.workload("db", "default", "db", 1)
 			c1 := r.Commit("one", nil)
+			_, url := newGitServer(t, r)
 			e := newEnv(t)
-			e.addSource(resources.SourceSpec{URL: r.FileURL()})
+			e.addSource(resources.SourceSpec{URL: url})
 			e.waitApplied("config", c1)
 			e.stop()
 			tc.damage(t, filepath.Join(e.dataDir, "config"))

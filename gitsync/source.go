@@ -26,6 +26,9 @@ const (
 	fetchTimeout = 5 * time.Minute
 	// repackEvery is how many fetches may add packs before a repack.
 	repackEvery = 50
+	// applyChunk is how many workloads are written (several to a
+	// transaction) between two checks for a newer commit.
+	applyChunk = 100
 	// fullResyncInterval is how often every directory is compared with etcd
 	// by spec hash even when the branch did not move, so that a change made
 	// behind Git's back (a forced delete, a lost write) is put right.
@@ -52,6 +55,7 @@ var errSuperseded = errors.New("gitsync: superseded by a newer commit")
 type source struct {
 	spec    resources.SourceSpec
 	repo    *resources.Repo
+	desired *resources.DesiredIndex
 	dir     string
 	log     zerolog.Logger
 	now     func() time.Time
@@ -59,20 +63,30 @@ type source struct {
 
 	mu   sync.Mutex
 	full bool // the next apply compares every directory
+	// after is a revision of the desired state the next apply's index must
+	// hold: a write by another (a resumption) the apply must see.
+	after int64
 
 	// Owned by the loop goroutine.
-	git          *gitRepo
+	git *gitRepo
+	// local is set when git is a file:// source's repository read in place
+	// (openLocal); localSeen is the branch head it last read.
+	local        bool
+	localSeen    plumbing.Hash
 	status       resources.SourceStatus
 	listings     map[string]Listing // commit -> listing, the last applied one
 	fetches      int
 	lastFull     time.Time // zero: the first sync compares everything
 	lastRefused  string
 	lastWarnings string
+	// lastWrite is the store revision of the loop's last write of desired
+	// state: the index must hold it before the loop decides again.
+	lastWrite int64
 }
 
-func newSource(spec resources.SourceSpec, repo *resources.Repo, dir string, log zerolog.Logger, now func() time.Time) *source {
+func newSource(spec resources.SourceSpec, repo *resources.Repo, desired *resources.DesiredIndex, dir string, log zerolog.Logger, now func() time.Time) *source {
 	return &source{
-		spec: spec, repo: repo, dir: dir, now: now, trigger: make(chan struct{}, 1),
+		spec: spec, repo: repo, desired: desired, dir: dir, now: now, trigger: make(chan struct{}, 1),
 		log:      log.With().Str("source", spec.Name).Logger(),
 		listings: map[string]Listing{},
 	}
@@ -86,11 +100,24 @@ func (s *source) Trigger() {
 	}
 }
 
-// fullNext makes the next apply compare every directory by spec hash.
-func (s *source) fullNext() {
+// fullNext makes the next apply compare every directory by spec hash, once
+// the desired-state index holds revision after (none: nothing to wait for).
+func (s *source) fullNext(after ...int64) {
 	s.mu.Lock()
 	s.full = true
+	for _, rev := range after {
+		s.after = max(s.after, rev)
+	}
 	s.mu.Unlock()
+}
+
+// waitIndex waits until the desired-state index holds every write of this
+// loop and the revision fullNext was given.
+func (s *source) waitIndex(ctx context.Context) error {
+	s.mu.Lock()
+	rev := max(s.after, s.lastWrite)
+	s.mu.Unlock()
+	return s.desired.WaitRevision(ctx, rev)
 }
 
 func (s *source) takeFull() bool {
@@ -169,22 +196,13 @@ func reasonOf(err error) string {
 }
 
 func (s *source) sync(ctx context.Context) error {
-	if s.git == nil {
-		g, err := openRepo(s.dir, s.spec.URL, s.spec.Branch, s.spec.Auth)
-		if err != nil {
-			return err
-		}
-		s.git = g
-	}
-	lctx, cancel := context.WithTimeout(ctx, listTimeout)
-	head, err := s.git.remoteHead(lctx)
-	cancel()
+	head, err := s.advance(ctx)
 	if err != nil {
-		return &syncError{ReasonFetchFailed, err}
+		return err
 	}
 	s.status.LastFetchTime = s.now().UTC()
 	full := s.takeFull() || s.now().Sub(s.lastFull) >= fullResyncInterval
-	if head.String() == s.status.AppliedCommit && head == s.git.localHead() && !full {
+	if head.String() == s.status.AppliedCommit && !full {
 		if s.status.LastError != "" && s.lastRefused == "" {
 			// The remote is back and nothing moved: clear the fetch error.
 			s.status.LastError = ""
@@ -193,22 +211,11 @@ func (s *source) sync(ctx context.Context) error {
 		s.writeStatus(ctx)
 		return nil
 	}
-	if head != s.git.localHead() {
-		fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
-		_, err := s.git.fetch(fctx)
-		cancel()
-		if err != nil {
-			return &syncError{ReasonFetchFailed, err}
-		}
-		s.fetches++
-		if s.fetches%repackEvery == 0 {
-			if err := s.git.repack(); err != nil {
-				s.log.Warn().Err(err).Msg("repack clone")
-			}
-		}
-	}
 	s.status.FetchedCommit = head.String()
 	commit, err := s.git.Git.CommitObject(head)
+	if err != nil && s.local {
+		return &syncError{ReasonFetchFailed, fmt.Errorf("read commit %s of %s: %w", short(head.String()), gitx.RedactURL(s.spec.URL), err)}
+	}
 	if err != nil {
 		// The clone lost the object it just fetched: start it again.
 		s.log.Warn().Err(err).Msg("clone is damaged; cloning again")
@@ -226,14 +233,73 @@ func (s *source) sync(ctx context.Context) error {
 		return err
 	}
 	err = s.apply(ctx, commit, full)
-	if errors.Is(err, plumbing.ErrObjectNotFound) {
+	if errors.Is(err, plumbing.ErrObjectNotFound) && s.local {
+		s.git.Refresh()
+		err = s.apply(ctx, commit, true)
+	} else if errors.Is(err, plumbing.ErrObjectNotFound) {
 		s.log.Warn().Err(err).Msg("clone is missing objects; cloning again")
 		if err := s.reclone(ctx); err != nil {
 			return err
 		}
-		return s.apply(ctx, commit, true)
+		err = s.apply(ctx, commit, true)
+	}
+	if err == nil && s.fetches >= repackEvery {
+		// After the apply, so that the commit does not wait for it.
+		s.fetches = 0
+		if err := s.git.repack(); err != nil {
+			s.log.Warn().Err(err).Msg("repack clone")
+		}
 	}
 	return err
+}
+
+// advance brings the source's repository to its branch head and returns
+// the head. A clone fetches: the fetch's ref advertisement is the cheap
+// comparison with the remote (like git ls-remote), and nothing else is
+// transferred when the branch did not move. A file:// source is read in
+// place (openLocal).
+func (s *source) advance(ctx context.Context) (plumbing.Hash, error) {
+	if s.git == nil {
+		if dir := localRepoDir(s.spec.URL); dir != "" {
+			g, err := openLocal(dir, s.spec.URL, s.spec.Branch)
+			if err != nil {
+				return plumbing.ZeroHash, &syncError{ReasonFetchFailed, err}
+			}
+			s.git, s.local = g, true
+		} else {
+			g, err := openRepo(s.dir, s.spec.URL, s.spec.Branch, s.spec.Auth)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			s.git = g
+		}
+	}
+	if s.local {
+		head, err := s.git.branchHead()
+		if err != nil {
+			return head, &syncError{ReasonFetchFailed, err}
+		}
+		if head != s.localSeen {
+			// Loose objects of a push are read at once; a new pack once
+			// the repository is refreshed.
+			if _, err := s.git.Git.CommitObject(head); errors.Is(err, plumbing.ErrObjectNotFound) {
+				s.git.Refresh()
+			}
+			s.localSeen = head
+		}
+		return head, nil
+	}
+	before := s.git.localHead()
+	fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	head, err := s.git.fetch(fctx)
+	cancel()
+	if err != nil {
+		return head, &syncError{ReasonFetchFailed, err}
+	}
+	if head != before {
+		s.fetches++
+	}
+	return head, nil
 }
 
 func (s *source) reclone(ctx context.Context) error {
@@ -295,12 +361,19 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	if !full {
 		prev = s.previous()
 	}
-	next, err := s.git.listTree(c, s.spec.Path, prev)
+	// The listing is brought to this commit in place: until the commit is
+	// applied, no listing is known.
+	s.listings = map[string]Listing{}
+	next, diff, err := s.git.listChanges(c, s.spec.Path, prev)
 	if err != nil {
 		s.status.LastAttemptedCommit = commit
 		return &syncError{ReasonApplyFailed, err}
 	}
-	ch := WithRetries(ChangedPaths(prev, next), next, s.status.PathErrors)
+	ch := Changes{Dirs: diff.dirs, Namespaces: diff.namespaces} // ChangedPaths(prev, next), found while listing
+	if prev == nil {
+		ch = ChangedPaths(nil, next)
+	}
+	ch = WithRetries(ch, next, s.status.PathErrors)
 	in := DecideInput{
 		Source: s.spec.Name, Commit: commit, Full: prev == nil, AllowPruneAll: s.spec.AllowPruneAll,
 		Listing: next, Parsed: map[string]ParsedDir{}, Namespaces: map[string]ParsedNamespace{},
@@ -324,12 +397,20 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 		q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
 		in.Parsed[p] = ParsedDir{Quadlet: q, Err: err}
 	}
-	metas, err := s.currentMetas(ctx)
-	if err != nil {
+	// Decide from an index that holds everything this loop wrote.
+	select {
+	case <-s.desired.Synced():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := s.waitIndex(ctx); err != nil {
 		return err
 	}
-	in.Current = metas
+	in.Current, in.Owned = s.current(in, diff.removed), s.desired.Owned(s.spec.Name)
 	plan := Decide(in)
+	// The plan holds what is written; execute lets each part go once
+	// written, so a commit of every directory holds few parsed at once.
+	in.Parsed, in.Current = nil, nil
 	s.status.LastAttemptedCommit = commit
 	if plan.Refused != "" {
 		if s.lastRefused != commit {
@@ -346,7 +427,10 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	if err != nil {
 		return err
 	}
-	res.owned = ownedAfter(s.spec.Name, metas, res)
+	if err := s.waitIndex(ctx); err != nil {
+		return err
+	}
+	res.owned = s.desired.Owned(s.spec.Name)
 	s.listings = map[string]Listing{commit: next}
 	if in.Full {
 		s.lastFull = s.now()
@@ -371,8 +455,39 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	return nil
 }
 
-func (s *source) currentMetas(ctx context.Context) ([]resources.WorkloadMeta, error) {
-	return s.repo.ListWorkloadMetas(ctx)
+// current returns the metas Decide needs, from the desired-state index: on a
+// full compare every workload's; else those of the workloads the parsed
+// directories define, and this source's workloads whose directory was parsed
+// or is gone since the last applied commit (removed): after an apply, the
+// source owns no workload outside its listing but those suspended, so only
+// those can be pruned (a drift behind Git's back waits for the full compare
+// of fullResyncInterval).
+func (s *source) current(in DecideInput, removed []string) []resources.WorkloadMeta {
+	if in.Full {
+		return s.desired.Metas()
+	}
+	seen := map[string]bool{}
+	var out []resources.WorkloadMeta
+	add := func(ms ...resources.WorkloadMeta) {
+		for _, m := range ms {
+			if k := m.Namespace + "/" + m.Name; !seen[k] {
+				seen[k] = true
+				out = append(out, m)
+			}
+		}
+	}
+	for path, pd := range in.Parsed {
+		if pd.Quadlet != nil {
+			if m, ok := s.desired.Meta(pd.Quadlet.Namespace(), pd.Quadlet.Name()); ok {
+				add(m)
+			}
+		}
+		add(s.desired.OwnedAt(s.spec.Name, path)...)
+	}
+	for _, path := range removed {
+		add(s.desired.OwnedAt(s.spec.Name, path)...)
+	}
+	return out
 }
 
 // applyResult is what execute wrote.
@@ -416,7 +531,8 @@ func pathErrorSummary(errs []resources.PathError) string {
 }
 
 // execute writes a plan. Errors of one item become path errors; a store
-// error or a newer commit stops it.
+// error or a newer commit stops it. It drops each Apply's Quadlet once
+// written.
 func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyResult, error) {
 	var res applyResult
 	pathErrs := slices.Clone(plan.PathErrors)
@@ -428,30 +544,46 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 			return res, fmt.Errorf("write namespace %s: %w", ns.Metadata.Name, err)
 		}
 	}
-	for i, a := range plan.Apply {
-		if i%16 == 15 && s.superseded(ctx, commit) {
+	for start := 0; start < len(plan.Apply); start += applyChunk {
+		if start > 0 && s.superseded(ctx, commit) {
 			return res, errSuperseded
 		}
-		_, err := s.repo.ApplyWorkload(ctx, resources.ApplyRequest{
-			Quadlet: a.Quadlet,
-			Owner:   resources.Owner{Kind: resources.OwnerGit, Source: s.spec.Name, Path: a.Path, Commit: commit},
-		})
-		switch {
-		case err == nil:
-			res.changed = append(res.changed, a.Quadlet.Namespace()+"/"+a.Quadlet.Name())
-		case errors.Is(err, resources.ErrSuspended):
-		case errors.Is(err, resources.ErrNotFound):
-			addErr(a.Path, fmt.Errorf("namespace %q does not exist: add a %s defining it", a.Quadlet.Namespace(), quadlet.NamespaceFile))
-		case errors.Is(err, resources.ErrConflict):
-			addErr(a.Path, err)
-		default:
+		chunk := plan.Apply[start:min(len(plan.Apply), start+applyChunk)]
+		reqs := make([]resources.ApplyRequest, len(chunk))
+		for i, a := range chunk {
+			reqs[i] = resources.ApplyRequest{
+				Quadlet: a.Quadlet,
+				Owner:   resources.Owner{Kind: resources.OwnerGit, Source: s.spec.Name, Path: a.Path, Commit: commit},
+			}
+		}
+		outs, err := s.repo.ApplyWorkloads(ctx, reqs)
+		if err != nil {
 			return res, err
+		}
+		clear(reqs)
+		for i, a := range chunk {
+			if r := outs[i].Result; r != nil {
+				s.lastWrite = max(s.lastWrite, r.Revision)
+			}
+			switch err := outs[i].Err; {
+			case err == nil:
+				res.changed = append(res.changed, a.Quadlet.Namespace()+"/"+a.Quadlet.Name())
+			case errors.Is(err, resources.ErrSuspended):
+			case errors.Is(err, resources.ErrNotFound):
+				addErr(a.Path, fmt.Errorf("namespace %q does not exist: add a %s defining it", a.Quadlet.Namespace(), quadlet.NamespaceFile))
+			case errors.Is(err, resources.ErrConflict):
+				addErr(a.Path, err)
+			default:
+				return res, err
+			}
+			chunk[i].Quadlet = nil // written: nothing needs it any more
 		}
 	}
 	for _, d := range plan.Delete {
-		_, err := s.repo.DeleteWorkload(ctx, resources.DeleteRequest{
+		_, rev, err := s.repo.DeleteWorkloadRevision(ctx, resources.DeleteRequest{
 			Namespace: d.Namespace, Name: d.Name, Owner: resources.Owner{Kind: resources.OwnerGit, Source: s.spec.Name},
 		})
+		s.lastWrite = max(s.lastWrite, rev)
 		switch {
 		case err == nil:
 			res.deleted = append(res.deleted, d.String())
@@ -465,28 +597,15 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 	return res, nil
 }
 
-// ownedAfter counts the workloads source owns once res is written over metas.
-func ownedAfter(source string, metas []resources.WorkloadMeta, res applyResult) int {
-	owned := map[string]bool{}
-	for _, m := range metas {
-		if m.Owner.Kind == resources.OwnerGit && m.Owner.Source == source {
-			owned[m.Namespace+"/"+m.Name] = true
-		}
-	}
-	for _, k := range res.changed {
-		owned[k] = true
-	}
-	for _, k := range res.deleted {
-		delete(owned, k)
-	}
-	return len(owned)
-}
-
 // superseded reports whether a trigger is pending and the remote head has
 // moved past commit.
 func (s *source) superseded(ctx context.Context, commit string) bool {
 	if len(s.trigger) == 0 {
 		return false
+	}
+	if s.local {
+		head, err := s.git.branchHead()
+		return err == nil && head.String() != commit
 	}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()

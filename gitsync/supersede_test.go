@@ -26,16 +26,19 @@ func TestNewerCommitSupersedes(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := Defaulted(resources.SourceSpec{Name: "config", URL: r.FileURL(), IntervalSeconds: 3600})
-	s := newSource(spec, repo, t.TempDir(), zerolog.Nop(), time.Now)
+	desired := resources.NewDesiredIndex(repo.Store())
+	go func() { _ = desired.Run(t.Context()) }()
+	s := newSource(spec, repo, desired, t.TempDir(), zerolog.Nop(), time.Now)
 	s.round(ctx)
 	t.Cleanup(func() { _ = s.git.Close() })
 	if s.status.AppliedCommit != c1 {
 		t.Fatalf("applied %q, want %s (error %q)", s.status.AppliedCommit, c1, s.status.LastError)
 	}
 
+	const n = 2*applyChunk + 50
 	var plan Plan
-	for i := range 40 {
-		plan.Apply = append(plan.Apply, Apply{Path: fmt.Sprintf("w%02d", i), Quadlet: testQuadlet(t, "default", fmt.Sprintf("w%02d", i), 1)})
+	for i := range n {
+		plan.Apply = append(plan.Apply, Apply{Path: fmt.Sprintf("w%03d", i), Quadlet: testQuadlet(t, "default", fmt.Sprintf("w%03d", i), 1)})
 	}
 	if _, err := s.execute(ctx, c1, plan); err != nil {
 		t.Fatalf("execute without a newer commit: %v", err)
@@ -45,14 +48,14 @@ func TestNewerCommitSupersedes(t *testing.T) {
 	r.Commit("two", nil)
 	s.Trigger()
 	plan.Apply = plan.Apply[:0]
-	for i := range 40 {
-		plan.Apply = append(plan.Apply, Apply{Path: fmt.Sprintf("x%02d", i), Quadlet: testQuadlet(t, "default", fmt.Sprintf("x%02d", i), 1)})
+	for i := range n {
+		plan.Apply = append(plan.Apply, Apply{Path: fmt.Sprintf("x%03d", i), Quadlet: testQuadlet(t, "default", fmt.Sprintf("x%03d", i), 1)})
 	}
 	res, err := s.execute(ctx, c1, plan)
 	if !errors.Is(err, errSuperseded) {
 		t.Fatalf("execute with a newer commit pending = %v, want errSuperseded", err)
 	}
-	if len(res.changed) >= 40 {
+	if len(res.changed) >= n {
 		t.Errorf("wrote all %d workloads of a superseded commit", len(res.changed))
 	}
 }

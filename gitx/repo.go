@@ -37,6 +37,9 @@ type Repo struct {
 
 	gitDir, workTree string
 	st               *filesystem.Storage
+	// inPlace: a repository of someone else's opened by OpenInPlace,
+	// never written or reset.
+	inPlace bool
 }
 
 // storage opens the objects in dir for one owner: pack files stay open
@@ -95,9 +98,42 @@ func (r *Repo) init() error {
 	return nil
 }
 
+// OpenInPlace opens the repository whose Git directory is gitDir, on this
+// machine, where it is and for reading only, as git clone --local shares a
+// local repository's objects rather than copying them: reading a commit then
+// costs neither git-upload-pack's pack nor its parsing. Other processes may
+// write to it meanwhile (it is opened without exclusive access; Refresh
+// makes the packs they add visible). The object cache holds cacheBytes;
+// objects above largeObject bytes bypass it. rawURL is how the repository
+// was named, for messages. Reset refuses such a repository.
+func OpenInPlace(gitDir, rawURL string, cacheBytes cache.FileSize, largeObject int64) (*Repo, error) {
+	st := filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRU(cacheBytes),
+		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: largeObject})
+	g, err := git.Open(st, nil)
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("open repository %s in place: %w", gitDir, err)
+	}
+	return &Repo{Git: g, URL: rawURL, gitDir: gitDir, st: st, inPlace: true}, nil
+}
+
+// Refresh makes a repository opened in place see the packs added since it
+// listed them (a push of many objects, a git gc), and closes the files of
+// those removed.
+func (r *Repo) Refresh() {
+	if r.st == nil {
+		return
+	}
+	_ = r.st.Close() // the storage opens what it needs again
+	r.st.Reindex()
+}
+
 // Reset deletes the repository's objects and refs (not the work tree) and
 // makes it new and empty, for a clone to start again.
 func (r *Repo) Reset() error {
+	if r.inPlace {
+		return fmt.Errorf("reset %s: a repository opened in place is never written", r.gitDir)
+	}
 	_ = r.Close()
 	if err := os.RemoveAll(r.gitDir); err != nil {
 		return fmt.Errorf("remove repository %s: %w", r.gitDir, err)

@@ -46,9 +46,13 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 			n.log.Info().Str("source", gitsync.ClusterSourceName).Str("url", gitx.RedactURL(g.Repository)).Msg("created the Git source of cluster.kat")
 		}
 	}
-	gitops := gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log})
+	// One index of the desired state serves the Git sources and the
+	// leader's loops.
+	desired := resources.NewDesiredIndex(n.repo.Store())
+	gitops := gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log, Desired: desired})
 	loops, err := leader.New(leader.Config{
 		Repo: n.repo, Node: n.state.NodeName, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
+		Desired: desired,
 	})
 	if err != nil {
 		return nil, err
@@ -96,6 +100,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 			n.log.Info().Str("url", apiURL).Str("katcall_config", n.dir.katcallConfig()).Msg("serving API")
 			return serveTLS(ctx, httpSrv, ln, "API")
 		}},
+		{Name: "desired", Run: desired.Run},
 		{Name: "gitsync", Run: gitops.Run},
 	}, loops.Loops()...), nil
 }

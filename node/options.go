@@ -35,6 +35,9 @@ type Options struct {
 	// (--etcd-endpoints), with EtcdCAFile, EtcdCertFile and EtcdKeyFile.
 	EtcdEndpoints                         []string
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	// PprofAddress, when set, serves Go's profiles (net/http/pprof) on this
+	// loopback address (--pprof-address), for go tool pprof. Default: off.
+	PprofAddress string
 	// Agent configures the node's agent (containers and builds).
 	Agent AgentOptions
 }
@@ -117,6 +120,11 @@ func (o *Options) Validate() error {
 	for _, ep := range o.EtcdEndpoints {
 		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
 			errs = append(errs, fmt.Errorf("--etcd-endpoints: %q must be an http:// or https:// URL", ep))
+		}
+	}
+	if o.PprofAddress != "" {
+		if host, _, err := net.SplitHostPort(o.PprofAddress); err != nil || !net.ParseIP(host).IsLoopback() {
+			errs = append(errs, fmt.Errorf("--pprof-address: %q must be a loopback address and port, such as 127.0.0.1:6060", o.PprofAddress))
 		}
 	}
 	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {

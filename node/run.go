@@ -27,6 +27,9 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		})
 	}
+	if n.opts.PprofAddress != "" {
+		g.Go(func() error { return servePprof(ctx, n.opts.PprofAddress) })
+	}
 	g.Go(func() error { return n.runAgent(ctx) })
 	l := &reconcile.Leadership{
 		Store: n.st, ID: n.state.NodeName, LeaseTTLSeconds: leaseTTLSeconds, Term: n.leaderTerm,

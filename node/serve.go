@@ -16,9 +16,15 @@ const shutdownGrace = 10 * time.Second
 // in-flight requests shutdownGrace to finish. srv.TLSConfig holds the
 // certificate. what names the server in errors.
 func serveTLS(ctx context.Context, srv *http.Server, ln net.Listener, what string) error {
+	return serveUntil(ctx, srv, func() error { return srv.ServeTLS(ln, "", "") }, what)
+}
+
+// serveUntil runs serve (srv's Serve or ServeTLS) until ctx ends, then shuts
+// srv down as serveTLS does.
+func serveUntil(ctx context.Context, srv *http.Server, serve func() error, what string) error {
 	errc := make(chan error, 1)
 	go func() {
-		err := srv.ServeTLS(ln, "", "")
+		err := serve()
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}

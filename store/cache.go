@@ -11,7 +11,8 @@ import (
 // current by a watch: what a loop reads on every pass without asking etcd
 // (an informer). It is level-triggered like the watch behind it: a watch that
 // falls behind a compaction resynchronises, so the copy converges to the
-// store's keys whatever events were missed.
+// store's keys whatever events were missed. It applies a transaction's
+// changes at once: a reader never sees one in part.
 //
 //	c := store.NewCache(st, "/kat/nodes/status/", decodeNodeStatus)
 //	go c.Run(ctx, func(key string) { reconcile.Poke(wake) })
@@ -21,6 +22,7 @@ type Cache[T any] struct {
 	st     StateStore
 	prefix string
 	decode func(KV) (T, bool)
+	index  func(key string, old, new *T)
 
 	synced chan struct{}
 	mu     sync.RWMutex
@@ -37,6 +39,13 @@ func NewCache[T any](st StateStore, prefix string, decode func(KV) (T, bool)) *C
 	return &Cache[T]{st: st, prefix: prefix, decode: decode, synced: make(chan struct{}), items: map[string]T{}, moved: make(chan struct{})}
 }
 
+// SetIndex makes the cache call index, set before Run, with every change it
+// applies (old and new are nil when the key was or is absent), under its
+// lock and before the revision of the change is reported: an index the
+// caller keeps of the values is then as current as WaitRevision says. index
+// must not block or call the cache.
+func (c *Cache[T]) SetIndex(index func(key string, old, new *T)) { c.index = index }
+
 // Run lists the prefix, then applies the watch's changes until ctx ends, and
 // returns nil then. changed, when not nil, is called with every key that was
 // listed, put or deleted, after the cache holds the change; it must not
@@ -49,12 +58,6 @@ func (c *Cache[T]) Run(ctx context.Context, changed func(key string)) error {
 	if err != nil {
 		return fmt.Errorf("cache %s: %w", c.prefix, err)
 	}
-	items := make(map[string]T, len(kvs))
-	for _, kv := range kvs {
-		if v, ok := c.decode(kv); ok {
-			items[kv.Key] = v
-		}
-	}
 	events, err := c.st.Watch(ctx, c.prefix, rev+1)
 	if ctx.Err() != nil {
 		return nil
@@ -63,7 +66,9 @@ func (c *Cache[T]) Run(ctx context.Context, changed func(key string)) error {
 		return fmt.Errorf("cache %s: %w", c.prefix, err)
 	}
 	c.mu.Lock()
-	c.items = items
+	for _, kv := range kvs {
+		c.apply(WatchEvent{Type: EventTypePut, KV: kv})
+	}
 	c.advance(rev)
 	c.mu.Unlock()
 	close(c.synced)
@@ -72,22 +77,54 @@ func (c *Cache[T]) Run(ctx context.Context, changed func(key string)) error {
 			changed(kv.Key)
 		}
 	}
+	var batch []WatchEvent
 	for ev := range events {
-		c.mu.Lock()
-		if ev.Type == EventTypeDelete {
-			delete(c.items, ev.KV.Key)
-		} else if v, ok := c.decode(ev.KV); ok {
-			c.items[ev.KV.Key] = v
-		} else {
-			delete(c.items, ev.KV.Key)
+		batch = append(batch, ev)
+		if !ev.Last {
+			continue
 		}
-		c.advance(ev.KV.Version)
+		c.mu.Lock()
+		var last int64
+		for _, e := range batch {
+			c.apply(e)
+			last = max(last, e.KV.Version)
+		}
+		c.advance(last)
 		c.mu.Unlock()
 		if changed != nil {
-			changed(ev.KV.Key)
+			for _, e := range batch {
+				changed(e.KV.Key)
+			}
 		}
+		batch = batch[:0]
 	}
 	return nil
+}
+
+// apply puts one change into the cache; c.mu is held.
+func (c *Cache[T]) apply(ev WatchEvent) {
+	old, had := c.items[ev.KV.Key]
+	var v T
+	ok := false
+	if ev.Type != EventTypeDelete {
+		v, ok = c.decode(ev.KV)
+	}
+	if ok {
+		c.items[ev.KV.Key] = v
+	} else {
+		delete(c.items, ev.KV.Key)
+	}
+	if c.index == nil || (!had && !ok) {
+		return
+	}
+	var oldp, newp *T
+	if had {
+		oldp = &old
+	}
+	if ok {
+		newp = &v
+	}
+	c.index(ev.KV.Key, oldp, newp)
 }
 
 // advance moves rev forward and wakes WaitRevision; c.mu is held.
@@ -130,6 +167,17 @@ func (c *Cache[T]) Get(key string) (T, bool) {
 	defer c.mu.RUnlock()
 	v, ok := c.items[key]
 	return v, ok
+}
+
+// Read calls f with a lookup of the cache's keys, all under one read lock:
+// what f reads belongs to the same revision. f must not call the cache.
+func (c *Cache[T]) Read(f func(get func(key string) (T, bool))) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	f(func(key string) (T, bool) {
+		v, ok := c.items[key]
+		return v, ok
+	})
 }
 
 // Snapshot returns a copy of the cache's keys and values, and the revision

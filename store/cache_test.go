@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,5 +108,79 @@ func TestCacheStoppedWhileStartingIsNoFailure(t *testing.T) {
 	cancel()
 	if err := c.Run(ctx, nil); err != nil {
 		t.Fatalf("Run with an ended context = %v, want nil", err)
+	}
+}
+
+// TestCacheAppliesTransactionsWhole: the changes of one transaction are in
+// the cache together before any of them is reported or waited for, and the
+// index hook sees each change with its old and new value.
+func TestCacheAppliesTransactionsWhole(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := t.Context()
+	if err := st.Put(ctx, "/c/x", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	c := store.NewCache(st, "/c/", func(kv store.KV) (int, bool) {
+		n, err := strconv.Atoi(string(kv.Value))
+		return n, err == nil
+	})
+	var mu sync.Mutex
+	var indexed []string
+	c.SetIndex(func(key string, old, new *int) {
+		s := key
+		for _, v := range []*int{old, new} {
+			if v == nil {
+				s += " -"
+			} else {
+				s += " " + strconv.Itoa(*v)
+			}
+		}
+		mu.Lock()
+		indexed = append(indexed, s)
+		mu.Unlock()
+	})
+	var partial []string
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_ = c.Run(rctx, func(k string) {
+			_, a := c.Get("/c/a")
+			_, b := c.Get("/c/b")
+			_, x := c.Get("/c/x")
+			if k != "/c/x" && (a != b || a == x) {
+				mu.Lock()
+				partial = append(partial, k)
+				mu.Unlock()
+			}
+		})
+	}()
+	<-c.Synced()
+	res, err := st.Txn(ctx, nil, []store.Op{
+		{Type: store.OpPut, Key: "/c/a", Value: []byte("2")},
+		{Type: store.OpPut, Key: "/c/b", Value: []byte("3")},
+		{Type: store.OpDelete, Key: "/c/x"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := c.WaitRevision(wctx, res.Revision); err != nil {
+		t.Fatal(err)
+	}
+	a, okA := c.Get("/c/a")
+	b, okB := c.Get("/c/b")
+	if _, okX := c.Get("/c/x"); !okA || !okB || okX || a != 2 || b != 3 {
+		t.Errorf("after the transaction's revision: a=%d,%v b=%d,%v x present %v", a, okA, b, okB, okX)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(partial) > 0 {
+		t.Errorf("keys %v were reported while the cache held part of their transaction", partial)
+	}
+	want := []string{"/c/x - 1", "/c/a - 2", "/c/b - 3", "/c/x 1 -"}
+	if strings.Join(indexed, "\n") != strings.Join(want, "\n") {
+		t.Errorf("index saw\n%s\nwant\n%s", strings.Join(indexed, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -81,6 +81,10 @@ func (c EmbedConfig) etcdConfig() (*embed.Config, error) {
 	cfg.AutoCompactionRetention = orDefault(c.AutoCompactionRetention, DefaultAutoCompactionRetention)
 	cfg.EnableGRPCGateway = false
 	cfg.UnsafeNoFsync = c.UnsafeNoFsync
+	cfg.SnapshotCatchUpEntries = c.SnapshotCatchUpEntries
+	if cfg.SnapshotCatchUpEntries == 0 {
+		cfg.SnapshotCatchUpEntries = DefaultSnapshotCatchUpEntries
+	}
 	cfg.Logger = "zap"
 	cfg.LogLevel = "warn"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapLogger(c.LogOutput))

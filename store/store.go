@@ -53,6 +53,10 @@ type WatchEvent struct {
 	// PrevKV is the key before the change, or nil when it did not exist or is
 	// unknown (see the compaction notes on Etcd.Watch).
 	PrevKV *KV
+	// Last is true on the last event of a revision: the changes of one
+	// transaction share a revision and arrive together, so a consumer that
+	// applied every event up to one marked Last holds whole transactions.
+	Last bool
 }
 
 // Compare is a condition of a transaction: the key's last-change revision

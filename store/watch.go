@@ -65,6 +65,8 @@ var errWatchEnded = errors.New("store: etcd watch ended")
 //
 // Events are delivered in revision order on an unbuffered channel; a slow
 // consumer slows the watch, and Watch never blocks on a send once ctx is done.
+// The last event of each revision (of a resynchronisation: its last event) is
+// marked Last.
 func (s *Etcd) Watch(ctx context.Context, keyOrPrefix string, startRevision int64) (<-chan WatchEvent, error) {
 	if keyOrPrefix == "" {
 		return nil, fmt.Errorf("watch: %w: empty key", ErrInvalidArgument)
@@ -206,7 +208,7 @@ func (w *watcher) stream(ctx context.Context, out chan<- WatchEvent) error {
 			if wr.Canceled {
 				return errWatchEnded
 			}
-			for _, ev := range wr.Events {
+			for i, ev := range wr.Events {
 				e := WatchEvent{Type: EventTypePut, KV: fromPB(ev.Kv)}
 				if ev.Type == clientv3.EventTypeDelete {
 					e.Type = EventTypeDelete
@@ -216,6 +218,8 @@ func (w *watcher) stream(ctx context.Context, out chan<- WatchEvent) error {
 					p := fromPB(ev.PrevKv)
 					e.PrevKV = &p
 				}
+				// etcd sends a revision's events in one response.
+				e.Last = i == len(wr.Events)-1 || wr.Events[i+1].Kv.ModRevision != ev.Kv.ModRevision
 				if !w.send(ctx, out, e) {
 					return ctx.Err()
 				}
@@ -234,13 +238,11 @@ func (w *watcher) resync(ctx context.Context, out chan<- WatchEvent) error {
 	}
 	rev := resp.Header.Revision
 	present := make(map[string]struct{}, len(resp.Kvs))
+	var evs []WatchEvent
 	for _, kv := range resp.Kvs {
 		present[string(kv.Key)] = struct{}{}
-		if kv.ModRevision < w.next {
-			continue
-		}
-		if !w.send(ctx, out, WatchEvent{Type: EventTypePut, KV: fromPB(kv)}) {
-			return ctx.Err()
+		if kv.ModRevision >= w.next {
+			evs = append(evs, WatchEvent{Type: EventTypePut, KV: fromPB(kv)})
 		}
 	}
 	var gone []string
@@ -251,7 +253,14 @@ func (w *watcher) resync(ctx context.Context, out chan<- WatchEvent) error {
 	}
 	sort.Strings(gone)
 	for _, k := range gone {
-		if !w.send(ctx, out, WatchEvent{Type: EventTypeDelete, KV: KV{Key: k, Version: rev}}) {
+		evs = append(evs, WatchEvent{Type: EventTypeDelete, KV: KV{Key: k, Version: rev}})
+	}
+	// The difference is one change, as of the listing's revision.
+	if len(evs) > 0 {
+		evs[len(evs)-1].Last = true
+	}
+	for _, e := range evs {
+		if !w.send(ctx, out, e) {
 			return ctx.Err()
 		}
 	}

@@ -272,8 +272,52 @@ func TestWatchCompactedWhileDisconnected(t *testing.T) {
 	if got[2].KV.Version < rev {
 		t.Errorf("delete version %d, want at least the compaction revision %d", got[2].KV.Version, rev)
 	}
+	if last := lastFlags(got); last != "--L" {
+		t.Errorf("Last flags of the resynchronisation %q, want only the last event's", last)
+	}
 	mustPut(t, writer, "/c/after", "1")
 	expectEvents(t, ch, "put /c/after=1")
+}
+
+// lastFlags renders which events are marked Last: "L" or "-" each.
+func lastFlags(es []store.WatchEvent) string {
+	b := make([]byte, len(es))
+	for i, e := range es {
+		b[i] = '-'
+		if e.Last {
+			b[i] = 'L'
+		}
+	}
+	return string(b)
+}
+
+// TestWatchMarksTheLastEventOfARevision: the events of one transaction
+// share a revision and only the last of them is marked Last; a single put
+// is its own last event.
+func TestWatchMarksTheLastEventOfARevision(t *testing.T) {
+	st := storetest.New(t)
+	ctx := testCtx(t)
+	mustPut(t, st, "/tx/gone", "1")
+	ch, err := st.Watch(ctx, "/tx/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Txn(ctx, nil, []store.Op{
+		{Type: store.OpPut, Key: "/tx/a", Value: []byte("1")},
+		{Type: store.OpPut, Key: "/tx/b", Value: []byte("2")},
+		{Type: store.OpDelete, Key: "/tx/gone"},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, st, "/tx/c", "3")
+	got := expectEvents(t, ch, "put /tx/a=1", "put /tx/b=2", "delete /tx/gone", "put /tx/c=3")
+	if last := lastFlags(got); last != "--LL" {
+		t.Errorf("Last flags %q, want --LL", last)
+	}
+	if got[0].KV.Version != got[2].KV.Version || got[3].KV.Version == got[2].KV.Version {
+		t.Errorf("revisions %d %d %d %d: the transaction's should be equal, the put's apart",
+			got[0].KV.Version, got[1].KV.Version, got[2].KV.Version, got[3].KV.Version)
+	}
 }
 
 func TestWatchEnds(t *testing.T) {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -114,25 +117,44 @@ func pushMatches(p webhook.Push, g quadlet.GitSource) bool {
 	return false
 }
 
-// Run resolves until ctx ends, woken by desired-state changes, webhooks and
-// a timer. It reads the desired state from v once v has synced.
-func (s *AppSources) run(ctx context.Context, v *view) error {
-	changed := v.subscribe(factDesired)
+// run resolves until ctx ends, woken by desired-state changes (sub),
+// webhooks and a timer. It follows the workloads built from Git, kept from
+// v's desired state once v has synced: all of them at first, then those a
+// change marks.
+func (s *AppSources) run(ctx context.Context, v *view, sub *subscription) error {
 	if err := v.waitSynced(ctx); err != nil {
 		return nil
 	}
 	tick := min(s.cfg.Interval/4, 5*time.Second)
 	t := time.NewTicker(max(tick, 100*time.Millisecond))
 	defer t.Stop()
+	fromGit := map[string]workload{}
 	for {
-		if err := s.pass(ctx, v.workloads()); err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn().Err(err).Msg("app source pass failed")
+		keys, all := v.take(sub)
+		if all {
+			keys = v.desired.Keys()
+			clear(fromGit)
+		}
+		for _, k := range keys {
+			if w, ok := v.workload(k); ok && w.Spec != nil && w.Spec.Git != nil {
+				fromGit[k] = w
+			} else {
+				delete(fromGit, k)
+			}
+		}
+		// Without Git workloads and records there is nothing to resolve
+		// nor delete.
+		if len(fromGit) > 0 || v.apps.Len() > 0 {
+			ws := slices.SortedFunc(maps.Values(fromGit), func(a, b workload) int { return strings.Compare(a.Key(), b.Key()) })
+			if err := s.pass(ctx, ws); err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Warn().Err(err).Msg("app source pass failed")
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-changed:
+		case <-sub.wake:
 		case <-s.wake:
 		}
 	}

@@ -37,6 +37,10 @@ type AssignInput struct {
 	// Commits are, by "ns/name", the app commits the leader resolved for
 	// workloads built from Git; such a workload without one is left alone.
 	Commits map[string]string
+	// SlotUsed reports whether an assignment of any workload, planned or
+	// not, holds a user-namespace slot; nil: only Current's do. A plan of
+	// some workloads gets only their assignments in Current.
+	SlotUsed func(slot int) bool
 	// Now stamps new assignments; NewSuffix makes their IDs unique.
 	Now       time.Time
 	NewSuffix func() string
@@ -85,7 +89,7 @@ func PlanAssignments(in AssignInput) AssignmentPlan {
 			plan.Delete = append(plan.Delete, as...)
 		}
 	}
-	assignUserNSSlots(in.Current, plan.Put)
+	assignUserNSSlots(in.Current, plan.Put, in.SlotUsed)
 	sortAssignments(plan.Put)
 	sortAssignments(plan.Delete)
 	return plan
@@ -93,11 +97,11 @@ func PlanAssignments(in AssignInput) AssignmentPlan {
 
 // assignUserNSSlots sets the UserNSSlot of each new assignment: the slot its
 // workload's current assignments have, or else the lowest slot no current
-// assignment holds (workloads planned together get distinct slots, in order
-// of put). A deleted workload's slot is free once its assignments are gone
-// from current, so it is reused on a later pass, never the one deleting
-// them. It is pure apart from setting put's slots.
-func assignUserNSSlots(current, put []resources.Assignment) {
+// assignment holds, nor slotUsed reports (workloads planned together get
+// distinct slots, in order of put). A deleted workload's slot is free once
+// its assignments are gone from current, so it is reused on a later pass,
+// never the one deleting them. It is pure apart from setting put's slots.
+func assignUserNSSlots(current, put []resources.Assignment, slotUsed func(int) bool) {
 	slotOf := map[string]int{}
 	used := map[int]bool{}
 	for _, a := range current {
@@ -115,7 +119,7 @@ func assignUserNSSlots(current, put []resources.Assignment) {
 		k := put[i].Namespace + "/" + put[i].Workload
 		s, ok := slotOf[k]
 		if !ok {
-			for used[next] {
+			for used[next] || (slotUsed != nil && slotUsed(next)) {
 				next++
 			}
 			s = next

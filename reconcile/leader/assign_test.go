@@ -304,7 +304,9 @@ func TestPlanAssignmentsUserNSSlots(t *testing.T) {
 		name    string
 		desired []workload
 		current []resources.Assignment
-		want    map[string]int // slot of each put, by workload
+		// used are the slots held by workloads outside the plan.
+		used []int
+		want map[string]int // slot of each put, by workload
 	}{
 		{
 			name:    "first workload gets slot 0, replicas share it",
@@ -341,6 +343,13 @@ func TestPlanAssignmentsUserNSSlots(t *testing.T) {
 			want:    map[string]int{"web": 0},
 		},
 		{
+			name:    "a plan of some workloads skips the slots the others hold",
+			desired: []workload{desiredSpec(t, "web", svc, 1, "v1"), desiredSpec(t, "api", svc, 1, "v1")},
+			current: []resources.Assignment{slotted("web", 1)},
+			used:    []int{0, 1, 2, 4},
+			want:    map[string]int{"web": 1, "api": 3},
+		},
+		{
 			name:    "assignments without a slot hold none",
 			desired: []workload{desiredSpec(t, "web", svc, 2, "v2")},
 			current: []resources.Assignment{assigned("web", "old", "x", 0), assigned("other", "old", "y", 0)},
@@ -350,10 +359,14 @@ func TestPlanAssignmentsUserNSSlots(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 0
-			plan := PlanAssignments(AssignInput{
+			in := AssignInput{
 				Node: "n1", Desired: tc.desired, Current: tc.current, Now: time.Unix(100, 0),
 				NewSuffix: func() string { n++; return fmt.Sprintf("s%d", n) },
-			})
+			}
+			if tc.used != nil {
+				in.SlotUsed = func(s int) bool { return slices.Contains(tc.used, s) }
+			}
+			plan := PlanAssignments(in)
 			got := map[string]int{}
 			for _, a := range plan.Put {
 				if a.UserNSSlot == nil {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
@@ -34,9 +34,12 @@ type Config struct {
 	// Resolve resolves an app repository's ref; default gitsync.ResolveRef
 	// with AppAuth. Tests replace it.
 	Resolve func(ctx context.Context, g quadlet.GitSource) (string, error)
-	// Resync is the period of a pass without any change. Default
-	// DefaultResync.
+	// Resync is the period of a pass over every workload, changed or not.
+	// Default DefaultResync.
 	Resync time.Duration
+	// Desired is the term's index of the desired state, shared with the Git
+	// sources; the caller runs it. Default: the view makes and runs its own.
+	Desired *resources.DesiredIndex
 	// Now and NewSuffix replace time.Now and RandomSuffix, for tests.
 	Now       func() time.Time
 	NewSuffix func() string
@@ -51,8 +54,11 @@ type Leader struct {
 	cfg  Config
 	view *view
 	apps *AppSources
-	// passes counts the passes of each loop, for tests and benchmarks.
+	// passes counts the passes of each loop, and planned and derived the
+	// workloads placement planned and statuses the status loop derived, for
+	// tests and benchmarks.
 	placementPasses, statusPasses atomic.Int64
+	planned, derived              atomic.Int64
 }
 
 // New checks cfg, fills in its defaults and returns the loops of one term.
@@ -71,7 +77,7 @@ func New(cfg Config) (*Leader, error) {
 	}
 	return &Leader{
 		cfg:  cfg,
-		view: newView(cfg.Repo.Store()),
+		view: newView(cfg.Repo.Store(), cfg.Desired),
 		apps: NewAppSources(AppSourcesConfig{
 			Repo: cfg.Repo, Interval: cfg.AppInterval, Auth: cfg.AppAuth, Resolve: cfg.Resolve, Now: cfg.Now,
 			Logger: cfg.Logger.With().Str("component", "appsources").Logger(),
@@ -86,26 +92,28 @@ func (l *Leader) AppSources() *AppSources { return l.apps }
 // Loops returns the term's loops: the view that follows etcd, placement,
 // status and app sources.
 func (l *Leader) Loops() []reconcile.Loop {
-	wakePlacement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources)
+	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources)
 	// The status loop is the statuses' only writer: their changes are its
 	// own, and it waits for them after each pass instead.
-	wakeStatus := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources)
+	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources)
+	apps := l.view.subscribe(factDesired)
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
 		{Name: "placement", Run: func(ctx context.Context) error {
-			return l.loop(ctx, wakePlacement, "placement", l.placeOnce)
+			return l.loop(ctx, placement, "placement", l.placeOnce)
 		}},
 		{Name: "status", Run: func(ctx context.Context) error {
-			return l.loop(ctx, wakeStatus, "status", l.statusOnce)
+			return l.loop(ctx, status, "status", l.statusOnce)
 		}},
-		{Name: "appsources", Run: func(ctx context.Context) error { return l.apps.run(ctx, l.view) }},
+		{Name: "appsources", Run: func(ctx context.Context) error { return l.apps.run(ctx, l.view, apps) }},
 	}
 }
 
-// loop runs pass once the view has synced, then again on every wake-up and
-// every Resync, until ctx ends. A failed pass is logged and retried on the
-// next wake-up or resync.
-func (l *Leader) loop(ctx context.Context, wake <-chan struct{}, name string, pass func(context.Context) error) error {
+// loop runs pass over every workload once the view has synced and on every
+// Resync, and over the workloads whose facts changed on every wake-up, until
+// ctx ends. A failed pass is logged and its workloads are retried on the next
+// wake-up or resync.
+func (l *Leader) loop(ctx context.Context, sub *subscription, name string, pass func(ctx context.Context, keys []string) error) error {
 	if err := l.view.waitSynced(ctx); err != nil {
 		return nil
 	}
@@ -113,33 +121,53 @@ func (l *Leader) loop(ctx context.Context, wake <-chan struct{}, name string, pa
 	t := time.NewTicker(l.cfg.Resync)
 	defer t.Stop()
 	for {
-		start := time.Now()
-		if err := pass(ctx); err != nil && ctx.Err() == nil {
-			log.Warn().Err(err).Msg("pass failed")
+		keys, all := l.view.take(sub)
+		if all || len(keys) > 0 {
+			if all {
+				keys = nil
+			}
+			start := time.Now()
+			if err := pass(ctx, keys); err != nil && ctx.Err() == nil {
+				log.Warn().Err(err).Msg("pass failed")
+				l.view.putBack(sub, keys, all)
+			}
+			log.Debug().Dur("took", time.Since(start)).Int("workloads", len(keys)).Bool("all", all).Msg("pass")
 		}
-		log.Debug().Dur("took", time.Since(start)).Msg("pass")
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-wake:
+			l.view.putBack(sub, nil, true)
+		case <-sub.wake:
 		}
 	}
 }
 
-// placeOnce plans the assignments of every workload and writes the plan,
-// then waits until the view holds the write, so the next pass never plans
-// from a copy that lacks it.
-func (l *Leader) placeOnce(ctx context.Context) error {
+// placeOnce plans the assignments of the workloads keys (every workload and
+// every assigned one when keys is nil) and writes the plan, then waits until
+// the view holds the write, so the next pass never plans from a copy that
+// lacks it.
+func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	l.placementPasses.Add(1)
-	apps := l.view.appSources()
-	commits := make(map[string]string, len(apps))
-	for k, a := range apps {
-		commits[k] = a.Commit
+	if keys == nil {
+		// Every workload, and those gone whose assignments remain.
+		keys = append(l.view.desired.Keys(), l.view.assignedKeys()...)
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
 	}
+	commits := map[string]string{}
+	var current []resources.Assignment
+	for _, k := range keys {
+		current = append(current, l.view.assignmentsOf(k)...)
+		if a, ok := l.view.appSource(k); ok {
+			commits[k] = a.Commit
+		}
+	}
+	desired := l.view.workloadsOf(keys)
+	l.planned.Add(int64(len(desired)))
 	plan := PlanAssignments(AssignInput{
-		Node: l.cfg.Node, Desired: l.view.workloads(), Current: l.view.assignments(), Reported: l.view.reported(),
-		Commits: commits, Now: l.cfg.Now().UTC(), NewSuffix: l.cfg.NewSuffix,
+		Node: l.cfg.Node, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
+		Commits: commits, SlotUsed: l.view.slotUsed, Now: l.cfg.Now().UTC(), NewSuffix: l.cfg.NewSuffix,
 	})
 	if plan.Empty() {
 		return nil
@@ -156,115 +184,73 @@ func (l *Leader) placeOnce(ctx context.Context) error {
 	return l.view.assigns.WaitRevision(ctx, rev)
 }
 
-// statusOnce derives every workload's status from the view's facts and
-// writes those that changed. It is the only writer of workload statuses.
-func (l *Leader) statusOnce(ctx context.Context) error {
+// statusOnce derives the status of the workloads keys (every workload when
+// keys is nil) from the view's facts and writes those that changed, several
+// to a transaction. It is the only writer of workload statuses. A pass over
+// every workload also forgets the specs no workload uses any more.
+func (l *Leader) statusOnce(ctx context.Context, keys []string) error {
 	l.statusPasses.Add(1)
-	facts := l.view.facts()
+	full := keys == nil
+	if full {
+		keys = l.view.desired.Keys()
+	}
 	now := l.cfg.Now().UTC()
-	var errs []error
-	var last int64
-	for _, w := range facts.workloads {
-		if w.Spec == nil {
-			continue // between a transaction's keys: the next pass sees it whole
+	inUse := map[string]bool{}
+	var writes []resources.StatusWrite
+	for _, k := range keys {
+		w, ok := l.view.workload(k)
+		if !ok || w.Spec == nil {
+			continue // gone (its status went with it), or its files do not match its meta
 		}
-		k := w.Key()
-		prev := facts.statuses[k]
-		st := DeriveWorkloadStatus(facts.of(w), prev.status, now)
+		inUse[w.Meta.SpecHash] = true
+		l.derived.Add(1)
+		prev := l.view.storedStatus(k)
+		st := DeriveWorkloadStatus(l.view.factsOf(w), prev.status, now)
 		if prev.version != 0 && statusEqual(st, prev.status) {
 			continue
 		}
-		// A write refused because the meta moved on is followed by the
-		// meta's watch event, which wakes the next pass.
-		ok, rev, err := l.cfg.Repo.WriteWorkloadStatus(ctx, w.Meta.Namespace, w.Meta.Name, st, w.MetaVersion, prev.version)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if ok {
-			last = max(last, rev)
-		}
+		writes = append(writes, resources.StatusWrite{Namespace: w.Meta.Namespace, Name: w.Meta.Name, Status: st,
+			MetaVersion: w.MetaVersion, StatusVersion: prev.version})
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("write workload statuses: %w", err)
+	if full {
+		l.view.specs.keepOnly(inUse)
 	}
-	if last == 0 {
+	if len(writes) == 0 {
 		return nil
 	}
-	return l.view.statuses.WaitRevision(ctx, last)
+	// A write refused because the meta moved on is followed by the meta's
+	// watch event, which marks the workload dirty again.
+	_, rev, err := l.cfg.Repo.WriteWorkloadStatuses(ctx, writes)
+	if err != nil {
+		return fmt.Errorf("write workload statuses: %w", err)
+	}
+	if rev == 0 {
+		return nil
+	}
+	return l.view.statuses.WaitRevision(ctx, rev)
 }
 
-// statusFacts is one snapshot of everything the status loop reads.
-type statusFacts struct {
-	workloads []workload
-	byWL      map[string][]resources.Assignment
-	reported  map[string]resources.InstanceStatus
-	apps      map[string]resources.AppSource
-	builds    map[string][]build.Record // by "ns/name/commit12"
-	pathErrs  map[string]resources.PathError
-	statuses  map[string]storedStatus
-}
-
-// facts takes a snapshot of the view for the status loop.
-func (v *view) facts() statusFacts {
-	f := statusFacts{
-		workloads: v.workloads(), byWL: map[string][]resources.Assignment{}, reported: v.reported(),
-		apps: v.appSources(), builds: map[string][]build.Record{}, pathErrs: map[string]resources.PathError{},
-		statuses: map[string]storedStatus{},
-	}
-	for _, a := range v.assignments() {
-		k := a.Namespace + "/" + a.Workload
-		f.byWL[k] = append(f.byWL[k], a)
-	}
-	recs, _ := v.builds.Snapshot()
-	for _, r := range recs {
-		k := r.Namespace + "/" + r.Workload + "/" + reconcile.ShortCommit(r.Commit)
-		f.builds[k] = append(f.builds[k], r)
-	}
-	srcs, _ := v.sources.Snapshot()
-	for key, st := range srcs {
-		name := sourceName(key)
-		for _, pe := range st.PathErrors {
-			f.pathErrs[name+"\x00"+pe.Path] = pe
-		}
-	}
-	sts, _ := v.statuses.Snapshot()
-	for key, st := range sts {
-		f.statuses[key[len(resources.StatusPrefix()):]] = st
-	}
-	return f
-}
-
-// of assembles the facts of one workload.
-func (f statusFacts) of(w workload) WorkloadFacts {
+// factsOf assembles the facts of one workload from the view.
+func (v *view) factsOf(w workload) WorkloadFacts {
 	k := w.Key()
+	as := v.assignmentsOf(k)
 	wf := WorkloadFacts{
-		Meta: w.Meta, Desired: w.Spec.Desired, FromGit: w.Spec.Git != nil, Assigned: f.byWL[k], Reported: f.reported,
+		Meta: w.Meta, Desired: w.Spec.Desired, FromGit: w.Spec.Git != nil, Assigned: as, Reported: v.reportsOf(as),
 		TemplateHash: w.Spec.TemplateHash,
 	}
 	if wf.FromGit {
-		if a, ok := f.apps[k]; ok {
+		if a, ok := v.appSource(k); ok {
 			wf.App = &a
 			wf.TemplateHash = instanceTemplate(w.Spec.TemplateHash, a.Commit)
 			if a.Commit != "" {
-				wf.Builds = f.builds[k+"/"+reconcile.ShortCommit(a.Commit)]
+				wf.Builds = v.buildsOf(k, a.Commit)
 			}
 		}
 	}
 	if o := w.Meta.Owner; o.Kind == resources.OwnerGit {
-		if pe, ok := f.pathErrs[o.Source+"\x00"+o.Path]; ok {
+		if pe, ok := v.pathError(o.Source, o.Path); ok {
 			wf.PathError = &pe
 		}
 	}
 	return wf
-}
-
-// sourceName is the name in a source key /kat/sources/{name}/status.
-func sourceName(key string) string {
-	rest := key[len(resources.SourcesPrefix()):]
-	for i := range len(rest) {
-		if rest[i] == '/' {
-			return rest[:i]
-		}
-	}
-	return rest
 }

@@ -222,6 +222,78 @@ func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
 	}
 }
 
+// TestLoopsWorkOnWhatChanged: once the loops settled over 40 workloads, a
+// new generation of one, its instance's report and the deletion of another
+// each make placement plan and the status loop derive that workload only,
+// and the others' statuses are not written again.
+func TestLoopsWorkOnWhatChanged(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	const n = 40
+	for i := range n {
+		e.apply(workloadFiles(t, fmt.Sprintf("w%02d", i), quadlet.TypeService, 1, "v1"), resources.APIOwner())
+	}
+	l, stop := e.run(Config{})
+	defer stop()
+	statusVersions := func() map[string]int64 {
+		kvs, err := e.repo.Store().List(e.ctx, resources.StatusPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, kv := range kvs {
+			out[kv.Key] = kv.Version
+		}
+		return out
+	}
+	poll.Until(t, 10*time.Second, "every workload placed and observed", func() bool {
+		as, _ := e.repo.ListAssignments(e.ctx, "")
+		return len(as) == n && len(statusVersions()) == n
+	})
+	settle := func() {
+		t.Helper()
+		poll.Until(t, 10*time.Second, "the loops settle", func() bool {
+			p0, s0 := l.placementPasses.Load(), l.statusPasses.Load()
+			time.Sleep(100 * time.Millisecond) //nolint:forbidigo // a quiet period is what is measured
+			return l.placementPasses.Load() == p0 && l.statusPasses.Load() == s0
+		})
+	}
+	steps := []struct {
+		name   string
+		change func()
+		done   func() bool
+		key    string
+	}{
+		{"a new generation of w07", func() {
+			e.apply(workloadFiles(t, "w07", quadlet.TypeService, 2, "v1"), resources.APIOwner())
+		}, func() bool { return e.status("w07").Desired == 2 && len(e.assignments("w07")) == 2 }, "w07"},
+		{"w12's instance runs", func() {
+			e.report(1, running(e.assignments("w12")[0]))
+		}, func() bool { return e.status("w12").Phase == resources.PhaseReady }, "w12"},
+		{"w30 deleted", func() {
+			if _, err := e.repo.DeleteWorkload(e.ctx, resources.DeleteRequest{Namespace: "ns1", Name: "w30"}); err != nil {
+				t.Fatal(err)
+			}
+		}, func() bool { return len(e.assignments("w30")) == 0 }, "w30"},
+	}
+	for _, st := range steps {
+		settle()
+		before := statusVersions()
+		planned, derived := l.planned.Load(), l.derived.Load()
+		st.change()
+		poll.Until(t, 10*time.Second, st.name, st.done)
+		settle()
+		if p, d := l.planned.Load()-planned, l.derived.Load()-derived; p > 3 || d > 3 {
+			t.Errorf("%s: placement planned %d workloads and the status loop derived %d, want only the changed one", st.name, p, d)
+		}
+		for k, v := range statusVersions() {
+			if v != before[k] && k != resources.StatusKey("ns1", st.key) {
+				t.Errorf("%s: the status %s was written again", st.name, k)
+			}
+		}
+	}
+}
+
 // TestAppSourcesLoop: a Git workload's ref is resolved and recorded; a failed
 // resolution shows as SourceResolved=False on the workload (derived by the
 // status loop) and goes once it resolves; a matching webhook brings the new

@@ -3,8 +3,7 @@ package leader
 import (
 	"context"
 	"encoding/json"
-	"hash/fnv"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -17,7 +16,7 @@ import (
 )
 
 // factKind names one kind of fact the leader's loops read; a loop subscribes
-// to the kinds it decides from and is woken only by changes to those.
+// to the kinds it decides from and is told which workloads they changed for.
 type factKind int
 
 const (
@@ -29,19 +28,8 @@ const (
 	factAppSources
 	factBuilds
 	factSources
-	factStatuses
 	numFactKinds
 )
-
-// desiredEntry is one key under /kat/workloads/desired/: a workload's meta
-// or one of its manifest files.
-type desiredEntry struct {
-	ns, name string
-	file     string // "" for the meta
-	meta     resources.WorkloadMeta
-	data     []byte
-	version  int64
-}
 
 // storedStatus is a workload's status as stored, with its version for a
 // compare-and-swap.
@@ -51,59 +39,69 @@ type storedStatus struct {
 }
 
 // view is the leader's in-memory copy of the facts its loops decide from,
-// kept current by watches (store.Cache), and the parsed specs. Loops read
-// consistent-enough snapshots of it instead of listing etcd on every pass;
-// etcd stays the only state: a new term builds a new view from etcd.
+// kept current by watches (store.Cache, resources.DesiredIndex), indexed by
+// workload, and the parsed specs. A change of one workload's facts marks that
+// workload dirty for the loops that read them, so a pass costs work on what
+// changed only; each loop still goes over everything on start and every
+// Resync (level-triggered). etcd stays the only state: a new term builds a
+// new view from etcd.
 type view struct {
-	specs    *specCache
-	desired  *store.Cache[desiredEntry]
-	assigns  *store.Cache[resources.Assignment]
-	nodes    *store.Cache[resources.NodeStatus]
-	apps     *store.Cache[resources.AppSource]
-	builds   *store.Cache[build.Record]
-	sources  *store.Cache[resources.SourceStatus]
-	statuses *store.Cache[storedStatus]
+	specs *specCache
+	// desired is run by the view when ownDesired (no index was given).
+	desired    *resources.DesiredIndex
+	ownDesired bool
+	assigns    *store.Cache[resources.Assignment]
+	nodes      *store.Cache[resources.NodeStatus]
+	apps       *store.Cache[resources.AppSource]
+	builds     *store.Cache[build.Record]
+	sources    *store.Cache[resources.SourceStatus]
+	statuses   *store.Cache[storedStatus]
 
-	mu     sync.Mutex
-	subs   [numFactKinds][]chan struct{}
-	instFP map[string]uint64 // node status key -> fingerprint of its instances
+	mu   sync.Mutex
+	subs []*subscription
 
-	// wlMu guards the workloads assembled at desired revision wlRev.
-	wlMu  sync.Mutex
-	wl    []workload
-	wlRev int64
+	idx viewIndex
 }
 
-func newView(st store.StateStore) *view {
-	return &view{
+// subscription is one loop's wake-up channel and the workloads ("ns/name")
+// changed since its last take.
+type subscription struct {
+	kinds [numFactKinds]bool
+	wake  chan struct{}
+	// Guarded by view.mu.
+	all   bool
+	dirty map[string]struct{}
+}
+
+func newView(st store.StateStore, desired *resources.DesiredIndex) *view {
+	v := &view{
 		specs:    newSpecCache(),
-		desired:  store.NewCache(st, resources.DesiredRootPrefix(), decodeDesired),
+		desired:  desired,
 		assigns:  store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
 		nodes:    store.NewCache(st, resources.NodeStatusPrefix(), decodeJSON[resources.NodeStatus]),
 		apps:     store.NewCache(st, resources.AppSourcesPrefix(), decodeJSON[resources.AppSource]),
 		builds:   store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
 		sources:  store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
 		statuses: store.NewCache(st, resources.StatusPrefix(), decodeStatus),
-		instFP:   map[string]uint64{},
+		idx:      newViewIndex(),
 	}
+	if v.desired == nil {
+		v.desired, v.ownDesired = resources.NewDesiredIndex(st), true
+	}
+	v.desired.Subscribe(func(k string) { v.markDirty(factDesired, k) })
+	v.assigns.SetIndex(v.assignmentChanged)
+	v.nodes.SetIndex(v.nodeChanged)
+	v.apps.SetIndex(func(key string, _, _ *resources.AppSource) {
+		v.markDirty(factAppSources, strings.TrimPrefix(key, resources.AppSourcesPrefix()))
+	})
+	v.builds.SetIndex(v.buildChanged)
+	v.sources.SetIndex(v.sourceChanged)
+	return v
 }
 
 func decodeJSON[T any](kv store.KV) (T, bool) {
 	var v T
 	return v, json.Unmarshal(kv.Value, &v) == nil
-}
-
-func decodeDesired(kv store.KV) (desiredEntry, bool) {
-	ns, name, file, ok := resources.ParseDesiredKey(kv.Key)
-	if !ok {
-		return desiredEntry{}, false
-	}
-	e := desiredEntry{ns: ns, name: name, file: file, version: kv.Version}
-	if file != "" {
-		e.data = kv.Value
-		return e, true
-	}
-	return e, json.Unmarshal(kv.Value, &e.meta) == nil
 }
 
 func decodeSourceStatus(kv store.KV) (resources.SourceStatus, bool) {
@@ -118,72 +116,79 @@ func decodeStatus(kv store.KV) (storedStatus, bool) {
 	return storedStatus{status: st, version: kv.Version}, ok
 }
 
-// subscribe returns a one-slot channel poked whenever a fact of one of kinds
-// changes. Subscribe before run.
-func (v *view) subscribe(kinds ...factKind) <-chan struct{} {
-	ch := make(chan struct{}, 1)
+// subscribe returns a subscription poked whenever a fact of one of kinds
+// changes, with every workload dirty at first. Subscribe before run.
+func (v *view) subscribe(kinds ...factKind) *subscription {
+	s := &subscription{wake: make(chan struct{}, 1), all: true, dirty: map[string]struct{}{}}
+	for _, k := range kinds {
+		s.kinds[k] = true
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for _, k := range kinds {
-		v.subs[k] = append(v.subs[k], ch)
-	}
-	return ch
+	v.subs = append(v.subs, s)
+	return s
 }
 
-func (v *view) notify(k factKind) {
+// markDirty records that facts of kind changed for the workloads keys and
+// wakes the loops that read them. It never blocks: the caches' hooks call it.
+func (v *view) markDirty(kind factKind, keys ...string) {
+	if len(keys) == 0 {
+		return
+	}
 	v.mu.Lock()
-	subs := v.subs[k]
-	v.mu.Unlock()
-	for _, ch := range subs {
-		reconcile.Poke(ch)
+	defer v.mu.Unlock()
+	for _, s := range v.subs {
+		if !s.kinds[kind] {
+			continue
+		}
+		for _, k := range keys {
+			s.dirty[k] = struct{}{}
+		}
+		reconcile.Poke(s.wake)
+	}
+}
+
+// take returns the workloads dirty since the last take, sorted, or all when
+// every workload is; and forgets them.
+func (v *view) take(s *subscription) (keys []string, all bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	all, s.all = s.all, false
+	if !all {
+		keys = make([]string, 0, len(s.dirty))
+		for k := range s.dirty {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+	}
+	clear(s.dirty)
+	return keys, all
+}
+
+// putBack marks keys (or every workload) dirty again without waking the
+// loop: a failed pass is retried on the next wake-up or resync.
+func (v *view) putBack(s *subscription, keys []string, all bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s.all = s.all || all
+	for _, k := range keys {
+		s.dirty[k] = struct{}{}
 	}
 }
 
 // run keeps every cache current until ctx ends.
 func (v *view) run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	on := func(k factKind) func(string) { return func(string) { v.notify(k) } }
-	g.Go(func() error { return v.desired.Run(ctx, on(factDesired)) })
-	g.Go(func() error { return v.assigns.Run(ctx, on(factAssignments)) })
-	g.Go(func() error { return v.nodes.Run(ctx, v.nodeChanged) })
-	g.Go(func() error { return v.apps.Run(ctx, on(factAppSources)) })
-	g.Go(func() error { return v.builds.Run(ctx, on(factBuilds)) })
-	g.Go(func() error { return v.sources.Run(ctx, on(factSources)) })
-	g.Go(func() error { return v.statuses.Run(ctx, on(factStatuses)) })
+	if v.ownDesired {
+		g.Go(func() error { return v.desired.Run(ctx) })
+	}
+	g.Go(func() error { return v.assigns.Run(ctx, nil) })
+	g.Go(func() error { return v.nodes.Run(ctx, nil) })
+	g.Go(func() error { return v.apps.Run(ctx, nil) })
+	g.Go(func() error { return v.builds.Run(ctx, nil) })
+	g.Go(func() error { return v.sources.Run(ctx, nil) })
+	g.Go(func() error { return v.statuses.Run(ctx, nil) })
 	return g.Wait()
-}
-
-// nodeChanged wakes the instance subscribers only when the node's reported
-// instances changed: a heartbeat that only moves the timestamp or the
-// resources wakes no pass.
-func (v *view) nodeChanged(key string) {
-	st, ok := v.nodes.Get(key)
-	var fp uint64
-	if ok {
-		fp = instancesFingerprint(st.WorkloadInstances)
-	}
-	v.mu.Lock()
-	old, had := v.instFP[key]
-	if ok {
-		v.instFP[key] = fp
-	} else {
-		delete(v.instFP, key)
-	}
-	v.mu.Unlock()
-	if had != ok || old != fp {
-		v.notify(factInstances)
-	}
-}
-
-// instancesFingerprint hashes the instance reports of a node.
-func instancesFingerprint(is []resources.InstanceStatus) uint64 {
-	h := fnv.New64a()
-	for _, i := range is {
-		b, _ := json.Marshal(i)
-		_, _ = h.Write(b)
-		_, _ = h.Write([]byte{0})
-	}
-	return h.Sum64()
 }
 
 // waitSynced returns once every cache holds its first listing, or ctx ended.
@@ -204,98 +209,42 @@ type workload struct {
 	Meta        resources.WorkloadMeta
 	MetaVersion int64
 	Files       map[string][]byte
-	// Spec is nil while the files do not parse to the meta's spec hash (a
-	// pass between a transaction's keys).
+	// Spec is nil while the files do not parse to the meta's spec hash.
 	Spec *spec
 }
 
 // Key is "ns/name".
 func (w workload) Key() string { return w.Meta.Namespace + "/" + w.Meta.Name }
 
-// workloads returns every workload's desired state, sorted by namespace and
-// name, with specs from the cache (parsed only on a new spec hash), and
-// forgets the specs no workload uses any more. It assembles them again only
-// when the desired state changed since the last call; the slice and its
-// workloads are shared: do not modify them.
-func (v *view) workloads() []workload {
-	v.wlMu.Lock()
-	defer v.wlMu.Unlock()
-	if v.wl != nil && v.desired.Revision() == v.wlRev {
-		return v.wl
+// workload returns the desired state of workload key with its spec from the
+// cache (parsed only on a new spec hash).
+func (v *view) workload(key string) (workload, bool) {
+	ns, name := resources.SplitKey(key)
+	d, ok := v.desired.Workload(ns, name)
+	if !ok {
+		return workload{}, false
 	}
-	entries, rev := v.desired.Snapshot()
-	byKey := map[string]*workload{}
-	for _, e := range entries {
-		k := e.ns + "/" + e.name
-		w := byKey[k]
-		if w == nil {
-			w = &workload{Files: map[string][]byte{}}
-			byKey[k] = w
-		}
-		if e.file == "" {
-			w.Meta, w.MetaVersion = e.meta, e.version
-		} else {
-			w.Files[e.file] = e.data
-		}
-	}
-	out := make([]workload, 0, len(byKey))
-	inUse := make(map[string]bool, len(byKey))
-	for _, w := range byKey {
-		if w.MetaVersion == 0 {
-			continue // manifests without their meta: a transaction half seen
-		}
-		w.Spec = v.specs.get(w.Meta, w.Files)
-		inUse[w.Meta.SpecHash] = true
-		out = append(out, *w)
-	}
-	v.specs.keepOnly(inUse)
-	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
-	if !halfSeen(out) {
-		v.wl, v.wlRev = out, rev
-	}
-	return out
+	return workload{Meta: d.Meta, MetaVersion: d.Version, Files: d.Files, Spec: v.specs.get(d.Meta, d.Files)}, true
 }
 
-// halfSeen reports whether a workload's files are missing or do not match its
-// meta yet (a transaction seen in part): such a list is not kept.
-func halfSeen(ws []workload) bool {
-	for _, w := range ws {
-		if w.Spec == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// assignments returns every assignment, sorted by key.
-func (v *view) assignments() []resources.Assignment {
-	m, _ := v.assigns.Snapshot()
-	out := make([]resources.Assignment, 0, len(m))
-	for _, a := range m {
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
-	return out
-}
-
-// reported returns the agents' latest report of every instance, by ID.
-func (v *view) reported() map[string]resources.InstanceStatus {
-	m, _ := v.nodes.Snapshot()
-	out := map[string]resources.InstanceStatus{}
-	for _, n := range m {
-		for _, is := range n.WorkloadInstances {
-			out[is.InstanceID] = is
+// workloadsOf returns the desired state of those of keys that exist.
+func (v *view) workloadsOf(keys []string) []workload {
+	out := make([]workload, 0, len(keys))
+	for _, k := range keys {
+		if w, ok := v.workload(k); ok {
+			out = append(out, w)
 		}
 	}
 	return out
 }
 
-// appSources returns the app-source records by "ns/name".
-func (v *view) appSources() map[string]resources.AppSource {
-	m, _ := v.apps.Snapshot()
-	out := make(map[string]resources.AppSource, len(m))
-	for _, a := range m {
-		out[a.Namespace+"/"+a.Workload] = a
-	}
-	return out
+// appSource returns the app-source record of workload key.
+func (v *view) appSource(key string) (resources.AppSource, bool) {
+	return v.apps.Get(resources.AppSourcesPrefix() + key)
+}
+
+// storedStatus returns workload key's status as stored.
+func (v *view) storedStatus(key string) storedStatus {
+	st, _ := v.statuses.Get(resources.StatusPrefix() + key)
+	return st
 }

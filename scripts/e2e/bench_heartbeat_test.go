@@ -88,9 +88,22 @@ func zeroReplicaArchives(tb testing.TB, n int) [][]byte {
 	out := make([][]byte, 0, n)
 	for i := range n {
 		var buf bytes.Buffer
-		files := map[string][]byte{quadlet.WorkloadFile: fmt.Appendf(nil, `apiVersion: kat.dws.rip/v1alpha1
+		files := map[string][]byte{quadlet.WorkloadFile: zeroReplicaService(fmt.Sprintf("hb-%04d", i), 1000+i)}
+		if err := quadlet.WriteArchive(&buf, files); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, buf.Bytes())
+	}
+	return out
+}
+
+// zeroReplicaService is the workload.kat of a Service named name in the
+// default namespace with replicas 0 (nothing runs), whose command sleeps
+// for sleep seconds: changing sleep changes its spec.
+func zeroReplicaService(name string, sleep int) []byte {
+	return fmt.Appendf(nil, `apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
-metadata: {name: hb-%04d, namespace: default}
+metadata: {name: %s, namespace: default}
 spec:
   type: Service
   replicas: 0
@@ -98,13 +111,7 @@ spec:
   restartPolicy: {condition: Always}
   container:
     command: ["/bin/sleep", "%d"]
-`, i, 1000+i)}
-		if err := quadlet.WriteArchive(&buf, files); err != nil {
-			tb.Fatal(err)
-		}
-		out = append(out, buf.Bytes())
-	}
-	return out
+`, name, sleep)
 }
 
 // simNode is a simulated agent: its own certificate, its own connection.

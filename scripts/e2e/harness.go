@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,7 +85,7 @@ type Cluster struct {
 // NewCluster prepares (but does not start) a single-node cluster in dataDir
 // with the given cluster.kat.
 func NewCluster(bin Binaries, dataDir, clusterKat string) (*Cluster, error) {
-	ports, err := FreePorts(4)
+	ports, err := FreePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +117,10 @@ func (c *Cluster) Start(ctx context.Context) error {
 		// Profiling a test or benchmark: every kat-agent writes its CPU
 		// profile there, named after its node, when it exits.
 		c.cmd.Args = append(c.cmd.Args, "--cpu-profile", filepath.Join(dir, c.Node+".pprof"))
+	}
+	if os.Getenv("KAT_AGENT_HEAPPROFILE_DIR") != "" {
+		// SaveHeapProfile fetches heap profiles from there.
+		c.cmd.Args = append(c.cmd.Args, "--pprof-address", c.pprofAddress())
 	}
 	if len(c.Env) > 0 {
 		c.cmd.Env = append(os.Environ(), c.Env...)
@@ -148,6 +154,48 @@ func (c *Cluster) Start(ctx context.Context) error {
 
 // EtcdClientURL is the embedded etcd's client URL.
 func (c *Cluster) EtcdClientURL() string { return "https://127.0.0.1:" + strconv.Itoa(c.ports[2]) }
+
+func (c *Cluster) pprofAddress() string { return "127.0.0.1:" + strconv.Itoa(c.ports[4]) }
+
+// SaveHeapProfile writes the agent's heap profile to
+// $KAT_AGENT_HEAPPROFILE_DIR/{node}-{name}.pprof when that variable is set
+// (the agent then serves its profiles), and does nothing otherwise.
+func (c *Cluster) SaveHeapProfile(name string) error {
+	if err := c.saveProfile(name+"-memstats", "heap?debug=1"); err != nil {
+		return err
+	}
+	return c.saveProfile(name, "heap")
+}
+
+// SaveCPUProfile profiles the agent's CPU for d, when
+// $KAT_AGENT_HEAPPROFILE_DIR is set, into {node}-{name}.pprof there; it
+// returns at once and the profile is written when d has passed. Without
+// --cpu-profile (KAT_AGENT_CPUPROFILE_DIR), which holds the CPU profiler.
+func (c *Cluster) SaveCPUProfile(name string, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- c.saveProfile(name, fmt.Sprintf("profile?seconds=%d", int(d.Seconds()))) }()
+	return done
+}
+
+func (c *Cluster) saveProfile(name, profile string) error {
+	dir := os.Getenv("KAT_AGENT_HEAPPROFILE_DIR")
+	if dir == "" {
+		return nil
+	}
+	resp, err := http.Get("http://" + c.pprofAddress() + "/debug/pprof/" + profile)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", profile, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", profile, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", profile, err)
+	}
+	return os.WriteFile(filepath.Join(dir, c.Node+"-"+name+".pprof"), b, 0o600)
+}
 
 // PID returns the agent's process ID.
 func (c *Cluster) PID() int { return c.cmd.Process.Pid }
@@ -237,18 +285,22 @@ func RunKatcall(ctx context.Context, katcall string, args ...string) Result {
 }
 
 // RSS returns the resident set size of a process in bytes.
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
+
+// procStatusBytes reads a size field of /proc/PID/status ("VmRSS", "VmHWM")
+// in bytes.
+func procStatusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc status")
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -39,6 +39,9 @@ type ApplyResult struct {
 	// Changed is true when anything was written: a new workload, a new
 	// generation, or a change of owner or suspension.
 	Changed bool
+	// Revision is the store revision of the write; 0 when nothing was
+	// written.
+	Revision int64
 }
 
 // applyPlan is the pure decision of an apply: what the new metadata is, which
@@ -209,11 +212,12 @@ func (r *Repo) applyOnce(ctx context.Context, req ApplyRequest) (*ApplyResult, b
 		return nil, false, err
 	}
 	checks := []store.Compare{{Key: MetaKey(ns, name), ExpectedVersion: metaVer}, {Key: NamespaceKey(ns), ExpectedVersion: nsVer}}
-	ok, err := r.st.DoTransaction(ctx, checks, ops, nil)
+	txn, err := r.st.Txn(ctx, checks, ops, nil)
 	if err != nil {
 		return nil, false, err
 	}
-	return res, !ok, nil
+	res.Revision = txn.Revision
+	return res, !txn.Committed, nil
 }
 
 func (r *Repo) applyOps(ctx context.Context, q *quadlet.Quadlet, plan applyPlan) ([]store.Op, error) {
@@ -370,6 +374,14 @@ type DeleteRequest struct {
 // DeleteWorkload removes a workload's desired state, status and archive in one
 // transaction and returns the metadata it had.
 func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*WorkloadMeta, error) {
+	m, _, err := r.DeleteWorkloadRevision(ctx, req)
+	return m, err
+}
+
+// DeleteWorkloadRevision is DeleteWorkload that also returns the store
+// revision of the deletion, for a caller that then waits until a watch-fed
+// copy holds it.
+func (r *Repo) DeleteWorkloadRevision(ctx context.Context, req DeleteRequest) (*WorkloadMeta, int64, error) {
 	ns, name := req.Namespace, req.Name
 	if req.Owner.Kind == "" {
 		req.Owner = APIOwner()
@@ -378,21 +390,21 @@ func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*Workload
 		var cur WorkloadMeta
 		ver, err := r.getJSON(ctx, MetaKey(ns, name), &cur)
 		if err != nil {
-			return nil, fmt.Errorf("delete workload %s/%s: %w", ns, name, err)
+			return nil, 0, fmt.Errorf("delete workload %s/%s: %w", ns, name, err)
 		}
 		if ver == 0 {
-			return nil, fmt.Errorf("workload %s/%s: %w", ns, name, ErrNotFound)
+			return nil, 0, fmt.Errorf("workload %s/%s: %w", ns, name, ErrNotFound)
 		}
 		if cur.Owner.Kind == OwnerGit && req.Owner.Kind != OwnerGit && !req.Force {
-			return nil, fmt.Errorf("delete workload %s/%s: %w", ns, name, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner})
+			return nil, 0, fmt.Errorf("delete workload %s/%s: %w", ns, name, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner})
 		}
 		if req.Owner.Kind == OwnerGit && (cur.Owner.Kind != OwnerGit || cur.Owner.Source != req.Owner.Source) {
-			return nil, fmt.Errorf("prune workload %s/%s: %w", ns, name, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner})
+			return nil, 0, fmt.Errorf("prune workload %s/%s: %w", ns, name, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner})
 		}
 		if req.Owner.Kind == OwnerGit && cur.Suspended {
-			return nil, fmt.Errorf("prune workload %s/%s: %w", ns, name, ErrSuspended)
+			return nil, 0, fmt.Errorf("prune workload %s/%s: %w", ns, name, ErrSuspended)
 		}
-		ok, err := r.st.DoTransaction(ctx,
+		txn, err := r.st.Txn(ctx,
 			[]store.Compare{{Key: MetaKey(ns, name), ExpectedVersion: ver}},
 			[]store.Op{
 				{Type: store.OpDeletePrefix, Key: DesiredPrefix(ns, name)},
@@ -400,13 +412,13 @@ func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*Workload
 				{Type: store.OpDeletePrefix, Key: ArchivePrefix(ns, name)},
 			}, nil)
 		if err != nil {
-			return nil, fmt.Errorf("delete workload %s/%s: %w", ns, name, err)
+			return nil, 0, fmt.Errorf("delete workload %s/%s: %w", ns, name, err)
 		}
-		if ok {
-			return &cur, nil
+		if txn.Committed {
+			return &cur, txn.Revision, nil
 		}
 	}
-	return nil, fmt.Errorf("delete workload %s/%s: %w: too many concurrent writers", ns, name, ErrConflict)
+	return nil, 0, fmt.Errorf("delete workload %s/%s: %w: too many concurrent writers", ns, name, ErrConflict)
 }
 
 // ListWorkloadMetas returns the metadata of every workload, without status:

@@ -1,0 +1,75 @@
+package gitsync
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kat.dws.rip/kat/store/resources"
+)
+
+// tree renders every file under dir with its size and modification time.
+func tree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %d %d\n", p, info.Size(), info.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestLocalSourceIsReadInPlace: a file:// source is read where it is:
+// nothing is cloned into the data directory and nothing is written to the
+// repository; pushes of loose objects and a repository repacked by git gc
+// (its old packs gone) are applied all the same, and so is a repository
+// with a work tree.
+func TestLocalSourceIsReadInPlace(t *testing.T) {
+	r := newTestRemote(t)
+	r.workload("apps/web", "default", "web", 1)
+	r.workload("apps/db", "default", "db", 1)
+	c1 := r.Commit("one", nil)
+	r.Git(r.Bare, "gc", "-q") // a pack the source indexes at once
+	e := newEnv(t)
+	before := tree(t, r.Bare)
+	e.addSource(resources.SourceSpec{URL: r.FileURL()})
+	e.waitApplied("config", c1)
+	if after := tree(t, r.Bare); after != before {
+		t.Errorf("the repository changed while read:\n%s\nwas\n%s", after, before)
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "config")); !os.IsNotExist(err) {
+		t.Errorf("a clone of a file:// source was made: %v", err)
+	}
+
+	r.workload("apps/web", "default", "web", 2)
+	c2 := r.Commit("two", nil)
+	e.waitApplied("config", c2)
+	r.workload("apps/db", "default", "db", 3)
+	c3 := r.Commit("three", nil)
+	r.Git(r.Bare, "gc", "-q", "--prune=now")
+	e.waitApplied("config", c3)
+	if g := e.generations(); g["default/web"] != 2 || g["default/db"] != 2 {
+		t.Errorf("generations %v, want web 2 and db 2", g)
+	}
+
+	e.addSource(resources.SourceSpec{Name: "work", URL: "file://" + r.Work, Branch: "main"})
+	e.eventually("the work tree's repository read", func() string {
+		if st := e.source("work").Status; st.FetchedCommit != c3 {
+			return fmt.Sprintf("fetched %q (last error %q)", st.FetchedCommit, st.LastError)
+		}
+		return ""
+	})
+}

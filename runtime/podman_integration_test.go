@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -111,17 +110,6 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, e
 // from the kernel's ephemeral ports, which other tests' servers get, since a
 // published port captures every local connection to it.
 var testContainerPorts = PortRange{First: 20000, Last: 29999}
-
-// freePort returns a TCP port free on 127.0.0.1 at the time of the call.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 func TestPodmanLifecycle(t *testing.T) {
 	pm, mark := podmanForTest(t)

@@ -98,17 +98,20 @@ func StartRegistry(tb testing.TB, opts RegistryOptions) *Registry {
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start docker-registry: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var exitErr error // set before exited is closed
+	go func() {
+		exitErr = cmd.Wait()
+		close(exited)
+	}()
 	tb.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
 	poll.UntilErr(tb, 20*time.Second, "docker-registry on "+reg.Host+" answers", func() error {
 		select {
-		case err := <-exited:
-			exited <- err // for the cleanup
-			return fmt.Errorf("docker-registry exited: %v\n%s", err, out.String())
+		case <-exited:
+			return fmt.Errorf("docker-registry exited: %w\n%s", exitErr, out.String())
 		default:
 		}
 		resp, err := http.Get("http://" + reg.Host + "/v2/")

@@ -119,7 +119,7 @@ func waitContainers(b testing.TB, store []string, node, wl string, n int) {
 		if err == nil && len(strings.Fields(string(out))) == n {
 			return nil
 		}
-		return fmt.Errorf("podman ps: %q, %v", out, err)
+		return fmt.Errorf("podman ps: %q, %w", out, err)
 	})
 }
 

@@ -320,8 +320,11 @@ func TestWatchMarksTheLastEventOfARevision(t *testing.T) {
 	}
 }
 
+// TestWatchEnds: watches end, and leave no goroutine behind, when their
+// context is cancelled or the store closed. It counts the process's
+// goroutines, so it never runs beside another test (no t.Parallel: parallel
+// tests start only after the sequential ones end).
 func TestWatchEnds(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name string
 		// end stops the watches and returns.

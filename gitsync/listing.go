@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -141,20 +140,7 @@ func diffEntries(old, new []byte) (treeDiff, error) {
 
 // rawTree reads the content of tree object h.
 func (g *gitRepo) rawTree(h plumbing.Hash) ([]byte, error) {
-	o, err := g.Git.Storer.EncodedObject(plumbing.TreeObject, h)
-	if err != nil {
-		return nil, err
-	}
-	r, err := o.Reader()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	raw := make([]byte, o.Size())
-	if _, err := io.ReadFull(r, raw); err != nil {
-		return nil, err
-	}
-	return raw, nil
+	return g.ReadObject(plumbing.TreeObject, h)
 }
 
 // listingDiff is what changed between two listings: the workload

@@ -1,7 +1,10 @@
 package gitx
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,4 +177,81 @@ func TestSSH(t *testing.T) {
 	if _, err := ListRefs(t.Context(), srv.RepoURL, Auth{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ListRefs over ssh without a key: %v, want ErrInvalid", err)
 	}
+}
+
+// TestReadObject: an object read in place is the same whether it is loose
+// (read from its file) or packed (read through go-git), and a hash of
+// another type is not found; Reset refuses a repository opened in place.
+func TestReadObject(t *testing.T) {
+	t.Parallel()
+	r := gittest.NewRepo(t, "cfg")
+	files := map[string]string{}
+	for i := range 300 {
+		files[fmt.Sprintf("apps/w%03d/workload.kat", i)] = fmt.Sprintf("n: %d\n", i)
+	}
+	r.Commit("many", files)
+	// git leaves what it received loose (fewer than unpackLimit objects are
+	// written one a file): push a one-file change so the new trees are loose.
+	commit := r.Commit("one", map[string]string{"apps/w007/workload.kat": "n: seven\n"})
+	repo, err := OpenInPlace(r.Bare, r.FileURL(), 1<<20, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	c, err := repo.Git.CommitObject(plumbing.NewHash(commit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps, err := tree.Tree("apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := apps.Hash.String()
+	if _, err := os.Stat(filepath.Join(r.Bare, "objects", hs[:2], hs[2:])); err != nil {
+		t.Fatalf("the changed tree is not loose, the test tests nothing: %v", err)
+	}
+	want := encoded(t, repo, apps.Hash)
+	got, err := repo.ReadObject(plumbing.TreeObject, apps.Hash)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("loose: %d bytes, %v; want go-git's %d bytes", len(got), err, len(want))
+	}
+	if _, err := repo.ReadObject(plumbing.BlobObject, apps.Hash); !errors.Is(err, plumbing.ErrObjectNotFound) {
+		t.Errorf("a tree read as a blob: %v, want ErrObjectNotFound", err)
+	}
+
+	r.Git(r.Bare, "gc", "--quiet", "--prune=now")
+	repo.Refresh()
+	if _, err := os.Stat(filepath.Join(r.Bare, "objects", hs[:2], hs[2:])); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("git gc left the tree loose: %v", err)
+	}
+	got, err = repo.ReadObject(plumbing.TreeObject, apps.Hash)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("packed: %d bytes, %v; want %d bytes", len(got), err, len(want))
+	}
+	if err := repo.Reset(); err == nil {
+		t.Error("Reset of a repository opened in place succeeded")
+	}
+}
+
+// encoded reads object h's content through go-git.
+func encoded(t *testing.T, repo *Repo, h plumbing.Hash) []byte {
+	t.Helper()
+	o, err := repo.Git.Storer.EncodedObject(plumbing.AnyObject, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := o.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	b, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,10 +23,12 @@ import (
 const (
 	scaleSmall = 1000
 	scaleLarge = 10000
-	// scaleCommits one-directory commits per source: the two sources' 50
-	// webhooks stay under the webhook handler's 60 a minute from one
-	// address.
-	scaleCommits = 25
+	// scaleCommits one-directory commits per source, enough for a p95 that
+	// one slow commit does not decide. The webhook handler takes 60 a
+	// minute from one address: webhookSender changes its loopback source
+	// address every webhooksPerAddress.
+	scaleCommits       = 100
+	webhooksPerAddress = 50
 	// scalePollEvery is how often the API is asked whether a commit is
 	// visible.
 	scalePollEvery = 2 * time.Millisecond
@@ -40,7 +43,7 @@ const (
 // source set, each a bare repository of N Service directories with replicas
 // 0 (no container runs, so Podman is not needed). For each size it reports
 // the initial sync (katcall source set until the source's status shows its
-// head applied with all N workloads, which the API then lists), then, over 25
+// head applied with all N workloads, which the API then lists), then, over 100
 // one-directory commits each announced by a GitHub push webhook signed with
 // X-Hub-Signature-256, the time from the webhook to the changed workload's
 // new generation in GET .../workloads/NAME (polled every 2 ms) and to its
@@ -263,9 +266,20 @@ func checkListed(b *testing.B, client *api.Client, r *scaleRepo) {
 // accepted.
 func webhookSender(b *testing.B, c *Cluster, secret []byte) func(r *scaleRepo, head string) {
 	b.Helper()
-	hc := apiHTTPClient(b, c)
+	base := apiHTTPClient(b, c)
 	url := apiURL(b, c) + "/v1alpha1/webhooks/github"
+	var hc *http.Client
+	sent := 0
 	return func(r *scaleRepo, head string) {
+		if sent%webhooksPerAddress == 0 {
+			// From 127.0.0.2, 127.0.0.3, ...: loopback addresses of this
+			// machine, each under the handler's per-address rate.
+			local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+sent/webhooksPerAddress))}
+			tr := base.Transport.(*http.Transport).Clone()
+			tr.DialContext = (&net.Dialer{LocalAddr: local, Timeout: 10 * time.Second}).DialContext
+			hc = &http.Client{Timeout: base.Timeout, Transport: tr}
+		}
+		sent++
 		body := fmt.Appendf(nil, `{"ref":"refs/heads/main","after":%q,"repository":{"clone_url":%q}}`, head, r.url())
 		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kat.dws.rip/kat/internal/poll"
 )
 
 // fakePodman is a shell script standing in for podman: it records its
@@ -352,5 +354,31 @@ echo 0123abcd
 	defer cancel()
 	if _, err := f.pm.CreateContainer(short, ContainerSpec{Name: "late", Image: "i"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("create waiting past its deadline: got %v", err)
+	}
+}
+
+// TestCancelAsksPodmanToStop: an ended context sends podman SIGTERM (it
+// cleans up what it started) before WaitDelay's kill.
+func TestCancelAsksPodmanToStop(t *testing.T) {
+	f := newFakePodman(t, PodmanConfig{WaitDelay: 10 * time.Second})
+	script := `#!/bin/sh
+trap 'echo term > "$FAKE_DIR/signal"; exit 143' TERM
+echo started > "$FAKE_DIR/started"
+while :; do sleep 0.01; done
+`
+	must(t, os.WriteFile(f.pm.cfg.Binary, []byte(script), 0o755))
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- f.pm.StartContainer(ctx, "c1") }()
+	poll.Until(t, 10*time.Second, "podman starts", func() bool {
+		_, err := os.Stat(filepath.Join(f.dir, "started"))
+		return err == nil
+	})
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled start: %v, want context.Canceled", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(f.dir, "signal")); err != nil || strings.TrimSpace(string(b)) != "term" {
+		t.Fatalf("podman got no SIGTERM (%q, %v): it was killed", b, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -94,6 +95,10 @@ func (p *Podman) GlobalArgs() []string {
 // command builds a podman command; args start with the subcommand.
 func (p *Podman) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, p.cfg.Binary, append(p.GlobalArgs(), args...)...)
+	// An ended context asks podman to stop (SIGTERM: it cleans up what it
+	// started, as on ^C) and kills it WaitDelay later; a podman killed at
+	// once can leave a container half made.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = p.cfg.WaitDelay
 	return cmd
 }

@@ -630,6 +630,13 @@ func (ag *Agent) runtimeStep(ctx context.Context, step stepKind, ai assignedInst
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}
+	if step != stepRemove {
+		// A run or start under way finishes even when the agent stops
+		// (Run waits for it): a podman run killed half way leaves a
+		// container Podman no longer lists but runc still runs. A removal
+		// may be cut short: the next agent removes it again.
+		ctx = context.WithoutCancel(ctx)
+	}
 	// A hung runtime call must not hold the instance forever.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

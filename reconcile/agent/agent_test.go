@@ -397,3 +397,27 @@ func TestAgentStoppedWhileStartingIsNoFailure(t *testing.T) {
 		t.Fatalf("Run with an ended context = %v, want nil", err)
 	}
 }
+
+// TestAgentStopLetsARunFinish: a container run under way when the agent
+// stops is not cut short (a podman run killed half way leaves a container
+// Podman no longer lists but runc runs); the agent returns once it is done.
+func TestAgentStopLetsARunFinish(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	e.rt.runBlock, e.rt.running = make(chan struct{}), make(chan struct{}, 1)
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
+	_, stop := e.start()
+	<-e.rt.running // the run is under way
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("the agent returned while its run was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(e.rt.runBlock)
+	<-stopped
+	if c, ok := e.rt.byInstance()["web-1"]; !ok || c.State != runtime.StateRunning {
+		t.Fatalf("after the stop, the run's container is %+v (found %v), want it created and running", c, ok)
+	}
+}

@@ -30,6 +30,11 @@ type fakeRuntime struct {
 	graces []time.Duration
 	// removeBlock, when set, holds every removal until it is closed.
 	removeBlock chan struct{}
+	// runBlock, when set, holds every run until it is closed; a run whose
+	// context ends meanwhile fails, as a killed podman run would.
+	runBlock chan struct{}
+	// running is told of every run that waits for runBlock.
+	running chan struct{}
 	// lists counts listings.
 	lists int
 }
@@ -95,6 +100,17 @@ func (f *fakeRuntime) exit(id string, code int) {
 
 // RunContainer creates and starts, as podman run --detach does.
 func (f *fakeRuntime) RunContainer(ctx context.Context, spec runtime.ContainerSpec) (string, error) {
+	f.mu.Lock()
+	block, running := f.runBlock, f.running
+	f.mu.Unlock()
+	if block != nil {
+		running <- struct{}{}
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 	id, err := f.CreateContainer(ctx, spec)
 	if err != nil {
 		return "", err

@@ -248,6 +248,7 @@ type ContainerStatus struct {
 // (attach, exec, mount, ...); they are passed through as podman names them.
 const (
 	ActionCreate = "create"
+	ActionInit   = "init"
 	ActionStart  = "start"
 	ActionDied   = "died"
 	ActionStop   = "stop"
@@ -256,6 +257,9 @@ const (
 	ActionPause  = "pause"
 	ActionResume = "unpause"
 	ActionOOM    = "oom"
+	// ActionRestart is podman's own restart (podman restart), which the
+	// agent never does.
+	ActionRestart = "restart"
 )
 
 // Event is one container event.

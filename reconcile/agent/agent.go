@@ -138,6 +138,8 @@ type Agent struct {
 	containers map[string]runtime.ContainerStatus // by instance ID, or "container:"+ID without one
 	state      map[string]instanceState
 	busy       map[string]bool
+	// removing holds the instances whose busy step is a removal.
+	removing   map[string]bool
 	probing    map[string]bool
 	runtimeErr error
 	// hostErr is CheckHost's last error; hostDirty asks for a new check.
@@ -210,7 +212,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		probes:   make(chan struct{}, cfg.MaxConcurrentSteps),
 		listNow:  make(chan struct{}, 1),
 		assigned: map[string]assignedInstance{}, containers: map[string]runtime.ContainerStatus{},
-		state: map[string]instanceState{}, busy: map[string]bool{}, probing: map[string]bool{},
+		state: map[string]instanceState{}, busy: map[string]bool{}, removing: map[string]bool{}, probing: map[string]bool{},
 		stepped: map[string]steppedContainer{}, images: map[string]bool{}, reserved: map[int]string{},
 	}, nil
 }
@@ -345,12 +347,7 @@ func (ag *Agent) watchEvents(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case ev := <-events:
-				// A container that ended, or changed without a step of
-				// this agent, is listed again; the creates and starts
-				// of the agent's own steps are known already.
-				switch ev.Action {
-				case runtime.ActionCreate, runtime.ActionStart:
-				default:
+				if ag.listsAfter(ev) {
 					reconcile.Poke(ag.listNow)
 				}
 			}
@@ -367,6 +364,28 @@ func (ag *Agent) watchEvents(ctx context.Context) {
 		case <-time.After(ag.cfg.Resync):
 		}
 	}
+}
+
+// listsAfter reports whether an event asks for a listing of the containers:
+// a container that ended or changed state without a step of this agent.
+// What the agent's own steps do (a run's create, init and start; a removal's
+// stop, death and removal) the step reports itself, and the rest (exec
+// health checks' exec and exec_died, mounts, attaches) changes no state: a
+// listing after each would compete with the steps for the runtime.
+func (ag *Agent) listsAfter(ev runtime.Event) bool {
+	switch ev.Action {
+	case runtime.ActionDied, runtime.ActionStop, runtime.ActionKill, runtime.ActionRemove,
+		runtime.ActionPause, runtime.ActionResume, runtime.ActionOOM, runtime.ActionRestart:
+	default:
+		return false
+	}
+	id := ev.Labels[runtime.LabelInstance]
+	if id == "" {
+		id = "container:" + ev.ID
+	}
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	return !ag.removing[id]
 }
 
 // listContainers lists the node's containers and applies the listing,
@@ -450,6 +469,7 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 		switch step {
 		case stepCreate, stepStart, stepRemove:
 			ag.busy[id] = true
+			ag.removing[id] = step == stepRemove
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -603,6 +623,7 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 		}
 	}
 	delete(ag.busy, id)
+	delete(ag.removing, id)
 	ag.mu.Unlock()
 	if !known && ctx.Err() == nil {
 		// A failed step left the container in a state only a listing

@@ -65,6 +65,20 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 	return ag, stop
 }
 
+// idle makes an agent that is not started, with a spec builder that
+// builds nothing.
+func (e *agentEnv) idle() *Agent {
+	e.t.Helper()
+	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", Runtime: e.rt,
+		BuildSpec: func(resources.Assignment, *quadlet.Quadlet, map[int]int) (runtime.ContainerSpec, error) {
+			return runtime.ContainerSpec{}, nil
+		}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ag
+}
+
 // assign writes an assignment of a workload with the given restart policy
 // and command; hc adds a VirtualLoadBalancer with an exec health check.
 func (e *agentEnv) assign(id, restart, cmd string, hc bool) resources.Assignment {
@@ -384,13 +398,7 @@ func TestAgentRemovalHoldsNoStep(t *testing.T) {
 func TestAgentStoppedWhileStartingIsNoFailure(t *testing.T) {
 	t.Parallel()
 	e := newAgentEnv(t)
-	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", Runtime: e.rt,
-		BuildSpec: func(resources.Assignment, *quadlet.Quadlet, map[int]int) (runtime.ContainerSpec, error) {
-			return runtime.ContainerSpec{}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ag := e.idle()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := ag.Run(ctx); err != nil {
@@ -419,5 +427,37 @@ func TestAgentStopLetsARunFinish(t *testing.T) {
 	<-stopped
 	if c, ok := e.rt.byInstance()["web-1"]; !ok || c.State != runtime.StateRunning {
 		t.Fatalf("after the stop, the run's container is %+v (found %v), want it created and running", c, ok)
+	}
+}
+
+// TestListsAfter: only events that change a container's state without a
+// step of the agent ask for a listing.
+func TestListsAfter(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	ag := e.idle()
+	ag.removing["web-2"] = true
+	for _, tc := range []struct {
+		action, instance string
+		want             bool
+	}{
+		{action: runtime.ActionCreate, instance: "web-1"},
+		{action: "init", instance: "web-1"},
+		{action: runtime.ActionStart, instance: "web-1"},
+		{action: "exec", instance: "web-1"},
+		{action: "exec_died", instance: "web-1"},
+		{action: runtime.ActionDied, instance: "web-1", want: true},
+		{action: runtime.ActionOOM, instance: "web-1", want: true},
+		{action: runtime.ActionRemove, instance: "", want: true}, // a container without an instance label
+		{action: runtime.ActionDied, instance: "web-2"},          // its removal says so itself
+		{action: runtime.ActionRemove, instance: "web-2"},
+	} {
+		ev := runtime.Event{ID: "c", Action: tc.action, Labels: map[string]string{}}
+		if tc.instance != "" {
+			ev.Labels[runtime.LabelInstance] = tc.instance
+		}
+		if got := ag.listsAfter(ev); got != tc.want {
+			t.Errorf("%s of %q: lists %v, want %v", tc.action, tc.instance, got, tc.want)
+		}
 	}
 }

@@ -56,7 +56,7 @@ type AgentOptions struct {
 	// MaxConcurrentPulls bounds image pulls in flight. Default 2.
 	MaxConcurrentPulls int
 	// MaxConcurrentSteps bounds container operations in flight. Default
-	// agent.DefaultMaxConcurrentSteps.
+	// agent.DefaultMaxConcurrentSteps().
 	MaxConcurrentSteps int
 	// HostPorts is where a container port is published on the host when
 	// the port itself is taken (--host-port-range). Default
@@ -176,7 +176,7 @@ func (o *AgentOptions) validate() error {
 // flag says otherwise.
 func DefaultAgentOptions() AgentOptions {
 	return AgentOptions{
-		Podman: "podman", MaxConcurrentPulls: DefaultMaxConcurrentPulls, MaxConcurrentSteps: agent.DefaultMaxConcurrentSteps,
+		Podman: "podman", MaxConcurrentPulls: DefaultMaxConcurrentPulls, MaxConcurrentSteps: agent.DefaultMaxConcurrentSteps(),
 		HostPorts:  runtime.DefaultHostPorts,
 		KeepImages: DefaultKeepImages, BuildTimeout: DefaultBuildTimeout, MaxConcurrentBuilds: DefaultMaxConcurrentBuilds,
 	}

@@ -461,3 +461,45 @@ func TestListsAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentInspectsOnlyForHealthChecks: a run is reported running at once
+// with podman's return as its start time; only a workload with a health
+// check (which tells runs apart by their exact start) costs an inspect, and
+// the next listing brings the exact start time either way.
+func TestAgentInspectsOnlyForHealthChecks(t *testing.T) {
+	t.Parallel()
+	for _, hc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("health check %v", hc), func(t *testing.T) {
+			t.Parallel()
+			e := newAgentEnv(t)
+			exact := time.Now().Add(-time.Hour).Truncate(time.Second)
+			e.rt.now = func() time.Time { return exact } // podman's own clock, told apart from the agent's
+			e.rt.mu.Lock()
+			e.rt.listBlock = make(chan struct{}) // no listing until the run is reported
+			e.rt.mu.Unlock()
+			e.assign("web-1", quadlet.RestartAlways, "httpd -f", hc)
+			before := time.Now()
+			ag, _ := e.start()
+			got := e.waitFor("web-1 running", ag, func(m map[string]resources.InstanceStatus) bool {
+				// With listings held, only an inspect tells the exact start.
+				return m["web-1"].Phase == resources.InstanceRunning && (!hc || m["web-1"].StartedAt.Equal(exact))
+			})["web-1"]
+			e.rt.mu.Lock()
+			inspects := e.rt.inspects
+			close(e.rt.listBlock)
+			e.rt.mu.Unlock()
+			if hc {
+				if inspects == 0 || !got.StartedAt.Equal(exact) {
+					t.Errorf("with a health check: %d inspects, started %v; want an inspect and the exact start %v", inspects, got.StartedAt, exact)
+				}
+			} else {
+				if inspects != 0 || got.StartedAt.Before(before) {
+					t.Errorf("without a health check: %d inspects, started %v; want none and the time podman returned (after %v)", inspects, got.StartedAt, before)
+				}
+			}
+			e.waitFor("the listing's exact start time", ag, func(m map[string]resources.InstanceStatus) bool {
+				return m["web-1"].StartedAt.Equal(exact)
+			})
+		})
+	}
+}

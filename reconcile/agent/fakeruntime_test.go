@@ -35,8 +35,11 @@ type fakeRuntime struct {
 	runBlock chan struct{}
 	// running is told of every run that waits for runBlock.
 	running chan struct{}
-	// lists counts listings.
-	lists int
+	// lists counts listings, inspects inspections.
+	lists, inspects int
+	// listBlock, when set, holds every listing made after a create until
+	// it is closed.
+	listBlock chan struct{}
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -141,6 +144,7 @@ func (f *fakeRuntime) StopAndRemoveContainer(ctx context.Context, id string, gra
 func (f *fakeRuntime) InspectContainer(_ context.Context, id string) (*runtime.ContainerStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.inspects++
 	c, ok := f.c[id]
 	if !ok {
 		return nil, runtime.ErrNotFound
@@ -150,9 +154,20 @@ func (f *fakeRuntime) InspectContainer(_ context.Context, id string) (*runtime.C
 	return &cp, nil
 }
 
-func (f *fakeRuntime) ListManagedContainers(_ context.Context, labels map[string]string) ([]runtime.ContainerStatus, error) {
+func (f *fakeRuntime) ListManagedContainers(ctx context.Context, labels map[string]string) ([]runtime.ContainerStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if block := f.listBlock; block != nil && f.creates > 0 {
+		f.mu.Unlock()
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+		f.mu.Lock()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
 	f.lists++
 	var out []runtime.ContainerStatus
 	for _, c := range f.c {

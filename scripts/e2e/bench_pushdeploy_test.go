@@ -127,10 +127,18 @@ func waitContainers(b testing.TB, store []string, node, wl string, n int) {
 // minutes at most).
 func waitFast(b testing.TB, c *Cluster, ref string, cond func(*api.WorkloadDetail) bool) *api.WorkloadDetail {
 	b.Helper()
+	return waitEvery(b, c, ref, 20*time.Millisecond, cond)
+}
+
+// waitEvery polls the workload's status through the API every interval (2
+// minutes at most): as often as the figure needs, since each poll takes
+// the leader's CPU from what is measured.
+func waitEvery(b testing.TB, c *Cluster, ref string, every time.Duration, cond func(*api.WorkloadDetail) bool) *api.WorkloadDetail {
+	b.Helper()
 	client := clientFor(b, c)
 	ns, name, _ := strings.Cut(ref, "/")
 	var got *api.WorkloadDetail
-	poll.UntilEvery(b, 2*time.Minute, 20*time.Millisecond, ref, func() bool {
+	poll.UntilEvery(b, 2*time.Minute, every, ref, func() bool {
 		d, err := client.WorkloadStatus(context.Background(), ns, name)
 		if err == nil && cond(d) {
 			got = d

@@ -363,7 +363,8 @@ type afterStep func(ctx context.Context, log io.Writer) string
 func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io.Writer, src *source) (string, []afterStep, error) {
 	reg := req.RegistryPath()
 	cacheRef := ""
-	var pulled chan bool
+	// pulled carries the cache pull's image ID, "" on a miss.
+	var pulled chan string
 	var pullLog bytes.Buffer
 	if reg != "" {
 		cacheRef = reg + ":" + short(req.Commit)
@@ -373,31 +374,38 @@ func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io
 		case probeMissing:
 			fmt.Fprintf(log, "cache miss: %s\n", why)
 		case probePresent:
-			if b.pullCache(ctx, cacheRef, log) {
-				return b.useCache(ctx, cacheRef, rec, log)
+			if id, ok := b.pullCache(ctx, cacheRef, log); ok {
+				return b.useCache(ctx, cacheRef, id, rec, log)
 			}
 		default:
 			// Let the pull tell, while the clone goes on.
-			pulled = make(chan bool, 1)
+			pulled = make(chan string, 1)
 			pctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			go func() { pulled <- b.pullCache(pctx, cacheRef, &pullLog) }()
+			go func() {
+				id, ok := b.pullCache(pctx, cacheRef, &pullLog)
+				if !ok {
+					id = ""
+				}
+				pulled <- id
+			}()
 		}
 	}
-	// hit waits for the pull and copies its log in.
-	hit := func() bool {
+	// hit waits for the pull, copies its log in and returns the image's
+	// ID, "" on a miss.
+	hit := func() string {
 		if pulled == nil {
-			return false
+			return ""
 		}
-		ok := <-pulled
+		id := <-pulled
 		pulled = nil
 		_, _ = log.Write(pullLog.Bytes())
-		return ok
+		return id
 	}
 
 	src.wait(ctx)
-	if hit() {
-		return b.useCache(ctx, cacheRef, rec, log)
+	if id := hit(); id != "" {
+		return b.useCache(ctx, cacheRef, id, rec, log)
 	}
 	_, _ = log.Write(src.log.Bytes())
 	rec.Shallow = src.shallow
@@ -487,16 +495,21 @@ func (s *source) discard() {
 	_ = os.RemoveAll(s.tmp)
 }
 
-// useCache names the image pulled from the cache as the workload's, and
-// leaves dropping the cache's name (so housekeeping sees one name) for after.
-func (b *Builder) useCache(ctx context.Context, cacheRef string, rec *Record, log io.Writer) (string, []afterStep, error) {
+// useCache names the image pulled from the cache (its ID id) as the
+// workload's, and leaves dropping the cache's name (so housekeeping sees one
+// name) for after.
+func (b *Builder) useCache(ctx context.Context, cacheRef, id string, rec *Record, log io.Writer) (string, []afterStep, error) {
 	if err := b.pm.stream(ctx, log, "tag", cacheRef, rec.Image); err != nil {
 		return StageBuild, nil, fmt.Errorf("cache hit, but tag it: %w", err)
 	}
 	rec.CacheHit = true
 	fmt.Fprintf(log, "cache hit: %s\n", cacheRef)
-	id, err := b.pm.imageID(ctx, rec.Image)
 	rec.ImageID = id
+	var err error
+	if !isImageID(id) {
+		// Not what podman pull prints last: ask.
+		rec.ImageID, err = b.pm.imageID(ctx, rec.Image)
+	}
 	untag := func(ctx context.Context, log io.Writer) string {
 		if err := b.pm.stream(ctx, log, "untag", cacheRef, cacheRef); err != nil {
 			return fmt.Sprintf("drop the cache's name %s: %v", cacheRef, err)
@@ -506,15 +519,57 @@ func (b *Builder) useCache(ctx context.Context, cacheRef string, rec *Record, lo
 	return StageBuild, []afterStep{untag}, err
 }
 
-// pullCache tries to pull cacheRef from the cache registry and reports
-// whether it did.
-func (b *Builder) pullCache(ctx context.Context, cacheRef string, log io.Writer) bool {
-	args := append([]string{"pull"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
-	if err := b.pm.stream(ctx, log, append(args, "--", cacheRef)...); err != nil {
-		fmt.Fprintf(log, "cache miss: %v\n", err)
+// isImageID reports whether s is a full image ID: 64 lowercase hex digits.
+func isImageID(s string) bool {
+	if len(s) != 64 {
 		return false
 	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
 	return true
+}
+
+// lastLine is a writer that keeps the last non-empty line written to it.
+type lastLine struct {
+	line, partial []byte
+}
+
+func (l *lastLine) Write(p []byte) (int, error) {
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if line := bytes.TrimSpace(l.partial[:i]); len(line) > 0 {
+			l.line = append(l.line[:0], line...)
+		}
+		l.partial = l.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+// String returns the last non-empty line, an unfinished one included.
+func (l *lastLine) String() string {
+	if line := bytes.TrimSpace(l.partial); len(line) > 0 {
+		return string(line)
+	}
+	return string(l.line)
+}
+
+// pullCache tries to pull cacheRef from the cache registry and reports
+// whether it did, with the image's ID (the last line podman pull prints).
+func (b *Builder) pullCache(ctx context.Context, cacheRef string, log io.Writer) (string, bool) {
+	args := append([]string{"pull"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
+	var out lastLine
+	if err := b.pm.stream(ctx, io.MultiWriter(log, &out), append(args, "--", cacheRef)...); err != nil {
+		fmt.Fprintf(log, "cache miss: %v\n", err)
+		return "", false
+	}
+	return strings.TrimPrefix(out.String(), "sha256:"), true
 }
 
 // housekeeping prunes the logs and images of a workload after a build,

@@ -58,6 +58,9 @@ func TestRegistryCache(t *testing.T) {
 	if !hit.CacheHit || second.builds.Load() != 0 || hit.Node != "node-b" || hit.State != StateSucceeded {
 		t.Fatalf("second node: %+v (%d builds): want a cache hit and no build", hit, second.builds.Load())
 	}
+	if hit.ImageID != rec.ImageID {
+		t.Errorf("cache hit's image ID %q, want the built image's %q", hit.ImageID, rec.ImageID)
+	}
 	if got, _ := secondRecs.Get(ns, wl, commit); !got.CacheHit {
 		t.Errorf("stored record %+v: want cacheHit", got)
 	}

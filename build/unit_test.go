@@ -325,3 +325,30 @@ func TestDescendants(t *testing.T) {
 		t.Errorf("descendants of 10 = %s", got)
 	}
 }
+
+// TestLastLine: what podman pull prints last (the image ID) is kept, however
+// the writes split the lines, and only a full ID is taken for one.
+func TestLastLine(t *testing.T) {
+	t.Parallel()
+	id := strings.Repeat("ab12", 16)
+	for _, writes := range [][]string{
+		{"Trying to pull x...\nGetting image source signatures\n", id + "\n"},
+		{"Trying to pull x...\nGetting im", "age source signatures\n" + id[:10], id[10:] + "\n\n"},
+		{"Copying config\n" + id},
+	} {
+		var l lastLine
+		for _, w := range writes {
+			if n, err := l.Write([]byte(w)); n != len(w) || err != nil {
+				t.Fatalf("Write(%q) = %d, %v", w, n, err)
+			}
+		}
+		if got := l.String(); got != id || !isImageID(got) {
+			t.Errorf("writes %q: last line %q, want the ID %q", writes, got, id)
+		}
+	}
+	for _, notID := range []string{"", "Storing signatures", strings.Repeat("AB12", 16), id[:63], "sha256:" + id} {
+		if isImageID(notID) {
+			t.Errorf("isImageID(%q) = true", notID)
+		}
+	}
+}

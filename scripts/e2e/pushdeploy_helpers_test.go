@@ -70,7 +70,8 @@ spec:
   healthCheck:
     exec:
       command: ["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:%d/"]
-    periodSeconds: 1
+    initialDelaySeconds: 1
+    periodSeconds: 5
 `, port, port),
 	}
 }
@@ -121,6 +122,9 @@ func startPushClusterFrom(t testing.TB, clusterFile string, cfg *gitRemote, podm
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the end of %s's kat-agent log:\n%s", c.Node, c.Tail(60))
+		}
 		if c.Running() {
 			if err := c.Stop(30 * time.Second); err != nil {
 				t.Errorf("stop kat-agent: %v\n%s", err, c.Tail(20))
@@ -239,16 +243,20 @@ func servingPorts(d *api.WorkloadDetail) []int {
 
 // prober watches a workload from outside during a rollout: one goroutine
 // keeps learning the published ports of its running instances from the
-// workload status API (what katcall status shows), another sends GET / to every port learnt so far every
-// 50ms. A round in which no port answers 200 is a gap.
+// workload status API (what katcall status shows) every 50ms, another sends
+// GET / to every port learnt so far every 20ms. A round in which no port
+// answers 200 is a gap. (Polling more often takes enough of a 2-core
+// machine's CPU to slow what is measured by half.)
 type prober struct {
 	mu     sync.Mutex
 	ports  map[int]bool
 	rounds int
 	gaps   []string
 	bodies []string // distinct bodies, in the order first seen
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// firstSeen is when each body was first served.
+	firstSeen map[string]time.Time
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 func startProber(t testing.TB, c *Cluster, ref string) *prober {
@@ -257,7 +265,7 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &prober{ports: map[int]bool{}}
+	p := &prober{ports: map[int]bool{}, firstSeen: map[string]time.Time{}}
 	for _, port := range servingPorts(d) {
 		p.ports[port] = true
 	}
@@ -271,9 +279,9 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
-		// Follow the instances' ports as a client would, every 20ms:
+		// Follow the instances' ports as a client would, every 50ms:
 		// polling without a pause would take a core from what is measured.
-		tick := time.NewTicker(20 * time.Millisecond)
+		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for ctx.Err() == nil {
 			if d, err := client.WorkloadStatus(ctx, ns, name); err == nil {
@@ -293,7 +301,7 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 		defer p.wg.Done()
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}}
-		tick := time.NewTicker(10 * time.Millisecond) // as often as the by-hand deploy looks
+		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
@@ -327,9 +335,11 @@ func startProber(t testing.TB, c *Cluster, ref string) *prober {
 			if len(served) == 0 {
 				p.gaps = append(p.gaps, time.Now().Format(time.StampMilli)+": "+strings.Join(errs, "; "))
 			}
+			now := time.Now()
 			for _, body := range served {
 				if !slices.Contains(p.bodies, body) {
 					p.bodies = append(p.bodies, body)
+					p.firstSeen[body] = now
 				}
 			}
 			p.mu.Unlock()
@@ -367,6 +377,16 @@ func (p *prober) waitBody(t testing.TB, body string, timeout time.Duration) {
 		}
 		return fmt.Errorf("served so far: %q", p.bodies)
 	})
+}
+
+// servedAt waits (up to timeout) until the prober has seen body served and
+// returns when it first saw it, whenever this wait noticed.
+func (p *prober) servedAt(t testing.TB, body string, timeout time.Duration) time.Time {
+	t.Helper()
+	p.waitBody(t, body, timeout)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.firstSeen[body]
 }
 
 // waitRounds waits (up to timeout) until the prober has run n more rounds.

@@ -416,11 +416,31 @@ func (p *prober) stop() (int, []string, []string) {
 // agent logged for commit since start, as offsets from start: where the
 // time between a push and serving goes.
 func hopTimeline(c *Cluster, commit string, start time.Time) string {
-	b, err := os.ReadFile(c.LogPath())
+	hs, err := hops(c, commit, start)
 	if err != nil {
 		return err.Error()
 	}
-	var parts []string
+	parts := make([]string, 0, len(hs))
+	for _, h := range hs {
+		parts = append(parts, fmt.Sprintf("%s +%dms", h.name, h.at.Milliseconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// hop is one hop line: its name and when, from a start.
+type hop struct {
+	name string
+	at   time.Duration
+}
+
+// hops returns the hops the agent logged for commit since start (and the
+// removals of old instances), in the log's order.
+func hops(c *Cluster, commit string, start time.Time) ([]hop, error) {
+	b, err := os.ReadFile(c.LogPath())
+	if err != nil {
+		return nil, err
+	}
+	var out []hop
 	for line := range strings.Lines(string(b)) {
 		var l struct {
 			Time   time.Time `json:"time"`
@@ -433,7 +453,21 @@ func hopTimeline(c *Cluster, commit string, start time.Time) string {
 		if l.Commit != "" && l.Commit != commit && l.Hop != "old-stopped" {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s +%dms", l.Hop, l.Time.Sub(start).Milliseconds()))
+		out = append(out, hop{name: l.Hop, at: l.Time.Sub(start)})
 	}
-	return strings.Join(parts, ", ")
+	return out, nil
+}
+
+// between returns the time from the first hop named from to the first
+// named to after it, and whether both are there.
+func between(hs []hop, from, to string) (time.Duration, bool) {
+	i := slices.IndexFunc(hs, func(h hop) bool { return h.name == from })
+	if i < 0 {
+		return 0, false
+	}
+	j := slices.IndexFunc(hs[i:], func(h hop) bool { return h.name == to })
+	if j < 0 {
+		return 0, false
+	}
+	return hs[i+j].at - hs[i].at, true
 }

@@ -160,19 +160,58 @@ func (s *Etcd) List(ctx context.Context, prefix string) ([]KV, error) {
 //	kvs, rev, err := s.ListWithRevision(ctx, "/kat/nodes/")
 //	events, err := s.Watch(ctx, "/kat/nodes/", rev+1)
 func (s *Etcd) ListWithRevision(ctx context.Context, prefix string) ([]KV, int64, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, 0, fmt.Errorf("list prefix %q: %w", prefix, err)
-	}
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	kvs := []KV{}
+	rev, err := s.Scan(ctx, prefix, func(kv KV) error {
+		kvs = append(kvs, kv)
+		return nil
+	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("list prefix %q: %w", prefix, err)
+		return nil, 0, err
 	}
-	kvs := make([]KV, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		kvs = append(kvs, fromPB(kv))
+	return kvs, rev, nil
+}
+
+// scanPage is how many keys one read of a Scan returns at most: a listing
+// of thousands of workloads' manifests arrives in pieces of bounded size
+// instead of one response that holds them all at once.
+const scanPage = 500
+
+// Scan calls fn for every key that starts with prefix, sorted by key, all
+// read at one store revision, which it returns. The keys are read scanPage
+// at a time, so a caller that keeps only what it needs holds no more than a
+// page. An error from fn stops the scan and is returned.
+func (s *Etcd) Scan(ctx context.Context, prefix string, fn func(KV) error) (int64, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, fmt.Errorf("list prefix %q: %w", prefix, err)
 	}
-	return kvs, resp.Header.Revision, nil
+	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	if prefix == "" {
+		key, end = "\x00", "\x00" // the whole store: every key from the first
+	}
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(scanPage),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev)) // the later pages at the first one's revision
+		}
+		resp, err := s.cli.Get(ctx, key, opts...)
+		if err != nil {
+			return 0, fmt.Errorf("list prefix %q: %w", prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if err := fn(fromPB(kv)); err != nil {
+				return 0, err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00" // the next key after the page's last
+	}
 }
 
 // Revision returns the current store revision.

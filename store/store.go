@@ -130,6 +130,10 @@ type StateStore interface {
 	// ListWithRevision is List that also returns the store revision the
 	// listing reflects: Watch from that revision + 1 misses no change.
 	ListWithRevision(ctx context.Context, prefix string) ([]KV, int64, error)
+	// Scan calls fn for every key that starts with prefix, sorted by key,
+	// all at one store revision, which it returns, without holding them all
+	// at once. An error from fn stops the scan and is returned.
+	Scan(ctx context.Context, prefix string, fn func(KV) error) (int64, error)
 	// Watch streams changes to a key, or to a prefix when keyOrPrefix ends in
 	// "/", from startRevision (0: from now). The channel is closed when ctx
 	// ends.

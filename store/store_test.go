@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -163,6 +164,56 @@ func TestList(t *testing.T) {
 				t.Fatalf("list revision %d, store revision %d", rev, cur)
 			}
 		})
+	}
+}
+
+// TestScanPagesAtOneRevision: a scan longer than a page sees every key in
+// order, all at the revision it started at, whatever is written meanwhile,
+// and stops at fn's error.
+func TestScanPagesAtOneRevision(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := testCtx(t)
+	const n = 1234 // two full pages and a part
+	var want []string
+	for i := 0; i < n; i += 100 {
+		var ops []store.Op
+		for j := i; j < min(i+100, n); j++ {
+			k := fmt.Sprintf("/s/k%04d", j)
+			want = append(want, k)
+			ops = append(ops, store.Op{Type: store.OpPut, Key: k, Value: []byte("v" + k)})
+		}
+		if ok, err := st.DoTransaction(ctx, nil, ops, nil); err != nil || !ok {
+			t.Fatalf("write keys: %v, %v", ok, err)
+		}
+	}
+	before, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	rev, err := st.Scan(ctx, "/s/", func(kv store.KV) error {
+		if len(got) == 0 {
+			// Written after the scan's first page was read: not seen.
+			mustPut(t, st, "/s/k1000", "changed")
+			mustPut(t, st, "/s/zzz", "new")
+		}
+		if string(kv.Value) != "v"+kv.Key {
+			t.Errorf("value of %q = %q, want the one at the scan's revision", kv.Key, kv.Value)
+		}
+		got = append(got, kv.Key)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) || rev != before {
+		t.Fatalf("scan saw %d keys (first %q, last %q) at revision %d; want %d keys at %d", len(got), got[0], got[len(got)-1], rev, n, before)
+	}
+	stop := errors.New("enough")
+	calls := 0
+	if _, err := st.Scan(ctx, "/s/", func(store.KV) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+		t.Fatalf("scan whose fn fails: %v after %d calls, want %v after 1", err, calls, stop)
 	}
 }
 

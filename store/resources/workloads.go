@@ -319,8 +319,23 @@ func (r *Repo) ListWorkloads(ctx context.Context, ns string) ([]Workload, error)
 	if ns != "" {
 		desired, status = prefixDesired+ns+"/", prefixStatus+ns+"/"
 	}
-	kvs, err := r.st.List(ctx, desired)
-	if err != nil {
+	// The desired state's keys are mostly manifests: scanned a page at a
+	// time, only the metas are kept.
+	var out []Workload
+	var names []string
+	if _, err := r.st.Scan(ctx, desired, func(kv store.KV) error {
+		wns, name, ok := splitDesiredMeta(kv.Key)
+		if !ok {
+			return nil
+		}
+		var w Workload
+		if err := json.Unmarshal(kv.Value, &w.Meta); err != nil {
+			return fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		out = append(out, w)
+		names = append(names, wns+"/"+name)
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("list workloads: %w", err)
 	}
 	stKVs, err := r.st.List(ctx, status)
@@ -331,22 +346,12 @@ func (r *Repo) ListWorkloads(ctx context.Context, ns string) ([]Workload, error)
 	for _, kv := range stKVs {
 		statuses[strings.TrimPrefix(kv.Key, prefixStatus)] = kv.Value
 	}
-	var out []Workload
-	for _, kv := range kvs {
-		wns, name, ok := splitDesiredMeta(kv.Key)
-		if !ok {
-			continue
-		}
-		var w Workload
-		if err := json.Unmarshal(kv.Value, &w.Meta); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
-		}
-		if b, ok := statuses[wns+"/"+name]; ok {
-			if err := json.Unmarshal(b, &w.Status); err != nil {
-				return nil, fmt.Errorf("decode status of %s/%s: %w", wns, name, err)
+	for i := range out {
+		if b, ok := statuses[names[i]]; ok {
+			if err := json.Unmarshal(b, &out[i].Status); err != nil {
+				return nil, fmt.Errorf("decode status of %s: %w", names[i], err)
 			}
 		}
-		out = append(out, w)
 	}
 	return out, nil
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// writeJSONList writes items, each converted by conv, as one JSON array
+// indented as writeJSON would, encoding one item at a time: a list of
+// thousands of workloads is never a buffer (and an indented copy of it) of
+// its whole size.
+func writeJSONList[T, U any](w http.ResponseWriter, status int, items []T, conv func(T) U) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if len(items) == 0 {
+		_, _ = io.WriteString(w, "[]\n")
+		return
+	}
+	bw := bufio.NewWriterSize(w, 32<<10)
+	var item bytes.Buffer
+	enc := json.NewEncoder(&item)
+	enc.SetIndent("  ", "  ")
+	for i, it := range items {
+		item.Reset()
+		if err := enc.Encode(conv(it)); err != nil {
+			return
+		}
+		sep := ",\n  "
+		if i == 0 {
+			sep = "[\n  "
+		}
+		_, _ = bw.WriteString(sep)
+		_, _ = bw.Write(bytes.TrimSuffix(item.Bytes(), []byte("\n")))
+	}
+	_, _ = bw.WriteString("\n]\n")
+	_ = bw.Flush()
 }
 
 func writeError(w http.ResponseWriter, e *api.Error) {

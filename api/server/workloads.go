@@ -53,7 +53,7 @@ func (s *Server) listAllWorkloads(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPIWorkloads(ws))
+	writeJSONList(w, http.StatusOK, ws, toAPIWorkload)
 }
 
 func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +70,7 @@ func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPIWorkloads(ws))
+	writeJSONList(w, http.StatusOK, ws, toAPIWorkload)
 }
 
 func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) {

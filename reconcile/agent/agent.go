@@ -141,9 +141,8 @@ type Agent struct {
 	assigned   map[string]assignedInstance
 	containers map[string]runtime.ContainerStatus // by instance ID, or "container:"+ID without one
 	state      map[string]instanceState
-	busy       map[string]bool
-	// removing holds the instances whose busy step is a removal.
-	removing   map[string]bool
+	// busy holds the step in flight of each instance that has one.
+	busy       map[string]stepKind
 	probing    map[string]bool
 	runtimeErr error
 	// hostErr is CheckHost's last error; hostDirty asks for a new check.
@@ -216,7 +215,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		probes:   make(chan struct{}, cfg.MaxConcurrentSteps),
 		listNow:  make(chan struct{}, 1),
 		assigned: map[string]assignedInstance{}, containers: map[string]runtime.ContainerStatus{},
-		state: map[string]instanceState{}, busy: map[string]bool{}, removing: map[string]bool{}, probing: map[string]bool{},
+		state: map[string]instanceState{}, busy: map[string]stepKind{}, probing: map[string]bool{},
 		stepped: map[string]steppedContainer{}, images: map[string]bool{}, reserved: map[int]string{},
 	}, nil
 }
@@ -389,7 +388,7 @@ func (ag *Agent) listsAfter(ev runtime.Event) bool {
 	}
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
-	return !ag.removing[id]
+	return ag.busy[id] != stepRemove
 }
 
 // listContainers lists the node's containers and applies the listing,
@@ -460,7 +459,7 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 		}
 	}
 	for _, id := range keys {
-		if ag.busy[id] {
+		if _, busy := ag.busy[id]; busy {
 			continue
 		}
 		ai, isAssigned := ag.assigned[id]
@@ -472,8 +471,7 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 		ag.state[id] = st
 		switch step {
 		case stepCreate, stepStart, stepRemove:
-			ag.busy[id] = true
-			ag.removing[id] = step == stepRemove
+			ag.busy[id] = step
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -499,7 +497,7 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 	for id := range ag.state {
 		_, a := ag.assigned[id]
 		_, c := ag.containers[id]
-		if !a && !c && !ag.busy[id] {
+		if _, busy := ag.busy[id]; !a && !c && !busy {
 			delete(ag.state, id)
 		}
 	}
@@ -627,7 +625,6 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 		}
 	}
 	delete(ag.busy, id)
-	delete(ag.removing, id)
 	ag.mu.Unlock()
 	if !known && ctx.Err() == nil {
 		// A failed step left the container in a state only a listing

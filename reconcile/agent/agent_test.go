@@ -436,13 +436,13 @@ func TestListsAfter(t *testing.T) {
 	t.Parallel()
 	e := newAgentEnv(t)
 	ag := e.idle()
-	ag.removing["web-2"] = true
+	ag.busy["web-2"] = stepRemove
 	for _, tc := range []struct {
 		action, instance string
 		want             bool
 	}{
 		{action: runtime.ActionCreate, instance: "web-1"},
-		{action: "init", instance: "web-1"},
+		{action: runtime.ActionInit, instance: "web-1"},
 		{action: runtime.ActionStart, instance: "web-1"},
 		{action: "exec", instance: "web-1"},
 		{action: "exec_died", instance: "web-1"},

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -363,8 +364,7 @@ type afterStep func(ctx context.Context, log io.Writer) string
 func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io.Writer, src *source) (string, []afterStep, error) {
 	reg := req.RegistryPath()
 	cacheRef := ""
-	// pulled carries the cache pull's image ID, "" on a miss.
-	var pulled chan string
+	var pulled chan cachePull
 	var pullLog bytes.Buffer
 	if reg != "" {
 		cacheRef = reg + ":" + short(req.Commit)
@@ -374,38 +374,31 @@ func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io
 		case probeMissing:
 			fmt.Fprintf(log, "cache miss: %s\n", why)
 		case probePresent:
-			if id, ok := b.pullCache(ctx, cacheRef, log); ok {
-				return b.useCache(ctx, cacheRef, id, rec, log)
+			if p := b.pullCache(ctx, cacheRef, log); p.ok {
+				return b.useCache(ctx, cacheRef, p.id, rec, log)
 			}
 		default:
 			// Let the pull tell, while the clone goes on.
-			pulled = make(chan string, 1)
+			pulled = make(chan cachePull, 1)
 			pctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			go func() {
-				id, ok := b.pullCache(pctx, cacheRef, &pullLog)
-				if !ok {
-					id = ""
-				}
-				pulled <- id
-			}()
+			go func() { pulled <- b.pullCache(pctx, cacheRef, &pullLog) }()
 		}
 	}
-	// hit waits for the pull, copies its log in and returns the image's
-	// ID, "" on a miss.
-	hit := func() string {
+	// hit waits for the pull and copies its log in.
+	hit := func() cachePull {
 		if pulled == nil {
-			return ""
+			return cachePull{}
 		}
-		id := <-pulled
+		p := <-pulled
 		pulled = nil
 		_, _ = log.Write(pullLog.Bytes())
-		return id
+		return p
 	}
 
 	src.wait(ctx)
-	if id := hit(); id != "" {
-		return b.useCache(ctx, cacheRef, id, rec, log)
+	if p := hit(); p.ok {
+		return b.useCache(ctx, cacheRef, p.id, rec, log)
 	}
 	_, _ = log.Write(src.log.Bytes())
 	rec.Shallow = src.shallow
@@ -506,7 +499,7 @@ func (b *Builder) useCache(ctx context.Context, cacheRef, id string, rec *Record
 	fmt.Fprintf(log, "cache hit: %s\n", cacheRef)
 	rec.ImageID = id
 	var err error
-	if !isImageID(id) {
+	if !imageIDRE.MatchString(id) {
 		// Not what podman pull prints last: ask.
 		rec.ImageID, err = b.pm.imageID(ctx, rec.Image)
 	}
@@ -519,18 +512,8 @@ func (b *Builder) useCache(ctx context.Context, cacheRef, id string, rec *Record
 	return StageBuild, []afterStep{untag}, err
 }
 
-// isImageID reports whether s is a full image ID: 64 lowercase hex digits.
-func isImageID(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+// imageIDRE matches a full image ID: 64 lowercase hex digits.
+var imageIDRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // lastLine is a writer that keeps the last non-empty line written to it.
 type lastLine struct {
@@ -560,16 +543,24 @@ func (l *lastLine) String() string {
 	return string(l.line)
 }
 
-// pullCache tries to pull cacheRef from the cache registry and reports
-// whether it did, with the image's ID (the last line podman pull prints).
-func (b *Builder) pullCache(ctx context.Context, cacheRef string, log io.Writer) (string, bool) {
+// cachePull is the outcome of a pull from the cache registry.
+type cachePull struct {
+	// ok is true when the image was pulled.
+	ok bool
+	// id is the last line podman pull printed: the image's ID, unless
+	// something else came last.
+	id string
+}
+
+// pullCache tries to pull cacheRef from the cache registry.
+func (b *Builder) pullCache(ctx context.Context, cacheRef string, log io.Writer) cachePull {
 	args := append([]string{"pull"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
 	var out lastLine
 	if err := b.pm.stream(ctx, io.MultiWriter(log, &out), append(args, "--", cacheRef)...); err != nil {
 		fmt.Fprintf(log, "cache miss: %v\n", err)
-		return "", false
+		return cachePull{}
 	}
-	return strings.TrimPrefix(out.String(), "sha256:"), true
+	return cachePull{ok: true, id: strings.TrimPrefix(out.String(), "sha256:")}
 }
 
 // housekeeping prunes the logs and images of a workload after a build,

@@ -342,13 +342,13 @@ func TestLastLine(t *testing.T) {
 				t.Fatalf("Write(%q) = %d, %v", w, n, err)
 			}
 		}
-		if got := l.String(); got != id || !isImageID(got) {
+		if got := l.String(); got != id || !imageIDRE.MatchString(got) {
 			t.Errorf("writes %q: last line %q, want the ID %q", writes, got, id)
 		}
 	}
 	for _, notID := range []string{"", "Storing signatures", strings.Repeat("AB12", 16), id[:63], "sha256:" + id} {
-		if isImageID(notID) {
-			t.Errorf("isImageID(%q) = true", notID)
+		if imageIDRE.MatchString(notID) {
+			t.Errorf("%q taken for an image ID", notID)
 		}
 	}
 }

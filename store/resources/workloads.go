@@ -319,10 +319,17 @@ func (r *Repo) ListWorkloads(ctx context.Context, ns string) ([]Workload, error)
 	if ns != "" {
 		desired, status = prefixDesired+ns+"/", prefixStatus+ns+"/"
 	}
+	stKVs, err := r.st.List(ctx, status)
+	if err != nil {
+		return nil, fmt.Errorf("list workload status: %w", err)
+	}
+	statuses := make(map[string][]byte, len(stKVs))
+	for _, kv := range stKVs {
+		statuses[strings.TrimPrefix(kv.Key, prefixStatus)] = kv.Value
+	}
 	// The desired state's keys are mostly manifests: scanned a page at a
 	// time, only the metas are kept.
 	var out []Workload
-	var names []string
 	if _, err := r.st.Scan(ctx, desired, func(kv store.KV) error {
 		wns, name, ok := splitDesiredMeta(kv.Key)
 		if !ok {
@@ -332,26 +339,15 @@ func (r *Repo) ListWorkloads(ctx context.Context, ns string) ([]Workload, error)
 		if err := json.Unmarshal(kv.Value, &w.Meta); err != nil {
 			return fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
+		if b, ok := statuses[wns+"/"+name]; ok {
+			if err := json.Unmarshal(b, &w.Status); err != nil {
+				return fmt.Errorf("decode status of %s/%s: %w", wns, name, err)
+			}
+		}
 		out = append(out, w)
-		names = append(names, wns+"/"+name)
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("list workloads: %w", err)
-	}
-	stKVs, err := r.st.List(ctx, status)
-	if err != nil {
-		return nil, fmt.Errorf("list workload status: %w", err)
-	}
-	statuses := make(map[string][]byte, len(stKVs))
-	for _, kv := range stKVs {
-		statuses[strings.TrimPrefix(kv.Key, prefixStatus)] = kv.Value
-	}
-	for i := range out {
-		if b, ok := statuses[names[i]]; ok {
-			if err := json.Unmarshal(b, &out[i].Status); err != nil {
-				return nil, fmt.Errorf("decode status of %s: %w", names[i], err)
-			}
-		}
 	}
 	return out, nil
 }

@@ -81,12 +81,11 @@ func (p *Podman) createOrRun(ctx context.Context, spec ContainerSpec, verb strin
 	// Explicit maps (spec.IDMap) skip the queue: only auto allocation
 	// deadlocks.
 	if userns := p.userNS(&spec); spec.IDMap == nil && (userns == "auto" || strings.HasPrefix(userns, "auto:")) {
-		select {
-		case p.autoCreate <- struct{}{}:
-			defer func() { <-p.autoCreate }()
-		case <-ctx.Done():
-			return "", fmt.Errorf("%s container %s: wait for another create: %w", verb, spec.Name, ctx.Err())
+		release, err := p.autoCreate.acquire(ctx)
+		if err != nil {
+			return "", fmt.Errorf("%s container %s with --userns=auto: %w", verb, spec.Name, err)
 		}
+		defer release()
 	}
 	args := p.createArgs(&spec)
 	if verb == "run" {

@@ -62,8 +62,9 @@
 // containers run with --userns=auto: podman picks a range from the same
 // entries. Either way container root is an unprivileged host uid, never host
 // root. Podman 4.3.1 can deadlock when several --userns=auto creates run at
-// once, so the driver runs those one at a time; creates with explicit maps
-// run in parallel.
+// once, even from different processes, so the driver runs those one at a
+// time on the host (a flock of PodmanConfig.AutoUserNSLock); creates with
+// explicit maps run in parallel.
 //
 // # Errors
 //

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +37,9 @@ exit $(cat "$FAKE_DIR/rc" 2>/dev/null || echo 0)
 	must(t, os.WriteFile(bin, []byte(script), 0o755))
 	t.Setenv("FAKE_DIR", dir)
 	cfg.Binary = bin
+	if cfg.AutoUserNSLock == "" {
+		cfg.AutoUserNSLock = filepath.Join(dir, "lock", "userns-auto.lock")
+	}
 	return &fakePodman{dir: dir, pm: NewPodman(cfg)}
 }
 
@@ -315,9 +320,10 @@ func TestEventsFromFakePodman(t *testing.T) {
 	}
 }
 
-// TestAutoUserNSCreatesRunOneAtATime checks that the driver never runs two
-// `podman create --userns auto` at once (podman 4.3.1 can deadlock then): the
-// fake fails when it finds another create running.
+// TestAutoUserNSCreatesRunOneAtATime checks that no two `podman create
+// --userns auto` run at once (podman 4.3.1 can deadlock then), whether they
+// come from one driver or from two (as from two processes): the fake fails
+// when it finds another create running.
 func TestAutoUserNSCreatesRunOneAtATime(t *testing.T) {
 	f := newFakePodman(t, PodmanConfig{})
 	script := `#!/bin/sh
@@ -327,11 +333,16 @@ rmdir "$FAKE_DIR/busy"
 echo 0123abcd
 `
 	must(t, os.WriteFile(f.pm.cfg.Binary, []byte(script), 0o755))
+	other := NewPodman(f.pm.Config()) // another driver: its own queue, the same lock file
 	ctx := context.Background()
 	errs := make(chan error, 6)
 	for i := range cap(errs) {
+		pm := f.pm
+		if i%2 == 1 {
+			pm = other
+		}
 		go func() {
-			_, err := f.pm.CreateContainer(ctx, ContainerSpec{Name: "c" + strconv.Itoa(i), Image: "i"})
+			_, err := pm.CreateContainer(ctx, ContainerSpec{Name: "c" + strconv.Itoa(i), Image: "i"})
 			errs <- err
 		}()
 	}
@@ -340,20 +351,60 @@ echo 0123abcd
 			t.Error(err)
 		}
 	}
-	// Creates with an explicit id map do not queue: with the queue held,
-	// one still runs.
-	f.pm.autoCreate <- struct{}{}
-	if _, err := f.pm.CreateContainer(ctx, ContainerSpec{Name: "mapped", Image: "i", IDMap: &IDMap{HostBase: 100000}}); err != nil {
-		t.Fatalf("explicit-map create while an auto create runs: %v", err)
+}
+
+// TestAutoUserNSLockHeldByAnotherProcess: while another process holds the
+// lock file, an auto create waits (and gives up when its context ends,
+// saying on what), a create with an explicit map does not, and the waiter
+// goes on once that process is killed.
+func TestAutoUserNSLockHeldByAnotherProcess(t *testing.T) {
+	flock, err := exec.LookPath("flock")
+	if err != nil {
+		t.Skip("flock(1) (util-linux) is not installed")
 	}
-	<-f.pm.autoCreate
-	// A context that ends while waiting gives up with its error.
-	f.pm.autoCreate <- struct{}{}
-	defer func() { <-f.pm.autoCreate }()
-	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	f := newFakePodman(t, PodmanConfig{})
+	f.answer(t, "0123abcd\n", "", 0)
+	lock := f.pm.Config().AutoUserNSLock
+	must(t, os.MkdirAll(filepath.Dir(lock), 0o755))
+	holder := exec.Command(flock, "--close", lock, "sh", "-c", "echo held; exec sleep 60")
+	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so that its sleep dies with it
+	out, err := holder.StdoutPipe()
+	must(t, err)
+	must(t, holder.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-holder.Process.Pid, syscall.SIGKILL); _ = holder.Wait() })
+	if _, err := out.Read(make([]byte, 5)); err != nil {
+		t.Fatalf("flock holder: %v", err)
+	}
+
+	ctx := context.Background()
+	if _, err := f.pm.CreateContainer(ctx, ContainerSpec{Name: "mapped", Image: "i", IDMap: &IDMap{HostBase: 100000}}); err != nil {
+		t.Fatalf("explicit-map create while another process holds the lock: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := f.pm.CreateContainer(short, ContainerSpec{Name: "late", Image: "i"}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("create waiting past its deadline: got %v", err)
+	_, err = f.pm.CreateContainer(short, ContainerSpec{Name: "late", Image: "i"})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), lock) {
+		t.Fatalf("auto create past its deadline: got %v, want a deadline error naming %s", err, lock)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.pm.CreateContainer(ctx, ContainerSpec{Name: "waiter", Image: "i"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("auto create ran while the lock was held: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	must(t, holder.Process.Kill())
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("auto create after the holder died: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("auto create still waiting 10s after the lock holder was killed")
 	}
 }
 

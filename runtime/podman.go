@@ -33,6 +33,12 @@ type PodmanConfig struct {
 	// DefaultUserNS is the --userns of a ContainerSpec that names none.
 	// Default "auto": container root is never host root.
 	DefaultUserNS string
+	// AutoUserNSLock is the file every create with --userns=auto locks, so
+	// that such creates run one at a time across processes (podman 4.3.1
+	// deadlocks otherwise). Drivers meant to exclude each other must name
+	// the same file. Default /run/kat/podman-userns-auto.lock for root,
+	// else under $XDG_RUNTIME_DIR (or the temporary directory).
+	AutoUserNSLock string
 	// ExtraArgs are further global arguments put before every podman
 	// subcommand. Default none.
 	ExtraArgs []string
@@ -49,10 +55,10 @@ type PodmanConfig struct {
 // command whose context ends, which frees podman's locks.
 type Podman struct {
 	cfg PodmanConfig
-	// autoCreate lets one `podman create --userns=auto` run at a time:
-	// podman 4.3.1 can hang for good, holding every storage lock, when
-	// several allocate auto user namespaces at once.
-	autoCreate chan struct{}
+	// autoCreate lets one `podman create --userns=auto` run at a time on
+	// the host: podman 4.3.1 can hang for good, holding every storage
+	// lock, when several allocate auto user namespaces at once.
+	autoCreate *autoUserNSLock
 }
 
 var _ ContainerRuntime = (*Podman)(nil)
@@ -68,7 +74,10 @@ func NewPodman(cfg PodmanConfig) *Podman {
 	if cfg.WaitDelay == 0 {
 		cfg.WaitDelay = 5 * time.Second
 	}
-	return &Podman{cfg: cfg, autoCreate: make(chan struct{}, 1)}
+	if cfg.AutoUserNSLock == "" {
+		cfg.AutoUserNSLock = defaultAutoUserNSLockPath()
+	}
+	return &Podman{cfg: cfg, autoCreate: newAutoUserNSLock(cfg.AutoUserNSLock)}
 }
 
 // Config returns the configuration with defaults filled in.

@@ -446,7 +446,14 @@ func TestPodmanRejectsBadSpecs(t *testing.T) {
 func TestPodmanSeparateStorage(t *testing.T) {
 	pm, mark := podmanForTest(t)
 	ctx := testCtx(t)
-	dir := t.TempDir()
+	// Not t.TempDir: conmon's `podman container cleanup` may still write
+	// into the run root after the container is removed, so removing the
+	// directory is retried until it holds.
+	dir, err := os.MkdirTemp("", "kat-separate-storage-") //nolint:usetesting // see above
+	must(t, err)
+	t.Cleanup(func() {
+		poll.UntilErr(t, 30*time.Second, "remove the separate storage "+dir, func() error { return os.RemoveAll(dir) })
+	})
 	own := NewPodman(PodmanConfig{Root: dir + "/storage", RunRoot: dir + "/run", TmpDir: dir + "/tmp"})
 	if ok, err := own.ImageExists(ctx, baseImage); err != nil || ok {
 		t.Fatalf("fresh storage has the base image (%v) or fails: %v", ok, err)

@@ -31,7 +31,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	ids, idErr := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
 	var idRange *runtime.SubIDRange
 	if idErr != nil {
-		log.Warn().Err(idErr).Msg("no sub-id range for user containers: every container gets podman's --userns=auto, replicas sharing a volume lose write access to it, and nothing can be built; run scripts/install-prereqs.sh")
+		log.Warn().Err(idErr).Msg("no sub-id range for user containers: no container can be created and nothing can be built; run scripts/install-prereqs.sh and restart the agent")
 	} else {
 		idRange = &ids
 		log.Info().Int64("start", ids.Start).Int64("count", ids.Count).Msg("workload user namespaces from the containers sub-id range")
@@ -58,7 +58,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts,
-		BuildSpec: agent.NewSpecBuilder(n.state.NodeName, volumes, idRange, log), CheckHost: rt.CheckHost,
+		BuildSpec: agent.NewSpecBuilder(n.state.NodeName, volumes, idRange), CheckHost: rt.CheckHost,
 		OnChange: func() { reconcile.Poke(beat) },
 		Logger:   log,
 	})

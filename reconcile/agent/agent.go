@@ -47,9 +47,9 @@ const listTimeout = time.Minute
 // CPU-bound and serialised by Podman's locks in part: measured on a 2-core
 // host (bench:agent, 50 runs), two at once start containers 10% faster than
 // one after another, while four at once cost each run 0.6 s of CPU against
-// 0.35 s and end slower. Podman 4.3 runs them safely at once when each
-// container has an explicit uid map (creates with --userns=auto are queued
-// one at a time by the runtime driver).
+// 0.35 s and end slower. Podman 4.3 runs them safely at once because each
+// container has an explicit uid map (NewSpecBuilder never asks for
+// --userns=auto).
 func DefaultMaxConcurrentSteps() int { return min(max(goruntime.NumCPU(), 2), 4) }
 
 // stepTimeout bounds one step (a pull, create and start, or a restart).

@@ -1,7 +1,8 @@
 package agent
 
 import (
-	"github.com/rs/zerolog"
+	"errors"
+	"fmt"
 
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -10,25 +11,24 @@ import (
 
 // NewSpecBuilder returns the SpecBuilder of a node: it maps an assignment to
 // its container with runtime.ContainerSpecFor, creating the host side of its
-// volumes first (under volumeBase). An assignment with a user namespace slot
-// gets its workload's explicit id map from ids, so every instance of the
-// workload shares the map and its volumes; without a slot, or with ids nil,
-// the container gets Podman's --userns=auto. Either way container root is
-// never host root.
-func NewSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange, log zerolog.Logger) SpecBuilder {
+// volumes first (under volumeBase). Every container gets its workload's
+// explicit id map, the assignment's user namespace slot of ids, so every
+// instance of the workload shares the map and its volumes and container
+// root is never host root. An assignment without a slot, a slot outside
+// ids, or ids nil (the node has no sub-id range) is an error, never
+// Podman's --userns=auto: Podman 4.3.1 hangs when an auto create runs
+// beside other container operations (see runtime.PodmanConfig.AutoUserNSLock).
+func NewSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange) SpecBuilder {
 	return func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 		inst := runtime.Instance{
 			ID: a.InstanceID, Node: node, Generation: a.Generation, SpecHash: a.SpecHash, SourceCommit: a.SourceCommit,
 			Image: a.Image, VolumeBasePath: volumeBase, HostPorts: hostPorts,
 		}
-		if a.UserNSSlot != nil && ids != nil {
-			m, ok := ids.Map(*a.UserNSSlot)
-			if !ok {
-				log.Warn().Str("instance", a.InstanceID).Int("slot", *a.UserNSSlot).Int64("slots", ids.Slots()).
-					Msg("user namespace slot outside the sub-id range: using --userns=auto")
-			}
-			inst.IDMap = m
+		m, err := idMapOf(a, ids)
+		if err != nil {
+			return runtime.ContainerSpec{}, err
 		}
+		inst.IDMap = m
 		vols, err := runtime.VolumePaths(q, inst)
 		if err != nil {
 			return runtime.ContainerSpec{}, err
@@ -38,4 +38,22 @@ func NewSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange, log zerolo
 		}
 		return runtime.ContainerSpecFor(q, inst)
 	}
+}
+
+// ErrNoUserNS means a container cannot be given its workload's uid map.
+var ErrNoUserNS = errors.New("no user namespace for the container")
+
+// idMapOf returns the uid map of a's slot in ids.
+func idMapOf(a resources.Assignment, ids *runtime.SubIDRange) (*runtime.IDMap, error) {
+	switch {
+	case ids == nil:
+		return nil, fmt.Errorf("%w: the node has no sub-id range for user %q in /etc/subuid and /etc/subgid (run scripts/install-prereqs.sh, then restart the agent)", ErrNoUserNS, "containers")
+	case a.UserNSSlot == nil:
+		return nil, fmt.Errorf("%w: assignment %s has no userNSSlot (a leader older than slots wrote it; delete and re-apply the workload)", ErrNoUserNS, a.InstanceID)
+	}
+	m, ok := ids.Map(*a.UserNSSlot)
+	if !ok {
+		return nil, fmt.Errorf("%w: userNSSlot %d of assignment %s is outside the node's sub-id range %d:%d (%d slots)", ErrNoUserNS, *a.UserNSSlot, a.InstanceID, ids.Start, ids.Count, ids.Slots())
+	}
+	return m, nil
 }

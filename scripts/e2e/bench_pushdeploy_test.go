@@ -15,6 +15,7 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/internal/testenv"
+	kruntime "kat.dws.rip/kat/runtime"
 )
 
 // BenchmarkPushToDeploy measures, per new commit of an app repository (a
@@ -238,13 +239,22 @@ func manualDeploy(b testing.TB, url, body string) time.Duration {
 			b.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+	// A uid map as the agent gives a workload (the top slot: no KAT
+	// workload has it), not --userns=auto: Podman 4.3.1 can hang when an
+	// auto create runs beside the agent's container operations.
+	ids, err := kruntime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, _ := ids.Map(int(ids.Slots() - 1))
+	idmap := fmt.Sprintf("0:%d:%d", m.HostBase, kruntime.IDMapSize)
 	start := time.Now()
 	src := filepath.Join(dir, "src")
 	run("git", "clone", "-q", "--depth", "1", url, src)
 	cloned := time.Since(start)
 	run("podman", "build", "-q", "-t", tag, src)
 	built := time.Since(start)
-	run("podman", "run", "-d", "--name", name, "--userns=auto", "-p", fmt.Sprintf("127.0.0.1:%d:8080", port), tag, "httpd", "-f", "-p", "8080", "-h", "/www")
+	run("podman", "run", "-d", "--name", name, "--uidmap", idmap, "--gidmap", idmap, "-p", fmt.Sprintf("127.0.0.1:%d:8080", port), tag, "httpd", "-f", "-p", "8080", "-h", "/www")
 	ran := time.Since(start)
 	client := &http.Client{Timeout: 2 * time.Second}
 	poll.UntilEvery(b, time.Minute, 10*time.Millisecond, fmt.Sprintf("by hand: %q served on port %d", body, port), func() bool {

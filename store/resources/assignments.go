@@ -45,9 +45,9 @@ type Assignment struct {
 	// UserNSSlot is the workload's slot of user namespace ids: its
 	// containers map uid and gid 0 to the start of the node's sub-id range
 	// plus slot times 65536. Every instance of a workload has the same slot
-	// and no two workloads share one while either has assignments. Default
-	// nil (assignments written before slots existed): Podman's
-	// --userns=auto.
+	// and no two workloads share one while either has assignments. The
+	// leader sets it on every assignment it writes; an agent refuses to
+	// run an assignment without one (written before slots existed).
 	UserNSSlot *int `json:"userNSSlot,omitempty"`
 }
 

@@ -25,7 +25,9 @@ func BenchmarkStartContainers(b *testing.B) {
 	var runTime, driverTime, maxRun, maxDriver time.Duration
 	for i := range b.N {
 		name := fmt.Sprintf("kat-rt-bench-%s-run-%d", mark, i)
-		args := append(pm.GlobalArgs(), "run", "-d", "--name", name, "--userns", "auto",
+		m, _ := testIDMap()
+		idmap := fmt.Sprintf("0:%d:%d", m.HostBase, IDMapSize)
+		args := append(pm.GlobalArgs(), "run", "-d", "--name", name, "--uidmap", idmap, "--gidmap", idmap,
 			"--label", LabelManaged+"=true", "--label", testLabel+"="+mark, baseImage, "sleep", "600")
 		start := time.Now()
 		if out, err := exec.Command("podman", args...).CombinedOutput(); err != nil {
@@ -62,6 +64,9 @@ func podmanForBench(b *testing.B) (*Podman, string) {
 	b.Helper()
 	if _, err := exec.LookPath("podman"); err != nil {
 		b.Skip("skipping: podman is not installed (run scripts/install-prereqs.sh as root)")
+	}
+	if _, err := testIDMap(); err != nil {
+		b.Skipf("skipping: %v (scripts/install-prereqs.sh writes it)", err)
 	}
 	pm := NewPodman(PodmanConfig{ExtraArgs: strings.Fields(os.Getenv("KAT_PODMAN_ARGS"))})
 	ok, err := pm.ImageExists(context.Background(), baseImage)

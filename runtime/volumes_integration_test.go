@@ -23,7 +23,8 @@ func TestWorkloadVolumesInContainer(t *testing.T) {
 		`args: ["id -u > /data/who && echo sub > /logs/f && cat /etc/app.conf > /data/conf && (touch /certs/x 2>/dev/null && echo rw || echo ro) > /data/certs"]`,
 	).Replace(testWorkload)
 	q := parseTestWorkload(t, workload, "")
-	inst := Instance{ID: "kat-rt-test-" + mark + "-vol", VolumeBasePath: base, Generation: 1, SpecHash: "abc"}
+	m, _ := testIDMap()
+	inst := Instance{ID: "kat-rt-test-" + mark + "-vol", VolumeBasePath: base, Generation: 1, SpecHash: "abc", IDMap: m}
 	spec, err := ContainerSpecFor(q, inst)
 	if err != nil {
 		t.Fatal(err)

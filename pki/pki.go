@@ -137,9 +137,10 @@ func (ca *CA) Issue(req LeafRequest) (*Leaf, error) {
 }
 
 // SignCSR checks a PEM-encoded certificate signing request and returns a
-// PEM-encoded certificate for it. The common name is forced to commonName, so
-// a requester cannot choose its own identity.
-func (ca *CA) SignCSR(csrPEM []byte, commonName string, validity time.Duration) ([]byte, error) {
+// PEM-encoded certificate for its key. The names (common name, DNS names,
+// IPs) and validity come from req, never from the request: a requester
+// cannot choose its identity, nor claim another node's address.
+func (ca *CA) SignCSR(csrPEM []byte, req LeafRequest) ([]byte, error) {
 	block, _ := pem.Decode(csrPEM)
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
 		return nil, fmt.Errorf("decode csr: %w", ErrInvalidPEM)
@@ -151,9 +152,7 @@ func (ca *CA) SignCSR(csrPEM []byte, commonName string, validity time.Duration) 
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("check csr signature: %w", err)
 	}
-	der, err := ca.sign(LeafRequest{
-		CommonName: commonName, DNSNames: csr.DNSNames, IPs: csr.IPAddresses, Validity: validity,
-	}, csr.PublicKey)
+	der, err := ca.sign(req, csr.PublicKey)
 	if err != nil {
 		return nil, err
 	}
@@ -192,22 +191,38 @@ func (ca *CA) sign(req LeafRequest, pub crypto.PublicKey) ([]byte, error) {
 
 // NewCSR creates a key and a PEM-encoded certificate signing request for it.
 func NewCSR(commonName string, dnsNames []string, ips []net.IP) (csrPEM, keyPEM []byte, err error) {
+	if keyPEM, err = NewKeyPEM(); err != nil {
+		return nil, nil, err
+	}
+	csrPEM, err = CSRForKey(keyPEM, &x509.CertificateRequest{Subject: pkix.Name{CommonName: commonName}, DNSNames: dnsNames, IPAddresses: ips})
+	return csrPEM, keyPEM, err
+}
+
+// NewKeyPEM creates an ECDSA P-256 key, PEM-encoded (PKCS #8).
+func NewKeyPEM() ([]byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("generate key: %w", err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: commonName}, DNSNames: dnsNames, IPAddresses: ips,
-	}, key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("create csr: %w", err)
+		return nil, fmt.Errorf("generate key: %w", err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("encode key: %w", err)
+		return nil, fmt.Errorf("encode key: %w", err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// CSRForKey returns a PEM-encoded certificate signing request of tpl signed
+// with the PEM key keyPEM.
+func CSRForKey(keyPEM []byte, tpl *x509.CertificateRequest) ([]byte, error) {
+	key, err := ParsePrivateKey(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tpl, key)
+	if err != nil {
+		return nil, fmt.Errorf("create csr: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
 }
 
 // ParseCertificate decodes the first PEM certificate in b.

@@ -91,11 +91,11 @@ func TestSignCSRForcesCommonName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	csr, _, err := pki.NewCSR("i-want-to-be-leader", []string{"node-2"}, nil)
+	csr, _, err := pki.NewCSR("i-want-to-be-leader", []string{"leader"}, []net.IP{net.ParseIP("10.0.0.1")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, err := ca.SignCSR(csr, "node-2", 0)
+	certPEM, err := ca.SignCSR(csr, pki.LeafRequest{CommonName: "node-2", DNSNames: []string{"node-2"}, IPs: []net.IP{net.ParseIP("10.0.0.2")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +106,13 @@ func TestSignCSRForcesCommonName(t *testing.T) {
 	if cert.Subject.CommonName != "node-2" {
 		t.Fatalf("common name = %q, want node-2", cert.Subject.CommonName)
 	}
+	if len(cert.DNSNames) != 1 || cert.DNSNames[0] != "node-2" || len(cert.IPAddresses) != 1 || !cert.IPAddresses[0].Equal(net.ParseIP("10.0.0.2")) {
+		t.Fatalf("names %v %v: want the signer's (node-2, 10.0.0.2), never the request's", cert.DNSNames, cert.IPAddresses)
+	}
 	if err := cert.CheckSignatureFrom(ca.Cert); err != nil {
 		t.Fatalf("not signed by the CA: %v", err)
 	}
-	if _, err := ca.SignCSR([]byte("garbage"), "x", 0); err == nil {
+	if _, err := ca.SignCSR([]byte("garbage"), pki.LeafRequest{CommonName: "x"}); err == nil {
 		t.Fatal("SignCSR accepted garbage")
 	}
 }

@@ -27,8 +27,11 @@ type FieldDetail struct {
 
 // Error codes.
 const (
-	CodeBadRequest    = "bad_request"
-	CodeUnauthorized  = "unauthorized"
+	CodeBadRequest   = "bad_request"
+	CodeUnauthorized = "unauthorized"
+	// CodeForbidden answers a request whose credentials do not allow it
+	// (HTTP 403), such as a join with a wrong token.
+	CodeForbidden     = "forbidden"
 	CodeNotFound      = "not_found"
 	CodeConflict      = "conflict"
 	CodeAlreadyExists = "already_exists"

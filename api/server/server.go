@@ -66,6 +66,12 @@ type ServerConfig struct {
 	// AgentTransport reaches agents' APIs (mutual TLS with this node's
 	// certificate), to proxy logs. Default nil: logs are unavailable.
 	AgentTransport http.RoundTripper
+	// CACertPEM is the cluster CA certificate, served to anyone at
+	// api.CACertPath. Default none: not served.
+	CACertPEM []byte
+	// Join admits nodes at api.JoinPath once the server has checked the
+	// join secret and the request. Default nil: joins are not served.
+	Join Joiner
 }
 
 // Server serves the v1alpha1 API.
@@ -138,6 +144,12 @@ func (s *Server) Handler() http.Handler {
 	// Routes without the request timeout: followed logs stream for long.
 	r.With(s.authenticate).Get("/v1alpha1/n/{ns}/workloads/{name}/logs", s.workloadLogs)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/status", s.postNodeStatus)
+	if len(s.cfg.CACertPEM) > 0 {
+		r.Get(api.CACertPath, s.getCA)
+	}
+	if s.cfg.Join != nil {
+		r.With(middleware.Timeout(defaultRequestTimeout)).Post(api.JoinPath, s.postJoin)
+	}
 	r.Route("/v1alpha1", func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Use(middleware.Timeout(defaultRequestTimeout))
@@ -176,11 +188,8 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		addr := httprate.CanonicalizeIP(middleware.GetClientIP(r.Context()))
-		if s.authBlocked(addr) {
-			w.Header().Set("Retry-After", "60")
-			writeError(w, &api.Error{StatusCode: http.StatusTooManyRequests, Code: api.CodeRateLimited,
-				Message: "too many failed authentication attempts from this address; try again in a minute"})
+		addr, blocked := s.refuseBlocked(w, r)
+		if blocked {
 			return
 		}
 		h := r.Header.Get("Authorization")
@@ -202,6 +211,20 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// refuseBlocked answers 429 when the request's address has failed
+// authentication (a token, or a join secret) too often, and returns the
+// address.
+func (s *Server) refuseBlocked(w http.ResponseWriter, r *http.Request) (addr string, blocked bool) {
+	addr = httprate.CanonicalizeIP(middleware.GetClientIP(r.Context()))
+	if !s.authBlocked(addr) {
+		return addr, false
+	}
+	w.Header().Set("Retry-After", "60")
+	writeError(w, &api.Error{StatusCode: http.StatusTooManyRequests, Code: api.CodeRateLimited,
+		Message: "too many failed authentication attempts from this address; try again in a minute"})
+	return addr, true
 }
 
 // authBlocked reports whether addr has failed authentication too often.

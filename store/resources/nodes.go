@@ -50,6 +50,46 @@ func (r *Repo) PutNodeRegistration(ctx context.Context, reg NodeRegistration) er
 	return nil
 }
 
+// ErrNodeNameTaken means a node name is registered to a node of another
+// UID.
+var ErrNodeNameTaken = errors.New("node name taken")
+
+// RegisterJoiningNode records the registration of a node that joins: a new
+// name, or the name of the same node (same UID) joining again, which keeps
+// its first JoinedAt. A name registered to another UID is refused with an
+// error wrapping ErrNodeNameTaken, and nothing is written. Two joins of one
+// name race safely: the write happens only while the registration is as
+// read.
+func (r *Repo) RegisterJoiningNode(ctx context.Context, reg NodeRegistration) error {
+	for {
+		var old NodeRegistration
+		ver, err := r.getJSON(ctx, NodeRegistrationKey(reg.Name), &old)
+		if err != nil {
+			return fmt.Errorf("read node %q: %w", reg.Name, err)
+		}
+		if ver != 0 {
+			if old.UID != reg.UID {
+				return fmt.Errorf("%w: node %q is registered to another node (uid %s, joined %s); choose another --node-name, or remove that node first", ErrNodeNameTaken, reg.Name, old.UID, old.JoinedAt.Format(time.RFC3339))
+			}
+			reg.JoinedAt = old.JoinedAt
+		}
+		op, err := putJSON(NodeRegistrationKey(reg.Name), reg)
+		if err != nil {
+			return err
+		}
+		ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: op.Key, ExpectedVersion: ver}}, []store.Op{op}, nil)
+		if err != nil {
+			return fmt.Errorf("register node %q: %w", reg.Name, err)
+		}
+		if ok {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("register node %q: %w", reg.Name, err)
+		}
+	}
+}
+
 // GetNodeRegistration returns a node's registration.
 func (r *Repo) GetNodeRegistration(ctx context.Context, name string) (*NodeRegistration, error) {
 	var reg NodeRegistration

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// ErrNodeNameTaken is what a Joiner returns when the name a node asks for
+// belongs to another node: the join is answered 409.
+var ErrNodeNameTaken = errors.New("node name taken")
+
+// Joiner signs a joining node's certificate and registers the node. The
+// server calls it only with a checked request whose secret matched.
+type Joiner func(ctx context.Context, req api.JoinRequest) (*api.JoinResponse, error)
+
+// getCA serves the cluster CA certificate to anyone: it is public, and a
+// joining node checks it against its token's fingerprint.
+func (s *Server) getCA(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	_, _ = w.Write(s.cfg.CACertPEM)
+}
+
+// postJoin admits a node that holds the join token's secret. A missing or
+// wrong secret is a 403 that writes nothing and counts as a failed
+// authentication of the address.
+func (s *Server) postJoin(w http.ResponseWriter, r *http.Request) {
+	addr, blocked := s.refuseBlocked(w, r)
+	if blocked {
+		return
+	}
+	body, apiErr := readBody(w, r, max(s.cfg.MaxJSONBytes, 64<<10), jsonBody)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	var req api.JoinRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, badRequest("join request: %v", err))
+		return
+	}
+	hash, err := s.cfg.Repo.JoinTokenHash(r.Context())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if req.Secret == "" || !resources.TokenMatches(hash, req.Secret) {
+		if s.authFailures != nil {
+			s.authFailures.OnLimit(headerSink{}, r, addr)
+		}
+		writeError(w, &api.Error{StatusCode: http.StatusForbidden, Code: api.CodeForbidden,
+			Message: "invalid join token: use the token kat-agent init printed (or katcall token rotate issued last)"})
+		return
+	}
+	if problems := checkJoinRequest(&req); len(problems) > 0 {
+		writeError(w, &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeInvalid,
+			Message: "join request: " + problems[0].Field + ": " + problems[0].Message, Details: problems})
+		return
+	}
+	resp, err := s.cfg.Join(r.Context(), req)
+	switch {
+	case errors.Is(err, ErrNodeNameTaken):
+		writeError(w, &api.Error{StatusCode: http.StatusConflict, Code: api.CodeConflict, Message: err.Error()})
+		return
+	case errors.Is(err, pki.ErrInvalidPEM):
+		writeError(w, badRequest("join request: csr: %v", err))
+		return
+	case err != nil:
+		writeError(w, errorFor(err))
+		return
+	}
+	s.cfg.Logger.Info().Str("node", req.NodeName).Str("address", req.AdvertiseAddress).Str("from", addr).Msg("node joined")
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// checkJoinRequest lists what is wrong with a join request, each problem
+// naming its field.
+func checkJoinRequest(req *api.JoinRequest) []api.FieldDetail {
+	var out []api.FieldDetail
+	bad := func(field, format string, args ...any) {
+		out = append(out, api.FieldDetail{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if !quadlet.IsDNSLabel(req.NodeName) {
+		bad("nodeName", "%q must be a DNS label (lowercase letters, digits and '-')", req.NodeName)
+	}
+	if req.NodeUID == "" || len(req.NodeUID) > 64 {
+		bad("nodeUID", "must be 1 to 64 characters")
+	}
+	if ip := net.ParseIP(req.AdvertiseAddress); ip == nil || ip.IsUnspecified() {
+		bad("advertiseAddress", "%q is not a usable IP address", req.AdvertiseAddress)
+	}
+	if req.AgentPort < 1 || req.AgentPort > 65535 {
+		bad("agentPort", "%d is not a port (1-65535)", req.AgentPort)
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Labels)) {
+		if p := quadlet.LabelKeyProblem(k); p != "" {
+			bad("labels["+strconv.Quote(k)+"]", "%s", p)
+		}
+	}
+	if req.CSR == "" {
+		bad("csr", "is required")
+	}
+	return out
+}

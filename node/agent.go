@@ -27,7 +27,8 @@ func (n *Node) runAgent(ctx context.Context) error {
 	o := n.opts.Agent
 	spec := n.state.Cluster.Spec
 	log := n.log.With().Str("component", "agent").Logger()
-	rt := runtime.NewPodman(runtime.PodmanConfig{Binary: o.Podman, Root: o.PodmanRoot, RunRoot: o.PodmanRunRoot})
+	rt := runtime.NewPodman(runtime.PodmanConfig{Binary: o.Podman, Root: o.PodmanRoot, RunRoot: o.PodmanRunRoot,
+		NetworkConfigDir: o.PodmanNetworkConfigDir, TmpDir: o.PodmanTmpDir})
 	ids, idErr := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
 	var idRange *runtime.SubIDRange
 	if idErr != nil {

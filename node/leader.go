@@ -69,6 +69,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	}
 	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
+		CACertPEM: n.ca.CertPEM, Join: n.admit,
 		NodeLossTimeout: time.Duration(spec.NodeLossTimeoutSeconds) * time.Second,
 		Logger:          n.log.With().Str("component", "api").Logger(),
 	})
@@ -121,6 +122,9 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 		Name: n.state.NodeName, UID: n.state.NodeUID, AdvertiseAddress: n.state.AdvertiseAddress,
 		APIPort: spec.APIPort, AgentPort: spec.AgentPort, JoinedAt: now,
 		Labels: map[string]string{"kat.dws.rip/nodeName": n.state.NodeName},
+	}
+	for k, v := range n.state.Labels {
+		reg.Labels[k] = v
 	}
 	if old, err := n.repo.GetNodeRegistration(ctx, reg.Name); err == nil {
 		reg.JoinedAt = old.JoinedAt

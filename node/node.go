@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -47,6 +49,12 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case o.Join:
+		return openWorker(ctx, o, d, st, log)
+	case st != nil && st.Role == roleWorker:
+		return nil, fmt.Errorf("%s holds a node that joined a cluster: run kat-agent join --data-dir %s to resume it", d, d)
+	}
 	resumed := st != nil
 	if st == nil {
 		// Check cluster.kat before creating anything, so a refused
@@ -73,7 +81,7 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	if n.admin, err = ensureToken(d.adminToken()); err != nil {
 		return nil, err
 	}
-	if n.join, err = ensureToken(d.joinToken()); err != nil {
+	if n.join, err = ensureJoinToken(d.joinToken(), n.ca); err != nil {
 		return nil, err
 	}
 	if err := saveNodeState(d, st); err != nil {
@@ -101,6 +109,65 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	}
 	n.log.Info().Str("cluster_uid", info.UID).Str("node", st.NodeName).Bool("resumed", resumed).Bool("created", created).
 		Msg("cluster state ready")
+	return n, nil
+}
+
+// openWorker opens a node that joins, or has joined, a cluster: it asks
+// the leader to admit it unless it was admitted before (then no token is
+// needed), and dials the cluster's etcd with its certificate.
+func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log zerolog.Logger) (n *Node, err error) {
+	if st != nil && st.Role != roleWorker {
+		return nil, fmt.Errorf("%s holds a node that created its cluster (kat-agent init): it cannot join another; use a new --data-dir", d)
+	}
+	if (st == nil || !st.Joined) && o.LeaderAPI == "" {
+		return nil, errors.New("--leader-api: required on the first join of a data directory (HOST:PORT of the leader's API)")
+	}
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if st == nil || !st.Joined {
+		if st, err = joinCluster(ctx, &o, d, st); err != nil {
+			return nil, err
+		}
+		log.Info().Str("leader_api", o.LeaderAPI).Str("node", st.NodeName).Str("cluster_uid", st.ClusterUID).Msg("joined the cluster")
+	} else {
+		if o.LeaderAPI != "" || o.TokenFile != "" {
+			log.Info().Msg("data directory has joined its cluster already: resuming; --leader-api and --token-file are not needed")
+		}
+		if o.NodeName != "" && o.NodeName != st.NodeName {
+			return nil, fmt.Errorf("--node-name: %s joined as node %q; its name cannot change", d, st.NodeName)
+		}
+		st.applyOptions(&o)
+		if err := saveNodeState(d, st); err != nil {
+			return nil, err
+		}
+	}
+	n = &Node{dir: d, state: st, log: log, opts: o}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if err := n.loadWorkerPKI(); err != nil {
+		return nil, err
+	}
+	cert, err := n.leaf.TLSCertificate()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: n.ca.Pool(), Certificates: []tls.Certificate{cert}}
+	if n.st, err = store.Dial(ctx, store.DialConfig{Endpoints: st.EtcdEndpoints, TLS: tlsCfg}); err != nil {
+		return nil, fmt.Errorf("connect to the cluster's etcd at %s: %w", strings.Join(st.EtcdEndpoints, ","), err)
+	}
+	n.repo = resources.New(n.st)
+	info, err := n.repo.ClusterInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster's records: %w", err)
+	}
+	if info.UID != st.ClusterUID {
+		return nil, fmt.Errorf("the etcd at %s belongs to cluster %s, but %s joined cluster %s", strings.Join(st.EtcdEndpoints, ","), info.UID, d, st.ClusterUID)
+	}
+	log.Info().Str("cluster_uid", info.UID).Str("node", st.NodeName).Msg("worker ready")
 	return n, nil
 }
 

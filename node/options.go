@@ -3,8 +3,10 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +40,18 @@ type Options struct {
 	// PprofAddress, when set, serves Go's profiles (net/http/pprof) on this
 	// loopback address (--pprof-address), for go tool pprof. Default: off.
 	PprofAddress string
+	// Join makes Open join a cluster (kat-agent join) instead of creating
+	// one, or resume a node that joined.
+	Join bool
+	// LeaderAPI is the host:port of the leader's API a node joins through
+	// (--leader-api). Needed on the first join only.
+	LeaderAPI string
+	// TokenFile holds the join token (--token-file), as init writes it to
+	// DATA_DIR/join.token. Needed on the first join only.
+	TokenFile string
+	// NodeLabels are this node's labels (--node-label k=v). Default: the
+	// saved ones.
+	NodeLabels map[string]string
 	// Agent configures the node's agent (containers and builds).
 	Agent AgentOptions
 }
@@ -50,6 +64,10 @@ type AgentOptions struct {
 	// PodmanRoot and PodmanRunRoot are podman's --root and --runroot.
 	// Default: podman's own.
 	PodmanRoot, PodmanRunRoot string
+	// PodmanNetworkConfigDir and PodmanTmpDir are podman's
+	// --network-config-dir and --tmpdir, so that several nodes can share a
+	// machine. Default: podman's own.
+	PodmanNetworkConfigDir, PodmanTmpDir string
 	// VolumeBasePath is where SimpleClusterStorage volumes live
 	// (--volume-base-path). Default: cluster.kat volumeBasePath.
 	VolumeBasePath string
@@ -112,6 +130,16 @@ func (o *Options) Validate() error {
 	if o.AdvertiseAddress != "" {
 		if ip := net.ParseIP(o.AdvertiseAddress); ip == nil || ip.IsUnspecified() {
 			errs = append(errs, fmt.Errorf("--advertise-address: %q is not a usable IP address", o.AdvertiseAddress))
+		}
+	}
+	if o.LeaderAPI != "" {
+		if _, port, err := net.SplitHostPort(o.LeaderAPI); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("--leader-api: %q must be HOST:PORT of the leader's API", o.LeaderAPI))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.NodeLabels)) {
+		if p := quadlet.LabelKeyProblem(k); p != "" {
+			errs = append(errs, fmt.Errorf("--node-label %q: %s", k, p))
 		}
 	}
 	if o.NodeName != "" && !quadlet.IsDNSLabel(o.NodeName) {

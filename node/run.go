@@ -31,6 +31,9 @@ func (n *Node) Run(ctx context.Context) error {
 		g.Go(func() error { return servePprof(ctx, n.opts.PprofAddress) })
 	}
 	g.Go(func() error { return n.runAgent(ctx) })
+	if n.state.Role == roleWorker {
+		return g.Wait() // a worker is no leader candidate
+	}
 	l := &reconcile.Leadership{
 		Store: n.st, ID: n.state.NodeName, LeaseTTLSeconds: leaseTTLSeconds, Term: n.leaderTerm,
 		Logger: n.log.With().Str("component", "leadership").Logger(),

@@ -27,6 +27,15 @@ type nodeState struct {
 	AdvertiseAddress string                       `json:"advertiseAddress"`
 	EtcdEndpoints    []string                     `json:"etcdEndpoints,omitempty"`
 	Cluster          quadlet.ClusterConfiguration `json:"cluster"`
+	// Role is "" for a node that created the cluster (init) and
+	// roleWorker for one that joined it.
+	Role string `json:"role,omitempty"`
+	// Joined says a worker's join was admitted (its certificate is in
+	// pki/); until then a restart asks the leader again.
+	Joined bool `json:"joined,omitempty"`
+	// Labels are the node's labels (--node-label), registered as it
+	// joins or, on the leader, at every start.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // dataDir names the files kept in the data directory.
@@ -94,6 +103,9 @@ func (st *nodeState) applyOptions(o *Options) {
 	}
 	if o.AdvertiseAddress != "" {
 		st.AdvertiseAddress = o.AdvertiseAddress
+	}
+	if len(o.NodeLabels) > 0 {
+		st.Labels = o.NodeLabels
 	}
 	spec := &st.Cluster.Spec
 	for _, p := range []struct {

@@ -41,48 +41,59 @@ Run again on the same data directory, init resumes the same cluster: same CA, sa
 tokens, all state kept. The cluster configuration is fixed at the first init; flags
 given on a later run override the ports and addresses this node uses.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := errors.Join(explicitZeroPorts(cmd.Flags()), lf.validate()); err != nil {
-				return err
-			}
-			if os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(gcPercent)
-			}
-			log := node.NewLogger(lf.logLevel, lf.logFormat, os.Stderr)
-			if lf.cpuProfile != "" {
-				stop, err := startCPUProfile(lf.cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			n, err := node.Open(cmd.Context(), o, log)
-			if err != nil {
-				return err
-			}
-			defer n.Close()
-			return n.Run(cmd.Context())
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runNode(cmd, o, lf) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.ConfigPath, "config", "", "path of cluster.kat (required on the first init)")
 	f.StringVar(&o.DataDir, "data-dir", "/var/lib/kat", "directory for this node's PKI, tokens and etcd data")
-	f.StringVar(&o.NodeName, "node-name", "", "this node's name (default: the host name)")
-	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "IP address other nodes and katcall reach this node on (default: the first non-loopback IPv4 address)")
 	f.IntVar(&o.APIPort, "api-port", 0, "API port (default: cluster.kat apiPort, 9115)")
-	f.IntVar(&o.AgentPort, "agent-port", 0, "agent port (default: cluster.kat agentPort, 9116)")
 	f.IntVar(&o.EtcdClientPort, "etcd-client-port", 0, "embedded etcd client port (default: cluster.kat etcdClientPort, 2379)")
 	f.IntVar(&o.EtcdPeerPort, "etcd-peer-port", 0, "embedded etcd peer port (default: cluster.kat etcdPeerPort, 2380)")
 	f.StringSliceVar(&o.EtcdEndpoints, "etcd-endpoints", nil, "use this external etcd cluster instead of the embedded one (comma-separated URLs)")
 	f.StringVar(&o.EtcdCAFile, "etcd-cafile", "", "CA certificate of the external etcd")
 	f.StringVar(&o.EtcdCertFile, "etcd-certfile", "", "client certificate for the external etcd")
 	f.StringVar(&o.EtcdKeyFile, "etcd-keyfile", "", "client key for the external etcd")
+	addNodeFlags(f, &o, &lf, "cluster.kat agentPort, 9116")
+	return cmd
+}
+
+// addNodeFlags adds the flags init and join share: this node's identity,
+// logging and profiling, and its agent's.
+func addNodeFlags(f *pflag.FlagSet, o *node.Options, lf *initFlags, agentPortDefault string) {
+	f.StringVar(&o.NodeName, "node-name", "", "this node's name (default: the host name)")
+	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "IP address other nodes and katcall reach this node on (default: the first non-loopback IPv4 address)")
+	f.IntVar(&o.AgentPort, "agent-port", 0, "agent port (default: "+agentPortDefault+")")
+	f.StringToStringVar(&o.NodeLabels, "node-label", nil, "a label of this node, KEY=VALUE (repeatable), for workloads' nodeSelector")
 	f.StringVar(&lf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&lf.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
 	f.StringVar(&lf.cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	f.StringVar(&o.PprofAddress, "pprof-address", "", "serve Go's profiles (heap, CPU, goroutines: net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
 	addAgentFlags(f, &o.Agent)
-	return cmd
+}
+
+// runNode opens the node of o and runs it in the foreground until the
+// command's context ends.
+func runNode(cmd *cobra.Command, o node.Options, lf initFlags) error {
+	if err := errors.Join(explicitZeroPorts(cmd.Flags()), lf.validate()); err != nil {
+		return err
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+	log := node.NewLogger(lf.logLevel, lf.logFormat, os.Stderr)
+	if lf.cpuProfile != "" {
+		stop, err := startCPUProfile(lf.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	n, err := node.Open(cmd.Context(), o, log)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	return n.Run(cmd.Context())
 }
 
 // addAgentFlags adds the flags of the node agent (containers and builds).
@@ -90,6 +101,8 @@ func addAgentFlags(f *pflag.FlagSet, a *node.AgentOptions) {
 	f.StringVar(&a.Podman, "podman", a.Podman, "podman binary that runs this node's containers")
 	f.StringVar(&a.PodmanRoot, "podman-root", "", "podman storage root (--root; default: podman's)")
 	f.StringVar(&a.PodmanRunRoot, "podman-runroot", "", "podman run root (--runroot; default: podman's)")
+	f.StringVar(&a.PodmanNetworkConfigDir, "podman-network-config-dir", "", "podman network config dir (--network-config-dir; default: podman's), so that several nodes can share one machine")
+	f.StringVar(&a.PodmanTmpDir, "podman-tmpdir", "", "podman tmpdir (--tmpdir, where its event log lives; default: podman's)")
 	f.StringVar(&a.VolumeBasePath, "volume-base-path", "", "where SimpleClusterStorage volumes live (default: cluster.kat volumeBasePath, /var/lib/kat/volumes)")
 	f.IntVar(&a.MaxConcurrentPulls, "max-concurrent-pulls", a.MaxConcurrentPulls, "image pulls in flight at most")
 	f.IntVar(&a.MaxConcurrentSteps, "max-concurrent-steps", a.MaxConcurrentSteps, "container operations (create, start, remove, health check) in flight at most")
@@ -113,7 +126,7 @@ func addAgentFlags(f *pflag.FlagSet, a *node.AgentOptions) {
 func explicitZeroPorts(f *pflag.FlagSet) error {
 	var errs []error
 	for _, name := range []string{"api-port", "agent-port", "etcd-client-port", "etcd-peer-port"} {
-		if fl := f.Lookup(name); fl.Changed && fl.Value.String() == "0" {
+		if fl := f.Lookup(name); fl != nil && fl.Changed && fl.Value.String() == "0" {
 			errs = append(errs, fmt.Errorf("--%s: 0 is not a port (1-65535)", name))
 		}
 	}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"kat.dws.rip/kat/node"
+)
+
+func newJoinCommand() *cobra.Command {
+	o := node.Options{Agent: node.DefaultAgentOptions()}
+	var lf initFlags
+	cmd := &cobra.Command{
+		Use:   "join --leader-api HOST:PORT --token-file FILE --data-dir DIR",
+		Short: "Join this machine to a cluster as a worker node and run it, or resume it from DIR",
+		Long: `join asks the leader at --leader-api to admit this node. The token (a copy of the
+leader's DATA_DIR/join.token) names the cluster CA's fingerprint: join checks the
+leader's CA against it before it sends the token's secret. The leader signs a node
+certificate (its common name is the node name) and registers the node; the node
+then runs its agent in the foreground, reaching the cluster's etcd with that
+certificate.
+
+Run again on the same data directory, join resumes the node without the token.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Join = true
+			return runNode(cmd, o, lf)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.LeaderAPI, "leader-api", "", "HOST:PORT of the leader's API (required on the first join)")
+	f.StringVar(&o.TokenFile, "token-file", "", "file with the join token: a copy of the leader's DATA_DIR/join.token (required on the first join)")
+	f.StringVar(&o.DataDir, "data-dir", "/var/lib/kat", "directory for this node's certificate, key and state")
+	addNodeFlags(f, &o, &lf, "9116")
+	return cmd
+}

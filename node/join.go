@@ -1,0 +1,200 @@
+package node
+
+import (
+	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// roleWorker marks the state of a node that joined a cluster: it runs an
+// agent, not an etcd member nor a leader candidate.
+const roleWorker = "worker"
+
+// joinTimeout bounds the exchange with the leader when a node joins.
+const joinTimeout = time.Minute
+
+// ensureJoinToken returns the join secret and makes sure the token file
+// holds the whole token (secret and CA fingerprint), as `kat-agent join
+// --token-file` reads it. A file from before tokens carried the fingerprint
+// (the bare secret) is rewritten.
+func ensureJoinToken(path string, ca *pki.CA) (string, error) {
+	secret, err := ensureToken(path)
+	if err != nil {
+		return "", err
+	}
+	if tok, err := pki.ParseJoinToken(secret); err == nil {
+		secret = tok.Secret
+	}
+	want := pki.JoinToken{Secret: secret, CAFingerprint: pki.Fingerprint(ca.Cert)}.String()
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == want {
+		return secret, nil
+	}
+	if err := pki.WriteFileAtomic(path, []byte(want+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write join token: %w", err)
+	}
+	return secret, nil
+}
+
+// admit is the leader's side of a join (server.Joiner): it registers the
+// node and signs its certificate, whose names (CN = node name, its address)
+// the leader sets, never the request.
+func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinResponse, error) {
+	ips := []net.IP{net.ParseIP(req.AdvertiseAddress), net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
+	certPEM, err := n.ca.SignCSR([]byte(req.CSR), pki.LeafRequest{
+		CommonName: req.NodeName, DNSNames: []string{req.NodeName, "localhost"}, IPs: ips,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sign the certificate of node %q: %w", req.NodeName, err)
+	}
+	info, err := n.repo.ClusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{"kat.dws.rip/nodeName": req.NodeName}
+	for k, v := range req.Labels {
+		labels[k] = v
+	}
+	reg := resources.NodeRegistration{
+		Name: req.NodeName, UID: req.NodeUID, AdvertiseAddress: req.AdvertiseAddress,
+		AgentPort: req.AgentPort, Labels: labels, JoinedAt: time.Now().UTC(),
+	}
+	if err := n.repo.RegisterJoiningNode(ctx, reg); err != nil {
+		if errors.Is(err, resources.ErrNodeNameTaken) {
+			return nil, fmt.Errorf("%w: %w", server.ErrNodeNameTaken, err)
+		}
+		return nil, err
+	}
+	return &api.JoinResponse{
+		Certificate: string(certPEM), CA: string(n.ca.CertPEM),
+		Cluster:       api.ClusterConfig{UID: info.UID, Name: info.Config.Metadata.Name, CreatedAt: info.CreatedAt, Spec: info.Config.Spec},
+		EtcdEndpoints: n.etcdClientURLs(),
+	}, nil
+}
+
+// etcdClientURLs are the etcd URLs other nodes reach: the embedded etcd on
+// the advertise address, or the external etcd's endpoints.
+func (n *Node) etcdClientURLs() []string {
+	if len(n.state.EtcdEndpoints) > 0 {
+		return n.state.EtcdEndpoints
+	}
+	port := strconv.Itoa(n.state.Cluster.Spec.EtcdClientPort)
+	return []string{"https://" + net.JoinHostPort(n.state.AdvertiseAddress, port)}
+}
+
+// joinCluster is a joining node's side: it makes a key, asks the leader at
+// o.LeaderAPI to admit it with the token of o.TokenFile, and returns the
+// node's state, its PKI files written. The node's UID and key are saved
+// before the leader is asked, so a join cut short is retried as the same
+// node.
+func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*nodeState, error) {
+	if o.TokenFile == "" {
+		return nil, errors.New("--token-file: required to join (a copy of the leader's DATA_DIR/join.token)")
+	}
+	b, err := os.ReadFile(o.TokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("--token-file: %w", err)
+	}
+	tok, err := pki.ParseJoinToken(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("--token-file %s: %w", o.TokenFile, err)
+	}
+	if st == nil {
+		st = &nodeState{NodeName: defaultNodeName(), NodeUID: uuid.NewString(), AdvertiseAddress: defaultAdvertiseAddress(), Role: roleWorker}
+		st.Cluster.Spec.AgentPort = quadlet.DefaultAgentPort
+	}
+	st.applyOptions(o)
+	if err := os.MkdirAll(d.pkiDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if err := saveNodeState(d, st); err != nil {
+		return nil, err
+	}
+	node := pki.PathsIn(d.pkiDir(), "node")
+	keyPEM, err := os.ReadFile(node.Key)
+	if errors.Is(err, os.ErrNotExist) {
+		if keyPEM, err = pki.NewKeyPEM(); err != nil {
+			return nil, err
+		}
+		if err := pki.WriteFileAtomic(node.Key, keyPEM, 0o600); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("read node key: %w", err)
+	}
+	csr, err := pki.CSRForKey(keyPEM, &x509.CertificateRequest{Subject: pkix.Name{CommonName: st.NodeName}})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	resp, err := api.Join(ctx, "https://"+o.LeaderAPI, tok, api.JoinRequest{
+		NodeName: st.NodeName, NodeUID: st.NodeUID, CSR: string(csr), AdvertiseAddress: st.AdvertiseAddress,
+		AgentPort: st.Cluster.Spec.AgentPort, Labels: o.NodeLabels,
+	})
+	if err != nil {
+		return nil, err
+	}
+	spec, err := json.Marshal(resp.Cluster.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode the cluster spec: %w", err)
+	}
+	agentPort := st.Cluster.Spec.AgentPort
+	st.Cluster = quadlet.ClusterConfiguration{APIVersion: quadlet.APIVersion, Kind: quadlet.KindClusterConfiguration}
+	st.Cluster.Metadata.Name = resp.Cluster.Name
+	if err := json.Unmarshal(spec, &st.Cluster.Spec); err != nil {
+		return nil, fmt.Errorf("decode the cluster spec the leader sent: %w", err)
+	}
+	st.Cluster.Spec.AgentPort = agentPort
+	st.ClusterUID, st.EtcdEndpoints, st.Joined = resp.Cluster.UID, resp.EtcdEndpoints, true
+	ca := pki.PathsIn(d.pkiDir(), "ca")
+	if err := pki.WriteFileAtomic(ca.Cert, []byte(resp.CA), 0o644); err != nil {
+		return nil, err
+	}
+	if err := pki.WriteFileAtomic(node.Cert, []byte(resp.Certificate), 0o644); err != nil {
+		return nil, err
+	}
+	if err := saveNodeState(d, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// loadWorkerPKI reads a joined node's CA certificate (it has no CA key) and
+// its own certificate.
+func (n *Node) loadWorkerPKI() error {
+	caPaths, nodePaths := pki.PathsIn(n.dir.pkiDir(), "ca"), pki.PathsIn(n.dir.pkiDir(), "node")
+	caPEM, err := os.ReadFile(caPaths.Cert)
+	if err != nil {
+		return fmt.Errorf("read the cluster CA: %w", err)
+	}
+	caCert, err := pki.ParseCertificate(caPEM)
+	if err != nil {
+		return fmt.Errorf("read the cluster CA %s: %w", caPaths.Cert, err)
+	}
+	certPEM, err := os.ReadFile(nodePaths.Cert)
+	if err != nil {
+		return fmt.Errorf("read the node certificate: %w", err)
+	}
+	keyPEM, err := os.ReadFile(nodePaths.Key)
+	if err != nil {
+		return fmt.Errorf("read the node key: %w", err)
+	}
+	n.ca, n.leaf = &pki.CA{Cert: caCert, CertPEM: caPEM}, &pki.Leaf{CertPEM: certPEM, KeyPEM: keyPEM}
+	return nil
+}

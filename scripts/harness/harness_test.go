@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -375,5 +376,25 @@ func TestParallelHarnessesStayApart(t *testing.T) {
 	// No host has a route out of its subnet: b's servers are out of a's reach.
 	if out, err := fetch(t.Context(), a.Hosts[1], "http://"+netip.AddrPortFrom(b.Hosts[0].Addr, 8081).String()+"/index.html"); err == nil {
 		t.Errorf("a host of %s reached a host of %s: %q", a.Name, b.Name, out)
+	}
+}
+
+func TestDownStopsProcessesInHosts(t *testing.T) {
+	requireNetAdmin(t)
+	t.Parallel()
+	c := up(t, 1)
+	cmd := c.Hosts[0].Command(context.Background(), "busybox", "sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	if err := c.Down(t.Context()); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	err := <-waited
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Errorf("the process in %s ended with %v, want SIGTERM from Down", c.Hosts[0].Name, err)
 	}
 }

@@ -96,7 +96,8 @@ func placement(n *Node, gpu int) Placement {
 }
 
 // candidateReasons returns the reason of each node: staticCheck's, or the
-// resource rule its candidate now fails. cands are in the order of nodes.
+// resource rule its candidate now fails. cands are in the order of nodes,
+// and the function must be called with ascending i, as explain does.
 func candidateReasons(nodes []Node, req *Request, cands []candidate) func(i int) reason {
 	next := 0
 	return func(i int) reason {
@@ -188,8 +189,11 @@ func Apply(nodes []Node, req Request, placements []Placement) {
 			n.Used.Instances = map[string]int{}
 		}
 		n.Used.Instances[req.Key]++
+		if p.GPU < 0 {
+			continue
+		}
 		for j := range n.GPUs {
-			if p.GPU >= 0 && n.GPUs[j].Index == p.GPU {
+			if n.GPUs[j].Index == p.GPU {
 				n.GPUs[j].InUse = true
 			}
 		}

@@ -3,6 +3,7 @@ package sched
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func placed(ps []Placement) string {
 	for _, p := range ps {
 		s := p.Node
 		if p.GPU >= 0 {
-			s += ":" + string(rune('0'+p.GPU))
+			s += ":" + strconv.Itoa(p.GPU)
 		}
 		parts = append(parts, s)
 	}

@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,15 +34,16 @@ const joinTimeout = time.Minute
 // --token-file` reads it. A file from before tokens carried the fingerprint
 // (the bare secret) is rewritten.
 func ensureJoinToken(path string, ca *pki.CA) (string, error) {
-	secret, err := ensureToken(path)
+	held, err := ensureToken(path)
 	if err != nil {
 		return "", err
 	}
-	if tok, err := pki.ParseJoinToken(secret); err == nil {
+	secret := held
+	if tok, err := pki.ParseJoinToken(held); err == nil {
 		secret = tok.Secret
 	}
 	want := pki.JoinToken{Secret: secret, CAFingerprint: pki.Fingerprint(ca.Cert)}.String()
-	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == want {
+	if held == want {
 		return secret, nil
 	}
 	if err := pki.WriteFileAtomic(path, []byte(want+"\n"), 0o600); err != nil {
@@ -55,24 +56,13 @@ func ensureJoinToken(path string, ca *pki.CA) (string, error) {
 // node and signs its certificate, whose names (CN = node name, its address)
 // the leader sets, never the request.
 func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinResponse, error) {
-	ips := []net.IP{net.ParseIP(req.AdvertiseAddress), net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
-	certPEM, err := n.ca.SignCSR([]byte(req.CSR), pki.LeafRequest{
-		CommonName: req.NodeName, DNSNames: []string{req.NodeName, "localhost"}, IPs: ips,
-	})
+	certPEM, err := n.ca.SignCSR([]byte(req.CSR), nodeLeafRequest(req.NodeName, req.AdvertiseAddress))
 	if err != nil {
 		return nil, fmt.Errorf("sign the certificate of node %q: %w", req.NodeName, err)
 	}
-	info, err := n.repo.ClusterInfo(ctx)
-	if err != nil {
-		return nil, err
-	}
-	labels := map[string]string{"kat.dws.rip/nodeName": req.NodeName}
-	for k, v := range req.Labels {
-		labels[k] = v
-	}
 	reg := resources.NodeRegistration{
 		Name: req.NodeName, UID: req.NodeUID, AdvertiseAddress: req.AdvertiseAddress,
-		AgentPort: req.AgentPort, Labels: labels, JoinedAt: time.Now().UTC(),
+		AgentPort: req.AgentPort, Labels: nodeLabels(req.NodeName, req.Labels), JoinedAt: time.Now().UTC(),
 	}
 	if err := n.repo.RegisterJoiningNode(ctx, reg); err != nil {
 		if errors.Is(err, resources.ErrNodeNameTaken) {
@@ -80,11 +70,26 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 		}
 		return nil, err
 	}
-	return &api.JoinResponse{
-		Certificate: string(certPEM), CA: string(n.ca.CertPEM),
-		Cluster:       api.ClusterConfig{UID: info.UID, Name: info.Config.Metadata.Name, CreatedAt: info.CreatedAt, Spec: info.Config.Spec},
-		EtcdEndpoints: n.etcdClientURLs(),
-	}, nil
+	return &api.JoinResponse{Certificate: string(certPEM), CA: string(n.ca.CertPEM), EtcdEndpoints: n.etcdClientURLs()}, nil
+}
+
+// nodeLeafRequest names a node's certificate: CN and DNS name the node's
+// name, IPs loopback and its advertise address. The leader issues its own
+// and joining nodes' certificates with it, so a node never names itself.
+func nodeLeafRequest(name, advertiseAddress string) pki.LeafRequest {
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
+	if ip := net.ParseIP(advertiseAddress); ip != nil && !ip.IsLoopback() {
+		ips = append(ips, ip)
+	}
+	return pki.LeafRequest{CommonName: name, DNSNames: []string{name, "localhost"}, IPs: ips}
+}
+
+// nodeLabels are a node's registered labels: kat.dws.rip/nodeName and the
+// ones it was given.
+func nodeLabels(name string, given map[string]string) map[string]string {
+	labels := map[string]string{"kat.dws.rip/nodeName": name}
+	maps.Copy(labels, given)
+	return labels
 }
 
 // etcdClientURLs are the etcd URLs other nodes reach: the embedded etcd on

@@ -121,10 +121,7 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 	reg := resources.NodeRegistration{
 		Name: n.state.NodeName, UID: n.state.NodeUID, AdvertiseAddress: n.state.AdvertiseAddress,
 		APIPort: spec.APIPort, AgentPort: spec.AgentPort, JoinedAt: now,
-		Labels: map[string]string{"kat.dws.rip/nodeName": n.state.NodeName},
-	}
-	for k, v := range n.state.Labels {
-		reg.Labels[k] = v
+		Labels: nodeLabels(n.state.NodeName, n.state.Labels),
 	}
 	if old, err := n.repo.GetNodeRegistration(ctx, reg.Name); err == nil {
 		reg.JoinedAt = old.JoinedAt

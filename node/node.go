@@ -151,11 +151,10 @@ func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log ze
 	if err := n.loadWorkerPKI(); err != nil {
 		return nil, err
 	}
-	cert, err := n.leaf.TLSCertificate()
+	tlsCfg, err := pki.ClientTLSConfig(n.ca.Pool(), n.leaf)
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: n.ca.Pool(), Certificates: []tls.Certificate{cert}}
 	if n.st, err = store.Dial(ctx, store.DialConfig{Endpoints: st.EtcdEndpoints, TLS: tlsCfg}); err != nil {
 		return nil, fmt.Errorf("connect to the cluster's etcd at %s: %w", strings.Join(st.EtcdEndpoints, ","), err)
 	}
@@ -188,13 +187,7 @@ func (n *Node) ensurePKI() error {
 	if created {
 		n.log.Info().Msg("created cluster CA")
 	}
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
-	if ip := net.ParseIP(n.state.AdvertiseAddress); ip != nil && !ip.IsLoopback() {
-		ips = append(ips, ip)
-	}
-	leaf, issued, err := pki.EnsureLeaf(pki.PathsIn(n.dir.pkiDir(), "node"), ca, pki.LeafRequest{
-		CommonName: n.state.NodeName, DNSNames: []string{n.state.NodeName, "localhost"}, IPs: ips,
-	})
+	leaf, issued, err := pki.EnsureLeaf(pki.PathsIn(n.dir.pkiDir(), "node"), ca, nodeLeafRequest(n.state.NodeName, n.state.AdvertiseAddress))
 	if err != nil {
 		return err
 	}

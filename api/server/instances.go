@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -85,14 +84,9 @@ func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("invalid node name %q in the URL: must be a DNS label", node))
 		return
 	}
-	body, apiErr := readBody(w, r, max(s.cfg.MaxJSONBytes, 1<<20), jsonBody)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
 	var st resources.NodeStatus
-	if err := json.Unmarshal(body, &st); err != nil {
-		writeError(w, badRequest("node status: invalid JSON: %v", err))
+	if apiErr := readJSON(w, r, max(s.cfg.MaxJSONBytes, 1<<20), "node status", &st); apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	if st.NodeName != node {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,7 +21,8 @@ import (
 var ErrNodeNameTaken = errors.New("node name taken")
 
 // Joiner signs a joining node's certificate and registers the node. The
-// server calls it only with a checked request whose secret matched.
+// server calls it only with a checked request whose secret matched, and
+// fills in the answer's Cluster itself.
 type Joiner func(ctx context.Context, req api.JoinRequest) (*api.JoinResponse, error)
 
 // getCA serves the cluster CA certificate to anyone: it is public, and a
@@ -40,14 +40,9 @@ func (s *Server) postJoin(w http.ResponseWriter, r *http.Request) {
 	if blocked {
 		return
 	}
-	body, apiErr := readBody(w, r, max(s.cfg.MaxJSONBytes, 64<<10), jsonBody)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
 	var req api.JoinRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, badRequest("join request: %v", err))
+	if apiErr := readJSON(w, r, max(s.cfg.MaxJSONBytes, 64<<10), "join request", &req); apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	hash, err := s.cfg.Repo.JoinTokenHash(r.Context())
@@ -68,6 +63,11 @@ func (s *Server) postJoin(w http.ResponseWriter, r *http.Request) {
 			Message: "join request: " + problems[0].Field + ": " + problems[0].Message, Details: problems})
 		return
 	}
+	cluster, err := s.clusterView(r.Context())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	resp, err := s.cfg.Join(r.Context(), req)
 	switch {
 	case errors.Is(err, ErrNodeNameTaken):
@@ -80,6 +80,7 @@ func (s *Server) postJoin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	resp.Cluster = *cluster
 	s.cfg.Logger.Info().Str("node", req.NodeName).Str("address", req.AdvertiseAddress).Str("from", addr).Msg("node joined")
 	writeJSON(w, http.StatusOK, resp)
 }

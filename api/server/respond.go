@@ -136,6 +136,19 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, accepted []st
 	return b, nil
 }
 
+// readJSON reads a JSON request body of at most limit bytes into v; what
+// names the body in the error.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) *api.Error {
+	body, apiErr := readBody(w, r, limit, jsonBody)
+	if apiErr != nil {
+		return apiErr
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return badRequest("%s: invalid JSON: %v", what, err)
+	}
+	return nil
+}
+
 func tooLarge(limit int64) *api.Error {
 	return &api.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
 		Message: fmt.Sprintf("request body is larger than the limit of %d bytes", limit)}

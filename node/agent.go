@@ -56,7 +56,8 @@ func (n *Node) runAgent(ctx context.Context) error {
 	defer builder.Close() // after every goroutine below has ended: stops builds still under way
 	beat := make(chan struct{}, 1)
 	ag, err := agent.NewAgent(agent.AgentConfig{
-		Repo: n.repo, Node: n.state.NodeName, Runtime: rt, MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
+		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt,
+		MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts,
 		BuildSpec: agent.NewSpecBuilder(n.state.NodeName, volumes, idRange), CheckHost: rt.CheckHost,

@@ -22,8 +22,13 @@
 //
 // Every container KAT creates carries LabelManaged plus the instance's
 // identity (LabelNamespace, LabelWorkload, LabelInstance, LabelSpecHash,
-// LabelGeneration, LabelSourceCommit). ListManagedContainers and Events filter
-// on them, so an agent that restarts finds and adopts its containers.
+// LabelGeneration, LabelSourceCommit) and its owner's: the node (LabelNode)
+// and the cluster's UID (LabelCluster). ListManagedContainers and Events filter
+// on them, so an agent that restarts finds and adopts its containers, and
+// only its own: the agent asks for its node and its cluster's UID, so the
+// containers of another KAT cluster on the same host (test clusters side by
+// side, a node initialised again) and containers without LabelCluster (made
+// before it existed, or by hand) are never its.
 //
 // # From a workload to a container
 //

@@ -91,6 +91,11 @@ const (
 	LabelSourceCommit = "kat.source-commit"
 	// LabelNode is the node the instance was assigned to.
 	LabelNode = "kat.node"
+	// LabelCluster is the UID of the cluster whose agent created the
+	// container. An agent manages only containers carrying its cluster's
+	// UID and its node's name: another cluster's containers on the same
+	// host, and containers from before this label, are never its own.
+	LabelCluster = "kat.cluster"
 	// LabelStopGrace is the container's stop grace period in seconds
 	// (workload.kat spec.container.stopGracePeriodSeconds), kept for when
 	// its workload is gone.

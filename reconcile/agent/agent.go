@@ -69,6 +69,13 @@ type AgentConfig struct {
 	Repo *resources.Repo
 	// Node is this node's name. Required.
 	Node string
+	// ClusterUID is the UID of this node's cluster. Required. Every
+	// container the agent creates carries it (runtime.LabelCluster), and the
+	// agent manages only containers carrying it and Node: another
+	// cluster's containers on the same host, and containers without it
+	// (made before the label, or by hand), are never adopted, stopped or
+	// removed.
+	ClusterUID string
 	// Runtime runs the containers. Required.
 	Runtime Runtime
 	// BuildSpec builds each container's spec. Required.
@@ -119,7 +126,9 @@ type AgentConfig struct {
 // Agent is a node's local reconcile loop: it makes the node's containers
 // match its assignments, one step per instance at a time, restarts them by
 // their restart policy and runs their health checks. Stopping the agent never
-// stops a container; a new agent adopts the running ones.
+// stops a container; a new agent adopts the running ones. Its containers are
+// those carrying its cluster's UID and its node's name; it never touches
+// another.
 type Agent struct {
 	cfg   AgentConfig
 	pulls chan struct{}
@@ -181,6 +190,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if cfg.Repo == nil || cfg.Node == "" || cfg.Runtime == nil || cfg.BuildSpec == nil {
 		return nil, errors.New("agent: repo, node, runtime and spec builder are required")
 	}
+	if cfg.ClusterUID == "" {
+		return nil, errors.New("agent: cluster UID is required: without it the agent could not tell its containers from another cluster's")
+	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = 10 * time.Second
 	}
@@ -220,8 +232,6 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	}, nil
 }
 
-func (ag *Agent) labels() map[string]string { return map[string]string{runtime.LabelNode: ag.cfg.Node} }
-
 // Run reconciles until ctx ends. It returns nil then, after every goroutine
 // it started has ended. Containers keep running.
 func (ag *Agent) Run(ctx context.Context) error {
@@ -257,6 +267,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
+		ag.reportLeftAlone(ctx) // beside the first pass, not before it
 		for {
 			select {
 			case <-ctx.Done():
@@ -409,7 +420,7 @@ func (ag *Agent) listContainers(ctx context.Context) {
 	repeated := err != nil && ag.runtimeErr != nil && err.Error() == ag.runtimeErr.Error()
 	ag.runtimeErr = err
 	if err == nil {
-		ag.containers = indexContainers(cs)
+		ag.containers = indexContainers(ag.ownedOnly(cs))
 		for id, sc := range ag.stepped {
 			switch {
 			case sc.seq <= seq:
@@ -803,6 +814,7 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 		runtime.LabelManaged: "true", runtime.LabelNamespace: a.Namespace, runtime.LabelWorkload: a.Workload,
 		runtime.LabelInstance: a.InstanceID, runtime.LabelSpecHash: a.SpecHash,
 		runtime.LabelGeneration: strconv.FormatInt(a.Generation, 10), runtime.LabelNode: ag.cfg.Node,
+		runtime.LabelCluster: ag.cfg.ClusterUID,
 	})
 	if a.SourceCommit != "" {
 		spec.Labels[runtime.LabelSourceCommit] = a.SourceCommit
@@ -811,6 +823,11 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	spec.StopTimeout = grace
 	spec.Labels[runtime.LabelStopGrace] = strconv.Itoa(int(grace / time.Second))
 	id, err := ag.cfg.Runtime.RunContainer(ctx, spec)
+	if errors.Is(err, runtime.ErrAlreadyExists) {
+		return "", spec, fmt.Errorf("run container: %w (a container this agent does not manage may hold the name %s: "+
+			"another cluster's, or one from before containers carried %s; remove it by hand if nothing needs it)",
+			err, spec.Name, runtime.LabelCluster)
+	}
 	if err != nil {
 		return "", spec, fmt.Errorf("run container: %w", err)
 	}

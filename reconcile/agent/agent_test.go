@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
@@ -26,7 +28,12 @@ type agentEnv struct {
 	builder   Builder
 	buildAuth gitx.Auth
 	checkHost func(context.Context) error
+	// logger is the agent's logger. Default: none.
+	logger zerolog.Logger
 }
+
+// testCluster is the cluster UID of the agents these tests start.
+const testCluster = "cluster-uid-1"
 
 func newAgentEnv(t *testing.T) *agentEnv {
 	t.Helper()
@@ -37,8 +44,9 @@ func newAgentEnv(t *testing.T) *agentEnv {
 func (e *agentEnv) start() (ag *Agent, stop func()) {
 	e.t.Helper()
 	ag, err := NewAgent(AgentConfig{
-		Repo: e.repo, Node: "n1", Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
+		Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
 		RestartBackoff: 10 * time.Millisecond, Builder: e.builder, BuildAuth: e.buildAuth, CheckHost: e.checkHost,
+		Logger: e.logger,
 		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
 			for c, h := range hostPorts {
@@ -69,7 +77,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 // builds nothing.
 func (e *agentEnv) idle() *Agent {
 	e.t.Helper()
-	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", Runtime: e.rt,
+	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt,
 		BuildSpec: func(resources.Assignment, *quadlet.Quadlet, map[int]int) (runtime.ContainerSpec, error) {
 			return runtime.ContainerSpec{}, nil
 		}})
@@ -364,7 +372,7 @@ func TestAgentRemovalHoldsNoStep(t *testing.T) {
 	e := newAgentEnv(t)
 	e.rt.removeBlock = make(chan struct{})
 	old := e.assign("old-1", quadlet.RestartAlways, "httpd -f", false)
-	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", Runtime: e.rt, MaxConcurrentSteps: 1, Tick: 20 * time.Millisecond,
+	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, MaxConcurrentSteps: 1, Tick: 20 * time.Millisecond,
 		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, _ map[int]int) (runtime.ContainerSpec, error) {
 			return runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image}, nil
 		}})

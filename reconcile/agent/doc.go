@@ -2,7 +2,7 @@
 // containers match the assignments the leader wrote for it under
 // /kat/assignments/{node}/, and reports what it sees.
 //
-//	ag, err := agent.NewAgent(agent.AgentConfig{Repo: repo, Node: "n1", Runtime: podman, BuildSpec: specs})
+//	ag, err := agent.NewAgent(agent.AgentConfig{Repo: repo, Node: "n1", ClusterUID: uid, Runtime: podman, BuildSpec: specs})
 //	go ag.Run(ctx) // until ctx ends; containers keep running
 //	go agent.RunHeartbeat(ctx, agent.HeartbeatConfig{Node: "n1", Post: agent.LeaderReporter(repo, caPEM, cert),
 //		Instances: ag.Instances, Conditions: ag.Conditions})
@@ -16,6 +16,21 @@
 // running containers after a restart; stopping it never stops a container.
 // [NewSpecBuilder] turns an assignment into the container to create, in the
 // workload's user namespace slot.
+//
+// # Which containers are the agent's
+//
+// An agent manages only the containers that carry both its node's name
+// (runtime.LabelNode) and its cluster's UID (runtime.LabelCluster), which it
+// puts on every container it creates. Its listings and its event stream ask
+// for both, and it checks every listed container again, so it never adopts,
+// restarts, stops or removes a container of another KAT cluster on the same
+// host (two test clusters, a node initialised again into a new cluster) or
+// one made by hand. Containers from before the cluster label (LabelManaged
+// and this node's name, no LabelCluster) are left alone too, rather than
+// adopted on trust: when it starts, the agent logs each such container, and
+// each of another cluster, once, for an operator to remove by hand. While
+// one of them holds the name of an instance assigned to this node, that
+// instance cannot be created and its message says why.
 //
 // # Builds
 //

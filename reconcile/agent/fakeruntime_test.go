@@ -40,6 +40,12 @@ type fakeRuntime struct {
 	// listBlock, when set, holds every listing made after a create until
 	// it is closed.
 	listBlock chan struct{}
+	// ignoreFilters makes listings return every container, as a runtime
+	// that ignored the label filter would.
+	ignoreFilters bool
+	// listFilters and eventFilters are the label filters listings and
+	// event streams were asked for, in order.
+	listFilters, eventFilters []map[string]string
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -90,6 +96,18 @@ func (f *fakeRuntime) StartContainer(_ context.Context, id string) error {
 		c.State, c.ExitCode, c.FinishedAt = runtime.StateExited, 1, c.StartedAt.Add(time.Millisecond)
 	}
 	return nil
+}
+
+// add makes a running container by hand, as podman run would, with labels
+// as they are (no LabelManaged added), and returns its ID.
+func (f *fakeRuntime) add(name string, labels map[string]string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	id := fmt.Sprintf("c%03d", f.seq)
+	f.c[id] = &runtime.ContainerStatus{ID: id, Name: name, Image: "localhost/kat-base:latest", Labels: maps.Clone(labels),
+		State: runtime.StateRunning, CreatedAt: f.now(), StartedAt: f.now()}
+	return id
 }
 
 // exit makes a running container exit with code, as podman kill would.
@@ -169,13 +187,14 @@ func (f *fakeRuntime) ListManagedContainers(ctx context.Context, labels map[stri
 		}
 	}
 	f.lists++
+	f.listFilters = append(f.listFilters, maps.Clone(labels))
 	var out []runtime.ContainerStatus
 	for _, c := range f.c {
-		match := true
+		match := c.Labels[runtime.LabelManaged] == "true"
 		for k, v := range labels {
 			match = match && c.Labels[k] == v
 		}
-		if match {
+		if match || f.ignoreFilters {
 			cp := *c
 			cp.Labels = maps.Clone(c.Labels)
 			out = append(out, cp)
@@ -184,7 +203,10 @@ func (f *fakeRuntime) ListManagedContainers(ctx context.Context, labels map[stri
 	return out, nil
 }
 
-func (f *fakeRuntime) Events(ctx context.Context, _ map[string]string, out chan<- runtime.Event) error {
+func (f *fakeRuntime) Events(ctx context.Context, labels map[string]string, out chan<- runtime.Event) error {
+	f.mu.Lock()
+	f.eventFilters = append(f.eventFilters, maps.Clone(labels))
+	f.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():

@@ -124,7 +124,7 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 		Labels: nodeLabels(n.state.NodeName, n.state.Labels),
 	}
 	if old, err := n.repo.GetNodeRegistration(ctx, reg.Name); err == nil {
-		reg.JoinedAt = old.JoinedAt
+		reg = resources.KeepOperatorFields(*old, reg)
 	}
 	if err := n.repo.PutNodeRegistration(ctx, reg); err != nil {
 		return err

@@ -22,6 +22,56 @@ type NodeRegistration struct {
 	AgentPort        int               `json:"agentPort"`
 	Labels           map[string]string `json:"labels,omitempty"`
 	JoinedAt         time.Time         `json:"joinedAt"`
+	// Taints repel instances that do not tolerate them (spec §4.4).
+	Taints []Taint `json:"taints,omitempty"`
+	// Unschedulable is set by katcall cordon (and drain): the node gets no
+	// new instance; what runs there stays.
+	Unschedulable bool `json:"unschedulable,omitempty"`
+	// Draining is set by katcall drain: Service and DaemonService instances
+	// are moved off the node, Job instances run to their end.
+	Draining bool `json:"draining,omitempty"`
+}
+
+// Taint effects.
+const (
+	TaintNoSchedule       = "NoSchedule"
+	TaintPreferNoSchedule = "PreferNoSchedule"
+)
+
+// Taint marks a node so that only workloads tolerating it are placed there.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// String returns the taint as katcall taint takes it: "key=value:Effect",
+// or "key:Effect" without a value.
+func (t Taint) String() string {
+	if t.Value == "" {
+		return t.Key + ":" + t.Effect
+	}
+	return t.Key + "=" + t.Value + ":" + t.Effect
+}
+
+// KeepOperatorFields returns reg, as a node registers itself again (a
+// restart, a rejoin), with what the operator set on its old registration
+// kept: the first JoinedAt, taints, cordon and drain, and labels, of which
+// reg's own (its --node-label flags) win.
+func KeepOperatorFields(old, reg NodeRegistration) NodeRegistration {
+	reg.JoinedAt = old.JoinedAt
+	reg.Taints, reg.Unschedulable, reg.Draining = old.Taints, old.Unschedulable, old.Draining
+	if len(old.Labels) > 0 {
+		labels := make(map[string]string, len(old.Labels)+len(reg.Labels))
+		for k, v := range old.Labels {
+			labels[k] = v
+		}
+		for k, v := range reg.Labels {
+			labels[k] = v
+		}
+		reg.Labels = labels
+	}
+	return reg
 }
 
 // Node is a node's registration with its last status.
@@ -71,7 +121,7 @@ func (r *Repo) RegisterJoiningNode(ctx context.Context, reg NodeRegistration) er
 			if old.UID != reg.UID {
 				return fmt.Errorf("%w: node %q is registered to another node (uid %s, joined %s); choose another --node-name, or remove that node first", ErrNodeNameTaken, reg.Name, old.UID, old.JoinedAt.Format(time.RFC3339))
 			}
-			reg.JoinedAt = old.JoinedAt
+			reg = KeepOperatorFields(old, reg)
 		}
 		op, err := putJSON(NodeRegistrationKey(reg.Name), reg)
 		if err != nil {
@@ -203,4 +253,61 @@ func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Registration.Name < out[j].Registration.Name })
 	return out, nil
+}
+
+// UpdateNodeRegistration applies change to a node's registration and writes
+// it while the registration is as read, retrying when another writer got
+// there first; change sees a fresh copy each time. It returns the written
+// registration, or an error wrapping ErrNotFound for an unknown node, or
+// change's error, with nothing written.
+func (r *Repo) UpdateNodeRegistration(ctx context.Context, name string, change func(*NodeRegistration) error) (*NodeRegistration, error) {
+	for {
+		var reg NodeRegistration
+		ver, err := r.getJSON(ctx, NodeRegistrationKey(name), &reg)
+		if err != nil {
+			return nil, fmt.Errorf("read node %q: %w", name, err)
+		}
+		if ver == 0 {
+			return nil, fmt.Errorf("node %q: %w", name, ErrNotFound)
+		}
+		if err := change(&reg); err != nil {
+			return nil, err
+		}
+		op, err := putJSON(NodeRegistrationKey(name), reg)
+		if err != nil {
+			return nil, err
+		}
+		ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: op.Key, ExpectedVersion: ver}}, []store.Op{op}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("update node %q: %w", name, err)
+		}
+		if ok {
+			return &reg, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("update node %q: %w", name, err)
+		}
+	}
+}
+
+// DeleteNode removes a node's registration, status, heartbeat and
+// assignments in one transaction; the leader then places its Service
+// instances elsewhere. An unknown node is an error wrapping ErrNotFound.
+func (r *Repo) DeleteNode(ctx context.Context, name string) error {
+	key := NodeRegistrationKey(name)
+	ops := []store.Op{
+		{Type: store.OpDelete, Key: key},
+		{Type: store.OpDelete, Key: NodeStatusKey(name)},
+		{Type: store.OpDelete, Key: NodeHeartbeatKey(name)},
+		{Type: store.OpDeletePrefix, Key: NodeAssignmentsPrefix(name)},
+	}
+	// The registration must exist: version 0 would mean it does not.
+	ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: key, ExpectedVersion: 0}}, nil, ops)
+	if err != nil {
+		return fmt.Errorf("delete node %q: %w", name, err)
+	}
+	if ok {
+		return fmt.Errorf("node %q: %w", name, ErrNotFound)
+	}
+	return nil
 }

@@ -3,8 +3,9 @@
 #
 # Stopping kat-agent never stops the containers it manages: `up` adopts them
 # again. With --containers (or KAT_DOWN_CONTAINERS=1) the containers of this
-# node are removed too, for a clean machine; `up` recreates them from the
-# cluster's state.
+# node of this cluster (labels kat.node and kat.cluster) are removed too, for
+# a clean machine; `up` recreates them from the cluster's state. Containers
+# of another cluster on the same machine, or made by hand, are left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${KAT_DATA_DIR:-$PWD/.kat/data}
@@ -18,15 +19,16 @@ done
 pidfile=$data/kat-agent.pid
 
 remove_containers() {
-  local node ids
+  local node cluster ids
   node=$(sed -n 's/^ *"nodeName": *"\([^"]*\)".*/\1/p' "$data/node.json" 2>/dev/null | head -n1)
-  if [ -z "$node" ]; then
-    echo "no node name in $data/node.json: no containers removed" >&2
+  cluster=$(sed -n 's/^ *"clusterUID": *"\([^"]*\)".*/\1/p' "$data/node.json" 2>/dev/null | head -n1)
+  if [ -z "$node" ] || [ -z "$cluster" ]; then
+    echo "no node name or cluster UID in $data/node.json: no containers removed" >&2
     return 0
   fi
   # podman rm now and then fails on a busy shm mount; a second try succeeds.
   for _ in 1 2 3; do
-    ids=$(podman ps -aq --filter label=kat.managed=true --filter "label=kat.node=$node")
+    ids=$(podman ps -aq --filter label=kat.managed=true --filter "label=kat.node=$node" --filter "label=kat.cluster=$cluster")
     [ -n "$ids" ] || return 0
     # shellcheck disable=SC2086 # one argument per container ID
     if podman rm --force --time 5 $ids >/dev/null 2>&1; then
@@ -34,7 +36,7 @@ remove_containers() {
       return 0
     fi
   done
-  echo "could not remove every container of node $node: see podman ps -a --filter label=kat.node=$node" >&2
+  echo "could not remove every container of node $node: see podman ps -a --filter label=kat.node=$node --filter label=kat.cluster=$cluster" >&2
   return 1
 }
 

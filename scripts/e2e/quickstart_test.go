@@ -42,13 +42,23 @@ func TestQuickStartScripts(t *testing.T) {
 		return string(out), err
 	}
 	t.Cleanup(func() {
+		// A container of another cluster with the same node name (a node
+		// initialised again) must survive down.sh --containers.
+		foreign := node + "-other-cluster"
+		_, podmanErr := exec.LookPath("podman")
+		if podmanErr == nil {
+			if out, err := exec.Command("podman", "create", "--name", foreign, "--label", "kat.managed=true",
+				"--label", "kat.node="+node, "--label", "kat.cluster=another-cluster", "localhost/kat-base:latest", "true").CombinedOutput(); err != nil {
+				t.Errorf("podman create %s: %v\n%s", foreign, err, out)
+			}
+		}
 		if out, err := script("down.sh", "--containers"); err != nil {
 			t.Errorf("down.sh --containers: %v\n%s", err, out)
 		}
-		if _, err := exec.LookPath("podman"); err == nil {
-			left, err := exec.Command("podman", "ps", "-aq", "--filter", "label=kat.node="+node).Output()
-			if err != nil || len(strings.TrimSpace(string(left))) != 0 {
-				t.Errorf("down.sh --containers left containers of node %s: %q (%v)", node, left, err)
+		if podmanErr == nil {
+			left, err := exec.Command("podman", "ps", "-a", "--format", "{{.Names}}", "--filter", "label=kat.node="+node).Output()
+			if err != nil || strings.TrimSpace(string(left)) != foreign {
+				t.Errorf("down.sh --containers should remove the containers of node %s of its cluster, and only those; left: %q (%v)", node, left, err)
 			}
 		}
 		if err := RemoveNodeContainers(node); err != nil {

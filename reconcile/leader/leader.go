@@ -197,19 +197,28 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	return l.view.assigns.WaitRevision(ctx, rev)
 }
 
-// nodeLossClock wakes placement over every workload when the first Ready
-// node turns NotReady (no etcd key changes then), looking again for that
-// moment after every heartbeat, until ctx ends.
+// nodeLossClock wakes placement over every workload when a Ready node
+// turns NotReady (no etcd key changes then): it wakes at the first moment
+// one would, and after every heartbeat, and compares the Ready nodes with
+// those it saw last, until ctx ends.
 func (l *Leader) nodeLossClock(ctx context.Context) error {
 	if err := l.view.waitSynced(ctx); err != nil {
 		return nil
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var seen map[string]bool
 	for {
-		next, ok := l.view.nextNodeLoss(l.cfg.Now())
+		ready, next := l.view.readyNodes(l.cfg.Now())
+		for n := range seen {
+			if !ready[n] {
+				l.view.markAll(factNodes)
+				break
+			}
+		}
+		seen = ready
 		var fire <-chan time.Time
-		if ok {
+		if !next.IsZero() {
 			timer.Reset(max(0, next.Sub(l.cfg.Now())))
 			fire = timer.C
 		}
@@ -217,7 +226,6 @@ func (l *Leader) nodeLossClock(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-fire:
-			l.view.markAll(factNodes)
 		case <-l.view.beatWake:
 			timer.Stop()
 		}

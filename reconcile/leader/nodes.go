@@ -70,8 +70,7 @@ func addUsage(n *sched.Node, a resources.Assignment, sign int64) {
 }
 
 // nodeLossAt returns when the Ready node whose last heartbeat was at hb
-// becomes NotReady: the first whole second after hb plus lossTimeout, as
-// heartbeats are recorded in seconds.
+// becomes NotReady: just after hb plus lossTimeout (resources.HeartbeatFresh).
 func nodeLossAt(hb time.Time, lossTimeout time.Duration) time.Time {
-	return hb.Add(lossTimeout).Truncate(time.Second).Add(time.Second)
+	return hb.Add(lossTimeout + time.Millisecond)
 }

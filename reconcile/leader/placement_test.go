@@ -195,8 +195,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 		{
 			name:    "DaemonService is not moved off a NotReady node",
 			nodes:   []sched.Node{node("a", notReady), node("b")},
-			desired: []workload{every},
-			current: []resources.Assignment{inst(every, "a", "x", 1)},
+			desired: []workload{every}, current: []resources.Assignment{inst(every, "a", "x", 1)},
 			wantPut: "b:1", wantSch: "desired 2 unplaced 0",
 		},
 		{

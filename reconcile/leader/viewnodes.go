@@ -109,21 +109,23 @@ func (v *view) node(reg resources.NodeRegistration) resources.Node {
 	return n
 }
 
-// nextNodeLoss returns when the first node Ready at now turns NotReady,
-// and false when no node is Ready.
-func (v *view) nextNodeLoss(now time.Time) (time.Time, bool) {
+// readyNodes returns the nodes Ready at now, and when the first of them
+// turns NotReady (zero when none is Ready).
+func (v *view) readyNodes(now time.Time) (map[string]bool, time.Time) {
 	regs, _ := v.regs.Snapshot()
+	ready := map[string]bool{}
 	var next time.Time
 	for _, reg := range regs {
 		n := v.node(reg)
 		if !n.Ready(now, v.lossTimeout) {
 			continue
 		}
+		ready[reg.Name] = true
 		if at := nodeLossAt(n.Heartbeat, v.lossTimeout); next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}
-	return next, !next.IsZero()
+	return ready, next
 }
 
 // setScheduling records what placement found for the workloads it planned

@@ -181,7 +181,7 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
 		Commits: commits, SlotUsed: l.view.slotUsed, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
 	})
-	l.view.setScheduling(plan.Scheduling)
+	l.view.setScheduling(keys, plan.Scheduling)
 	if plan.Empty() {
 		return nil
 	}

@@ -121,6 +121,9 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 		}
 		return m
 	}
+	// Two instances on draining node a, their replacements on b and c.
+	drainNodes := []sched.Node{node("a", cordoned), node("b"), node("c")}
+	replaced := []resources.Assignment{inst(web2, "a", "x", 1), inst(web2, "a", "y", 2), inst(web2, "b", "p", 3), inst(web2, "c", "q", 3)}
 	tests := []struct {
 		name     string
 		nodes    []sched.Node
@@ -252,11 +255,14 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			wantPut:  "b:1 c:1", wantSch: "desired 2 unplaced 0",
 		},
 		{
-			name:     "drain: once the replacements are ready the old ones go",
-			nodes:    []sched.Node{node("a", cordoned), node("b"), node("c")},
-			draining: []string{"a"},
-			desired:  []workload{web2},
-			current:  []resources.Assignment{inst(web2, "a", "x", 1), inst(web2, "a", "y", 2), inst(web2, "b", "p", 3), inst(web2, "c", "q", 3)},
+			name:  "drain: while the replacements are not ready the old ones stay",
+			nodes: drainNodes, draining: []string{"a"}, desired: []workload{web2}, current: replaced,
+			reported: ready(inst(web2, "", "x", 0), inst(web2, "", "y", 0)),
+			wantSch:  "desired 2 unplaced 0",
+		},
+		{
+			name:  "drain: once the replacements are ready the old ones go",
+			nodes: drainNodes, draining: []string{"a"}, desired: []workload{web2}, current: replaced,
 			reported: ready(inst(web2, "", "p", 0), inst(web2, "", "q", 0)),
 			wantDel:  []string{inst(web2, "", "x", 0).InstanceID, inst(web2, "", "y", 0).InstanceID}, wantSch: "desired 2 unplaced 0",
 		},
@@ -285,18 +291,19 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 				draining[n] = true
 			}
 			// Used from the current assignments, as the leader counts it.
+			nodes := slices.Clone(tc.nodes)
 			byName := map[string]int{}
-			for i, n := range tc.nodes {
+			for i, n := range nodes {
 				byName[n.Name] = i
 			}
 			for _, a := range tc.current {
 				if i, ok := byName[a.Node]; ok {
-					addUsage(&tc.nodes[i], a, 1)
+					addUsage(&nodes[i], a, 1)
 				}
 			}
 			n := 0
 			plan := PlanAssignments(AssignInput{
-				Nodes: tc.nodes, Draining: draining, Desired: tc.desired, Current: tc.current, Reported: tc.reported,
+				Nodes: nodes, Draining: draining, Desired: tc.desired, Current: tc.current, Reported: tc.reported,
 				Now: time.Unix(100, 0), NewSuffix: func() string { n++; return fmt.Sprintf("s%d", n) },
 			})
 			if got := perNode(plan.Put); got != tc.wantPut {

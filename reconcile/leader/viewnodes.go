@@ -109,6 +109,12 @@ func (v *view) node(reg resources.NodeRegistration) resources.Node {
 	return n
 }
 
+// nodeReady reports whether node name is registered and Ready at now.
+func (v *view) nodeReady(name string, now time.Time) bool {
+	reg, ok := v.regs.Get(resources.NodeRegistrationKey(name))
+	return ok && v.node(reg).Ready(now, v.lossTimeout)
+}
+
 // readyNodes returns the nodes Ready at now, and when the first of them
 // turns NotReady (zero when none is Ready).
 func (v *view) readyNodes(now time.Time) (map[string]bool, time.Time) {

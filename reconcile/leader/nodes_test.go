@@ -219,3 +219,36 @@ func TestLeaderDrain(t *testing.T) {
 		t.Errorf("web = %v, want the replacement %s", ids(got), repl.InstanceID)
 	}
 }
+
+// TestLeaderTermGraceForNodes: heartbeats reach etcd through the leader,
+// so a new term finds every node's last heartbeat old after a failover.
+// A node that beat before the term keeps its instances for a whole
+// nodeLossTimeout from the term's start, and loses them after.
+func TestLeaderTermGraceForNodes(t *testing.T) {
+	t.Parallel()
+	e, b := newTwoNodeEnv(t)
+	b.set("n2", false)
+	old := resources.NodeStatus{NodeName: "n2", Timestamp: time.Now().Add(-time.Hour).Unix()}
+	old.Resources.Allocatable = resources.ResourceList{CPU: "4", Memory: "8Gi"}
+	if err := e.repo.PutNodeStatus(e.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	files := workloadFiles(t, "web", quadlet.TypeService, 1, "v1")
+	e.apply(files, resources.APIOwner())
+	w := desiredSpec(t, "web", quadlet.TypeService, 1, "v1")
+	slot := 0
+	a := inst(w, "n2", "x", 1)
+	a.UserNSSlot = &slot
+	if _, err := e.repo.WriteAssignments(e.ctx, []resources.Assignment{a}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, stop := e.run(Config{NodeLossTimeout: 2 * time.Second})
+	defer stop()
+	poll.Until(t, 10*time.Second, "a placement pass", func() bool { return l.placementPasses.Load() > 0 })
+	if got := e.onNodes("web"); got != "n2:1" {
+		t.Errorf("web at the term's start = %q, want n2:1 (n2 not lost yet)", got)
+	}
+	poll.Until(t, 10*time.Second, "web replaced on n1 once the grace ran out", func() bool {
+		return e.onNodes("web") == "n1:1"
+	})
+}

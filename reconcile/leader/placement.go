@@ -208,7 +208,8 @@ func (p *planner) daemon(w workload, commit string, fresh []resources.Assignment
 		}
 	}
 	res := p.place(w, commit, 0)
-	st := Scheduling{Desired: len(kept) + len(res.Placements), Unplaced: res.Unplaced}
+	// Nodes eligible but for the room its instance needs want one too.
+	st := Scheduling{Desired: len(kept) + len(res.Placements) + res.Unplaced, Unplaced: res.Unplaced}
 	if res.Unplaced > 0 {
 		st.Reason = res.Reason
 	}

@@ -111,6 +111,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 	tolerant := schedWorkload(t, "tol", svc, wopts{replicas: 2, tolerate: "dedicated=gpu:NoSchedule"})
 	edge := schedWorkload(t, "edge", dmn, wopts{selector: "role=edge"})
 	every := schedWorkload(t, "every", dmn, wopts{})
+	bigDaemon := schedWorkload(t, "bigd", dmn, wopts{memory: "768Mi"})
 	jobAlways := schedWorkload(t, "ja", job, wopts{})
 	jobNever := schedWorkload(t, "jn", job, wopts{restart: quadlet.RestartNever})
 	edgeLabel := label("role", "edge")
@@ -186,6 +187,12 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			desired: []workload{edge},
 			current: []resources.Assignment{inst(edge, "a", "x", 1)},
 			wantPut: "b:1", wantSch: "desired 2 unplaced 0",
+		},
+		{
+			name:    "DaemonService pending on an eligible node without room",
+			nodes:   []sched.Node{node("a", memory(gib)), node("b", memory(gib/2))},
+			desired: []workload{bigDaemon},
+			wantPut: "a:1", wantSch: "desired 2 unplaced 1 reason 2 nodes: 1 insufficient memory",
 		},
 		{
 			name:    "DaemonService leaves nodes that are no longer eligible",

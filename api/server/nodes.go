@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -85,7 +86,10 @@ func nodeNotFound(name string) *api.Error {
 // the node. change returns an *api.Error for a request that cannot apply.
 func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, what string, change func(*resources.NodeRegistration) error) {
 	name := chi.URLParam(r, "node")
-	if _, err := s.cfg.Repo.UpdateNodeRegistration(r.Context(), name, change); err != nil {
+	if _, err := s.cfg.Repo.UpdateNodeRegistration(r.Context(), name, change); errors.Is(err, resources.ErrNotFound) {
+		writeError(w, nodeNotFound(name))
+		return
+	} else if err != nil {
 		writeError(w, errorFor(err))
 		return
 	}

@@ -44,9 +44,15 @@ func newNodeActionCommand(g *globals, verb, short, done string, act func(*api.Cl
 }
 
 // exactArgs is cobra.ExactArgs with a message naming the arguments.
-func exactArgs(n int, names string) cobra.PositionalArgs {
+func exactArgs(n int, names string) cobra.PositionalArgs { return countArgs(n, n, names) }
+
+// minArgs is cobra.MinimumNArgs with a message naming the arguments.
+func minArgs(n int, names string) cobra.PositionalArgs { return countArgs(n, -1, names) }
+
+// countArgs accepts from lo to hi arguments (hi < 0: no limit).
+func countArgs(lo, hi int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
+		if len(args) < lo || (hi >= 0 && len(args) > hi) {
 			return fmt.Errorf("%s: want %s, got %d arguments", cmd.Name(), names, len(args))
 		}
 		return nil
@@ -170,7 +176,7 @@ func newLabelCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "label node NODE KEY=VALUE... | KEY-...",
 		Short: "Set (KEY=VALUE) or remove (KEY-) a node's labels",
-		Args:  cobra.MinimumNArgs(3),
+		Args:  minArgs(3, "node NODE KEY=VALUE... or KEY-..."),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runNodeChange(cmd.Context(), g, "label", args, parseLabelArgs, (*api.Client).LabelNode)
 		},
@@ -233,7 +239,7 @@ func newTaintCommand(g *globals) *cobra.Command {
 KEY- (every taint of KEY), as kubectl taint does. NoSchedule keeps instances that do not
 tolerate the taint off the node; PreferNoSchedule places them there only when no other
 node fits. Adding a taint whose key and effect the node has already needs --overwrite.`,
-		Args: cobra.MinimumNArgs(3),
+		Args: minArgs(3, "node NODE KEY[=VALUE]:EFFECT... or KEY[:EFFECT]-..."),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			parse := func(args []string) (api.TaintChange, error) {
 				change, err := parseTaintArgs(args)

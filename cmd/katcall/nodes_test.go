@@ -169,6 +169,7 @@ func TestNodeCommands(t *testing.T) {
 		{[]string{"taint", "node", "n1", "nope-"}, "node n1 has no taint nope"},
 		{[]string{"cordon", "nope"}, "node nope not found"},
 		{[]string{"cordon"}, "cordon: want NODE, got 0 arguments"},
+		{[]string{"taint", "node", "n1"}, "taint: want node NODE KEY[=VALUE]:EFFECT... or KEY[:EFFECT]-..., got 2 arguments"},
 		{[]string{"drain", "n1", "--wait", "--timeout", "0s"}, "--timeout: 0s must be positive"},
 		{[]string{"delete", "node", "n1"}, "node n1 is Ready and still has 3 instances: drain it first (katcall drain n1 --wait)"},
 	} {

@@ -330,7 +330,7 @@ func (s *Server) readStrictJSON(w http.ResponseWriter, r *http.Request, accepted
 // deleteNode removes a node: its registration, status, heartbeat and
 // assignments, and (ServerConfig.ForgetNode) its identity, so the name can
 // join again. Without ?force=true a Ready node with instances that have not
-// ended is refused: drain it first.
+// ended is refused: drain it first. The leader's node is always refused.
 func (s *Server) deleteNode(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "node")
 	force, err := boolQuery(r, "force")
@@ -341,6 +341,11 @@ func (s *Server) deleteNode(w http.ResponseWriter, r *http.Request) {
 	n, err := s.nodeView(r.Context(), name)
 	if err != nil {
 		writeError(w, errorFor(err))
+		return
+	}
+	if n.Leader {
+		writeError(w, &api.Error{StatusCode: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf(
+			"node %s is the leader: it cannot be deleted while it leads (stop its kat-agent so another node takes over first)", name)})
 		return
 	}
 	if active := activeTotal(*n); !force && n.Status == api.NodeReady && active > 0 {

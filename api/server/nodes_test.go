@@ -19,7 +19,7 @@ import (
 // nodeFixture is a server over three nodes at a fixed time: n1 Ready (beat
 // 4s ago) with five instances (2 Service, 1 DaemonService, 2 Job of which
 // one succeeded), n2 NotReady (beat long ago) with one Service instance, n3
-// never beat. forgotten records the ForgetNode calls.
+// never beat (and leads). forgotten records the ForgetNode calls.
 type nodeFixture struct {
 	*fixture
 	now time.Time
@@ -48,6 +48,7 @@ func newNodeFixture(t *testing.T) *nodeFixture {
 	nf.fixture = newFixture(t, func(sc *server.ServerConfig) {
 		sc.Now = func() time.Time { return nf.now }
 		sc.NodeLossTimeout = time.Minute
+		sc.Leader = func(context.Context) (*api.Leader, error) { return &api.Leader{Node: "n3"}, nil }
 		sc.ForgetNode = func(_ context.Context, name string) error {
 			nf.mu.Lock()
 			defer nf.mu.Unlock()
@@ -246,6 +247,7 @@ func TestNodeVerbsRefuseBadInput(t *testing.T) {
 		{"taint exists", "PATCH", "/v1alpha1/nodes/n1/taints", "application/json", `{"add": [{"key": "slow", "value": "b", "effect": "NoSchedule"}]}`, 409, "already has taint slow=a:NoSchedule; overwrite it with --overwrite"},
 		{"delete force not bool", "DELETE", "/v1alpha1/nodes/n1?force=yes please", "", ``, 400, `query parameter "force"`},
 		{"delete ready node with instances", "DELETE", "/v1alpha1/nodes/n1", "", ``, 409, "node n1 is Ready and still has 4 instances: drain it first (katcall drain n1 --wait)"},
+		{"delete the leader", "DELETE", "/v1alpha1/nodes/n3?force=true", "", ``, 409, "node n3 is the leader: it cannot be deleted while it leads"},
 		{"cordon unknown", "POST", "/v1alpha1/nodes/nope/cordon", "", ``, 404, "node nope not found"},
 		{"uncordon unknown", "POST", "/v1alpha1/nodes/nope/uncordon", "", ``, 404, "node nope not found"},
 		{"drain unknown", "POST", "/v1alpha1/nodes/nope/drain", "", ``, 404, "node nope not found"},
@@ -330,7 +332,7 @@ func TestDeleteNode(t *testing.T) {
 		t.Fatalf("forgot %v, want %v", nf.forgot(), want)
 	}
 	nodes, err := nf.client.ListNodes(ctx)
-	if err != nil || len(nodes) != 1 || nodes[0].Name != "n3" {
+	if err != nil || len(nodes) != 1 || nodes[0].Name != "n3" || !nodes[0].Leader {
 		t.Fatalf("nodes after delete: %+v, %v", nodes, err)
 	}
 	for _, n := range []string{"n1", "n2"} {

@@ -14,7 +14,7 @@ import (
 // authEtcd starts an embedded etcd that requires client certificates of
 // p's CA on a TCP loopback URL, and returns a function that dials it as the
 // user of a certificate with common name cn.
-func authEtcd(t *testing.T, p *testPKI) func(cn string) *store.Etcd {
+func authEtcd(t testing.TB, p *testPKI) func(cn string) *store.Etcd {
 	t.Helper()
 	cfg := storetest.Config(t)
 	cfg.ListenClientURLs = []string{"https://127.0.0.1:0"}

@@ -23,7 +23,7 @@ type testPKI struct {
 	ca                            *pki.CA
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
 	ca, _, err := pki.EnsureCA(pki.PathsIn(dir, "ca"), "test-ca")

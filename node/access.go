@@ -79,7 +79,7 @@ func (n *Node) grantNode(ctx context.Context, name string) error {
 
 // ForgetNode removes node name's etcd user: the node's open connections
 // lose their rights at their next request and it cannot connect again. The
-// API's delete-node route calls it after the node's records are deleted.
+// API's delete-node route calls it before it deletes the node's records.
 // Without an embedded etcd it does nothing.
 func (n *Node) ForgetNode(ctx context.Context, name string) error {
 	if n.etcd == nil {

@@ -27,6 +27,7 @@ func BenchmarkPutRootTLS(b *testing.B) {
 }
 
 func benchPut(b *testing.B, st store.StateStore) {
+	b.Helper()
 	ctx := b.Context()
 	value := []byte(`{"name":"web","replicas":3}`)
 	i := 0

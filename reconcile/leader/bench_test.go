@@ -39,8 +39,8 @@ const (
 func BenchmarkPlacement10kOn1kEtcd(b *testing.B) {
 	cfg := storetest.Config(b)
 	cfg.UnsafeNoFsync = false // as a node runs it
-	st := store.New(storetest.Start(b, cfg).Client())
-	b.Cleanup(func() { _ = st.Close() })
+	// As the leader writes: over TLS as etcd's root user, auth on.
+	st := storetest.StartAsLeader(b, cfg)
 	repo := resources.New(st)
 	ctx := b.Context()
 	benchCluster(b, st, repo)

@@ -13,11 +13,14 @@ import (
 
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // TestEmbeddedEtcdRequiresAClusterCertificate checks that the embedded etcd's
 // client port is not open to anyone who can reach it: a client needs a
-// certificate signed by the cluster CA.
+// certificate signed by the cluster CA, and what it may read depends on its
+// common name: the leader's root certificate reads everything, a node's
+// certificate its own assignments but not the election.
 func TestEmbeddedEtcdRequiresAClusterCertificate(t *testing.T) {
 	t.Parallel()
 	c := StartTestCluster(t)
@@ -28,9 +31,11 @@ func TestEmbeddedEtcdRequiresAClusterCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := &pki.Leaf{
-		CertPEM: []byte(readFile(t, filepath.Join(c.DataDir, "pki", "node.crt"))),
-		KeyPEM:  []byte(readFile(t, filepath.Join(c.DataDir, "pki", "node.key"))),
+	leafIn := func(name string) *pki.Leaf {
+		return &pki.Leaf{
+			CertPEM: []byte(readFile(t, filepath.Join(c.DataDir, "pki", name+".crt"))),
+			KeyPEM:  []byte(readFile(t, filepath.Join(c.DataDir, "pki", name+".key"))),
+		}
 	}
 	stranger, err := pki.NewCA("stranger")
 	if err != nil {
@@ -44,8 +49,10 @@ func TestEmbeddedEtcdRequiresAClusterCertificate(t *testing.T) {
 		name   string
 		leaf   *pki.Leaf
 		wantOK bool
+		root   bool
 	}{
-		{name: "node certificate", leaf: node, wantOK: true},
+		{name: "root certificate", leaf: leafIn("etcd-root"), wantOK: true, root: true},
+		{name: "node certificate", leaf: leafIn("node"), wantOK: true},
 		{name: "no client certificate"},
 		{name: "certificate of another CA", leaf: strangerLeaf},
 	}
@@ -68,8 +75,18 @@ func TestEmbeddedEtcdRequiresAClusterCertificate(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			if leader, err := st.GetLeader(ctx); err != nil || leader != c.Node {
-				t.Fatalf("leader through etcd = %q, %v; want %s", leader, err, c.Node)
+			leader, err := st.GetLeader(ctx)
+			if tc.root {
+				if err != nil || leader != c.Node {
+					t.Fatalf("leader through etcd as root = %q, %v; want %s", leader, err, c.Node)
+				}
+				return
+			}
+			if !errors.Is(err, store.ErrPermissionDenied) {
+				t.Fatalf("a node certificate read the election: %q, %v; want permission denied", leader, err)
+			}
+			if _, err := resources.New(st).ListAssignments(ctx, c.Node); err != nil {
+				t.Fatalf("a node lists its own assignments: %v", err)
 			}
 		})
 	}

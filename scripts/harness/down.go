@@ -1,0 +1,179 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"kat.dws.rip/kat/internal/mountinfo"
+	"kat.dws.rip/kat/internal/poll"
+)
+
+// StopTimeout is how long Down waits for the processes left in a host's
+// namespace to exit after SIGTERM before it sends SIGKILL.
+const StopTimeout = 10 * time.Second
+
+// Down removes the harness recorded in stateDir: it stops the processes left
+// in its namespaces (SIGTERM, then SIGKILL after StopTimeout), unmounts what
+// is mounted below the host directories, deletes the namespaces, the veth
+// pairs, the bridge and the iptables rules that exist of those Up planned,
+// the host directories and the state file. Down of a state directory that
+// records no harness does nothing, so Down is idempotent; when a step fails
+// it still tries the others and keeps the state file for another try.
+func Down(ctx context.Context, stateDir string) error {
+	c, err := Load(stateDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return c.down(ctx)
+}
+
+// Down removes the harness c; see the function Down.
+func (c *Cluster) Down(ctx context.Context) error { return c.down(ctx) }
+
+func (c *Cluster) down(ctx context.Context) error {
+	var errs []error
+	for _, h := range c.Hosts {
+		if err := stopProcesses(ctx, h); err != nil {
+			errs = append(errs, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err))
+		}
+	}
+	for _, h := range c.Hosts {
+		if err := mountinfo.UnmountBelow(h.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err))
+		}
+	}
+	for _, h := range c.Hosts {
+		if _, err := os.Lstat(h.NetnsPath()); err == nil {
+			if err := run(ctx, "ip", "netns", "delete", h.Netns); err != nil {
+				errs = append(errs, fmt.Errorf("harness %s: %w", c.Name, err))
+			}
+		}
+		// Deleting the namespace deletes the pair unless a process still
+		// holds the namespace; deleting this end deletes it anyway.
+		if err := deleteLink(ctx, h.VethHost); err != nil {
+			errs = append(errs, fmt.Errorf("harness %s: %w", c.Name, err))
+		}
+	}
+	if err := deleteLink(ctx, c.Bridge); err != nil {
+		errs = append(errs, fmt.Errorf("harness %s: %w", c.Name, err))
+	}
+	for _, r := range c.Rules {
+		if err := deleteRule(ctx, r); err != nil {
+			errs = append(errs, fmt.Errorf("harness %s: %w", c.Name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, h := range c.Hosts {
+		if err := os.RemoveAll(h.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("harness %s: %w", c.Name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := os.Remove(filepath.Join(c.StateDir, StateFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("harness %s: %w", c.Name, err)
+	}
+	if c.CreatedStateDir {
+		// Only when empty: what else is there is not the harness's.
+		_ = os.Remove(c.StateDir)
+	}
+	return nil
+}
+
+// deleteLink deletes the link name of the machine's network namespace if it
+// is there. The kernel removes a veth whose peer's namespace was deleted in
+// the background, so the link may vanish between the check and the delete.
+func deleteLink(ctx context.Context, name string) error {
+	if !linkExists(name) {
+		return nil
+	}
+	if err := run(ctx, "ip", "link", "delete", name); err != nil && linkExists(name) {
+		return err
+	}
+	return nil
+}
+
+// deleteRule deletes r if it is there, once: Up inserted it once.
+func deleteRule(ctx context.Context, r Rule) error {
+	check := append([]string{"-w", "-t", r.Table, "-C", r.Chain}, r.Spec...)
+	if err := run(ctx, "iptables", check...); err != nil {
+		// iptables -C exits 1 for a missing rule (and for a missing chain,
+		// which holds no rule of the harness either).
+		return nil
+	}
+	return run(ctx, "iptables", append([]string{"-w", "-t", r.Table, "-D", r.Chain}, r.Spec...)...)
+}
+
+// stopProcesses ends the processes in h's namespace (those started with
+// h.Command and their children that stayed there).
+func stopProcesses(ctx context.Context, h Host) error {
+	if _, err := os.Lstat(h.NetnsPath()); err != nil {
+		return nil
+	}
+	pids := func() ([]int, error) {
+		out, err := output(ctx, "ip", "netns", "pids", h.Netns)
+		if err != nil {
+			return nil, err
+		}
+		var pids []int
+		for f := range strings.FieldsSeq(out) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return pids, nil
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		ps, err := pids()
+		if err != nil || len(ps) == 0 {
+			return err
+		}
+		for _, pid := range ps {
+			_ = syscall.Kill(pid, sig)
+		}
+		wctx, cancel := context.WithTimeout(ctx, StopTimeout)
+		err = poll.Wait(wctx, func() (bool, error) {
+			ps, err := pids()
+			return len(ps) == 0, err
+		})
+		cancel()
+		if err == nil {
+			return nil
+		}
+	}
+	ps, _ := pids()
+	return fmt.Errorf("processes %v are still in network namespace %s after SIGKILL", ps, h.Netns)
+}
+
+// lockFile serialises Up's choice of a subnet and names across the
+// harnesses of one machine, in every process.
+const lockFile = "/run/kat/harness.lock"
+
+func lockMachine() (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(lockFile), 0o755); err != nil {
+		return nil, fmt.Errorf("harness: lock: %w", err)
+	}
+	f, err := os.OpenFile(lockFile, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("harness: lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("harness: lock %s: %w", lockFile, err)
+	}
+	return func() { f.Close() }, nil
+}

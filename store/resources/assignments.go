@@ -49,6 +49,13 @@ type Assignment struct {
 	// leader sets it on every assignment it writes; an agent refuses to
 	// run an assignment without one (written before slots existed).
 	UserNSSlot *int `json:"userNSSlot,omitempty"`
+	// CPUMillis and MemoryBytes are what the instance requests (its
+	// workload's requests, else its limits), as the scheduler counted them
+	// against the node's allocatable; 0: none.
+	CPUMillis   int64 `json:"cpuMillis,omitempty"`
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// GPU is the index of the node's GPU the instance holds; nil: none.
+	GPU *int `json:"gpu,omitempty"`
 }
 
 // BuildRef names one commit of an app repository to build.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // StateFile is the name of the file in Options.StateDir that records what Up
@@ -110,7 +111,17 @@ func (h Host) NetnsPath() string { return filepath.Join(netnsDir, h.Netns) }
 func (h Host) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + h.NetnsPath(), "--", name}, args...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+h.TmpDir)
+	// Wait returns at most WaitDelay after the process ended (or ctx did)
+	// even when a child it left holds its output pipes.
+	cmd.WaitDelay = WaitDelay
 	return cmd
+}
+
+// run runs name inside h with ExecTimeout.
+func (h Host) run(ctx context.Context, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, ExecTimeout)
+	defer cancel()
+	return runCmd(h.Command(ctx, name, args...))
 }
 
 // PodmanArgs are podman's global flags that keep the host's containers,
@@ -131,7 +142,9 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := checkTools(); err != nil {
 		return nil, err
 	}
-	unlock, err := lockMachine()
+	lctx, cancel := context.WithTimeout(ctx, LockTimeout)
+	defer cancel()
+	unlock, err := lockMachine(lctx)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +298,7 @@ func (c *Cluster) addHost(ctx context.Context, h Host) error {
 		{"link", "set", h.Iface, "up"},
 		{"link", "set", "lo", "up"},
 	} {
-		if err := runCmd(h.Command(ctx, "ip", args...)); err != nil {
+		if err := h.run(ctx, "ip", args...); err != nil {
 			return fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err)
 		}
 	}
@@ -363,8 +376,21 @@ func checkTools() error {
 	return nil
 }
 
+// ExecTimeout bounds each program the harness runs (ip, iptables -w, which
+// waits for the xtables lock that Podman's netavark takes too, nsenter ...):
+// no step of Up or Down can block for longer.
+const ExecTimeout = time.Minute
+
+// WaitDelay is the exec.Cmd.WaitDelay of the harness's commands and of
+// Host.Command's.
+const WaitDelay = 5 * time.Second
+
+// LockTimeout bounds Up's wait for another harness's Up on this machine.
+const LockTimeout = 2 * time.Minute
+
 func run(ctx context.Context, name string, args ...string) error {
-	return runCmd(exec.CommandContext(ctx, name, args...))
+	_, err := output(ctx, name, args...)
+	return err
 }
 
 func runCmd(cmd *exec.Cmd) error {
@@ -372,10 +398,17 @@ func runCmd(cmd *exec.Cmd) error {
 	return err
 }
 
+// output runs name with ExecTimeout and returns its standard output.
 func output(ctx context.Context, name string, args ...string) (string, error) {
-	return outputCmd(exec.CommandContext(ctx, name, args...))
+	ctx, cancel := context.WithTimeout(ctx, ExecTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = WaitDelay
+	return outputCmd(cmd)
 }
 
+// outputCmd runs cmd, whose context bounds it, and returns its standard
+// output.
 func outputCmd(cmd *exec.Cmd) (string, error) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -11,8 +11,13 @@
 // (default kat). down works from that directory alone, also after a failed
 // or interrupted up.
 //
-// It makes the network and the directories only: kat-agent does not run in
-// the hosts yet (see the TODO in up).
+// up then runs kat-agent in every host, each in the host's namespace with
+// its own data dir and Podman storage: host 1 inits the cluster, the others
+// join it with host 1's join token. The binaries are bin/kat-agent and
+// bin/katcall (task cluster:up builds them; KAT_BIN overrides the
+// directory). up returns once katcall lists every node Ready; the agents
+// keep running in the background, their logs in each host's directory.
+// down stops the agents, removes their containers and everything up made.
 package main
 
 import (
@@ -21,8 +26,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,10 +84,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	stateDir := envOr("KAT_CLUSTER_DIR", ".kat/cluster")
 	if !cmd.up {
-		if err := removeContainers(ctx, stateDir, out); err != nil {
-			return err
-		}
-		if err := harness.Down(ctx, stateDir); err != nil {
+		if err := down(ctx, stateDir); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "the harness in %s is down\n", stateDir)
@@ -95,45 +97,41 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// TODO(join): start kat-agent in every host once `kat-agent join`
-	// exists, each with h.Command so that it runs in the host's namespace:
-	//   node1: kat-agent init --config CLUSTER.kat --data-dir h.DataDir
-	//          --advertise-address h.Addr --node-name h.Name
-	//          --podman-root h.PodmanRoot --podman-runroot h.RunRoot
-	//   others: kat-agent join (leader node1's address, the token init
-	//          printed) with the same per-host flags.
-	// kat-agent has no flags yet for podman's --network-config-dir and
-	// --tmpdir (h.NetworkConfigDir, h.TmpDir) nor for the WireGuard
-	// interface name, which must differ per host (DESIGN.md); until they
-	// exist the hosts would share them. Wait for every node to be Ready in
-	// `katcall status` before reporting the cluster up.
-	printCluster(out, c)
+	bin, err := filepath.Abs(envOr("KAT_BIN", "bin"))
+	if err != nil {
+		return err
+	}
+	opts := harness.AgentOptions{Agent: filepath.Join(bin, "kat-agent"), Katcall: filepath.Join(bin, "katcall"),
+		BaseImageScript: "scripts/build-base-image.sh"}
+	fmt.Fprintf(out, "harness %s: %d hosts on bridge %s (%v); starting kat-agent in each\n\n", c.Name, len(c.Hosts), c.Bridge, c.Subnet)
+	if _, err := c.StartAgents(ctx, opts); err != nil {
+		return fmt.Errorf("%w\nthe hosts are still up: task cluster:down removes them", err)
+	}
+	printCluster(out, c, opts.Katcall)
 	return nil
 }
 
-func printCluster(out io.Writer, c *harness.Cluster) {
-	fmt.Fprintf(out, "harness %s: %d hosts on bridge %s (%v, the machine is %v); state in %s\n\n",
+func printCluster(out io.Writer, c *harness.Cluster, katcall string) {
+	fmt.Fprintf(out, "\nharness %s: %d nodes Ready on bridge %s (%v, the machine is %v); state in %s\n\n",
 		c.Name, len(c.Hosts), c.Bridge, c.Subnet, c.Gateway, c.StateDir)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tADDRESS\tNAMESPACE\tDATA DIR")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tNAMESPACE\tLOG")
 	for _, h := range c.Hosts {
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", h.Name, h.Addr, h.NetnsPath(), h.DataDir)
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", h.Name, h.Addr, h.NetnsPath(), h.AgentLog())
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(out, "\npodman flags per host:")
-	for _, h := range c.Hosts {
-		fmt.Fprintf(out, "  %s: %s\n", h.Name, strings.Join(h.PodmanArgs(), " "))
-	}
-	h := c.Hosts[0]
-	fmt.Fprintf(out, "\nkat-agent does not run in the hosts yet. Enter one with:\n  nsenter --net=%s sh\n", h.NetnsPath())
+	fmt.Fprintf(out, "\nUse katcall against it (node1 is the leader, API %s):\n", c.LeaderAPI())
+	fmt.Fprintf(out, "  export KATCONFIG=%s\n  %s get nodes\n", c.KatcallConfig(), katcall)
+	fmt.Fprintln(out, "\nPodman of one host (e.g. its containers):")
+	h := c.Hosts[len(c.Hosts)-1]
+	fmt.Fprintf(out, "  nsenter --net=%s podman %s ps\n", h.NetnsPath(), strings.Join(h.PodmanArgs(), " "))
 	fmt.Fprintln(out, "Take it all down with: task cluster:down")
 }
 
-// removeContainers removes every container of each host's Podman storage
-// before the harness goes down: stopping a kat-agent never stops its
-// containers, and their mounts and conmon processes would outlive the hosts.
-// A host whose storage root is empty has none.
-func removeContainers(ctx context.Context, stateDir string, out io.Writer) error {
+// down stops the agents, removes their containers (stopping a kat-agent
+// never stops them; their conmon processes and mounts would outlive the
+// hosts) and takes the harness down.
+func down(ctx context.Context, stateDir string) error {
 	c, err := harness.Load(stateDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -141,20 +139,13 @@ func removeContainers(ctx context.Context, stateDir string, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	for _, h := range c.Hosts {
-		if entries, err := os.ReadDir(h.PodmanRoot); err != nil || len(entries) == 0 {
-			continue
-		}
-		if _, err := exec.LookPath("podman"); err != nil {
-			return fmt.Errorf("%s has Podman storage but podman is not installed: %w", h.Name, err)
-		}
-		args := append(h.PodmanArgs(), "rm", "--all", "--force", "--time", "0")
-		if b, err := h.Command(ctx, "podman", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: podman %s: %w: %s", h.Name, strings.Join(args, " "), err, b)
-		}
-		fmt.Fprintf(out, "%s: removed its containers\n", h.Name)
+	if err := c.StopAgents(ctx); err != nil {
+		return err
 	}
-	return nil
+	if err := c.RemoveContainers(ctx); err != nil {
+		return err
+	}
+	return c.Down(ctx)
 }
 
 func envOr(name, def string) string {

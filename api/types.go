@@ -60,6 +60,12 @@ type WorkloadStatus struct {
 	// SourceCommit is, for a workload built from an app repository, the
 	// commit the leader resolved its ref to: what it runs or rolls out.
 	SourceCommit string `json:"sourceCommit,omitempty"`
+	// Unplaced counts the instances the scheduler found no node for: they
+	// are Pending until a node fits. Default 0.
+	Unplaced int `json:"unplaced,omitempty"`
+	// UnplacedReason says why, per class of node, when Unplaced > 0:
+	// "3 nodes: 2 insufficient memory, 1 taint dedicated=gpu:NoSchedule".
+	UnplacedReason string `json:"unplacedReason,omitempty"`
 }
 
 // Workload is a workload's metadata and status as the API returns it.

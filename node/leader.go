@@ -50,8 +50,9 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	// leader's loops.
 	desired := resources.NewDesiredIndex(n.repo.Store())
 	gitops := gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log, Desired: desired})
+	lossTimeout := time.Duration(spec.NodeLossTimeoutSeconds) * time.Second
 	loops, err := leader.New(leader.Config{
-		Repo: n.repo, Node: n.state.NodeName, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
+		Repo: n.repo, NodeLossTimeout: lossTimeout, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
 		Desired: desired,
 	})
 	if err != nil {
@@ -70,7 +71,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit,
-		NodeLossTimeout: time.Duration(spec.NodeLossTimeoutSeconds) * time.Second,
+		NodeLossTimeout: lossTimeout,
 		Logger:          n.log.With().Str("component", "api").Logger(),
 	})
 	if err != nil {

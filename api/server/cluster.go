@@ -65,9 +65,9 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 		if !n.Heartbeat.IsZero() {
 			hb := n.Heartbeat
 			v.LastHeartbeat = &hb
-			v.Status = api.NodeReady
-			if now.Sub(hb) > s.cfg.NodeLossTimeout {
-				v.Status = api.NodeNotReady
+			v.Status = api.NodeNotReady
+			if n.Ready(now, s.cfg.NodeLossTimeout) {
+				v.Status = api.NodeReady
 			}
 		}
 		out = append(out, v)

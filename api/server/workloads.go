@@ -35,6 +35,7 @@ func toAPIWorkload(w resources.Workload) api.Workload {
 		Status: api.WorkloadStatus{
 			ObservedGeneration: st.ObservedGeneration, AppliedGeneration: st.AppliedGeneration, Phase: st.Phase, Desired: st.Desired, Ready: st.Ready,
 			Conditions: conds, LastError: st.LastError, SourceCommit: st.SourceCommit,
+			Unplaced: st.Unplaced, UnplacedReason: st.UnplacedReason,
 		},
 	}
 }

@@ -127,7 +127,7 @@ func workloadTable(g *globals, ws []api.Workload, now time.Time) error {
 	t := newTable(g.stdout, "NAMESPACE", "NAME", "TYPE", "GEN", "PHASE", "READY", "OWNER", "AGE")
 	for _, w := range ws {
 		t.row(w.Namespace, w.Name, w.Type, fmt.Sprint(w.Generation), orDash(w.Status.Phase),
-			fmt.Sprintf("%d/%d", w.Status.Ready, w.Status.Desired), ownerLabel(w), age(now, w.CreatedAt))
+			readyLabel(w.Status), ownerLabel(w), age(now, w.CreatedAt))
 	}
 	return t.flush()
 }

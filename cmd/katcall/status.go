@@ -83,7 +83,7 @@ func runStatus(ctx context.Context, c *api.Client, g *globals, f outputFormat) e
 		t := newTable(w, "WORKLOAD", "TYPE", "GEN", "APPLIED", "PHASE", "READY", "CONDITIONS", "OWNER", "LAST ERROR")
 		for _, wl := range st.Workloads {
 			t.row(wl.Namespace+"/"+wl.Name, wl.Type, fmt.Sprint(wl.Generation), appliedLabel(wl.Status.AppliedGeneration),
-				orDash(wl.Status.Phase), fmt.Sprintf("%d/%d", wl.Status.Ready, wl.Status.Desired), conditionsLabel(wl.Status.Conditions),
+				orDash(wl.Status.Phase), readyLabel(wl.Status), conditionsLabel(wl.Status.Conditions),
 				ownerLabel(wl), orDash(firstLine(wl.Status.LastError)))
 		}
 		return t.flush()
@@ -99,13 +99,24 @@ func appliedLabel(gen int64) string {
 	return fmt.Sprint(gen)
 }
 
+// readyLabel is "ready/desired", with the instances no node could take:
+// "1/3 (2 pending)".
+func readyLabel(st api.WorkloadStatus) string {
+	s := fmt.Sprintf("%d/%d", st.Ready, st.Desired)
+	if st.Unplaced > 0 {
+		s += fmt.Sprintf(" (%d pending)", st.Unplaced)
+	}
+	return s
+}
+
 // conditionsLabel lists the conditions that need attention, Ready aside:
-// those that hold (Stalled, BuildFailed, Reconciling) and SourceResolved
-// when false, as Type or Type:Reason.
+// those that hold (Stalled, BuildFailed, Reconciling) and SourceResolved or
+// Scheduled when false, as Type or Type:Reason.
 func conditionsLabel(cs []api.Condition) string {
 	var out []string
 	for _, c := range cs {
-		bad := c.Type != "Ready" && (c.Status == api.ConditionTrue || (c.Type == "SourceResolved" && c.Status == api.ConditionFalse))
+		bad := c.Type != "Ready" && (c.Status == api.ConditionTrue ||
+			((c.Type == "SourceResolved" || c.Type == "Scheduled") && c.Status == api.ConditionFalse))
 		if !bad {
 			continue
 		}

@@ -38,6 +38,9 @@ func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref strin
 	fmt.Fprintf(w, "Workload:   %s/%s (%s, generation %d, observed %d, applied %s)\n", d.Namespace, d.Name, d.Type,
 		d.Generation, st.ObservedGeneration, appliedLabel(st.AppliedGeneration))
 	fmt.Fprintf(w, "Phase:      %s, %d/%d ready\n", orDash(st.Phase), st.Ready, st.Desired)
+	if st.Unplaced > 0 {
+		fmt.Fprintf(w, "Pending:    %d instances fit on no node: %s\n", st.Unplaced, st.UnplacedReason)
+	}
 	if st.SourceCommit != "" {
 		fmt.Fprintf(w, "Commit:     %s (app repository)\n", short(st.SourceCommit))
 	}

@@ -511,3 +511,36 @@ func TestAgentInspectsOnlyForHealthChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentStopsZombiesOnReturn: an instance whose assignment the leader
+// deleted while the node was away (lost, its instances replaced
+// elsewhere) is stopped and removed by the agent when the node comes back,
+// while an instance still assigned is adopted and keeps running.
+func TestAgentStopsZombiesOnReturn(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	gone := e.assign("web-1", quadlet.RestartAlways, "sleep 1000", false)
+	e.assign("web-2", quadlet.RestartAlways, "sleep 1000", false)
+	ag, stop := e.start()
+	got := e.waitFor("both running", ag, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-1"].Phase == resources.InstanceRunning && m["web-2"].Phase == resources.InstanceRunning
+	})
+	stop()
+	if c := e.rt.byInstance()["web-1"]; c.State != runtime.StateRunning {
+		t.Fatalf("stopping the agent left web-1 %s", c.State)
+	}
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{gone}); err != nil {
+		t.Fatal(err)
+	}
+	ag2, _ := e.start()
+	poll.Until(t, 10*time.Second, "the replaced instance's container removed", func() bool {
+		_, ok := e.rt.byInstance()["web-1"]
+		return !ok
+	})
+	got2 := e.waitFor("web-2 adopted", ag2, func(m map[string]resources.InstanceStatus) bool {
+		return m["web-2"].Phase == resources.InstanceRunning
+	})
+	if got2["web-2"].ContainerID != got["web-2"].ContainerID {
+		t.Errorf("web-2 container %s after the return, want the adopted %s", got2["web-2"].ContainerID, got["web-2"].ContainerID)
+	}
+}

@@ -1,35 +1,56 @@
 package leader
 
 import (
-	"crypto/rand"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"slices"
+	"math/rand/v2"
 	"sort"
 	"time"
 
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
 )
 
 // AssignmentPlan is what the leader writes to /kat/assignments: instances to
-// add and instances to remove.
+// add and instances to remove; and what the scheduler found for each
+// workload it planned, for the workloads' statuses.
 type AssignmentPlan struct {
 	Put    []resources.Assignment
 	Delete []resources.Assignment
+	// Scheduling is, by "ns/name", what placement found for each workload
+	// planned (not those left alone).
+	Scheduling map[string]Scheduling
 }
 
-// Empty reports whether the plan changes nothing.
+// Scheduling is what placement found for one workload.
+type Scheduling struct {
+	// Desired is how many instances the workload has once the plan is
+	// written and placed: replicas, or for a DaemonService its eligible
+	// nodes.
+	Desired int
+	// Unplaced counts the instances no node could take: Pending.
+	Unplaced int
+	// Reason is the scheduler's reason when Unplaced > 0 (sched.Result).
+	Reason string
+}
+
+// Empty reports whether the plan changes no assignment.
 func (p AssignmentPlan) Empty() bool { return len(p.Put) == 0 && len(p.Delete) == 0 }
 
 // AssignInput is what PlanAssignments decides from.
 type AssignInput struct {
-	// Node is where every instance goes until the scheduler exists.
-	Node string
+	// Nodes are the registered nodes as the scheduler sees them
+	// (SchedNodes), Used counting every current assignment, planned or
+	// not; their Used.Instances are ignored (counted from Current).
+	Nodes []sched.Node
+	// Draining are the names of the nodes being drained.
+	Draining map[string]bool
 	// Desired is every workload's desired state with its parsed spec.
 	Desired []workload
-	// Current are the assignments of every node.
+	// Current are the assignments of the planned workloads, on every node.
 	Current []resources.Assignment
 	// Reported are the agents' reports, by instance ID: old instances are
 	// removed only once enough new ones are ready.
@@ -44,31 +65,47 @@ type AssignInput struct {
 	// Now stamps new assignments; NewSuffix makes their IDs unique.
 	Now       time.Time
 	NewSuffix func() string
+	// Rand breaks ties between equal nodes; nil takes the first in the
+	// order of Nodes.
+	Rand *rand.Rand
 }
 
-// PlanAssignments decides, until the scheduler exists, the assignments of
-// every workload on the single node: a Service gets replicas instances, a Job
-// or DaemonService one. It is pure: desired state and current assignments in,
-// plan out.
+// PlanAssignments decides the assignments of every workload in Desired and
+// where its new instances run: a Service gets replicas instances, a Job one,
+// a DaemonService one on each eligible node. It is pure: nodes, desired
+// state and current assignments in, plan out. Workloads are planned in
+// order, each seeing the placements of those before it.
 //
 // Instances are matched by their template (TemplateHash, the spec hash
 // without replicas, plus the app commit of a workload built from Git), so
-// scaling keeps the running instances. A workload whose template changed, or
-// whose app repository moved to a new commit, gets new instances first; its
-// old instances are removed on the pass that finds enough new ones ready
-// (running, and healthy where a health check is defined; a Job's: also
-// succeeded): start new, then stop old. Should the new ones never get
-// there (a failed build), the old ones keep running. Replicas down removes
-// the newest surplus instances; a deleted workload loses them all. A
-// workload whose files do not parse, or built from Git whose commit is not
+// scaling keeps the running instances, which are never moved for balance. A
+// workload whose template changed, or whose app repository moved to a new
+// commit, gets new instances first; its old instances are removed on the
+// pass that finds enough new ones ready (running, and healthy where a health
+// check is defined; a Job's: also succeeded): start new, then stop old.
+// Should the new ones never get there (a failed build), the old ones keep
+// running. Replicas down removes surplus instances, those on lost or
+// draining nodes first, then the newest; a deleted workload loses them all.
+// A workload whose files do not parse, or built from Git whose commit is not
 // resolved yet, keeps what it has.
+//
+// Nodes (spec §4.1.4): an instance of a Service on a node that is NotReady
+// or no longer registered is replaced: its assignment is deleted in the
+// plan that places its replacement on a Ready node, and kept while none
+// fits (so a partition without room loses nothing), which leaves exactly
+// replicas instances on Ready nodes. A Job's instance there is replaced the
+// same way unless it succeeded or its restart policy is Never. A
+// DaemonService's is not moved. On a draining node a Service's instances
+// are replaced like old ones (removed once the replacements are ready, or
+// at once when the rest fit nowhere, so a drain finishes), a
+// DaemonService's are removed, and a Job's run to their end.
 func PlanAssignments(in AssignInput) AssignmentPlan {
 	byWorkload := map[string][]resources.Assignment{}
 	for _, a := range in.Current {
 		k := a.Namespace + "/" + a.Workload
 		byWorkload[k] = append(byWorkload[k], a)
 	}
-	var plan AssignmentPlan
+	p := newPlanner(in)
 	seen := map[string]bool{}
 	for _, w := range in.Desired {
 		k := w.Key()
@@ -82,17 +119,17 @@ func PlanAssignments(in AssignInput) AssignmentPlan {
 				continue // not resolved yet: leave it alone
 			}
 		}
-		planWorkload(&plan, in, w, commit, byWorkload[k])
+		p.workload(w, commit, byWorkload[k])
 	}
 	for k, as := range byWorkload {
 		if !seen[k] {
-			plan.Delete = append(plan.Delete, as...)
+			p.plan.Delete = append(p.plan.Delete, as...)
 		}
 	}
-	assignUserNSSlots(in.Current, plan.Put, in.SlotUsed)
-	sortAssignments(plan.Put)
-	sortAssignments(plan.Delete)
-	return plan
+	assignUserNSSlots(in.Current, p.plan.Put, in.SlotUsed)
+	sortAssignments(p.plan.Put)
+	sortAssignments(p.plan.Delete)
+	return p.plan
 }
 
 // assignUserNSSlots sets the UserNSSlot of each new assignment: the slot its
@@ -129,35 +166,6 @@ func assignUserNSSlots(current, put []resources.Assignment, slotUsed func(int) b
 	}
 }
 
-func planWorkload(plan *AssignmentPlan, in AssignInput, w workload, commit string, cur []resources.Assignment) {
-	want := w.Spec.Desired
-	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
-	var fresh, stale []resources.Assignment
-	ready := 0
-	for _, a := range cur {
-		if a.TemplateHash == tmpl {
-			fresh = append(fresh, a)
-			if r, ok := in.Reported[a.InstanceID]; ok && (r.Ready() || r.Phase == resources.InstanceSucceeded) {
-				ready++
-			}
-		} else {
-			stale = append(stale, a)
-		}
-	}
-	sortAssignments(fresh)
-	for i := len(fresh); i < want; i++ {
-		plan.Put = append(plan.Put, newAssignment(in.Node, w, commit, in.Now, in.NewSuffix()))
-	}
-	if len(fresh) > want {
-		// Keep the oldest: they are the most likely to be running.
-		slices.SortStableFunc(fresh, func(a, b resources.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
-		plan.Delete = append(plan.Delete, fresh[want:]...)
-	}
-	if replaceStale(len(stale), ready, want) {
-		plan.Delete = append(plan.Delete, stale...)
-	}
-}
-
 // replaceStale reports whether the old instances of a workload can go: when
 // there are none, when none is wanted, or when as many new instances as
 // wanted are ready. It is pure.
@@ -165,14 +173,19 @@ func replaceStale(stale, readyFresh, want int) bool {
 	return stale > 0 && (want == 0 || readyFresh >= want)
 }
 
-func newAssignment(node string, w workload, commit string, now time.Time, suffix string) resources.Assignment {
+func newAssignment(at sched.Placement, req *sched.Request, w workload, commit string, now time.Time, suffix string) resources.Assignment {
 	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
 	a := resources.Assignment{
 		InstanceID: InstanceID(w.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
-		Node: node, Namespace: w.Meta.Namespace, Workload: w.Meta.Name, Type: w.Meta.Type,
+		CPUMillis: req.CPU, MemoryBytes: req.Memory,
+		Node: at.Node, Namespace: w.Meta.Namespace, Workload: w.Meta.Name, Type: w.Meta.Type,
 		Generation: w.Meta.Generation, SpecHash: w.Meta.SpecHash, Image: w.Spec.Image,
 		Ports: w.Spec.Ports, RestartPolicy: w.Spec.RestartPolicy, SourceCommit: w.Meta.Owner.Commit,
 		Files: w.Files, CreatedAt: now,
+	}
+	if at.GPU >= 0 {
+		g := at.GPU
+		a.GPU = &g
 	}
 	if g := w.Spec.Git; g != nil && commit != "" {
 		a.Image = build.ImageName(w.Meta.Namespace, w.Meta.Name, commit)
@@ -215,7 +228,7 @@ func InstanceID(workload, specHash, suffix string) string {
 // RandomSuffix returns 5 random hex digits, the unique part of an instance ID.
 func RandomSuffix() string {
 	var b [3]byte
-	_, _ = rand.Read(b[:])
+	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])[:5]
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -176,7 +177,7 @@ func TestPlanAssignments(t *testing.T) {
 			for _, id := range tc.reported {
 				reported[id] = resources.InstanceStatus{InstanceID: id, Phase: resources.InstanceRunning, HealthStatus: resources.HealthNotApplicable}
 			}
-			plan := PlanAssignments(AssignInput{Node: "n1", Desired: tc.desired, Current: tc.current, Reported: reported, Now: time.Unix(100, 0), NewSuffix: suffix})
+			plan := PlanAssignments(AssignInput{Nodes: oneNode(), Desired: tc.desired, Current: tc.current, Reported: reported, Now: time.Unix(100, 0), NewSuffix: suffix})
 			want := slices.Sorted(slices.Values(tc.wantPut))
 			if got := ids(plan.Put); !slices.Equal(got, want) {
 				t.Errorf("put = %v, want %v", got, want)
@@ -235,7 +236,7 @@ func TestPlanAssignmentsGitCommit(t *testing.T) {
 	c1, c2 := "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
 	n := 0
 	suffix := func() string { n++; return fmt.Sprintf("s%d", n) }
-	in := AssignInput{Node: "n1", Desired: []workload{d}, Commits: map[string]string{"ns1/app": c1}, Now: time.Unix(1, 0), NewSuffix: suffix}
+	in := AssignInput{Nodes: oneNode(), Desired: []workload{d}, Commits: map[string]string{"ns1/app": c1}, Now: time.Unix(1, 0), NewSuffix: suffix}
 	plan := PlanAssignments(in)
 	if len(plan.Put) != 1 {
 		t.Fatalf("put = %v", ids(plan.Put))
@@ -360,7 +361,7 @@ func TestPlanAssignmentsUserNSSlots(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 0
 			in := AssignInput{
-				Node: "n1", Desired: tc.desired, Current: tc.current, Now: time.Unix(100, 0),
+				Nodes: oneNode(), Desired: tc.desired, Current: tc.current, Now: time.Unix(100, 0),
 				NewSuffix: func() string { n++; return fmt.Sprintf("s%d", n) },
 			}
 			if tc.used != nil {
@@ -383,3 +384,6 @@ func TestPlanAssignmentsUserNSSlots(t *testing.T) {
 		})
 	}
 }
+
+// oneNode is a cluster of one Ready node n1 without declared resources.
+func oneNode() []sched.Node { return []sched.Node{{Name: "n1", Ready: true}} }

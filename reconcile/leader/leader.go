@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -23,9 +24,10 @@ const DefaultResync = 30 * time.Second
 type Config struct {
 	// Repo is the cluster state. Required.
 	Repo *resources.Repo
-	// Node is the leader's node name: until the scheduler exists every
-	// instance is placed on it. Required.
-	Node string
+	// NodeLossTimeout is how old a node's last heartbeat may be before the
+	// node is NotReady and its instances are replaced (cluster.kat's
+	// nodeLossTimeoutSeconds). Default quadlet.DefaultNodeLossTimeoutSeconds.
+	NodeLossTimeout time.Duration
 	// AppInterval is how often app repositories are resolved again without
 	// a webhook. Default gitsync.DefaultIntervalSeconds.
 	AppInterval time.Duration
@@ -59,12 +61,17 @@ type Leader struct {
 	// tests and benchmarks.
 	placementPasses, statusPasses atomic.Int64
 	planned, derived              atomic.Int64
+	// rng breaks the scheduler's ties; only the placement loop uses it.
+	rng *rand.Rand
 }
 
 // New checks cfg, fills in its defaults and returns the loops of one term.
 func New(cfg Config) (*Leader, error) {
-	if cfg.Repo == nil || cfg.Node == "" {
-		return nil, errors.New("leader: repo and node are required")
+	if cfg.Repo == nil {
+		return nil, errors.New("leader: repo is required")
+	}
+	if cfg.NodeLossTimeout <= 0 {
+		cfg.NodeLossTimeout = quadlet.DefaultNodeLossTimeoutSeconds * time.Second
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync
@@ -77,7 +84,8 @@ func New(cfg Config) (*Leader, error) {
 	}
 	return &Leader{
 		cfg:  cfg,
-		view: newView(cfg.Repo.Store(), cfg.Desired),
+		view: newView(cfg.Repo.Store(), cfg.Desired, cfg.NodeLossTimeout, cfg.Now),
+		rng:  rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), //nolint:gosec // tie-breaking, not secrecy
 		apps: NewAppSources(AppSourcesConfig{
 			Repo: cfg.Repo, Interval: cfg.AppInterval, Auth: cfg.AppAuth, Resolve: cfg.Resolve, Now: cfg.Now,
 			Logger: cfg.Logger.With().Str("component", "appsources").Logger(),
@@ -90,18 +98,20 @@ func New(cfg Config) (*Leader, error) {
 func (l *Leader) AppSources() *AppSources { return l.apps }
 
 // Loops returns the term's loops: the view that follows etcd, placement,
-// status and app sources.
+// the node-loss clock, status and app sources.
 func (l *Leader) Loops() []reconcile.Loop {
-	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources)
+	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes)
 	// The status loop is the statuses' only writer: their changes are its
 	// own, and it waits for them after each pass instead.
-	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources)
+	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources,
+		factScheduling)
 	apps := l.view.subscribe(factDesired)
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
 		{Name: "placement", Run: func(ctx context.Context) error {
 			return l.loop(ctx, placement, "placement", l.placeOnce)
 		}},
+		{Name: "nodeloss", Run: l.nodeLossClock},
 		{Name: "status", Run: func(ctx context.Context) error {
 			return l.loop(ctx, status, "status", l.statusOnce)
 		}},
@@ -165,10 +175,13 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	}
 	desired := l.view.workloadsOf(keys)
 	l.planned.Add(int64(len(desired)))
+	now := l.cfg.Now().UTC()
+	nodes, draining := l.view.schedNodes(now)
 	plan := PlanAssignments(AssignInput{
-		Node: l.cfg.Node, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
-		Commits: commits, SlotUsed: l.view.slotUsed, Now: l.cfg.Now().UTC(), NewSuffix: l.cfg.NewSuffix,
+		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
+		Commits: commits, SlotUsed: l.view.slotUsed, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
 	})
+	l.view.setScheduling(keys, plan.Scheduling)
 	if plan.Empty() {
 		return nil
 	}
@@ -182,6 +195,41 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 			Str("instance", a.InstanceID).Str("commit", a.SourceCommit).Msg("hop")
 	}
 	return l.view.assigns.WaitRevision(ctx, rev)
+}
+
+// nodeLossClock wakes placement over every workload when a Ready node
+// turns NotReady (no etcd key changes then): it wakes at the first moment
+// one would, and after every heartbeat, and compares the Ready nodes with
+// those it saw last, until ctx ends.
+func (l *Leader) nodeLossClock(ctx context.Context) error {
+	if err := l.view.waitSynced(ctx); err != nil {
+		return nil
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var seen map[string]bool
+	for {
+		ready, next := l.view.readyNodes(l.cfg.Now())
+		for n := range seen {
+			if !ready[n] {
+				l.view.markAll(factNodes)
+				break
+			}
+		}
+		seen = ready
+		var fire <-chan time.Time
+		if !next.IsZero() {
+			timer.Reset(max(0, next.Sub(l.cfg.Now())))
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-fire:
+		case <-l.view.beatWake:
+			timer.Stop()
+		}
+	}
 }
 
 // statusOnce derives the status of the workloads keys (every workload when
@@ -237,6 +285,12 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 	wf := WorkloadFacts{
 		Meta: w.Meta, Desired: w.Spec.Desired, FromGit: w.Spec.Git != nil, Assigned: as, Reported: v.reportsOf(as),
 		TemplateHash: w.Spec.TemplateHash,
+	}
+	if sc, ok := v.schedulingOf(k); ok {
+		wf.Unplaced, wf.UnplacedReason = sc.Unplaced, sc.Reason
+		if w.Meta.Type == quadlet.TypeDaemonService {
+			wf.Desired = sc.Desired // one per eligible node
+		}
 	}
 	if wf.FromGit {
 		if a, ok := v.appSource(k); ok {

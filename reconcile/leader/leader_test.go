@@ -24,6 +24,8 @@ type leaderEnv struct {
 	t    *testing.T
 	repo *resources.Repo
 	ctx  context.Context
+	// base is the Unix time report's timestamps count from.
+	base int64
 }
 
 func newLeaderEnv(t *testing.T) *leaderEnv {
@@ -32,7 +34,18 @@ func newLeaderEnv(t *testing.T) *leaderEnv {
 	if _, err := repo.EnsureNamespace(t.Context(), "ns1", nil); err != nil {
 		t.Fatal(err)
 	}
-	return &leaderEnv{t: t, repo: repo, ctx: t.Context()}
+	e := &leaderEnv{t: t, repo: repo, ctx: t.Context(), base: time.Now().Unix()}
+	e.register("n1", nil)
+	e.report(0)
+	return e
+}
+
+// register registers node name with labels.
+func (e *leaderEnv) register(name string, labels map[string]string) {
+	e.t.Helper()
+	if err := e.repo.PutNodeRegistration(e.ctx, resources.NodeRegistration{Name: name, UID: "uid-" + name, Labels: labels}); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // run starts one term of leader loops (as reconcile.Leadership would) and
@@ -40,9 +53,6 @@ func newLeaderEnv(t *testing.T) *leaderEnv {
 func (e *leaderEnv) run(cfg Config) (*Leader, func()) {
 	e.t.Helper()
 	cfg.Repo = e.repo
-	if cfg.Node == "" {
-		cfg.Node = "n1"
-	}
 	if cfg.NewSuffix == nil {
 		var mu sync.Mutex
 		n := 0
@@ -104,10 +114,11 @@ func (e *leaderEnv) status(name string) resources.WorkloadStatus {
 	return w.Status
 }
 
-// report writes node n1's status with the given instance reports.
+// report writes node n1's status, ts seconds after the env was made, with
+// the given instance reports.
 func (e *leaderEnv) report(ts int64, is ...resources.InstanceStatus) {
 	e.t.Helper()
-	if err := e.repo.PutNodeStatus(e.ctx, resources.NodeStatus{NodeName: "n1", Timestamp: ts, WorkloadInstances: is}); err != nil {
+	if err := e.repo.PutNodeStatus(e.ctx, resources.NodeStatus{NodeName: "n1", Timestamp: e.base + ts, WorkloadInstances: is}); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -24,6 +25,11 @@ type spec struct {
 	Ports []int
 	// RestartPolicy is workload.kat's restartPolicy.condition.
 	RestartPolicy string
+	// Request is what each instance asks of the scheduler (Key and Count
+	// left to the caller); RequestErr is why there is none, when the
+	// resources do not parse.
+	Request    sched.Request
+	RequestErr error
 }
 
 // specOf extracts what the loops need of a parsed workload.
@@ -32,6 +38,7 @@ func specOf(q *quadlet.Quadlet) *spec {
 		TemplateHash: TemplateHash(q), Desired: resources.DesiredInstances(q), Image: q.Workload.Spec.Source.Image,
 		Git: q.Workload.Spec.Source.Git, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition,
 	}
+	s.Request, s.RequestErr = sched.NewRequest("", &q.Workload.Spec, 0)
 	if q.LoadBalancer != nil {
 		for _, p := range q.LoadBalancer.Spec.Ports {
 			s.Ports = append(s.Ports, p.ContainerPort)

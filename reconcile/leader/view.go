@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -28,6 +29,13 @@ const (
 	factAppSources
 	factBuilds
 	factSources
+	// factNodes changes for every workload when a node registers, changes
+	// its registration or allocatable resources, or turns Ready or
+	// NotReady.
+	factNodes
+	// factScheduling changes when placement finds a workload's desired or
+	// unplaced count or reason different.
+	factScheduling
 	numFactKinds
 )
 
@@ -56,9 +64,21 @@ type view struct {
 	builds     *store.Cache[build.Record]
 	sources    *store.Cache[resources.SourceStatus]
 	statuses   *store.Cache[storedStatus]
+	regs       *store.Cache[resources.NodeRegistration]
+	beats      *store.Cache[resources.NodeHeartbeat]
+
+	// lossTimeout is the heartbeat age at which a node is NotReady; now
+	// is the clock it is judged by.
+	lossTimeout time.Duration
+	now         func() time.Time
+	// beatWake is poked on every heartbeat: the node-loss clock then
+	// looks again for the next node to go NotReady.
+	beatWake chan struct{}
 
 	mu   sync.Mutex
 	subs []*subscription
+	// scheduling is placement's last finding per workload, guarded by mu.
+	scheduling map[string]Scheduling
 
 	idx viewIndex
 }
@@ -73,8 +93,11 @@ type subscription struct {
 	dirty map[string]struct{}
 }
 
-func newView(st store.StateStore, desired *resources.DesiredIndex) *view {
+func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout time.Duration, now func() time.Time) *view {
 	v := &view{
+		regs:        store.NewCache(st, resources.NodeRegistrationPrefix(), decodeJSON[resources.NodeRegistration]),
+		beats:       store.NewCache(st, resources.NodeHeartbeatPrefix(), decodeJSON[resources.NodeHeartbeat]),
+		lossTimeout: lossTimeout, now: now, beatWake: make(chan struct{}, 1), scheduling: map[string]Scheduling{},
 		specs:    newSpecCache(),
 		desired:  desired,
 		assigns:  store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
@@ -94,6 +117,8 @@ func newView(st store.StateStore, desired *resources.DesiredIndex) *view {
 	v.apps.SetIndex(func(key string, _, _ *resources.AppSource) {
 		v.markDirty(factAppSources, strings.TrimPrefix(key, resources.AppSourcesPrefix()))
 	})
+	v.regs.SetIndex(func(string, *resources.NodeRegistration, *resources.NodeRegistration) { v.markAll(factNodes) })
+	v.beats.SetIndex(v.heartbeatChanged)
 	v.builds.SetIndex(v.buildChanged)
 	v.sources.SetIndex(v.sourceChanged)
 	return v
@@ -148,6 +173,19 @@ func (v *view) markDirty(kind factKind, keys ...string) {
 	}
 }
 
+// markAll records that facts of kind changed for every workload and wakes
+// the loops that read them.
+func (v *view) markAll(kind factKind) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, s := range v.subs {
+		if s.kinds[kind] {
+			s.all = true
+			reconcile.Poke(s.wake)
+		}
+	}
+}
+
 // take returns the workloads dirty since the last take, sorted, or all when
 // every workload is; and forgets them.
 func (v *view) take(s *subscription) (keys []string, all bool) {
@@ -188,13 +226,15 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.builds.Run(ctx, nil) })
 	g.Go(func() error { return v.sources.Run(ctx, nil) })
 	g.Go(func() error { return v.statuses.Run(ctx, nil) })
+	g.Go(func() error { return v.regs.Run(ctx, nil) })
+	g.Go(func() error { return v.beats.Run(ctx, nil) })
 	return g.Wait()
 }
 
 // waitSynced returns once every cache holds its first listing, or ctx ended.
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
-		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced()} {
+		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

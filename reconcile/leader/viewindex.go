@@ -33,6 +33,8 @@ type viewIndex struct {
 	nodeInstances map[string][]string
 	// pathErrs are the Git sources' path errors, by source "\x00" path.
 	pathErrs map[string]resources.PathError
+	// usage is what the assignments on each node request.
+	usage map[string]*nodeUsage
 }
 
 // instanceReport is one instance as a node reported it, with a fingerprint
@@ -48,6 +50,7 @@ func newViewIndex() viewIndex {
 		assigned: map[string]map[string]struct{}{}, instWorkload: map[string]string{}, slots: map[int]int{},
 		builds: map[string]map[string]struct{}{}, reports: map[string]instanceReport{},
 		nodeInstances: map[string][]string{}, pathErrs: map[string]resources.PathError{},
+		usage: map[string]*nodeUsage{},
 	}
 }
 
@@ -86,6 +89,7 @@ func (v *view) assignmentChanged(key string, old, new *resources.Assignment) {
 			addKey(v.idx.assigned, k, key)
 			v.idx.instWorkload[a.InstanceID] = k
 		}
+		v.idx.addUsage(a, n)
 		if a.UserNSSlot != nil {
 			if v.idx.slots[*a.UserNSSlot] += n; v.idx.slots[*a.UserNSSlot] <= 0 {
 				delete(v.idx.slots, *a.UserNSSlot)
@@ -98,8 +102,12 @@ func (v *view) assignmentChanged(key string, old, new *resources.Assignment) {
 
 // nodeChanged is the node statuses cache's hook: it marks dirty the
 // workloads whose instances the node reports differently, so a heartbeat
-// that only moves the timestamp or the resources wakes no pass.
-func (v *view) nodeChanged(key string, _, new *resources.NodeStatus) {
+// that only moves the timestamp wakes no pass; a change of the node's
+// allocatable resources or GPUs marks every workload for placement.
+func (v *view) nodeChanged(key string, old, new *resources.NodeStatus) {
+	if nodeResourcesChanged(old, new) {
+		v.markAll(factNodes)
+	}
 	next := map[string]instanceReport{}
 	if new != nil {
 		for _, is := range new.WorkloadInstances {

@@ -20,12 +20,14 @@ const (
 	ConditionStalled        = "Stalled"
 	ConditionBuildFailed    = "BuildFailed"
 	ConditionSourceResolved = "SourceResolved"
+	ConditionScheduled      = "Scheduled"
 
 	ReasonProgressing    = "Progressing"
 	ReasonInstanceFailed = "InstanceFailed"
 	ReasonInvalidQuadlet = "InvalidQuadlet"
 	ReasonResolveFailed  = "ResolveFailed"
 	ReasonSucceeded      = "Succeeded"
+	ReasonUnschedulable  = "Unschedulable"
 )
 
 // buildLogTail bounds the end of a build log a BuildFailed condition quotes.
@@ -59,6 +61,10 @@ type WorkloadFacts struct {
 	// PathError is the Git source's error for the workload's directory at a
 	// newer commit than the one applied; nil when there is none.
 	PathError *resources.PathError
+	// Unplaced counts the instances placement found no node for, and
+	// UnplacedReason says why (the scheduler's reason).
+	Unplaced       int
+	UnplacedReason string
 }
 
 // DeriveWorkloadStatus computes a workload's status from its facts. It is
@@ -119,7 +125,10 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 	}
 	settled := stale == 0 && fresh == f.Desired
 	isJob := f.Meta.Type == quadlet.TypeJob
-	st := resources.WorkloadStatus{Desired: f.Desired, Ready: ready}
+	st := resources.WorkloadStatus{Desired: f.Desired, Ready: ready, Unplaced: f.Unplaced}
+	if f.Unplaced > 0 {
+		st.UnplacedReason = f.UnplacedReason
+	}
 	switch {
 	case isJob && succeeded > 0:
 		st.Phase = resources.PhaseReady
@@ -165,6 +174,15 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 			Message: fmt.Sprintf("%d of %d instances of generation %d placed, %d old instances left", fresh, f.Desired, f.Meta.Generation, stale)})
 	}
 	var errs []string
+	if f.Unplaced > 0 {
+		msg := fmt.Sprintf("%d instances fit on no node: %s", f.Unplaced, f.UnplacedReason)
+		if f.Unplaced == 1 {
+			msg = "1 instance fits on no node: " + f.UnplacedReason
+		}
+		conds = append(conds, resources.Condition{Type: ConditionScheduled, Status: resources.ConditionFalse, Reason: ReasonUnschedulable,
+			Message: msg})
+		errs = append(errs, msg)
+	}
 	switch {
 	case f.PathError != nil:
 		msg := fmt.Sprintf("%s: %s", f.PathError.Path, f.PathError.Error)
@@ -258,6 +276,7 @@ func instanceError(r resources.InstanceStatus) string {
 func statusEqual(a, b resources.WorkloadStatus) bool {
 	return a.ObservedGeneration == b.ObservedGeneration && a.AppliedGeneration == b.AppliedGeneration && a.Phase == b.Phase &&
 		a.Desired == b.Desired && a.Ready == b.Ready && a.LastError == b.LastError && a.SourceCommit == b.SourceCommit &&
+		a.Unplaced == b.Unplaced && a.UnplacedReason == b.UnplacedReason &&
 		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y resources.Condition) bool {
 			return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
 				x.LastTransitionTime.Equal(y.LastTransitionTime)

@@ -125,6 +125,12 @@ func StatusPrefix() string { return prefixStatus }
 // every beat, apart from its status, which is written only when it changes.
 func NodeHeartbeatKey(node string) string { return prefixHeartbeat + node }
 
+// NodeHeartbeatPrefix is the prefix of every node's last heartbeat time.
+func NodeHeartbeatPrefix() string { return prefixHeartbeat }
+
+// NodeRegistrationPrefix is the prefix of every node's registration.
+func NodeRegistrationPrefix() string { return prefixRegistration }
+
 // NodeStatusPrefix is the prefix of every node's reported status.
 func NodeStatusPrefix() string { return prefixNodeStatus }
 

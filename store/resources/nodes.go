@@ -82,6 +82,33 @@ type Node struct {
 	Heartbeat time.Time
 }
 
+// Ready reports whether the node is Ready at now: it has heartbeat and its
+// last heartbeat is no older than lossTimeout (cluster.kat's
+// nodeLossTimeoutSeconds); otherwise it is NotReady (spec §4.1.4).
+func (n Node) Ready(now time.Time, lossTimeout time.Duration) bool {
+	return HeartbeatFresh(n.Heartbeat, now, lossTimeout)
+}
+
+// HeartbeatFresh reports whether a node whose last heartbeat was at
+// heartbeat (zero: never) is Ready at now: the one rule of readiness, which
+// the API's node views and the leader's scheduler share.
+func HeartbeatFresh(heartbeat, now time.Time, lossTimeout time.Duration) bool {
+	return !heartbeat.IsZero() && now.Sub(heartbeat) <= lossTimeout
+}
+
+// LastHeartbeat returns a node's last heartbeat from its heartbeat record's
+// timestamp (0: none) and its status (nil: none): the later of the two, or
+// zero when it never beat.
+func LastHeartbeat(beat int64, st *NodeStatus) time.Time {
+	if st != nil {
+		beat = max(beat, st.Timestamp)
+	}
+	if beat == 0 {
+		return time.Time{}
+	}
+	return time.Unix(beat, 0).UTC()
+}
+
 // NodeHeartbeat is a node's last heartbeat: when it beat, in Unix seconds
 // (the time its status says).
 type NodeHeartbeat struct {
@@ -242,13 +269,7 @@ func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
 		n.Status = status[n.Registration.Name]
-		ts := beats[n.Registration.Name]
-		if n.Status != nil {
-			ts = max(ts, n.Status.Timestamp)
-		}
-		if ts != 0 {
-			n.Heartbeat = time.Unix(ts, 0).UTC()
-		}
+		n.Heartbeat = LastHeartbeat(beats[n.Registration.Name], n.Status)
 		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Registration.Name < out[j].Registration.Name })

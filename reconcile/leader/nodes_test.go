@@ -1,0 +1,154 @@
+package leader
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// beater heartbeats for the nodes it is told are alive, every 200 ms, as
+// their agents would, until stopped.
+type beater struct {
+	mu    sync.Mutex
+	alive map[string]bool
+	stop  func()
+}
+
+func (e *leaderEnv) startBeater(nodes ...string) *beater {
+	e.t.Helper()
+	b := &beater{alive: map[string]bool{}}
+	for _, n := range nodes {
+		b.alive[n] = true
+		st := resources.NodeStatus{NodeName: n, Timestamp: time.Now().Unix()}
+		st.Resources.Allocatable = resources.ResourceList{CPU: "4", Memory: "8Gi"}
+		if err := e.repo.PutNodeStatus(e.ctx, st); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			b.mu.Lock()
+			var live []string
+			for n, ok := range b.alive {
+				if ok {
+					live = append(live, n)
+				}
+			}
+			b.mu.Unlock()
+			for _, n := range live {
+				_, err := e.repo.RecordHeartbeat(ctx, resources.NodeStatus{NodeName: n, Timestamp: time.Now().Unix()}, false, 0)
+				if err != nil && ctx.Err() == nil {
+					e.t.Errorf("heartbeat of %s: %v", n, err)
+				}
+			}
+		}
+	})
+	b.stop = func() { cancel(); wg.Wait() }
+	return b
+}
+
+func (b *beater) set(node string, alive bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.alive[node] = alive
+}
+
+// onNodes renders a workload's assignments as a count per node.
+func (e *leaderEnv) onNodes(workload string) string { return perNode(e.assignments(workload)) }
+
+// TestLeaderNodeLossAndReturn: with three Ready nodes, a Service of 6 is
+// spread 2/2/2 and a DaemonService runs on each; when one node stops
+// heartbeating its Service instances are replaced on the others (6 in all,
+// none left there) while its DaemonService instance stays; when it beats
+// again, a pass over every workload runs and its old assignments stay
+// deleted.
+func TestLeaderNodeLossAndReturn(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	e.register("n2", nil)
+	e.register("n3", nil)
+	b := e.startBeater("n1", "n2", "n3")
+	defer b.stop()
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 6, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "dmn", quadlet.TypeDaemonService, 0, "v1"), resources.APIOwner())
+	l, stop := e.run(Config{NodeLossTimeout: 2 * time.Second})
+	defer stop()
+	poll.Until(t, 10*time.Second, "web spread 2/2/2 and dmn on every node", func() bool {
+		return e.onNodes("web") == "n1:2 n2:2 n3:2" && e.onNodes("dmn") == "n1:1 n2:1 n3:1"
+	})
+	var lost []string
+	for _, a := range e.assignments("web") {
+		if a.Node == "n3" {
+			lost = append(lost, a.InstanceID)
+		}
+	}
+
+	b.set("n3", false)
+	poll.Until(t, 10*time.Second, "n3's web instances replaced on n1 and n2", func() bool {
+		return e.onNodes("web") == "n1:3 n2:3"
+	})
+	if got := e.onNodes("dmn"); got != "n1:1 n2:1 n3:1" {
+		t.Errorf("dmn after n3 was lost = %q, want its instance kept on n3", got)
+	}
+
+	passes := l.placementPasses.Load()
+	b.set("n3", true)
+	poll.Until(t, 10*time.Second, "a placement pass after n3 returned", func() bool {
+		return l.placementPasses.Load() > passes
+	})
+	if got := e.onNodes("web"); got != "n1:3 n2:3" {
+		t.Errorf("web after n3 returned = %q, want n1:3 n2:3 (instances are not moved back)", got)
+	}
+	for _, a := range e.assignments("web") {
+		if slices.Contains(lost, a.InstanceID) {
+			t.Errorf("replaced instance %s is assigned again", a.InstanceID)
+		}
+	}
+}
+
+// TestLeaderPendingReason: an instance that fits on no node is Pending
+// with the scheduler's reason in the workload's status, and placed when a
+// node that fits registers.
+func TestLeaderPendingReason(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	e.register("n2", nil)
+	b := e.startBeater("n1", "n2")
+	defer b.stop()
+	files := workloadFiles(t, "zoned", quadlet.TypeService, 2, "v1")
+	files["workload.kat"] = append(files["workload.kat"], "  nodeSelector:\n    zone: x\n"...)
+	_, stop := e.run(Config{NodeLossTimeout: 5 * time.Second})
+	defer stop()
+	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
+	if err != nil || q.Workload.Spec.NodeSelector["zone"] != "x" {
+		t.Fatalf("fixture: %v", err)
+	}
+	e.apply(files, resources.APIOwner())
+	poll.Until(t, 10*time.Second, "zoned pending with a reason", func() bool {
+		st := e.status("zoned")
+		return st.Unplaced == 2 && st.UnplacedReason == "2 nodes: 2 nodeSelector mismatch"
+	})
+	if c := condition(e.status("zoned"), ConditionScheduled); c == nil || c.Reason != ReasonUnschedulable {
+		t.Errorf("Scheduled condition = %+v", c)
+	}
+	e.register("n3", map[string]string{"zone": "x"})
+	b.set("n3", true)
+	poll.Until(t, 10*time.Second, "zoned placed on n3", func() bool {
+		return e.onNodes("zoned") == "n3:2" && e.status("zoned").Unplaced == 0
+	})
+}

@@ -1,0 +1,162 @@
+package leader
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/reconcile/leader/sched"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// nodeUsage is what the assignments on one node request, kept by the
+// assignments cache's hook so that a pass need not add them up.
+type nodeUsage struct {
+	cpu, mem int64
+	// gpus counts the assignments holding each GPU index.
+	gpus map[int]int
+}
+
+// addUsage adds (n 1) or removes (n -1) assignment a's requests to its
+// node's usage. Called with idx.mu held.
+func (x *viewIndex) addUsage(a *resources.Assignment, n int) {
+	u := x.usage[a.Node]
+	if u == nil {
+		u = &nodeUsage{gpus: map[int]int{}}
+		x.usage[a.Node] = u
+	}
+	u.cpu += int64(n) * a.CPUMillis
+	u.mem += int64(n) * a.MemoryBytes
+	if a.GPU != nil {
+		if u.gpus[*a.GPU] += n; u.gpus[*a.GPU] <= 0 {
+			delete(u.gpus, *a.GPU)
+		}
+	}
+	if u.cpu == 0 && u.mem == 0 && len(u.gpus) == 0 {
+		delete(x.usage, a.Node)
+	}
+}
+
+// heartbeatChanged is the heartbeats cache's hook: a node that turns Ready
+// again makes every workload's placement look again (one that turns
+// NotReady changes no key: the node-loss clock wakes placement then).
+func (v *view) heartbeatChanged(_ string, old, new *resources.NodeHeartbeat) {
+	reconcile.Poke(v.beatWake)
+	if new == nil {
+		return
+	}
+	now := v.now()
+	fresh := func(hb *resources.NodeHeartbeat) bool {
+		return hb != nil && resources.HeartbeatFresh(resources.LastHeartbeat(hb.Timestamp, nil), now, v.lossTimeout)
+	}
+	if !fresh(old) && fresh(new) {
+		v.markAll(factNodes)
+	}
+}
+
+// nodeResourcesChanged reports whether a node status change matters to the
+// scheduler: the node's first or last status, or other allocatable
+// resources or GPUs.
+func nodeResourcesChanged(old, new *resources.NodeStatus) bool {
+	if old == nil || new == nil {
+		return old != new
+	}
+	return old.Resources.Allocatable != new.Resources.Allocatable || !slices.Equal(old.GPUs, new.GPUs)
+}
+
+// schedNodes returns every registered node as the scheduler sees it at
+// now, sorted by name, with the usage of every assignment, and the names of
+// the draining nodes: SchedNodes over the view.
+func (v *view) schedNodes(now time.Time) ([]sched.Node, map[string]bool) {
+	regs, _ := v.regs.Snapshot()
+	out := make([]sched.Node, 0, len(regs))
+	draining := map[string]bool{}
+	for _, reg := range regs {
+		out = append(out, schedNode(v.node(reg), now, v.lossTimeout))
+		if reg.Draining {
+			draining[reg.Name] = true
+		}
+	}
+	slices.SortFunc(out, func(a, b sched.Node) int { return strings.Compare(a.Name, b.Name) })
+	v.idx.mu.RLock()
+	defer v.idx.mu.RUnlock()
+	for i := range out {
+		n := &out[i]
+		u := v.idx.usage[n.Name]
+		if u == nil {
+			continue
+		}
+		n.Used.CPU, n.Used.Memory = u.cpu, u.mem
+		for j := range n.GPUs {
+			n.GPUs[j].InUse = u.gpus[n.GPUs[j].Index] > 0
+		}
+	}
+	return out, draining
+}
+
+// node returns a registered node with its status and last heartbeat.
+func (v *view) node(reg resources.NodeRegistration) resources.Node {
+	n := resources.Node{Registration: reg}
+	if st, ok := v.nodes.Get(resources.NodeStatusKey(reg.Name)); ok {
+		n.Status = &st
+	}
+	var beat int64
+	if hb, ok := v.beats.Get(resources.NodeHeartbeatKey(reg.Name)); ok {
+		beat = hb.Timestamp
+	}
+	n.Heartbeat = resources.LastHeartbeat(beat, n.Status)
+	return n
+}
+
+// readyNodes returns the nodes Ready at now, and when the first of them
+// turns NotReady (zero when none is Ready).
+func (v *view) readyNodes(now time.Time) (map[string]bool, time.Time) {
+	regs, _ := v.regs.Snapshot()
+	ready := map[string]bool{}
+	var next time.Time
+	for _, reg := range regs {
+		n := v.node(reg)
+		if !n.Ready(now, v.lossTimeout) {
+			continue
+		}
+		ready[reg.Name] = true
+		if at := nodeLossAt(n.Heartbeat, v.lossTimeout); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return ready, next
+}
+
+// setScheduling records what placement found for the workloads it planned,
+// forgets it for those of keys that are gone, and marks dirty, for the
+// status loop, those whose finding changed.
+func (v *view) setScheduling(keys []string, found map[string]Scheduling) {
+	var gone []string
+	for _, k := range keys {
+		if _, ok := v.desired.Workload(resources.SplitKey(k)); !ok {
+			gone = append(gone, k)
+		}
+	}
+	var changed []string
+	v.mu.Lock()
+	for _, k := range gone {
+		delete(v.scheduling, k)
+	}
+	for k, s := range found {
+		if old, ok := v.scheduling[k]; !ok || old != s {
+			v.scheduling[k] = s
+			changed = append(changed, k)
+		}
+	}
+	v.mu.Unlock()
+	v.markDirty(factScheduling, changed...)
+}
+
+// schedulingOf returns placement's last finding for workload key.
+func (v *view) schedulingOf(key string) (Scheduling, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s, ok := v.scheduling[key]
+	return s, ok
+}

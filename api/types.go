@@ -126,8 +126,92 @@ type Node struct {
 	// Conditions are what the node reports about itself, such as
 	// RuntimeReady=False when it cannot run containers.
 	Conditions []Condition `json:"conditions,omitempty"`
-	// Instances is how many workload instances the node reports.
+	// Instances is how many instances the leader has placed on the node
+	// (its assignments), ended Job instances included.
 	Instances int `json:"instances"`
+	// Taints repel instances that do not tolerate them (katcall taint).
+	Taints []Taint `json:"taints,omitempty"`
+	// Unschedulable is set by katcall cordon and drain: the node gets no
+	// new instance.
+	Unschedulable bool `json:"unschedulable"`
+	// Draining is set by katcall drain: the leader moves the node's Service
+	// and DaemonService instances off it and lets its Job instances finish.
+	Draining bool `json:"draining"`
+	// Requested is the sum of what the instances placed on the node request.
+	Requested NodeRequested `json:"requested"`
+	// Active counts, by workload type (Service, DaemonService, Job), the
+	// instances placed on the node that have not ended: every Service and
+	// DaemonService instance, and the Job instances its agent has not
+	// reported Succeeded or Failed. A drained node has none.
+	Active map[string]int `json:"active,omitempty"`
+	// HeartbeatAgeSeconds is how old LastHeartbeat was when the server
+	// answered; absent when the node never beat.
+	HeartbeatAgeSeconds *int64 `json:"heartbeatAgeSeconds,omitempty"`
+}
+
+// Node schedulability, as StatusText shows it beside the readiness.
+const (
+	NodeCordoned = "Cordoned"
+	NodeDraining = "Draining"
+)
+
+// StatusText is the node's readiness with its schedulability, as katcall get
+// nodes shows it: "Ready", "NotReady,Cordoned", "Ready,Draining".
+func (n Node) StatusText() string {
+	switch {
+	case n.Draining:
+		return n.Status + "," + NodeDraining
+	case n.Unschedulable:
+		return n.Status + "," + NodeCordoned
+	}
+	return n.Status
+}
+
+// Taint marks a node so that only instances tolerating it are placed there.
+// Effect is NoSchedule or PreferNoSchedule.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// String is the taint as katcall taint takes it: "key=value:Effect", or
+// "key:Effect" without a value.
+func (t Taint) String() string {
+	if t.Value == "" {
+		return t.Key + ":" + t.Effect
+	}
+	return t.Key + "=" + t.Value + ":" + t.Effect
+}
+
+// NodeRequested is what the instances placed on a node request in total.
+type NodeRequested struct {
+	CPUMillis   int64 `json:"cpuMillis"`
+	MemoryBytes int64 `json:"memoryBytes"`
+	// GPUs is how many of the node's GPUs instances hold.
+	GPUs int `json:"gpus"`
+}
+
+// TaintChange is the body of PATCH /v1alpha1/nodes/{node}/taints, with
+// kubectl taint's semantics.
+type TaintChange struct {
+	// Add adds taints; one with the key and effect of a taint the node has
+	// replaces it only with Overwrite (else the request is refused).
+	Add []Taint `json:"add,omitempty"`
+	// Remove removes, per item, the taint of that key and effect, or with
+	// no effect every taint of that key; one that matches nothing is
+	// refused.
+	Remove []Taint `json:"remove,omitempty"`
+	// Overwrite lets Add replace a taint of the same key and effect.
+	Overwrite bool `json:"overwrite,omitempty"`
+}
+
+// JoinTokenResponse is the answer of POST /v1alpha1/join-token: the new
+// join token.
+type JoinTokenResponse struct {
+	// Token is the whole join token (katjoin1.SECRET.FINGERPRINT), as
+	// kat-agent join --token-file reads it.
+	Token string `json:"token"`
 }
 
 // Leader is the current leader.

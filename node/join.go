@@ -52,6 +52,37 @@ func ensureJoinToken(path string, ca *pki.CA) (string, error) {
 	return secret, nil
 }
 
+// rotateJoinToken issues a new join secret with the cluster CA's
+// fingerprint (server.ServerConfig.RotateJoinToken): it rewrites
+// DATA_DIR/join.token, then stores the secret's hash, from which moment only
+// the new token admits nodes. When the hash cannot be stored, the old file
+// is put back and the old token stays valid.
+func (n *Node) rotateJoinToken(ctx context.Context) (string, error) {
+	n.joinMu.Lock()
+	defer n.joinMu.Unlock()
+	secret, err := newSecret()
+	if err != nil {
+		return "", err
+	}
+	tok := pki.JoinToken{Secret: secret, CAFingerprint: pki.Fingerprint(n.ca.Cert)}.String()
+	path := n.dir.joinToken()
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the current join token: %w", err)
+	}
+	if err := pki.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write the new join token: %w", err)
+	}
+	if err := n.repo.SetJoinToken(ctx, secret); err != nil {
+		if rerr := pki.WriteFileAtomic(path, old, 0o600); rerr != nil {
+			return "", fmt.Errorf("%w (and putting back %s failed: %w)", err, path, rerr)
+		}
+		return "", err
+	}
+	n.log.Info().Str("token_file", path).Msg("join token rotated")
+	return tok, nil
+}
+
 // admit is the leader's side of a join (server.Joiner): it registers the
 // node and signs its certificate, whose names (CN = node name, its address)
 // the leader sets, never the request.
@@ -87,7 +118,7 @@ func nodeLeafRequest(name, advertiseAddress string) pki.LeafRequest {
 // nodeLabels are a node's registered labels: kat.dws.rip/nodeName and the
 // ones it was given.
 func nodeLabels(name string, given map[string]string) map[string]string {
-	labels := map[string]string{"kat.dws.rip/nodeName": name}
+	labels := map[string]string{resources.NodeNameLabel: name}
 	maps.Copy(labels, given)
 	return labels
 }

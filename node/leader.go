@@ -70,7 +70,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	}
 	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
-		CACertPEM: n.ca.CertPEM, Join: n.admit,
+		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken,
 		NodeLossTimeout: lossTimeout,
 		Logger:          n.log.With().Str("component", "api").Logger(),
 	})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/rs/zerolog"
 
@@ -28,9 +29,12 @@ type Node struct {
 	leaf  *pki.Leaf
 	admin string
 	join  string
-	st    store.StateStore
-	repo  *resources.Repo
-	embed *store.Embedded
+	// joinMu serialises join token rotations, so join.token and the hash
+	// in etcd always name the same secret.
+	joinMu sync.Mutex
+	st     store.StateStore
+	repo   *resources.Repo
+	embed  *store.Embedded
 	// closers run in reverse order after the store closed.
 	closers []func() error
 }

@@ -138,15 +138,24 @@ func ensureToken(path string) (string, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("read token: %w", err)
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", fmt.Errorf("generate token: %w", err)
+	tok, err := newSecret()
+	if err != nil {
+		return "", err
 	}
-	tok := hex.EncodeToString(raw)
 	if err := pki.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
 		return "", err
 	}
 	return tok, nil
+}
+
+// newSecret returns 32 random bytes in hex: a new admin token or join
+// secret.
+func newSecret() (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("generate token: %w", err)
+	}
+	return hex.EncodeToString(raw), nil
 }
 
 // katcallConfig is the file katcall reads (DIR/katcall.yaml).

@@ -49,6 +49,14 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 	if err != nil && !errors.Is(err, resources.ErrNotFound) {
 		return nil, err
 	}
+	as, err := s.cfg.Repo.ListAssignments(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	byNode := map[string][]resources.Assignment{}
+	for _, a := range as {
+		byNode[a.Node] = append(byNode[a.Node], a)
+	}
 	now := s.cfg.Now()
 	out := make([]api.Node, 0, len(nodes))
 	for _, n := range nodes {
@@ -57,14 +65,21 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 			Name: reg.Name, UID: reg.UID, Status: api.NodeUnknown, AdvertiseAddress: reg.AdvertiseAddress,
 			APIPort: reg.APIPort, AgentPort: reg.AgentPort, Labels: reg.Labels, JoinedAt: reg.JoinedAt,
 			Leader: leader != nil && leader.Node == reg.Name,
+			Taints: reg.Taints, Unschedulable: reg.Unschedulable, Draining: reg.Draining,
 		}
+		reported := map[string]string{}
 		if n.Status != nil {
-			v.Resources = n.Status.Resources
-			v.Conditions, v.Instances = n.Status.Conditions, len(n.Status.WorkloadInstances)
+			v.Resources, v.Conditions = n.Status.Resources, n.Status.Conditions
+			for _, is := range n.Status.WorkloadInstances {
+				reported[is.InstanceID] = is.Phase
+			}
 		}
+		p := placedOn(byNode[reg.Name], reported)
+		v.Instances, v.Requested, v.Active = p.instances, p.requested, p.active
 		if !n.Heartbeat.IsZero() {
 			hb := n.Heartbeat
-			v.LastHeartbeat = &hb
+			ageSec := int64(max(now.Sub(hb), 0).Seconds())
+			v.LastHeartbeat, v.HeartbeatAgeSeconds = &hb, &ageSec
 			v.Status = api.NodeNotReady
 			if n.Ready(now, s.cfg.NodeLossTimeout) {
 				v.Status = api.NodeReady
@@ -85,19 +100,12 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "node")
-	out, err := s.nodeViews(r.Context())
+	n, err := s.nodeView(r.Context(), chi.URLParam(r, "node"))
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
-	for _, n := range out {
-		if n.Name == name {
-			writeJSON(w, http.StatusOK, n)
-			return
-		}
-	}
-	writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: "node " + name + " not found"})
+	writeJSON(w, http.StatusOK, n)
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {

@@ -17,7 +17,12 @@
 //	GET    /v1alpha1/n/{ns}/workloads/{name}          PUT creates or updates, DELETE removes
 //	GET    /v1alpha1/n/{ns}/workloads/{name}/files/{file}
 //	GET    /v1alpha1/config/cluster                   the cluster configuration, sanitised
-//	GET    /v1alpha1/nodes                            and /v1alpha1/nodes/{name}
+//	GET    /v1alpha1/nodes                            and /v1alpha1/nodes/{node}
+//	DELETE /v1alpha1/nodes/{node}                     ?force=true: even a Ready node with instances
+//	POST   /v1alpha1/nodes/{node}/cordon              also uncordon, drain (no body)
+//	PATCH  /v1alpha1/nodes/{node}/labels              JSON merge patch: {"k": "v", "gone": null}
+//	PATCH  /v1alpha1/nodes/{node}/taints              {"add": [taint], "remove": [{key, effect}], "overwrite": bool}
+//	POST   /v1alpha1/join-token                       a new join token; the old one stops working
 //
 // # Errors
 //
@@ -28,7 +33,7 @@
 // conflict (already exists, owned by Git, namespace not empty), 413 body or
 // archive too large, 415 a body whose Content-Type the endpoint does not take
 // (archives: application/gzip; namespace.kat: application/yaml; the rest:
-// application/json), 422 a Quadlet that does not validate, 429 rate limited.
+// application/json; label changes also application/merge-patch+json), 422 a Quadlet that does not validate, 429 rate limited.
 // A refused request changes no state.
 //
 // # Authentication

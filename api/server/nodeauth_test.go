@@ -21,6 +21,31 @@ func TestNodeReportsWithItsCertificate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, nil)
+	for _, n := range []string{"n1", "n2"} {
+		if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := nodeClient(t, f, "n1")
+	if err := client.PostNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix()}); err != nil {
+		t.Fatalf("n1 reporting for itself: %v", err)
+	}
+	if err := client.PostNodeStatus(ctx, resources.NodeStatus{NodeName: "n2"}); statusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("n1 reporting for n2: %v, want 401", err)
+	}
+	if _, err := client.ListNodes(ctx); statusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("a node certificate opened another endpoint: %v, want 401", err)
+	}
+	if st, err := f.repo.GetNodeStatus(ctx, "n2"); err == nil {
+		t.Fatalf("n2's status was written: %+v", st)
+	}
+}
+
+// nodeClient serves f's repository over mutual TLS (as the leader does:
+// client certificates verified when given) and returns a client holding the
+// certificate of node name and no token.
+func nodeClient(t *testing.T, f *fixture, name string) *api.Client {
+	t.Helper()
 	ca, err := pki.NewCA("test-ca")
 	if err != nil {
 		t.Fatal(err)
@@ -44,25 +69,9 @@ func TestNodeReportsWithItsCertificate(t *testing.T) {
 	srv.TLS.ClientAuth = tls.VerifyClientCertIfGiven
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	for _, n := range []string{"n1", "n2"} {
-		if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: n}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	client, err := api.NewClient(api.ClientConfig{Server: srv.URL, CAData: ca.CertPEM, ClientCert: issue("n1")})
+	client, err := api.NewClient(api.ClientConfig{Server: srv.URL, CAData: ca.CertPEM, ClientCert: issue(name)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := client.PostNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix()}); err != nil {
-		t.Fatalf("n1 reporting for itself: %v", err)
-	}
-	if err := client.PostNodeStatus(ctx, resources.NodeStatus{NodeName: "n2"}); statusOf(err) != http.StatusUnauthorized {
-		t.Fatalf("n1 reporting for n2: %v, want 401", err)
-	}
-	if _, err := client.ListNodes(ctx); statusOf(err) != http.StatusUnauthorized {
-		t.Fatalf("a node certificate opened another endpoint: %v, want 401", err)
-	}
-	if st, err := f.repo.GetNodeStatus(ctx, "n2"); err == nil {
-		t.Fatalf("n2's status was written: %+v", st)
-	}
+	return client
 }

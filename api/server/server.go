@@ -72,6 +72,15 @@ type ServerConfig struct {
 	// Join admits nodes at api.JoinPath once the server has checked the
 	// join secret and the request. Default nil: joins are not served.
 	Join Joiner
+	// ForgetNode, when set, is called by DELETE /v1alpha1/nodes/{node}
+	// before the node's records are removed, to drop what else identifies
+	// the node (its etcd user), so its name can join again as another
+	// node. An error leaves the node in place. Default nil: nothing else.
+	ForgetNode func(ctx context.Context, name string) error
+	// RotateJoinToken issues a new join token, makes it the only one that
+	// admits nodes, and returns it whole (katjoin1.SECRET.FINGERPRINT).
+	// Default nil: POST /v1alpha1/join-token answers 503.
+	RotateJoinToken func(ctx context.Context) (string, error)
 }
 
 // Server serves the v1alpha1 API.
@@ -157,6 +166,13 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/config/cluster", s.clusterConfig)
 		r.Get("/nodes", s.listNodes)
 		r.Get("/nodes/{node}", s.getNode)
+		r.Delete("/nodes/{node}", s.deleteNode)
+		r.Post("/nodes/{node}/cordon", s.cordonNode)
+		r.Post("/nodes/{node}/uncordon", s.uncordonNode)
+		r.Post("/nodes/{node}/drain", s.drainNode)
+		r.Patch("/nodes/{node}/labels", s.patchNodeLabels)
+		r.Patch("/nodes/{node}/taints", s.patchNodeTaints)
+		r.Post("/join-token", s.rotateJoinToken)
 		r.Get("/namespaces", s.listNamespaces)
 		r.Post("/namespaces", s.createNamespace)
 		r.Get("/namespaces/{ns}", s.getNamespace)

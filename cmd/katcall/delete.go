@@ -10,8 +10,8 @@ import (
 func newDeleteCommand(g *globals) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "delete workload NAMESPACE/NAME | delete namespace NAME",
-		Short: "Delete a workload or an empty namespace",
+		Use:   "delete workload NAMESPACE/NAME | delete namespace NAME | delete node NAME",
+		Short: "Delete a workload, an empty namespace or a node",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, err := resourceKind(args[0])
@@ -38,6 +38,11 @@ func newDeleteCommand(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(g.stdout, "namespace %s deleted\n", args[1])
+			case "nodes":
+				if err := c.DeleteNode(cmd.Context(), args[1], force); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "node %s deleted; its name can join again\n", args[1])
 			case "sources":
 				if err := c.DeleteSource(cmd.Context(), args[1]); err != nil {
 					return err
@@ -49,6 +54,6 @@ func newDeleteCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "delete even a Git-managed workload")
+	cmd.Flags().BoolVar(&force, "force", false, "delete even a Git-managed workload, or a Ready node that still has instances")
 	return cmd
 }

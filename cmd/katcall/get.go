@@ -132,23 +132,6 @@ func workloadTable(g *globals, ws []api.Workload, now time.Time) error {
 	return t.flush()
 }
 
-func nodeTable(g *globals, nodes []api.Node, now time.Time) error {
-	t := newTable(g.stdout, "NAME", "STATUS", "ROLE", "ADDRESS", "CPU", "MEMORY", "HEARTBEAT")
-	for _, n := range nodes {
-		role := "agent"
-		if n.Leader {
-			role = "leader"
-		}
-		hb := "-"
-		if n.LastHeartbeat != nil {
-			hb = age(now, *n.LastHeartbeat) + " ago"
-		}
-		t.row(n.Name, n.Status, role, n.AdvertiseAddress, orDash(n.Resources.Allocatable.CPU),
-			orDash(n.Resources.Allocatable.Memory), hb)
-	}
-	return t.flush()
-}
-
 func ownerLabel(w api.Workload) string {
 	o := w.Owner.Kind
 	if w.Owner.Kind == "git" {

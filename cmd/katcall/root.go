@@ -4,6 +4,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"kat.dws.rip/kat/api"
 )
 
 // globals are the flags every command shares.
@@ -32,5 +34,9 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.AddCommand(newSourceCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
 	root.AddCommand(newDiffCommand(g))
 	root.AddCommand(newLogsCommand(g))
+	root.AddCommand(
+		newNodeActionCommand(g, "cordon", "Mark a node unschedulable: it gets no new instance", "cordoned", (*api.Client).CordonNode),
+		newNodeActionCommand(g, "uncordon", "Make a node schedulable again (ending a drain)", "uncordoned", (*api.Client).UncordonNode),
+		newDrainCommand(g), newLabelCommand(g), newTaintCommand(g), newTokenCommand(g))
 	return root
 }

@@ -98,6 +98,18 @@ func (r *Repo) JoinTokenHash(ctx context.Context) (string, error) {
 	return r.getString(ctx, keyJoinTokenHash)
 }
 
+// SetJoinToken replaces the stored hash of the join secret with the hash of
+// secret: from then on only secret admits a node.
+func (r *Repo) SetJoinToken(ctx context.Context, secret string) error {
+	if secret == "" {
+		return errors.New("set join token: empty secret")
+	}
+	if err := r.st.Put(ctx, keyJoinTokenHash, []byte(HashToken(secret))); err != nil {
+		return fmt.Errorf("store the join token hash: %w", err)
+	}
+	return nil
+}
+
 // LeaderEndpoint is what the leader publishes about itself.
 type LeaderEndpoint struct {
 	Node   string    `json:"node"`

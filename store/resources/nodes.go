@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
@@ -32,27 +33,19 @@ type NodeRegistration struct {
 	Draining bool `json:"draining,omitempty"`
 }
 
+// NodeNameLabel is the label every node carries with its own name, for
+// nodeSelectors; KAT sets it and operators cannot change it.
+const NodeNameLabel = "kat.dws.rip/nodeName"
+
 // Taint effects.
 const (
 	TaintNoSchedule       = "NoSchedule"
 	TaintPreferNoSchedule = "PreferNoSchedule"
 )
 
-// Taint marks a node so that only workloads tolerating it are placed there.
-type Taint struct {
-	Key    string `json:"key"`
-	Value  string `json:"value,omitempty"`
-	Effect string `json:"effect"`
-}
-
-// String returns the taint as katcall taint takes it: "key=value:Effect",
-// or "key:Effect" without a value.
-func (t Taint) String() string {
-	if t.Value == "" {
-		return t.Key + ":" + t.Effect
-	}
-	return t.Key + "=" + t.Value + ":" + t.Effect
-}
+// Taint marks a node so that only workloads tolerating it are placed there;
+// its String is "key=value:Effect" as katcall taint takes it.
+type Taint = api.Taint
 
 // KeepOperatorFields returns reg, as a node registers itself again (a
 // restart, a rejoin), with what the operator set on its old registration

@@ -79,3 +79,21 @@ func (c *Client) streamLogs(ctx context.Context, ns, name string, q url.Values, 
 	}
 	return nil
 }
+
+// PutNodeBuildRecord stores node's record of the build of commit of
+// workload ns/name (the JSON of a build record, whose node, namespace,
+// workload and commit must be these). A node may store only its own
+// records: the leader checks its certificate's common name.
+func (c *Client) PutNodeBuildRecord(ctx context.Context, node, ns, name, commit string, record []byte) error {
+	p := "/v1alpha1/nodes/" + url.PathEscape(node) + "/builds/" + url.PathEscape(ns) + "/" + url.PathEscape(name) + "/" + url.PathEscape(commit)
+	return c.do(ctx, http.MethodPut, p, nil, record, "application/json", nil)
+}
+
+// PostNodeEvent records an event node reports (the leader sets its time).
+func (c *Client) PostNodeEvent(ctx context.Context, node string, ev Event) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	return c.do(ctx, http.MethodPost, "/v1alpha1/nodes/"+url.PathEscape(node)+"/events", nil, b, "application/json", nil)
+}

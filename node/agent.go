@@ -45,8 +45,15 @@ func (n *Node) runAgent(ctx context.Context) error {
 	if buildDir == "" {
 		buildDir = n.dir.path("builds")
 	}
+	// A worker's etcd user may not write: its facts go through the leader.
+	link := agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf)
+	var records build.RecordStore = agent.BuildRecords{Repo: n.repo}
+	events := n.repo.AppendEvent
+	if n.state.Role == roleWorker {
+		records, events = link, link.AppendEvent
+	}
 	builder, err := build.New(build.Config{
-		Node: n.state.NodeName, WorkDir: buildDir, Podman: rt, Records: agent.BuildRecords{Repo: n.repo},
+		Node: n.state.NodeName, WorkDir: buildDir, Podman: rt, Records: records,
 		Timeout: o.BuildTimeout, AuthFile: o.RegistryAuthFile, InsecureRegistries: o.InsecureRegistries,
 		MaxParallel: o.MaxConcurrentBuilds, KeepImages: o.KeepImages, SubIDs: idRange, Logger: n.log.With().Str("component", "build").Logger(),
 	})
@@ -56,7 +63,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	defer builder.Close() // after every goroutine below has ended: stops builds still under way
 	beat := make(chan struct{}, 1)
 	ag, err := agent.NewAgent(agent.AgentConfig{
-		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt,
+		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt, Events: events,
 		MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts,
@@ -79,7 +86,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		return agent.RunHeartbeat(gctx, agent.HeartbeatConfig{
-			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Post: agent.LeaderReporter(n.repo, n.ca.CertPEM, n.leaf), Wake: beat,
+			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Post: link.PostStatus, Wake: beat,
 			Instances: ag.Instances, Conditions: ag.Conditions,
 			Interval: time.Duration(spec.AgentTickSeconds) * time.Second,
 			Logger:   n.log.With().Str("component", "heartbeat").Logger(),

@@ -84,8 +84,9 @@ func (n *Node) rotateJoinToken(ctx context.Context) (string, error) {
 }
 
 // admit is the leader's side of a join (server.Joiner): it registers the
-// node and signs its certificate, whose names (CN = node name, its address)
-// the leader sets, never the request.
+// node, gives it its etcd user (a worker's read-only rights, see
+// resources.WorkerGrants) and signs its certificate, whose names (CN =
+// node name, its address) the leader sets, never the request.
 func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinResponse, error) {
 	certPEM, err := n.ca.SignCSR([]byte(req.CSR), nodeLeafRequest(req.NodeName, req.AdvertiseAddress))
 	if err != nil {
@@ -99,6 +100,9 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 		if errors.Is(err, resources.ErrNodeNameTaken) {
 			return nil, fmt.Errorf("%w: %w", server.ErrNodeNameTaken, err)
 		}
+		return nil, err
+	}
+	if err := n.grantNode(ctx, req.NodeName); err != nil {
 		return nil, err
 	}
 	return &api.JoinResponse{Certificate: string(certPEM), CA: string(n.ca.CertPEM), EtcdEndpoints: n.etcdClientURLs()}, nil

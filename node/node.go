@@ -35,6 +35,9 @@ type Node struct {
 	st     store.StateStore
 	repo   *resources.Repo
 	embed  *store.Embedded
+	// etcd is the administrator's client of the embedded etcd (the same
+	// store as st); nil on a worker and with an external etcd.
+	etcd *store.Etcd
 	// closers run in reverse order after the store closed.
 	closers []func() error
 }
@@ -95,6 +98,11 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 		return nil, err
 	}
 	n.repo = resources.New(n.st)
+	if n.etcd != nil {
+		if err := n.ensureAccess(ctx); err != nil {
+			return nil, err
+		}
+	}
 	info, created, err := n.repo.InitCluster(ctx, resources.ClusterInit{
 		UID: st.ClusterUID, Config: st.Cluster, AdminToken: n.admin, JoinToken: n.join,
 	})
@@ -224,17 +232,25 @@ func (n *Node) openStore(ctx context.Context) error {
 	peerURL := "https://" + net.JoinHostPort(host, strconv.Itoa(spec.EtcdPeerPort))
 	nodePaths, caPaths := pki.PathsIn(n.dir.pkiDir(), "node"), pki.PathsIn(n.dir.pkiDir(), "ca")
 	tlsFiles := &store.TLSFiles{CertFile: nodePaths.Cert, KeyFile: nodePaths.Key, TrustedCAFile: caPaths.Cert}
+	// Only members may be peers: a worker's certificate is of the same CA.
+	peerTLS := *tlsFiles
+	peerTLS.AllowedCNs = []string{n.state.NodeName}
 	e, err := store.StartEmbedded(ctx, store.EmbedConfig{
 		Name: n.state.NodeName, DataDir: n.dir.etcdDir(),
 		ListenClientURLs: clientURLs, AdvertiseClientURLs: clientURLs[:1],
 		ListenPeerURLs: []string{peerURL}, AdvertisePeerURLs: []string{peerURL},
-		ClientTLS: tlsFiles, PeerTLS: tlsFiles, LogOutput: etcdLog,
+		ClientTLS: tlsFiles, PeerTLS: &peerTLS, LogOutput: etcdLog,
 	})
 	if err != nil {
 		return fmt.Errorf("start embedded etcd: %w", err)
 	}
 	n.embed = e
-	n.st = store.New(e.Client())
+	// etcd authentication is on (ensureAccess), so the in-process client,
+	// which carries no user, cannot be used.
+	if n.etcd, err = n.rootClient(ctx); err != nil {
+		return err
+	}
+	n.st = n.etcd
 	n.log.Info().Strs("client_urls", clientURLs).Str("peer_url", peerURL).Msg("embedded etcd ready")
 	return nil
 }

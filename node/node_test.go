@@ -58,6 +58,20 @@ func testOptions(t *testing.T, dir string) Options {
 	}
 }
 
+// reopen closes n and opens its data directory again without cluster.kat
+// (a resume); the node is closed when the test ends.
+func reopen(t *testing.T, n *Node, o Options) *Node {
+	t.Helper()
+	n.Close()
+	o.ConfigPath = ""
+	n, err := Open(t.Context(), o, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
 func readFile(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -90,14 +104,7 @@ func TestOpenCreatesThenResumes(t *testing.T) {
 			t.Errorf("first init did not create %s: %v", f, err)
 		}
 	}
-	n.Close()
-
-	o.ConfigPath = ""
-	n, err = Open(ctx, o, zerolog.Nop())
-	if err != nil {
-		t.Fatalf("resume: %v", err)
-	}
-	defer n.Close()
+	n = reopen(t, n, o)
 	again, err := n.Repo().ClusterInfo(ctx)
 	if err != nil {
 		t.Fatal(err)

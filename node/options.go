@@ -14,6 +14,7 @@ import (
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/agent"
 	"kat.dws.rip/kat/runtime"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // Options are what `kat-agent init` is told on its command line. Errors name
@@ -142,8 +143,8 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--node-label %q: %s", k, p))
 		}
 	}
-	if o.NodeName != "" && !quadlet.IsDNSLabel(o.NodeName) {
-		errs = append(errs, fmt.Errorf("--node-name: %q must be a DNS label (lowercase letters, digits and '-')", o.NodeName))
+	if p := resources.NodeNameProblem(o.NodeName); o.NodeName != "" && p != "" {
+		errs = append(errs, fmt.Errorf("--node-name: %s", p))
 	}
 	for _, ep := range o.EtcdEndpoints {
 		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
@@ -217,7 +218,7 @@ func defaultNodeName() string {
 		return "kat-node"
 	}
 	h = strings.ToLower(strings.SplitN(h, ".", 2)[0])
-	if !quadlet.IsDNSLabel(h) {
+	if resources.NodeNameProblem(h) != "" {
 		return "kat-node"
 	}
 	return h

@@ -63,6 +63,11 @@ type TLSFiles struct {
 	// TrustedCAFile is the CA that must have signed client certificates.
 	// Required.
 	TrustedCAFile string
+	// AllowedCNs, when set, admits only client certificates whose common
+	// name is one of them. For PeerTLS it keeps a certificate of the same
+	// CA issued to a node that is no member (a worker's) from acting as a
+	// peer. Default: any certificate of TrustedCAFile.
+	AllowedCNs []string
 }
 
 // EmbedConfig configures an embedded etcd member.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -174,6 +175,7 @@ func tlsInfo(field string, f *TLSFiles, us []url.URL) (transport.TLSInfo, error)
 		KeyFile:        f.KeyFile,
 		TrustedCAFile:  f.TrustedCAFile,
 		ClientCertAuth: true,
+		AllowedCNs:     slices.Clone(f.AllowedCNs),
 	}, nil
 }
 

@@ -20,9 +20,10 @@ type testPKI struct {
 	caFile, serverCert, serverKey string
 	pool                          *x509.CertPool
 	client                        tls.Certificate
+	ca                            *pki.CA
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
 	ca, _, err := pki.EnsureCA(pki.PathsIn(dir, "ca"), "test-ca")
@@ -45,7 +46,7 @@ func newTestPKI(t *testing.T) *testPKI {
 	}
 	return &testPKI{
 		caFile: filepath.Join(dir, "ca.crt"), serverCert: server.Cert, serverKey: server.Key,
-		pool: ca.Pool(), client: clientCert,
+		pool: ca.Pool(), client: clientCert, ca: ca,
 	}
 }
 

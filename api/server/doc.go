@@ -23,6 +23,9 @@
 //	PATCH  /v1alpha1/nodes/{node}/labels              JSON merge patch: {"k": "v", "gone": null}
 //	PATCH  /v1alpha1/nodes/{node}/taints              {"add": [taint], "remove": [{key, effect}], "overwrite": bool}
 //	POST   /v1alpha1/join-token                       a new join token; the old one stops working
+//	POST   /v1alpha1/nodes/{node}/status              a node's heartbeat (node certificate or token)
+//	PUT    /v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}   a node's build record (node certificate or token)
+//	POST   /v1alpha1/nodes/{node}/events              an event a node reports (node certificate or token)
 //
 // # Errors
 //
@@ -40,5 +43,8 @@
 //
 // Every endpoint but /healthz needs "Authorization: Bearer TOKEN" with the
 // admin token printed by kat-agent init. Only the token's SHA-256 is kept in
-// etcd, and it is compared in constant time.
+// etcd, and it is compared in constant time. The /v1alpha1/nodes/{node}/...
+// routes a node writes its facts with also take a client certificate of the
+// cluster CA whose common name is {node}: a worker's etcd user may not write,
+// so this is the only way its facts reach etcd, and only its own.
 package server

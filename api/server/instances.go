@@ -17,7 +17,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -79,14 +78,9 @@ func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {
 // postNodeStatus stores a node's heartbeat. The caller is the node itself
 // (its client certificate names it) or holds the admin token.
 func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
-	node := chi.URLParam(r, "node")
-	if !quadlet.IsDNSLabel(node) {
-		writeError(w, badRequest("invalid node name %q in the URL: must be a DNS label", node))
-		return
-	}
 	var st resources.NodeStatus
-	if apiErr := readJSON(w, r, max(s.cfg.MaxJSONBytes, 1<<20), "node status", &st); apiErr != nil {
-		writeError(w, apiErr)
+	node, ok := s.readNodeReport(w, r, "node status", 1<<20, &st)
+	if !ok {
 		return
 	}
 	if st.NodeName != node {

@@ -92,8 +92,8 @@ func checkJoinRequest(req *api.JoinRequest) []api.FieldDetail {
 	bad := func(field, format string, args ...any) {
 		out = append(out, api.FieldDetail{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	if !quadlet.IsDNSLabel(req.NodeName) {
-		bad("nodeName", "%q must be a DNS label (lowercase letters, digits and '-')", req.NodeName)
+	if p := resources.NodeNameProblem(req.NodeName); p != "" {
+		bad("nodeName", "%s", p)
 	}
 	if req.NodeUID == "" || len(req.NodeUID) > 64 {
 		bad("nodeUID", "must be 1 to 64 characters")

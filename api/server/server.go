@@ -153,6 +153,8 @@ func (s *Server) Handler() http.Handler {
 	// Routes without the request timeout: followed logs stream for long.
 	r.With(s.authenticate).Get("/v1alpha1/n/{ns}/workloads/{name}/logs", s.workloadLogs)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/status", s.postNodeStatus)
+	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Put("/v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}", s.putNodeBuildRecord)
+	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/events", s.postNodeEvent)
 	if len(s.cfg.CACertPEM) > 0 {
 		r.Get(api.CACertPath, s.getCA)
 	}

@@ -78,6 +78,10 @@ type AgentConfig struct {
 	ClusterUID string
 	// Runtime runs the containers. Required.
 	Runtime Runtime
+	// Events records the agent's events (a failed build). Default
+	// Repo.AppendEvent; a worker, whose etcd user may not write, sends
+	// them to the leader (LeaderLink.AppendEvent).
+	Events func(context.Context, resources.Event) error
 	// BuildSpec builds each container's spec. Required.
 	BuildSpec SpecBuilder
 	// Resync is how often the agent re-lists assignments and containers
@@ -192,6 +196,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	}
 	if cfg.ClusterUID == "" {
 		return nil, errors.New("agent: cluster UID is required: without it the agent could not tell its containers from another cluster's")
+	}
+	if cfg.Events == nil {
+		cfg.Events = cfg.Repo.AppendEvent
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = 10 * time.Second

@@ -102,7 +102,7 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	// derives the workload's BuildFailed condition from; the event tells
 	// the story.
 	obj := "workload/" + a.Namespace + "/" + a.Workload
-	if eerr := ag.cfg.Repo.AppendEvent(ctx, resources.Event{Type: resources.EventWarning, Object: obj, Reason: build.ReasonBuildFailed,
+	if eerr := ag.cfg.Events(ctx, resources.Event{Type: resources.EventWarning, Object: obj, Reason: build.ReasonBuildFailed,
 		Message: fmt.Sprintf("build at %s failed on node %s (%s): %v", reconcile.ShortCommit(a.Build.Commit), ag.cfg.Node, fe.Stage, fe.Err)}); eerr != nil {
 		ag.cfg.Logger.Warn().Err(eerr).Msg("cannot record the build failure event")
 	}

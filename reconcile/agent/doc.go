@@ -4,7 +4,7 @@
 //
 //	ag, err := agent.NewAgent(agent.AgentConfig{Repo: repo, Node: "n1", ClusterUID: uid, Runtime: podman, BuildSpec: specs})
 //	go ag.Run(ctx) // until ctx ends; containers keep running
-//	go agent.RunHeartbeat(ctx, agent.HeartbeatConfig{Node: "n1", Post: agent.LeaderReporter(repo, caPEM, cert),
+//	go agent.RunHeartbeat(ctx, agent.HeartbeatConfig{Node: "n1", Post: agent.NewLeaderLink("n1", repo, caPEM, cert).PostStatus,
 //		Instances: ag.Instances, Conditions: ag.Conditions})
 //
 // # The loop
@@ -37,11 +37,20 @@
 // An assignment that carries a build reference (a workload built from an app
 // repository) is built on the node with a [Builder] instead of pulled; the
 // build record goes under /kat/builds/{ns}/{name}/{commit12}/{node}
-// ([BuildRecords]), the only fact about builds the leader reads.
+// ([BuildRecords] on the leader's node, [LeaderLink] on a worker), the only
+// fact about builds the leader reads.
 //
 // # Heartbeat
 //
 // [RunHeartbeat] reports the node's resources, conditions and every
 // instance (spec §4.1.3) each agent tick, and at once when an instance
-// changes, to the leader's API ([LeaderReporter]).
+// changes, to the leader's API ([LeaderLink]).
+//
+// # What a worker may write
+//
+// A worker's etcd user reads its assignments, its last status, the
+// cluster's configuration and the leader's endpoint, and writes nothing
+// (resources.WorkerGrants). Its status, build records and events go through
+// the leader's API ([LeaderLink]), which takes them only for the node named
+// by the client certificate.
 package agent

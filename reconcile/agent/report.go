@@ -2,47 +2,97 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
 )
 
-// reportTimeout bounds one heartbeat POST.
+// reportTimeout bounds one request to the leader.
 const reportTimeout = 10 * time.Second
 
-// LeaderReporter returns the heartbeat's Post function for a node: it sends
-// the status to the API of whichever node leads now (the leader records its
-// endpoint in etcd), authenticated by the node's certificate, and follows a
-// new leader without a restart.
-func LeaderReporter(repo *resources.Repo, caPEM []byte, cert *pki.Leaf) func(context.Context, api.NodeStatus) error {
-	var (
-		mu     sync.Mutex
-		url    string
-		client *api.Client
-	)
-	return func(ctx context.Context, st api.NodeStatus) error {
-		ep, err := repo.GetLeaderEndpoint(ctx)
-		if err != nil {
-			return fmt.Errorf("find the leader: %w", err)
-		}
-		mu.Lock()
-		if client == nil || url != ep.APIURL {
-			c, err := api.NewClient(api.ClientConfig{Server: ep.APIURL, CAData: caPEM, ClientCert: cert, Timeout: reportTimeout})
-			if err != nil {
-				mu.Unlock()
-				return fmt.Errorf("reach the leader at %s: %w", ep.APIURL, err)
-			}
-			client, url = c, ep.APIURL
-		}
-		c := client
-		mu.Unlock()
-		if err := c.PostNodeStatus(ctx, st); err != nil {
-			return fmt.Errorf("report to the leader at %s: %w", ep.APIURL, err)
-		}
-		return nil
+// LeaderLink is how a worker writes its facts: its etcd user may only read
+// (resources.WorkerGrants), so its status, build records and events go to
+// the API of whichever node leads now (the leader records its endpoint in
+// etcd), authenticated by the node's certificate; a new leader is followed
+// without a restart. It is safe for concurrent use.
+type LeaderLink struct {
+	node   string
+	repo   *resources.Repo
+	caPEM  []byte
+	cert   *pki.Leaf
+	mu     sync.Mutex
+	url    string
+	client *api.Client
+}
+
+var _ build.RecordStore = (*LeaderLink)(nil)
+
+// NewLeaderLink returns the link of node, which finds the leader in repo
+// and authenticates with cert, trusting the cluster CA caPEM.
+func NewLeaderLink(node string, repo *resources.Repo, caPEM []byte, cert *pki.Leaf) *LeaderLink {
+	return &LeaderLink{node: node, repo: repo, caPEM: caPEM, cert: cert}
+}
+
+// leader returns a client of the current leader's API and its URL.
+func (l *LeaderLink) leader(ctx context.Context) (*api.Client, string, error) {
+	ep, err := l.repo.GetLeaderEndpoint(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("find the leader: %w", err)
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.client == nil || l.url != ep.APIURL {
+		c, err := api.NewClient(api.ClientConfig{Server: ep.APIURL, CAData: l.caPEM, ClientCert: l.cert, Timeout: reportTimeout})
+		if err != nil {
+			return nil, "", fmt.Errorf("reach the leader at %s: %w", ep.APIURL, err)
+		}
+		l.client, l.url = c, ep.APIURL
+	}
+	return l.client, ep.APIURL, nil
+}
+
+// PostStatus reports the node's status (the heartbeat's Post).
+func (l *LeaderLink) PostStatus(ctx context.Context, st api.NodeStatus) error {
+	c, url, err := l.leader(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.PostNodeStatus(ctx, st); err != nil {
+		return fmt.Errorf("report to the leader at %s: %w", url, err)
+	}
+	return nil
+}
+
+// PutBuildRecord stores a build record of this node (build.RecordStore).
+func (l *LeaderLink) PutBuildRecord(ctx context.Context, r build.Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode build record: %w", err)
+	}
+	c, url, err := l.leader(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.PutNodeBuildRecord(ctx, l.node, r.Namespace, r.Workload, r.Commit, b); err != nil {
+		return fmt.Errorf("store the build record of %s/%s at %s with the leader at %s: %w", r.Namespace, r.Workload, r.Commit, url, err)
+	}
+	return nil
+}
+
+// AppendEvent records an event of this node (AgentConfig.Events).
+func (l *LeaderLink) AppendEvent(ctx context.Context, ev resources.Event) error {
+	c, url, err := l.leader(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.PostNodeEvent(ctx, l.node, ev); err != nil {
+		return fmt.Errorf("record event %s with the leader at %s: %w", ev.Reason, url, err)
+	}
+	return nil
 }

@@ -397,6 +397,9 @@ func clusterUID(h Host) (string, error) {
 	return st.ClusterUID, nil
 }
 
+// AgentLogTail returns the last n lines of h's kat-agent log.
+func (h Host) AgentLogTail(n int) string { return tail(h.AgentLog(), n) }
+
 // tail returns the last n lines of the file at path.
 func tail(path string, n int) string {
 	b, _ := os.ReadFile(path)

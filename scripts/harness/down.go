@@ -127,18 +127,24 @@ func stopProcesses(ctx context.Context, h Host) error {
 		return nil
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		ps, err := hostPids(h)
-		if err != nil || len(ps) == 0 {
+		// A process found after the first round (one a caller started
+		// meanwhile) gets sig too.
+		signalled := map[int]bool{}
+		signal := func() (done bool, err error) {
+			ps, err := hostPids(h)
+			for _, pid := range ps {
+				if !signalled[pid] {
+					_ = syscall.Kill(pid, sig)
+					signalled[pid] = true
+				}
+			}
+			return err == nil && len(ps) == 0, err
+		}
+		if done, err := signal(); done || err != nil {
 			return err
 		}
-		for _, pid := range ps {
-			_ = syscall.Kill(pid, sig)
-		}
 		wctx, cancel := context.WithTimeout(ctx, StopTimeout)
-		err = poll.Wait(wctx, func() (bool, error) {
-			ps, err := hostPids(h)
-			return len(ps) == 0, err
-		})
+		err := poll.Wait(wctx, signal)
 		cancel()
 		if err == nil {
 			return nil
@@ -174,17 +180,17 @@ func hostPids(h Host) ([]int, error) {
 			continue
 		}
 		dir := filepath.Join("/proc", e.Name())
-		// A process that ended between ReadDir and here is simply skipped.
-		if link, err := os.Readlink(filepath.Join(dir, "ns", "net")); err == nil && link == netns {
+		// The command line first, then the namespace: an nsenter that
+		// enters and execs between the two reads is then seen by the
+		// second. (In the other order it would be in neither.) A process
+		// that ended meanwhile is simply skipped.
+		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == "nsenter" && slices.Contains(args, nsenterArg) {
 			pids = append(pids, pid)
 			continue
 		}
-		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if filepath.Base(args[0]) == "nsenter" && slices.Contains(args, nsenterArg) {
+		if link, err := os.Readlink(filepath.Join(dir, "ns", "net")); err == nil && link == netns {
 			pids = append(pids, pid)
 		}
 	}

@@ -9,7 +9,9 @@
 // The harness's state lives in KAT_CLUSTER_DIR (default .kat/cluster); its
 // name, which names the namespaces (NAME-node1, ...), is KAT_CLUSTER_NAME
 // (default kat). down works from that directory alone, also after a failed
-// or interrupted up.
+// or interrupted up. KAT_BASE_IMAGE_SCRIPT is scripts/build-base-image.sh,
+// run for every host's Podman storage (default: relative to the working
+// directory, the repository's root under task).
 //
 // up then runs kat-agent in every host, each in the host's namespace with
 // its own data dir and Podman storage: host 1 inits the cluster, the others
@@ -102,7 +104,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	opts := harness.AgentOptions{Agent: filepath.Join(bin, "kat-agent"), Katcall: filepath.Join(bin, "katcall"),
-		BaseImageScript: "scripts/build-base-image.sh"}
+		BaseImageScript: envOr("KAT_BASE_IMAGE_SCRIPT", "scripts/build-base-image.sh")}
 	fmt.Fprintf(out, "harness %s: %d hosts on bridge %s (%v); starting kat-agent in each\n\n", c.Name, len(c.Hosts), c.Bridge, c.Subnet)
 	if _, err := c.StartAgents(ctx, opts); err != nil {
 		return fmt.Errorf("%w\nthe hosts are still up: task cluster:down removes them", err)

@@ -11,6 +11,18 @@
 //	// ...
 //	err = harness.Down(ctx, ".kat/cluster") // from this process or another one
 //
+// # kat-agent in the hosts
+//
+// [Cluster.StartAgents] writes a cluster.kat, runs kat-agent init in host 1
+// and kat-agent join (with host 1's join token) in the others, each with
+// h.Command and the host's own --data-dir, --podman-root, --podman-runroot,
+// --podman-network-config-dir, --podman-tmpdir and --volume-base-path, and
+// waits until katcall get nodes lists every node Ready. The agents log to
+// Host.AgentLog and record their pid beside it. [Cluster.StopAgents] ends
+// them (SIGTERM, then SIGKILL), [Cluster.RemoveContainers] removes their
+// containers (those labelled with the host's node and the cluster's UID),
+// and Down stops whatever is left in the namespaces anyway.
+//
 // # Network
 //
 // Up chooses a /24 of 172.30.0.0/16 that overlaps no address and no route of

@@ -84,8 +84,8 @@ type AssignInput struct {
 // pass that finds enough new ones ready (running, and healthy where a health
 // check is defined; a Job's: also succeeded): start new, then stop old.
 // Should the new ones never get there (a failed build), the old ones keep
-// running. Replicas down removes surplus instances, those on lost or
-// draining nodes first, then the newest; a deleted workload loses them all.
+// running. Replicas down removes surplus instances, those on lost nodes
+// first, then the newest; a deleted workload loses them all.
 // A workload whose files do not parse, or built from Git whose commit is not
 // resolved yet, keeps what it has.
 //

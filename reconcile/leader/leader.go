@@ -104,7 +104,7 @@ func (l *Leader) Loops() []reconcile.Loop {
 	// The status loop is the statuses' only writer: their changes are its
 	// own, and it waits for them after each pass instead.
 	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources,
-		factScheduling)
+		factScheduling, factNodes)
 	apps := l.view.subscribe(factDesired)
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
@@ -278,13 +278,21 @@ func (l *Leader) statusOnce(ctx context.Context, keys []string) error {
 	return l.view.statuses.WaitRevision(ctx, rev)
 }
 
-// factsOf assembles the facts of one workload from the view.
+// factsOf assembles the facts of one workload from the view; the reports
+// of instances on nodes that are not Ready are left out.
 func (v *view) factsOf(w workload) WorkloadFacts {
 	k := w.Key()
 	as := v.assignmentsOf(k)
 	wf := WorkloadFacts{
 		Meta: w.Meta, Desired: w.Spec.Desired, FromGit: w.Spec.Git != nil, Assigned: as, Reported: v.reportsOf(as),
 		TemplateHash: w.Spec.TemplateHash,
+	}
+	// A NotReady node's last reports say nothing of now.
+	now := v.now()
+	for _, a := range as {
+		if _, ok := wf.Reported[a.InstanceID]; ok && !v.nodeReady(a.Node, now) {
+			delete(wf.Reported, a.InstanceID)
+		}
 	}
 	if sc, ok := v.schedulingOf(k); ok {
 		wf.Unplaced, wf.UnplacedReason = sc.Unplaced, sc.Reason

@@ -68,6 +68,17 @@ func (b *beater) set(node string, alive bool) {
 	b.alive[node] = alive
 }
 
+// newTwoNodeEnv is a leaderEnv with nodes n1 and n2 heartbeating until the
+// test ends.
+func newTwoNodeEnv(t *testing.T) (*leaderEnv, *beater) {
+	t.Helper()
+	e := newLeaderEnv(t)
+	e.register("n2", nil)
+	b := e.startBeater("n1", "n2")
+	t.Cleanup(b.stop)
+	return e, b
+}
+
 // onNodes renders a workload's assignments as a count per node.
 func (e *leaderEnv) onNodes(workload string) string { return perNode(e.assignments(workload)) }
 
@@ -126,10 +137,7 @@ func TestLeaderNodeLossAndReturn(t *testing.T) {
 // node that fits registers.
 func TestLeaderPendingReason(t *testing.T) {
 	t.Parallel()
-	e := newLeaderEnv(t)
-	e.register("n2", nil)
-	b := e.startBeater("n1", "n2")
-	defer b.stop()
+	e, b := newTwoNodeEnv(t)
 	files := workloadFiles(t, "zoned", quadlet.TypeService, 2, "v1")
 	files["workload.kat"] = append(files["workload.kat"], "  nodeSelector:\n    zone: x\n"...)
 	_, stop := e.run(Config{NodeLossTimeout: 5 * time.Second})
@@ -150,5 +158,97 @@ func TestLeaderPendingReason(t *testing.T) {
 	b.set("n3", true)
 	poll.Until(t, 10*time.Second, "zoned placed on n3", func() bool {
 		return e.onNodes("zoned") == "n3:2" && e.status("zoned").Unplaced == 0
+	})
+}
+
+// reportOn writes node's status, as its agent would, with instances
+// reported running.
+func (e *leaderEnv) reportOn(node string, as ...resources.Assignment) {
+	e.t.Helper()
+	st := resources.NodeStatus{NodeName: node, Timestamp: time.Now().Unix()}
+	st.Resources.Allocatable = resources.ResourceList{CPU: "4", Memory: "8Gi"}
+	for _, a := range as {
+		st.WorkloadInstances = append(st.WorkloadInstances, running(a))
+	}
+	if err := e.repo.PutNodeStatus(e.ctx, st); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestLeaderDrain: draining a node places its Service instance on another
+// node first and removes it once the replacement runs, and removes its
+// DaemonService instance at once.
+func TestLeaderDrain(t *testing.T) {
+	t.Parallel()
+	e, _ := newTwoNodeEnv(t)
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 1, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "dmn", quadlet.TypeDaemonService, 0, "v1"), resources.APIOwner())
+	_, stop := e.run(Config{NodeLossTimeout: 5 * time.Second})
+	defer stop()
+	poll.Until(t, 10*time.Second, "web placed, dmn on both nodes", func() bool {
+		return len(e.assignments("web")) == 1 && e.onNodes("dmn") == "n1:1 n2:1"
+	})
+	old := e.assignments("web")[0]
+	from, to := old.Node, "n1"
+	if from == "n1" {
+		to = "n2"
+	}
+	e.reportOn(from, old)
+	poll.Until(t, 10*time.Second, "web ready", func() bool { return e.status("web").Ready == 1 })
+
+	if _, err := e.repo.UpdateNodeRegistration(e.ctx, from, func(r *resources.NodeRegistration) error {
+		r.Unschedulable, r.Draining = true, true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "a replacement on "+to+" and dmn off "+from, func() bool {
+		return e.onNodes("web") == "n1:1 n2:1" && e.onNodes("dmn") == to+":1"
+	})
+	var repl resources.Assignment
+	for _, a := range e.assignments("web") {
+		if a.Node == to {
+			repl = a
+		}
+	}
+	e.reportOn(to, repl)
+	poll.Until(t, 10*time.Second, "the drained node's instance removed", func() bool {
+		return e.onNodes("web") == to+":1"
+	})
+	if got := e.assignments("web"); got[0].InstanceID != repl.InstanceID {
+		t.Errorf("web = %v, want the replacement %s", ids(got), repl.InstanceID)
+	}
+}
+
+// TestLeaderTermGraceForNodes: heartbeats reach etcd through the leader,
+// so a new term finds every node's last heartbeat old after a failover.
+// A node that beat before the term keeps its instances for a whole
+// nodeLossTimeout from the term's start, and loses them after.
+func TestLeaderTermGraceForNodes(t *testing.T) {
+	t.Parallel()
+	e, b := newTwoNodeEnv(t)
+	b.set("n2", false)
+	old := resources.NodeStatus{NodeName: "n2", Timestamp: time.Now().Add(-time.Hour).Unix()}
+	old.Resources.Allocatable = resources.ResourceList{CPU: "4", Memory: "8Gi"}
+	if err := e.repo.PutNodeStatus(e.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	files := workloadFiles(t, "web", quadlet.TypeService, 1, "v1")
+	e.apply(files, resources.APIOwner())
+	w := desiredSpec(t, "web", quadlet.TypeService, 1, "v1")
+	slot := 0
+	a := inst(w, "n2", "x", 1)
+	a.UserNSSlot = &slot
+	if _, err := e.repo.WriteAssignments(e.ctx, []resources.Assignment{a}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, stop := e.run(Config{NodeLossTimeout: 2 * time.Second})
+	defer stop()
+	poll.Until(t, 10*time.Second, "a placement pass", func() bool { return l.placementPasses.Load() > 0 })
+	if got := e.onNodes("web"); got != "n2:1" {
+		t.Errorf("web at the term's start = %q, want n2:1 (n2 not lost yet)", got)
+	}
+	poll.Until(t, 10*time.Second, "web replaced on n1 once the grace ran out", func() bool {
+		return e.onNodes("web") == "n1:1"
 	})
 }

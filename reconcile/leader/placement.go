@@ -122,10 +122,10 @@ func (p *planner) replicas(w workload, commit string, fresh []resources.Assignme
 			healthy = append(healthy, a)
 		}
 	}
-	// Surplus goes from lost nodes first, then draining ones, then the
-	// newest.
-	if surplus := len(healthy) + len(lost) + len(draining) - want; surplus > 0 {
-		for _, list := range []*[]resources.Assignment{&lost, &draining, &healthy} {
+	// Surplus goes from lost nodes first, then the newest. Instances on
+	// draining nodes are not counted: they go by the rule below.
+	if surplus := len(healthy) + len(lost) - want; surplus > 0 {
+		for _, list := range []*[]resources.Assignment{&lost, &healthy} {
 			n := min(surplus, len(*list))
 			cut := len(*list) - n
 			p.plan.Delete = append(p.plan.Delete, (*list)[cut:]...)
@@ -208,7 +208,8 @@ func (p *planner) daemon(w workload, commit string, fresh []resources.Assignment
 		}
 	}
 	res := p.place(w, commit, 0)
-	st := Scheduling{Desired: len(kept) + len(res.Placements), Unplaced: res.Unplaced}
+	// Nodes eligible but for the room its instance needs want one too.
+	st := Scheduling{Desired: len(kept) + len(res.Placements) + res.Unplaced, Unplaced: res.Unplaced}
 	if res.Unplaced > 0 {
 		st.Reason = res.Reason
 	}

@@ -111,6 +111,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 	tolerant := schedWorkload(t, "tol", svc, wopts{replicas: 2, tolerate: "dedicated=gpu:NoSchedule"})
 	edge := schedWorkload(t, "edge", dmn, wopts{selector: "role=edge"})
 	every := schedWorkload(t, "every", dmn, wopts{})
+	bigDaemon := schedWorkload(t, "bigd", dmn, wopts{memory: "768Mi"})
 	jobAlways := schedWorkload(t, "ja", job, wopts{})
 	jobNever := schedWorkload(t, "jn", job, wopts{restart: quadlet.RestartNever})
 	edgeLabel := label("role", "edge")
@@ -121,6 +122,9 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 		}
 		return m
 	}
+	// Two instances on draining node a, their replacements on b and c.
+	drainNodes := []sched.Node{node("a", cordoned), node("b"), node("c")}
+	replaced := []resources.Assignment{inst(web2, "a", "x", 1), inst(web2, "a", "y", 2), inst(web2, "b", "p", 3), inst(web2, "c", "q", 3)}
 	tests := []struct {
 		name     string
 		nodes    []sched.Node
@@ -183,6 +187,12 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			desired: []workload{edge},
 			current: []resources.Assignment{inst(edge, "a", "x", 1)},
 			wantPut: "b:1", wantSch: "desired 2 unplaced 0",
+		},
+		{
+			name:    "DaemonService pending on an eligible node without room",
+			nodes:   []sched.Node{node("a", memory(gib)), node("b", memory(gib/2))},
+			desired: []workload{bigDaemon},
+			wantPut: "a:1", wantSch: "desired 2 unplaced 1 reason 2 nodes: 1 insufficient memory",
 		},
 		{
 			name:    "DaemonService leaves nodes that are no longer eligible",
@@ -252,11 +262,14 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			wantPut:  "b:1 c:1", wantSch: "desired 2 unplaced 0",
 		},
 		{
-			name:     "drain: once the replacements are ready the old ones go",
-			nodes:    []sched.Node{node("a", cordoned), node("b"), node("c")},
-			draining: []string{"a"},
-			desired:  []workload{web2},
-			current:  []resources.Assignment{inst(web2, "a", "x", 1), inst(web2, "a", "y", 2), inst(web2, "b", "p", 3), inst(web2, "c", "q", 3)},
+			name:  "drain: while the replacements are not ready the old ones stay",
+			nodes: drainNodes, draining: []string{"a"}, desired: []workload{web2}, current: replaced,
+			reported: ready(inst(web2, "", "x", 0), inst(web2, "", "y", 0)),
+			wantSch:  "desired 2 unplaced 0",
+		},
+		{
+			name:  "drain: once the replacements are ready the old ones go",
+			nodes: drainNodes, draining: []string{"a"}, desired: []workload{web2}, current: replaced,
 			reported: ready(inst(web2, "", "p", 0), inst(web2, "", "q", 0)),
 			wantDel:  []string{inst(web2, "", "x", 0).InstanceID, inst(web2, "", "y", 0).InstanceID}, wantSch: "desired 2 unplaced 0",
 		},
@@ -285,18 +298,19 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 				draining[n] = true
 			}
 			// Used from the current assignments, as the leader counts it.
+			nodes := slices.Clone(tc.nodes)
 			byName := map[string]int{}
-			for i, n := range tc.nodes {
+			for i, n := range nodes {
 				byName[n.Name] = i
 			}
 			for _, a := range tc.current {
 				if i, ok := byName[a.Node]; ok {
-					addUsage(&tc.nodes[i], a, 1)
+					addUsage(&nodes[i], a, 1)
 				}
 			}
 			n := 0
 			plan := PlanAssignments(AssignInput{
-				Nodes: tc.nodes, Draining: draining, Desired: tc.desired, Current: tc.current, Reported: tc.reported,
+				Nodes: nodes, Draining: draining, Desired: tc.desired, Current: tc.current, Reported: tc.reported,
 				Now: time.Unix(100, 0), NewSuffix: func() string { n++; return fmt.Sprintf("s%d", n) },
 			})
 			if got := perNode(plan.Put); got != tc.wantPut {

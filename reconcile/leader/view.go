@@ -71,6 +71,9 @@ type view struct {
 	// is the clock it is judged by.
 	lossTimeout time.Duration
 	now         func() time.Time
+	// termStart is when the view was made: no node that heartbeat before
+	// is lost until lossTimeout after it.
+	termStart time.Time
 	// beatWake is poked on every heartbeat: the node-loss clock then
 	// looks again for the next node to go NotReady.
 	beatWake chan struct{}
@@ -97,7 +100,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	v := &view{
 		regs:        store.NewCache(st, resources.NodeRegistrationPrefix(), decodeJSON[resources.NodeRegistration]),
 		beats:       store.NewCache(st, resources.NodeHeartbeatPrefix(), decodeJSON[resources.NodeHeartbeat]),
-		lossTimeout: lossTimeout, now: now, beatWake: make(chan struct{}, 1), scheduling: map[string]Scheduling{},
+		lossTimeout: lossTimeout, now: now, termStart: now(), beatWake: make(chan struct{}, 1), scheduling: map[string]Scheduling{},
 		specs:    newSpecCache(),
 		desired:  desired,
 		assigns:  store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),

@@ -48,7 +48,11 @@ func (v *view) heartbeatChanged(_ string, old, new *resources.NodeHeartbeat) {
 	}
 	now := v.now()
 	fresh := func(hb *resources.NodeHeartbeat) bool {
-		return hb != nil && resources.HeartbeatFresh(resources.LastHeartbeat(hb.Timestamp, nil), now, v.lossTimeout)
+		if hb == nil {
+			return false
+		}
+		at := resources.LastHeartbeat(hb.Timestamp, nil)
+		return resources.HeartbeatFresh(at, now, v.lossTimeout) || resources.HeartbeatFresh(v.termStart, now, v.lossTimeout)
 	}
 	if !fresh(old) && fresh(new) {
 		v.markAll(factNodes)
@@ -95,7 +99,8 @@ func (v *view) schedNodes(now time.Time) ([]sched.Node, map[string]bool) {
 	return out, draining
 }
 
-// node returns a registered node with its status and last heartbeat.
+// node returns a registered node with its status and last heartbeat, as
+// the term counts it (no earlier than the term's start).
 func (v *view) node(reg resources.NodeRegistration) resources.Node {
 	n := resources.Node{Registration: reg}
 	if st, ok := v.nodes.Get(resources.NodeStatusKey(reg.Name)); ok {
@@ -106,7 +111,19 @@ func (v *view) node(reg resources.NodeRegistration) resources.Node {
 		beat = hb.Timestamp
 	}
 	n.Heartbeat = resources.LastHeartbeat(beat, n.Status)
+	if !n.Heartbeat.IsZero() && n.Heartbeat.Before(v.termStart) {
+		// Heartbeats reach etcd through the leader: none arrived while
+		// there was none, so a node that beat before the term gets a
+		// whole lossTimeout from its start.
+		n.Heartbeat = v.termStart
+	}
 	return n
+}
+
+// nodeReady reports whether node name is registered and Ready at now.
+func (v *view) nodeReady(name string, now time.Time) bool {
+	reg, ok := v.regs.Get(resources.NodeRegistrationKey(name))
+	return ok && v.node(reg).Ready(now, v.lossTimeout)
 }
 
 // readyNodes returns the nodes Ready at now, and when the first of them

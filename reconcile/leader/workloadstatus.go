@@ -174,14 +174,14 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 			Message: fmt.Sprintf("%d of %d instances of generation %d placed, %d old instances left", fresh, f.Desired, f.Meta.Generation, stale)})
 	}
 	var errs []string
+	pending := ""
 	if f.Unplaced > 0 {
-		msg := fmt.Sprintf("%d instances fit on no node: %s", f.Unplaced, f.UnplacedReason)
+		pending = fmt.Sprintf("%d instances fit on no node: %s", f.Unplaced, f.UnplacedReason)
 		if f.Unplaced == 1 {
-			msg = "1 instance fits on no node: " + f.UnplacedReason
+			pending = "1 instance fits on no node: " + f.UnplacedReason
 		}
 		conds = append(conds, resources.Condition{Type: ConditionScheduled, Status: resources.ConditionFalse, Reason: ReasonUnschedulable,
-			Message: msg})
-		errs = append(errs, msg)
+			Message: pending})
 	}
 	switch {
 	case f.PathError != nil:
@@ -207,6 +207,9 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 	}
 	if instErr != "" {
 		errs = append(errs, instErr)
+	}
+	if pending != "" {
+		errs = append(errs, pending) // the errors above say more
 	}
 	if len(errs) > 0 {
 		st.LastError = errs[0]

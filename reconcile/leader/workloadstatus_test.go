@@ -217,3 +217,32 @@ func permute(n int, f func([]int)) {
 	}
 	rec(0)
 }
+
+// TestDeriveWorkloadStatusPending: instances placement could not place
+// show in the status with the scheduler's reason and a false Scheduled
+// condition; another error, when there is one, stays the last error.
+func TestDeriveWorkloadStatusPending(t *testing.T) {
+	t.Parallel()
+	const h = "aaaaaaaaaaaa"
+	a := assigned("web", h, "a", 1)
+	f := WorkloadFacts{
+		Meta:    resources.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 1, SpecHash: h},
+		Desired: 3, TemplateHash: h, Assigned: []resources.Assignment{a},
+		Reported: map[string]resources.InstanceStatus{a.InstanceID: {InstanceID: a.InstanceID, Phase: resources.InstanceRunning}},
+		Unplaced: 2, UnplacedReason: "3 nodes: 3 insufficient memory",
+	}
+	st := DeriveWorkloadStatus(f, resources.WorkloadStatus{}, time.Unix(1, 0))
+	c := condition(st, ConditionScheduled)
+	if st.Unplaced != 2 || st.UnplacedReason != f.UnplacedReason || c == nil || c.Status != resources.ConditionFalse ||
+		c.Reason != ReasonUnschedulable || st.LastError != "2 instances fit on no node: 3 nodes: 3 insufficient memory" {
+		t.Fatalf("status = %+v", st)
+	}
+	f.Reported[a.InstanceID] = resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceFailed, Message: "exit 1"}
+	if st := DeriveWorkloadStatus(f, st, time.Unix(2, 0)); st.LastError != "instance "+a.InstanceID+": exit 1" {
+		t.Errorf("last error with a failed instance = %q", st.LastError)
+	}
+	f.Unplaced = 0
+	if st := DeriveWorkloadStatus(f, st, time.Unix(3, 0)); st.Unplaced != 0 || st.UnplacedReason != "" || condition(st, ConditionScheduled) != nil {
+		t.Errorf("placed: status = %+v", st)
+	}
+}

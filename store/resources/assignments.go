@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/store"
 )
@@ -104,29 +107,57 @@ const maxOpsPerTxn = 100
 
 // WriteAssignments puts and deletes assignments and returns the store
 // revision after the last write. Up to 100 changes go in one transaction; a
-// larger plan is written in several, puts first, so an interrupted write
-// starts new instances before removing old ones.
+// larger plan is written in several, up to txnsInFlight at once (etcd
+// commits concurrent transactions together), the puts before the deletes,
+// so an interrupted write starts new instances before removing old ones.
 func (r *Repo) WriteAssignments(ctx context.Context, put, del []Assignment) (int64, error) {
-	ops := make([]store.Op, 0, len(put)+len(del))
+	puts := make([]store.Op, 0, len(put))
 	for _, a := range put {
 		op, err := putJSON(a.Key(), a)
 		if err != nil {
 			return 0, err
 		}
-		ops = append(ops, op)
+		puts = append(puts, op)
 	}
+	dels := make([]store.Op, 0, len(del))
 	for _, a := range del {
-		ops = append(ops, store.Op{Type: store.OpDelete, Key: a.Key()})
+		dels = append(dels, store.Op{Type: store.OpDelete, Key: a.Key()})
 	}
 	var rev int64
-	for len(ops) > 0 {
-		n := min(len(ops), maxOpsPerTxn)
-		res, err := r.st.Txn(ctx, nil, ops[:n], nil)
+	for _, ops := range [][]store.Op{puts, dels} {
+		r2, err := r.txnsInBatches(ctx, ops)
 		if err != nil {
 			return 0, fmt.Errorf("write assignments: %w", err)
 		}
-		rev = res.Revision
-		ops = ops[n:]
+		rev = max(rev, r2)
 	}
 	return rev, nil
+}
+
+// txnsInFlight bounds the transactions WriteAssignments has in flight.
+const txnsInFlight = 4
+
+// txnsInBatches writes ops in transactions of up to maxOpsPerTxn, up to
+// txnsInFlight at once, and returns the highest revision they made.
+func (r *Repo) txnsInBatches(ctx context.Context, ops []store.Op) (int64, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(txnsInFlight)
+	var mu sync.Mutex
+	var rev int64
+	for len(ops) > 0 {
+		n := min(len(ops), maxOpsPerTxn)
+		batch := ops[:n]
+		ops = ops[n:]
+		g.Go(func() error {
+			res, err := r.st.Txn(gctx, nil, batch, nil)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			rev = max(rev, res.Revision)
+			mu.Unlock()
+			return nil
+		})
+	}
+	return rev, g.Wait()
 }

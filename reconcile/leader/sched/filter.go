@@ -21,6 +21,8 @@ const (
 	selectorMismatch
 	untoleratedTaint
 	noGPU
+	// The resource rules come last: eligible counts the failures from
+	// insufficientCPU on as a lack of room.
 	insufficientCPU
 	insufficientMemory
 	gpusInUse

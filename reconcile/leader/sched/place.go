@@ -118,19 +118,19 @@ func candidateReasons(nodes []Node, req *Request, cands []candidate) func(i int)
 // room for one, while one that has an instance already is eligible without
 // the resource rules, since what it runs is already counted.
 func Eligible(nodes []Node, req Request) (names []string, why string) {
-	ok, why := eligible(nodes, &req)
+	ok, why, _ := eligible(nodes, &req)
 	for _, c := range ok {
 		names = append(names, nodes[c.node].Name)
 	}
 	return names, why
 }
 
-// eligible returns the candidates of the eligible nodes and the reasons of
-// the others.
-func eligible(nodes []Node, req *Request) ([]candidate, string) {
+// eligible returns the candidates of the eligible nodes, the reasons of
+// the others, and how many of those fail a resource rule only.
+func eligible(nodes []Node, req *Request) ([]candidate, string, int) {
 	var ok []candidate
 	reasons := make([]reason, len(nodes))
-	failed := false
+	failed, full := false, 0
 	for i := range nodes {
 		n := &nodes[i]
 		r := staticCheck(n, req)
@@ -145,18 +145,21 @@ func eligible(nodes []Node, req *Request) ([]candidate, string) {
 		}
 		reasons[i] = r
 		failed = failed || r.failure != fits
+		if r.failure >= insufficientCPU {
+			full++
+		}
 	}
 	if !failed {
-		return ok, ""
+		return ok, "", 0
 	}
-	return ok, explain(nodes, req, func(i int) reason { return reasons[i] })
+	return ok, explain(nodes, req, func(i int) reason { return reasons[i] }), full
 }
 
 // placeDaemon places one instance of req on each eligible node without
-// one.
+// one; the nodes that pass every rule but the resources are Unplaced.
 func placeDaemon(nodes []Node, req *Request) Result {
-	ok, why := eligible(nodes, req)
-	res := Result{Reason: why}
+	ok, why, full := eligible(nodes, req)
+	res := Result{Reason: why, Unplaced: full}
 	for i := range ok {
 		if c := &ok[i]; c.count == 0 {
 			res.Placements = append(res.Placements, placement(&nodes[c.node], c.take(req)))

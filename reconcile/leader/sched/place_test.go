@@ -352,8 +352,8 @@ func TestDaemonService(t *testing.T) {
 		t.Errorf("Eligible's reason = %q, want %q", why, want)
 	}
 	res := Place(nodes, req(0, daemon), nil)
-	if got := placed(res.Placements); got != "a e" || res.Reason != why || res.Unplaced != 0 {
-		t.Errorf("Place = %+v, want a and e placed, reason %q", res, why)
+	if got := placed(res.Placements); got != "a e" || res.Reason != why || res.Unplaced != 1 {
+		t.Errorf("Place = %+v, want a and e placed, c (full) unplaced, reason %q", res, why)
 	}
 
 	names, why = Eligible(nodes[:2], req(0, daemon))

@@ -147,7 +147,8 @@ type Result struct {
 	// Placements are the new instances, in the order they were placed.
 	Placements []Placement
 	// Unplaced counts the instances that fit on no node: they stay
-	// Pending.
+	// Pending. For a DaemonService, the nodes that pass every rule but
+	// lack the room (CPU, memory or a free GPU) for its instance.
 	Unplaced int
 	// Reason says, when Unplaced > 0, why no node took them, counting the
 	// nodes by the first rule they failed once the others were placed:

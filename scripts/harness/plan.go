@@ -79,6 +79,9 @@ func plan(name string, hosts int, subnet netip.Prefix, stateDir string) (*Cluste
 			TmpDir:           filepath.Join(dir, "tmp"),
 		})
 	}
+	if last := c.Hosts[len(c.Hosts)-1].RunRoot; len(last) > MaxRunRoot {
+		return nil, fmt.Errorf("harness %s: run root %s is longer than the %d characters Podman accepts: choose a shorter state directory", name, last, MaxRunRoot)
+	}
 	c.Rules = []Rule{{
 		Table: "filter",
 		Chain: "FORWARD",
@@ -86,6 +89,11 @@ func plan(name string, hosts int, subnet netip.Prefix, stateDir string) (*Cluste
 	}}
 	return c, nil
 }
+
+// MaxRunRoot is the longest run root Podman accepts ("the specified
+// runroot is longer than 50 characters"); a host's is
+// StateDir/nodeN/podman/run.
+const MaxRunRoot = 50
 
 // linkID is the part of the harness's link names that stands for its name:
 // 8 hex digits of its SHA-256, so that "kh-" + id + "-" + host stays within

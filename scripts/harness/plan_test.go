@@ -68,6 +68,7 @@ func TestPlanRefuses(t *testing.T) {
 		{"ipv6", "kat", 3, netip.MustParsePrefix("fd00::/64"), "/s", "not an IPv4 prefix"},
 		{"subnet too small", "kat", 3, netip.MustParsePrefix("172.30.1.0/30"), "/s", "too few"},
 		{"no state dir", "kat", 3, sub, "", "no state directory"},
+		{"run root too long for Podman", "kat", 10, sub, "/" + strings.Repeat("s", 34), "longer than the 50 characters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := plan(tc.harness, tc.hosts, tc.subnet, tc.stateDir)

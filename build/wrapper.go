@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"kat.dws.rip/kat/internal/mountinfo"
 )
 
 // The build runtime wrapper: Podman runs every RUN step of a build through
@@ -219,13 +221,13 @@ type overlayMount struct {
 
 // findOverlay returns the overlay mounted at mountPoint according to a
 // /proc/self/mountinfo, resolving relative layer paths against home.
-func findOverlay(mountinfo io.Reader, mountPoint, home string) (overlayMount, error) {
+func findOverlay(table io.Reader, mountPoint, home string) (overlayMount, error) {
 	var found []string
-	sc := bufio.NewScanner(mountinfo)
+	sc := bufio.NewScanner(table)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 10 || unescapeMountinfo(f[4]) != mountPoint {
+		if len(f) < 10 || mountinfo.Unescape(f[4]) != mountPoint {
 			continue
 		}
 		found = f // the last one is on top
@@ -261,7 +263,7 @@ func findOverlay(mountinfo io.Reader, mountPoint, home string) (overlayMount, er
 	}
 	for _, opt := range strings.Split(found[sep+3], ",") {
 		key, val, hasVal := strings.Cut(opt, "=")
-		val = unescapeMountinfo(val)
+		val = mountinfo.Unescape(val)
 		var err error
 		switch key {
 		case "rw", "ro", "":
@@ -298,26 +300,6 @@ func findOverlay(mountinfo io.Reader, mountPoint, home string) (overlayMount, er
 		return overlayMount{}, fmt.Errorf("overlay at %s: upper %s and work %s are not in one layer directory", mountPoint, m.upper, m.work)
 	}
 	return m, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space, ...) of
-// /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // wrapperState is what enterUserNS mounted and made, for leaveUserNS.

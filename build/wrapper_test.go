@@ -200,14 +200,6 @@ func TestSpecRewrite(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{`a\040b`: "a b", `a\134b`: `a\b`, `tab\011`: "tab\t", `plain`: "plain", `end\04`: `end\04`, `\999`: `\999`} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestWhiteoutsGoToRoot: the whiteouts overlayfs made as the mounter (owned
 // by the helper id) become root's; other files keep their owner.
 func TestWhiteoutsGoToRoot(t *testing.T) {

@@ -49,9 +49,23 @@ func testName(t *testing.T) string {
 }
 
 // up brings up a harness of n hosts for t, taken down when t ends.
+// shortTempDir is a temporary directory with a short path, removed when
+// the test ends: a host's Podman run root lies below the state directory,
+// and Podman refuses one of more than 50 characters, which t.TempDir()
+// paths (named after the test) exceed.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kh") //nolint:usetesting // t.TempDir paths are too long for Podman's run root
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
 func up(t *testing.T, n int) *Cluster {
 	t.Helper()
-	stateDir := filepath.Join(t.TempDir(), "cluster")
+	stateDir := filepath.Join(shortTempDir(t), "cluster")
 	c, err := Up(t.Context(), Options{Name: testName(t), Hosts: n, StateDir: stateDir})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +114,7 @@ func fetch(ctx context.Context, h Host, url string) (string, error) {
 func TestUpDownRestoresHost(t *testing.T) {
 	requireNetAdmin(t)
 	before := takeSnapshot(t)
-	stateDir := filepath.Join(t.TempDir(), "cluster")
+	stateDir := filepath.Join(shortTempDir(t), "cluster")
 	name := testName(t)
 	c, err := Up(t.Context(), Options{Name: name, Hosts: 3, StateDir: stateDir})
 	if err != nil {
@@ -269,7 +283,7 @@ func TestDownAfterPartialUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := takeSnapshot(t)
 			name := testName(t)
-			stateDir := filepath.Join(t.TempDir(), "cluster")
+			stateDir := filepath.Join(shortTempDir(t), "cluster")
 			opts := Options{Name: name, Hosts: 3, StateDir: stateDir}
 			if tc.crash {
 				opts.crashBefore = tc.step
@@ -315,7 +329,7 @@ func TestUpRefuses(t *testing.T) {
 	before := takeSnapshot(t)
 	name := testName(t)
 	if taken.IsValid() {
-		_, err := Up(t.Context(), Options{Name: name, Hosts: 2, Subnet: taken, StateDir: t.TempDir()})
+		_, err := Up(t.Context(), Options{Name: name, Hosts: 2, Subnet: taken, StateDir: shortTempDir(t)})
 		if err == nil || !strings.Contains(err.Error(), "overlaps") {
 			t.Errorf("up on the machine's subnet %v: %v, want an overlap error", taken, err)
 		}
@@ -324,7 +338,7 @@ func TestUpRefuses(t *testing.T) {
 	if _, err := Up(t.Context(), Options{Name: name, Hosts: 1, StateDir: c.StateDir}); !errors.Is(err, ErrAlreadyUp) {
 		t.Errorf("up on a state directory in use: %v, want ErrAlreadyUp", err)
 	}
-	again := filepath.Join(t.TempDir(), "again")
+	again := filepath.Join(shortTempDir(t), "again")
 	if _, err := Up(t.Context(), Options{Name: c.Name, Hosts: 1, StateDir: again}); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("up of a second harness named %s: %v, want a name conflict", c.Name, err)
 	}
@@ -344,7 +358,7 @@ func TestParallelHarnessesStayApart(t *testing.T) {
 	var errs [2]error
 	var wg sync.WaitGroup
 	for i := range clusters {
-		stateDir := filepath.Join(t.TempDir(), "cluster")
+		stateDir := filepath.Join(shortTempDir(t), "cluster")
 		t.Cleanup(func() {
 			if err := Down(context.Background(), stateDir); err != nil {
 				t.Errorf("down: %v", err)

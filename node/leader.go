@@ -71,8 +71,8 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
-		NodeLossTimeout: lossTimeout,
-		Logger:          n.log.With().Str("component", "api").Logger(),
+		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(),
+		Logger: n.log.With().Str("component", "api").Logger(),
 	})
 	if err != nil {
 		return nil, err

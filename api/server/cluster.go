@@ -81,7 +81,7 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 			ageSec := int64(max(now.Sub(hb), 0).Seconds())
 			v.LastHeartbeat, v.HeartbeatAgeSeconds = &hb, &ageSec
 			v.Status = api.NodeNotReady
-			if n.Ready(now, s.cfg.NodeLossTimeout) {
+			if resources.HeartbeatFresh(resources.HeartbeatInTerm(hb, s.cfg.TermStart), now, s.cfg.NodeLossTimeout) {
 				v.Status = api.NodeReady
 			}
 		}

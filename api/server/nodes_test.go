@@ -361,3 +361,44 @@ func TestRotateJoinTokenRoute(t *testing.T) {
 		t.Fatalf("rotate without a hook: %v, want 503", err)
 	}
 }
+
+// TestNodeViewCountsFromTheTermStart: heartbeats reach etcd through the
+// leader, so a node that beat before this leader's term is Ready until
+// NodeLossTimeout after the term began, as placement counts it; its
+// heartbeat's age is still the real one.
+func TestNodeViewCountsFromTheTermStart(t *testing.T) {
+	t.Parallel()
+	now := time.Now().Truncate(time.Second)
+	for _, tc := range []struct {
+		name      string
+		termStart time.Time
+		want      string
+	}{
+		{"term began 30s ago", now.Add(-30 * time.Second), api.NodeReady},
+		{"term began 2m ago", now.Add(-2 * time.Minute), api.NodeNotReady},
+		{"no term start", time.Time{}, api.NodeNotReady},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newFixture(t, func(sc *server.ServerConfig) {
+				sc.Now = func() time.Time { return now }
+				sc.NodeLossTimeout = time.Minute
+				sc.TermStart = tc.termStart
+			})
+			if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", UID: "u1"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.repo.PutNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: now.Add(-time.Hour).Unix()}); err != nil {
+				t.Fatal(err)
+			}
+			n, err := f.client.GetNode(ctx, "n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Status != tc.want || n.HeartbeatAgeSeconds == nil || *n.HeartbeatAgeSeconds != 3600 {
+				t.Fatalf("status %q, heartbeat age %v; want %s, 3600", n.Status, n.HeartbeatAgeSeconds, tc.want)
+			}
+		})
+	}
+}

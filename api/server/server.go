@@ -39,6 +39,12 @@ type ServerConfig struct {
 	// NodeLossTimeout is how old a node's last heartbeat may be before the node
 	// is NotReady. Default 60s (cluster.kat nodeLossTimeoutSeconds).
 	NodeLossTimeout time.Duration
+	// TermStart is when this leader's term began: a node whose last
+	// heartbeat is older counts as having beat then
+	// (resources.HeartbeatInTerm), as the leader's placement counts it, so
+	// katcall shows no node NotReady that the leader still treats as Ready.
+	// Zero: heartbeats count as they are.
+	TermStart time.Time
 	// MaxArchiveBytes caps a workload upload (compressed). Default 1 MiB.
 	MaxArchiveBytes int64
 	// MaxJSONBytes caps any other request body. Default 64 KiB.

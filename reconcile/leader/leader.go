@@ -316,3 +316,7 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 	}
 	return wf
 }
+
+// TermStart is when this leader's term began, as its placement counts
+// heartbeats from it (resources.HeartbeatInTerm).
+func (l *Leader) TermStart() time.Time { return l.view.termStart }

@@ -110,13 +110,7 @@ func (v *view) node(reg resources.NodeRegistration) resources.Node {
 	if hb, ok := v.beats.Get(resources.NodeHeartbeatKey(reg.Name)); ok {
 		beat = hb.Timestamp
 	}
-	n.Heartbeat = resources.LastHeartbeat(beat, n.Status)
-	if !n.Heartbeat.IsZero() && n.Heartbeat.Before(v.termStart) {
-		// Heartbeats reach etcd through the leader: none arrived while
-		// there was none, so a node that beat before the term gets a
-		// whole lossTimeout from its start.
-		n.Heartbeat = v.termStart
-	}
+	n.Heartbeat = resources.HeartbeatInTerm(resources.LastHeartbeat(beat, n.Status), v.termStart)
 	return n
 }
 

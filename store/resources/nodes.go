@@ -89,6 +89,19 @@ func HeartbeatFresh(heartbeat, now time.Time, lossTimeout time.Duration) bool {
 	return !heartbeat.IsZero() && now.Sub(heartbeat) <= lossTimeout
 }
 
+// HeartbeatInTerm returns the heartbeat by which the leader of a term that
+// began at termStart judges a node: a node that beat before the term counts
+// as having beat at its start, since heartbeats reach etcd through the
+// leader and none could arrive while there was none; so a new leader gives
+// every node a whole lossTimeout before it counts it lost. A zero heartbeat
+// (never beat) stays zero; a zero termStart changes nothing.
+func HeartbeatInTerm(heartbeat, termStart time.Time) time.Time {
+	if !heartbeat.IsZero() && heartbeat.Before(termStart) {
+		return termStart
+	}
+	return heartbeat
+}
+
 // LastHeartbeat returns a node's last heartbeat from its heartbeat record's
 // timestamp (0: none) and its status (nil: none): the later of the two, or
 // zero when it never beat.

@@ -144,33 +144,18 @@ var ErrNodeNameTaken = errors.New("node name taken")
 // name race safely: the write happens only while the registration is as
 // read.
 func (r *Repo) RegisterJoiningNode(ctx context.Context, reg NodeRegistration) error {
-	for {
-		var old NodeRegistration
-		ver, err := r.getJSON(ctx, NodeRegistrationKey(reg.Name), &old)
-		if err != nil {
-			return fmt.Errorf("read node %q: %w", reg.Name, err)
-		}
-		if ver != 0 {
-			if old.UID != reg.UID {
-				return fmt.Errorf("%w: node %q is registered to another node (uid %s, joined %s); choose another --node-name, or remove that node first", ErrNodeNameTaken, reg.Name, old.UID, old.JoinedAt.Format(time.RFC3339))
-			}
-			reg = KeepOperatorFields(old, reg)
-		}
-		op, err := putJSON(NodeRegistrationKey(reg.Name), reg)
-		if err != nil {
-			return err
-		}
-		ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: op.Key, ExpectedVersion: ver}}, []store.Op{op}, nil)
-		if err != nil {
-			return fmt.Errorf("register node %q: %w", reg.Name, err)
-		}
-		if ok {
+	_, err := updateJSON(ctx, r, NodeRegistrationKey(reg.Name), func(cur *NodeRegistration, ver int64) error {
+		if ver == 0 {
+			*cur = reg
 			return nil
 		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("register node %q: %w", reg.Name, err)
+		if cur.UID != reg.UID {
+			return fmt.Errorf("%w: node %q is registered to another node (uid %s, joined %s); choose another --node-name, or remove that node first", ErrNodeNameTaken, reg.Name, cur.UID, cur.JoinedAt.Format(time.RFC3339))
 		}
-	}
+		*cur = KeepOperatorFields(*cur, reg)
+		return nil
+	})
+	return err
 }
 
 // GetNodeRegistration returns a node's registration.
@@ -288,33 +273,12 @@ func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
 // registration, or an error wrapping ErrNotFound for an unknown node, or
 // change's error, with nothing written.
 func (r *Repo) UpdateNodeRegistration(ctx context.Context, name string, change func(*NodeRegistration) error) (*NodeRegistration, error) {
-	for {
-		var reg NodeRegistration
-		ver, err := r.getJSON(ctx, NodeRegistrationKey(name), &reg)
-		if err != nil {
-			return nil, fmt.Errorf("read node %q: %w", name, err)
-		}
+	return updateJSON(ctx, r, NodeRegistrationKey(name), func(reg *NodeRegistration, ver int64) error {
 		if ver == 0 {
-			return nil, fmt.Errorf("node %q: %w", name, ErrNotFound)
+			return fmt.Errorf("node %q: %w", name, ErrNotFound)
 		}
-		if err := change(&reg); err != nil {
-			return nil, err
-		}
-		op, err := putJSON(NodeRegistrationKey(name), reg)
-		if err != nil {
-			return nil, err
-		}
-		ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: op.Key, ExpectedVersion: ver}}, []store.Op{op}, nil)
-		if err != nil {
-			return nil, fmt.Errorf("update node %q: %w", name, err)
-		}
-		if ok {
-			return &reg, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("update node %q: %w", name, err)
-		}
-	}
+		return change(reg)
+	})
 }
 
 // DeleteNode removes a node's registration, status, heartbeat and

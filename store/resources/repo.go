@@ -75,3 +75,35 @@ func putJSON(key string, v any) (store.Op, error) {
 	}
 	return store.Op{Type: store.OpPut, Key: key, Value: b}, nil
 }
+
+// updateJSON reads key into a fresh T (its zero value when the key is
+// absent: ver 0), lets change edit it, and writes it while the key is still
+// at the version read, reading and changing again when another writer got
+// there first. An error of change ends it with nothing written and is
+// returned as it is; the others name the key.
+func updateJSON[T any](ctx context.Context, r *Repo, key string, change func(v *T, ver int64) error) (*T, error) {
+	for {
+		var v T
+		ver, err := r.getJSON(ctx, key, &v)
+		if err != nil {
+			return nil, fmt.Errorf("update %s: %w", key, err)
+		}
+		if err := change(&v, ver); err != nil {
+			return nil, err
+		}
+		op, err := putJSON(key, v)
+		if err != nil {
+			return nil, err
+		}
+		ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: key, ExpectedVersion: ver}}, []store.Op{op}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("update %s: %w", key, err)
+		}
+		if ok {
+			return &v, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("update %s: %w", key, err)
+		}
+	}
+}

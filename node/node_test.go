@@ -14,13 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/testenv"
 )
 
 // freePorts returns n TCP ports free on this machine at the time of the call.
@@ -169,24 +169,6 @@ func TestOpenRefusesBadInput(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRunLeadsAndLogsCleanJSON runs a node: it is elected, serves the API
 // with its certificate and writes katcall.yaml; when ctx ends Run returns
 // and the leadership is given up. Every log line it wrote is one JSON
@@ -195,7 +177,7 @@ func TestRunLeadsAndLogsCleanJSON(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	o := testOptions(t, dir)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	n, err := Open(t.Context(), o, NewLogger("debug", "json", &logs))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/internal/testenv"
 )
 
 const testSecret = "s3cr3t-webhook-value"
@@ -70,36 +72,18 @@ var allSources = []string{
 	"https://git.example.com/ops/config.git",
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type testServer struct {
 	url  string
 	h    *Handler
 	d    *fakeSources
-	logs *syncBuffer
+	logs *testenv.SyncBuffer
 }
 
 // newServer serves a handler under chi at /v1alpha1/webhooks/{provider}, as
 // the API mounts it.
 func newServer(t *testing.T, cfg HandlerConfig, d *fakeSources) *testServer {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	if cfg.Secret == nil {
 		cfg.Secret = StaticSecret([]byte(testSecret))
 	}

@@ -10,13 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
@@ -191,24 +191,6 @@ func TestNodeCommands(t *testing.T) {
 	}
 }
 
-// syncBuffer is an output safe to read while katcall writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestDrainWait: drain --wait reports what is left as the node's Service
 // and DaemonService instances go and its Job instance ends, and succeeds
 // then; with instances that stay it fails when --timeout passes.
@@ -216,7 +198,7 @@ func TestDrainWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newRealCluster(t)
-	var out, errOut syncBuffer
+	var out, errOut testenv.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--config", c.config, "drain", "n1", "--wait", "--timeout", "1m", "--poll-interval", "20ms"}, &out, &errOut)

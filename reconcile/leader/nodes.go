@@ -16,21 +16,30 @@ import (
 // unschedulable or draining. It is pure.
 func SchedNodes(nodes []resources.Node, assigned []resources.Assignment, now time.Time, lossTimeout time.Duration) ([]sched.Node, map[string]bool) {
 	out := make([]sched.Node, len(nodes))
-	byName := make(map[string]int, len(nodes))
 	draining := map[string]bool{}
 	for i, n := range nodes {
 		out[i] = schedNode(n, now, lossTimeout)
-		byName[n.Registration.Name] = i
 		if n.Registration.Draining {
 			draining[n.Registration.Name] = true
 		}
 	}
-	for _, a := range assigned {
-		if i, ok := byName[a.Node]; ok {
-			addUsage(&out[i], a, 1)
-		}
-	}
+	applyAssigned(out, assigned)
 	return out, draining
+}
+
+// applyAssigned sets the nodes' Used and GPUs in use from what the
+// assignments request (applyUsage); assignments of other nodes are
+// ignored.
+func applyAssigned(nodes []sched.Node, assigned []resources.Assignment) {
+	usage := map[string]*nodeUsage{}
+	for i := range assigned {
+		a := &assigned[i]
+		if usage[a.Node] == nil {
+			usage[a.Node] = &nodeUsage{gpus: map[int]int{}}
+		}
+		usage[a.Node].add(a, 1)
+	}
+	applyUsage(nodes, usage)
 }
 
 // schedNode converts a node's registration and last status; its Used is
@@ -52,21 +61,6 @@ func schedNode(n resources.Node, now time.Time, lossTimeout time.Duration) sched
 		}
 	}
 	return sn
-}
-
-// addUsage adds (sign 1) or removes (sign -1) what assignment a requests to
-// the node's Used, and marks its GPU in use or free.
-func addUsage(n *sched.Node, a resources.Assignment, sign int64) {
-	n.Used.CPU += sign * a.CPUMillis
-	n.Used.Memory += sign * a.MemoryBytes
-	if a.GPU == nil {
-		return
-	}
-	for j := range n.GPUs {
-		if n.GPUs[j].Index == *a.GPU {
-			n.GPUs[j].InUse = sign > 0
-		}
-	}
 }
 
 // nodeLossAt returns when the Ready node whose last heartbeat was at hb

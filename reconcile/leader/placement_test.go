@@ -299,15 +299,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			}
 			// Used from the current assignments, as the leader counts it.
 			nodes := slices.Clone(tc.nodes)
-			byName := map[string]int{}
-			for i, n := range nodes {
-				byName[n.Name] = i
-			}
-			for _, a := range tc.current {
-				if i, ok := byName[a.Node]; ok {
-					addUsage(&nodes[i], a, 1)
-				}
-			}
+			applyAssigned(nodes, tc.current)
 			n := 0
 			plan := PlanAssignments(AssignInput{
 				Nodes: nodes, Draining: draining, Desired: tc.desired, Current: tc.current, Reported: tc.reported,

@@ -18,6 +18,17 @@ type nodeUsage struct {
 	gpus map[int]int
 }
 
+// add adds (n 1) or removes (n -1) what assignment a requests.
+func (u *nodeUsage) add(a *resources.Assignment, n int) {
+	u.cpu += int64(n) * a.CPUMillis
+	u.mem += int64(n) * a.MemoryBytes
+	if a.GPU != nil {
+		if u.gpus[*a.GPU] += n; u.gpus[*a.GPU] <= 0 {
+			delete(u.gpus, *a.GPU)
+		}
+	}
+}
+
 // addUsage adds (n 1) or removes (n -1) assignment a's requests to its
 // node's usage. Called with idx.mu held.
 func (x *viewIndex) addUsage(a *resources.Assignment, n int) {
@@ -26,15 +37,25 @@ func (x *viewIndex) addUsage(a *resources.Assignment, n int) {
 		u = &nodeUsage{gpus: map[int]int{}}
 		x.usage[a.Node] = u
 	}
-	u.cpu += int64(n) * a.CPUMillis
-	u.mem += int64(n) * a.MemoryBytes
-	if a.GPU != nil {
-		if u.gpus[*a.GPU] += n; u.gpus[*a.GPU] <= 0 {
-			delete(u.gpus, *a.GPU)
-		}
-	}
+	u.add(a, n)
 	if u.cpu == 0 && u.mem == 0 && len(u.gpus) == 0 {
 		delete(x.usage, a.Node)
+	}
+}
+
+// applyUsage sets each node's Used (CPU and memory) and marks its GPUs in
+// use from usage, by node name; a node without usage is left as it is.
+func applyUsage(nodes []sched.Node, usage map[string]*nodeUsage) {
+	for i := range nodes {
+		n := &nodes[i]
+		u := usage[n.Name]
+		if u == nil {
+			continue
+		}
+		n.Used.CPU, n.Used.Memory = u.cpu, u.mem
+		for j := range n.GPUs {
+			n.GPUs[j].InUse = u.gpus[n.GPUs[j].Index] > 0
+		}
 	}
 }
 
@@ -85,17 +106,7 @@ func (v *view) schedNodes(now time.Time) ([]sched.Node, map[string]bool) {
 	slices.SortFunc(out, func(a, b sched.Node) int { return strings.Compare(a.Name, b.Name) })
 	v.idx.mu.RLock()
 	defer v.idx.mu.RUnlock()
-	for i := range out {
-		n := &out[i]
-		u := v.idx.usage[n.Name]
-		if u == nil {
-			continue
-		}
-		n.Used.CPU, n.Used.Memory = u.cpu, u.mem
-		for j := range n.GPUs {
-			n.GPUs[j].InUse = u.gpus[n.GPUs[j].Index] > 0
-		}
-	}
+	applyUsage(out, v.idx.usage)
 	return out, draining
 }
 

@@ -24,7 +24,9 @@ func NodeNameProblem(name string) string {
 // WorkerGrants are the etcd rights of a worker node (one that joined):
 // reads of what its agent needs and nothing else. It watches its own
 // assignments, reads its last reported status (to keep restart counts),
-// the cluster's configuration and where the leader's API is. Everything a
+// the cluster's configuration, where the leader's API is, every node's
+// overlay record (its WireGuard peers) and the DNS records its DNS server
+// answers from. Everything a
 // worker writes (its heartbeat and status, build records, events) goes
 // through the leader's API, which checks that the certificate's common
 // name is the node the write is for; desired state, other nodes' keys,
@@ -35,5 +37,7 @@ func WorkerGrants(node string) []store.Grant {
 		{Key: NodeStatusKey(node)},
 		{Key: keyClusterConfig},
 		{Key: keyLeaderEndpoint},
+		{Key: prefixNetworkNodes, Prefix: true},
+		{Key: prefixDNS, Prefix: true},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -59,6 +60,11 @@ type Assignment struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 	// GPU is the index of the node's GPU the instance holds; nil: none.
 	GPU *int `json:"gpu,omitempty"`
+	// IP is the instance's overlay address, from its node's subnet; the
+	// leader records it under IPAMKey in the transaction that writes the
+	// assignment and frees it in the one that deletes it. Invalid (omitted)
+	// on an assignment written before IPAM.
+	IP netip.Addr `json:"ip,omitzero"`
 }
 
 // BuildRef names one commit of an app repository to build.

@@ -281,9 +281,11 @@ func (r *Repo) UpdateNodeRegistration(ctx context.Context, name string, change f
 	})
 }
 
-// DeleteNode removes a node's registration, status, heartbeat and
-// assignments in one transaction; the leader then places its Service
-// instances elsewhere. An unknown node is an error wrapping ErrNotFound.
+// DeleteNode removes a node's registration, status, heartbeat,
+// assignments, overlay record, subnet and instance addresses in one
+// transaction; the leader then places its Service instances elsewhere and
+// the subnet is free for another node. An unknown node is an error
+// wrapping ErrNotFound.
 func (r *Repo) DeleteNode(ctx context.Context, name string) error {
 	key := NodeRegistrationKey(name)
 	ops := []store.Op{
@@ -291,6 +293,15 @@ func (r *Repo) DeleteNode(ctx context.Context, name string) error {
 		{Type: store.OpDelete, Key: NodeStatusKey(name)},
 		{Type: store.OpDelete, Key: NodeHeartbeatKey(name)},
 		{Type: store.OpDeletePrefix, Key: NodeAssignmentsPrefix(name)},
+		{Type: store.OpDeletePrefix, Key: NodeNetworkPrefix(name)},
+		{Type: store.OpDeletePrefix, Key: NodeIPAMPrefix(name)},
+	}
+	nn, err := r.GetNodeNetwork(ctx, name)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("delete node %q: %w", name, err)
+	}
+	if nn != nil && nn.Subnet.IsValid() {
+		ops = append(ops, store.Op{Type: store.OpDelete, Key: SubnetKey(nn.Subnet)})
 	}
 	// The registration must exist: version 0 would mean it does not.
 	ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: key, ExpectedVersion: 0}}, nil, ops)

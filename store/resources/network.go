@@ -1,0 +1,255 @@
+package resources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"kat.dws.rip/kat/store"
+)
+
+// Keys of the overlay network (spec §7.1, §7.2). A node's WireGuard public
+// key, endpoint and subnet are three keys under its prefix, written
+// together by the leader; every agent watches NetworkNodesPrefix to keep
+// its peers. The subnet index makes a subnet belong to one node at most:
+// its key is created only while absent.
+const (
+	prefixNetworkNodes = "/kat/network/nodes/"
+	prefixSubnets      = "/kat/network/subnets/"
+	prefixIPAM         = "/kat/ipam/"
+	prefixDNS          = "/kat/dns/"
+
+	netKeyPublicKey = "wg_pubkey"
+	netKeyEndpoint  = "wg_endpoint"
+	netKeySubnet    = "subnet"
+)
+
+// NetworkNodesPrefix is the prefix of every node's overlay keys.
+func NetworkNodesPrefix() string { return prefixNetworkNodes }
+
+// NodeNetworkPrefix is the prefix of one node's overlay keys.
+func NodeNetworkPrefix(node string) string { return prefixNetworkNodes + node + "/" }
+
+// SubnetKey is the index entry of a node subnet: its value is the node
+// holding it. "/" in the prefix is written as "_".
+func SubnetKey(subnet netip.Prefix) string {
+	return prefixSubnets + strings.ReplaceAll(subnet.String(), "/", "_")
+}
+
+// SubnetsPrefix is the prefix of the subnet index.
+func SubnetsPrefix() string { return prefixSubnets }
+
+// NodeIPAMPrefix is the prefix of the instance addresses of one node's
+// subnet: /kat/ipam/{node}/{ip} holds the instance ID using the address.
+func NodeIPAMPrefix(node string) string { return prefixIPAM + node + "/" }
+
+// IPAMKey is the key recording that an instance holds ip on node.
+func IPAMKey(node string, ip netip.Addr) string { return NodeIPAMPrefix(node) + ip.String() }
+
+// IPAMPrefix is the prefix of every node's instance addresses.
+func IPAMPrefix() string { return prefixIPAM }
+
+// DNSPrefix is the prefix of the service discovery records every agent's
+// DNS server watches: /kat/dns/{clusterDomain}/{ns}/{workload}/{instanceID}.
+func DNSPrefix() string { return prefixDNS }
+
+// NodeNetwork is a node's place in the overlay: the subnet the leader gave
+// it and its WireGuard identity.
+type NodeNetwork struct {
+	Node string
+	// Subnet is the node's share of clusterCIDR: its instances' addresses
+	// and its overlay address come from it.
+	Subnet netip.Prefix
+	// PublicKey is the base64 WireGuard public key; "" until the node
+	// reported one.
+	PublicKey string
+	// Endpoint is host:port where the node's WireGuard device listens; ""
+	// until the node reported one.
+	Endpoint string
+}
+
+// OverlayIP is the node's own address in the overlay: the first address of
+// its subnet, where its DNS server listens and its containers' gateway is.
+func (n NodeNetwork) OverlayIP() netip.Addr { return n.Subnet.Masked().Addr().Next() }
+
+// ErrSubnetsExhausted means clusterCIDR has no free node subnet left.
+var ErrSubnetsExhausted = errors.New("no node subnet left in the cluster CIDR")
+
+// EnsureNodeNetwork gives node a subnet of clusterCIDR (prefix length
+// clusterCIDR.Bits()+subnetBits) unless it has one, and records its
+// WireGuard public key and endpoint when they are not empty. A subnet is
+// handed out once: its index key is created in the same transaction as the
+// node's subnet key, only while absent, and freed by DeleteNode. It returns
+// the node's record as written.
+func (r *Repo) EnsureNodeNetwork(ctx context.Context, node string, clusterCIDR netip.Prefix, subnetBits int, publicKey, endpoint string) (*NodeNetwork, error) {
+	for attempt := 0; attempt < 64; attempt++ {
+		cur, err := r.GetNodeNetwork(ctx, node)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if cur == nil {
+			cur = &NodeNetwork{Node: node}
+		}
+		var checks []store.Compare
+		var ops []store.Op
+		if !cur.Subnet.IsValid() {
+			taken, err := r.takenSubnets(ctx)
+			if err != nil {
+				return nil, err
+			}
+			sub, err := FirstFreeSubnet(clusterCIDR, subnetBits, taken)
+			if err != nil {
+				return nil, fmt.Errorf("give node %q a subnet: %w", node, err)
+			}
+			cur.Subnet = sub
+			checks = append(checks,
+				store.Compare{Key: SubnetKey(sub), ExpectedVersion: 0},
+				store.Compare{Key: NodeNetworkPrefix(node) + netKeySubnet, ExpectedVersion: 0})
+			ops = append(ops,
+				store.Op{Type: store.OpPut, Key: SubnetKey(sub), Value: []byte(node)},
+				store.Op{Type: store.OpPut, Key: NodeNetworkPrefix(node) + netKeySubnet, Value: []byte(sub.String())})
+		}
+		if publicKey != "" && publicKey != cur.PublicKey {
+			cur.PublicKey = publicKey
+			ops = append(ops, store.Op{Type: store.OpPut, Key: NodeNetworkPrefix(node) + netKeyPublicKey, Value: []byte(publicKey)})
+		}
+		if endpoint != "" && endpoint != cur.Endpoint {
+			cur.Endpoint = endpoint
+			ops = append(ops, store.Op{Type: store.OpPut, Key: NodeNetworkPrefix(node) + netKeyEndpoint, Value: []byte(endpoint)})
+		}
+		if len(ops) == 0 {
+			return cur, nil
+		}
+		ok, err := r.st.DoTransaction(ctx, checks, ops, nil)
+		if err != nil {
+			return nil, fmt.Errorf("record the overlay network of node %q: %w", node, err)
+		}
+		if ok {
+			return cur, nil
+		}
+	}
+	return nil, fmt.Errorf("record the overlay network of node %q: too many concurrent subnet allocations", node)
+}
+
+// takenSubnets lists the subnet index.
+func (r *Repo) takenSubnets(ctx context.Context) ([]netip.Prefix, error) {
+	kvs, err := r.st.List(ctx, prefixSubnets)
+	if err != nil {
+		return nil, fmt.Errorf("list node subnets: %w", err)
+	}
+	out := make([]netip.Prefix, 0, len(kvs))
+	for _, kv := range kvs {
+		p, err := netip.ParsePrefix(strings.ReplaceAll(strings.TrimPrefix(kv.Key, prefixSubnets), "_", "/"))
+		if err != nil {
+			return nil, fmt.Errorf("subnet index key %s: %w", kv.Key, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// GetNodeNetwork returns one node's overlay record, or an error wrapping
+// ErrNotFound when the node has none.
+func (r *Repo) GetNodeNetwork(ctx context.Context, node string) (*NodeNetwork, error) {
+	kvs, err := r.st.List(ctx, NodeNetworkPrefix(node))
+	if err != nil {
+		return nil, fmt.Errorf("read the overlay network of node %q: %w", node, err)
+	}
+	nets, err := DecodeNodeNetworks(kvs)
+	if err != nil {
+		return nil, err
+	}
+	if len(nets) == 0 {
+		return nil, fmt.Errorf("overlay network of node %q: %w", node, ErrNotFound)
+	}
+	return &nets[0], nil
+}
+
+// ListNodeNetworks returns every node's overlay record, sorted by node.
+func (r *Repo) ListNodeNetworks(ctx context.Context) ([]NodeNetwork, error) {
+	kvs, err := r.st.List(ctx, prefixNetworkNodes)
+	if err != nil {
+		return nil, fmt.Errorf("list overlay networks: %w", err)
+	}
+	return DecodeNodeNetworks(kvs)
+}
+
+// DecodeNodeNetworks groups the keys under NetworkNodesPrefix (as a list or
+// a watch's snapshot gives them) into one record per node, sorted by node.
+// Unknown keys are skipped, so a newer leader may add some.
+func DecodeNodeNetworks(kvs []store.KV) ([]NodeNetwork, error) {
+	byNode := map[string]*NodeNetwork{}
+	for _, kv := range kvs {
+		rest, ok := strings.CutPrefix(kv.Key, prefixNetworkNodes)
+		if !ok {
+			continue
+		}
+		node, field, ok := strings.Cut(rest, "/")
+		if !ok || node == "" {
+			continue
+		}
+		n := byNode[node]
+		if n == nil {
+			n = &NodeNetwork{Node: node}
+			byNode[node] = n
+		}
+		v := strings.TrimSpace(string(kv.Value))
+		switch field {
+		case netKeyPublicKey:
+			n.PublicKey = v
+		case netKeyEndpoint:
+			n.Endpoint = v
+		case netKeySubnet:
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				return nil, fmt.Errorf("subnet of node %q (%s): %w", node, kv.Key, err)
+			}
+			n.Subnet = p
+		}
+	}
+	out := make([]NodeNetwork, 0, len(byNode))
+	for _, n := range byNode {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out, nil
+}
+
+// FirstFreeSubnet returns the lowest subnet of length
+// clusterCIDR.Bits()+subnetBits inside clusterCIDR that overlaps none of
+// taken, or an error wrapping ErrSubnetsExhausted.
+func FirstFreeSubnet(clusterCIDR netip.Prefix, subnetBits int, taken []netip.Prefix) (netip.Prefix, error) {
+	cidr := clusterCIDR.Masked()
+	if !cidr.Addr().Is4() {
+		return netip.Prefix{}, fmt.Errorf("cluster CIDR %s is not IPv4", clusterCIDR)
+	}
+	bits := cidr.Bits() + subnetBits
+	if subnetBits < 1 || bits > 30 {
+		return netip.Prefix{}, fmt.Errorf("node subnet bits %d with cluster CIDR %s give /%d (want 1 to 30-%d)", subnetBits, cidr, bits, cidr.Bits())
+	}
+	size := uint32(1) << (32 - bits)
+	base := v4(cidr.Addr())
+	for i := uint32(0); i < 1<<subnetBits; i++ {
+		a := base + i*size
+		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), bits)
+		free := true
+		for _, t := range taken {
+			if t.Overlaps(cand) {
+				free = false
+				break
+			}
+		}
+		if free {
+			return cand, nil
+		}
+	}
+	return netip.Prefix{}, fmt.Errorf("%w: all %d /%d subnets of %s are held (raise nodeSubnetBits or widen clusterCIDR)", ErrSubnetsExhausted, 1<<subnetBits, bits, cidr)
+}
+
+func v4(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}

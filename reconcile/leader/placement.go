@@ -165,8 +165,8 @@ func (p *planner) serving(a resources.Assignment) bool {
 	return p.ready(a) && !p.in.Draining[a.Node] && p.reportedReady(a)
 }
 
-// rollService plans a Service by its rolling update (spec §4.5): old
-// instances that serve nobody stop at once; a ready old instance stops only
+// rollService plans a Service by its rolling update (spec §4.5): a ready old
+// instance stops only
 // while the ready instances stay at or above replicas (so scaling down
 // stops surplus old instances first); new instances start while the
 // instances stay within replicas + maxSurge. With maxSurge 0 one old
@@ -202,13 +202,21 @@ func (p *planner) rollService(w workload, commit string, fresh, stale []resource
 	}
 	left := len(readyOld) - n
 	// Old instances that serve nobody (starting, failing, on a lost node)
-	// go once the others hold the capacity; they take no room.
+	// go once the others hold the capacity. Until then they take room,
+	// but one goes whenever they leave no room for a new instance and no
+	// new one is on its way, so old instances that never get ready do not
+	// stall the rollout.
 	if readyFresh+left >= want {
 		p.plan.Delete = append(p.plan.Delete, idleOld...)
+		idleOld = nil
 	}
 	room := -1
-	if left > 0 {
-		room = max(0, want+surge-left)
+	if left+len(idleOld) > 0 {
+		room = max(0, want+surge-left-len(idleOld))
+		if room <= len(fresh) && pendingFresh == 0 && len(idleOld) > 0 {
+			p.plan.Delete = append(p.plan.Delete, idleOld[0])
+			room++
+		}
 	}
 	st, _ := p.replicas(w, commit, fresh, room)
 	return st

@@ -158,6 +158,23 @@ func TestRollingUpdatePlan(t *testing.T) {
 			want: want{del: 1},
 		},
 		{
+			name:    "old instances that never get ready take room",
+			desired: strategyWorkload(t, 2, 3, "v2", ""),
+			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
+			want:    want{put: 1},
+		},
+		{
+			name:    "old instances that never get ready make room one at a time",
+			desired: strategyWorkload(t, 2, 3, "v2", ""),
+			current: func(h2 string) []resources.Assignment {
+				return append(instances(h1, "o", 3, 1), instances(h2, "n", 1, 10)...)
+			},
+			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+				return readyReports(cur[3:])
+			},
+			want: want{put: 1, del: 1},
+		},
+		{
 			name:    "Simultaneous stops every old instance and starts none",
 			desired: strategyWorkload(t, 2, 3, "v2", "    type: Simultaneous\n"),
 			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },

@@ -297,6 +297,7 @@ func TestBrokenVersionRollsBack(t *testing.T) {
 // longCtx bounds a katcall that waits for a rollout: longer than its own
 // --timeout.
 func longCtx(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return ctx

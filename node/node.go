@@ -97,7 +97,7 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	if err := n.openStore(ctx); err != nil {
 		return nil, err
 	}
-	n.repo = resources.New(n.st)
+	n.repo = resources.New(n.st, n.repoOptions()...)
 	if n.etcd != nil {
 		if err := n.ensureAccess(ctx); err != nil {
 			return nil, err
@@ -170,7 +170,7 @@ func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log ze
 	if n.st, err = store.Dial(ctx, store.DialConfig{Endpoints: st.EtcdEndpoints, TLS: tlsCfg}); err != nil {
 		return nil, fmt.Errorf("connect to the cluster's etcd at %s: %w", strings.Join(st.EtcdEndpoints, ","), err)
 	}
-	n.repo = resources.New(n.st)
+	n.repo = resources.New(n.st, n.repoOptions()...)
 	info, err := n.repo.ClusterInfo(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's records: %w", err)
@@ -310,4 +310,12 @@ func externalEtcdTLS(o *Options) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// repoOptions are the options of the node's resources.Repo.
+func (n *Node) repoOptions() []resources.Option {
+	if n.opts.ArchiveKeep > 0 {
+		return []resources.Option{resources.WithArchiveKeep(n.opts.ArchiveKeep)}
+	}
+	return nil
 }

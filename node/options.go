@@ -55,6 +55,15 @@ type Options struct {
 	NodeLabels map[string]string
 	// Agent configures the node's agent (containers and builds).
 	Agent AgentOptions
+	// DrainDelay is how long, while this node leads, an instance about to
+	// stop stays out of every list of ready instances before it is stopped
+	// (--drain-delay). Default leader.DefaultDrainDelay (2s); 0 stops at
+	// once.
+	DrainDelay time.Duration
+	// ArchiveKeep is how many generations of each workload the leader
+	// archives for history and rollback (--archive-keep). Default
+	// resources.DefaultArchiveKeep (10), at least 2.
+	ArchiveKeep int
 }
 
 // AgentOptions configure the node agent: the container runtime, builds of
@@ -155,6 +164,12 @@ func (o *Options) Validate() error {
 		if host, _, err := net.SplitHostPort(o.PprofAddress); err != nil || !net.ParseIP(host).IsLoopback() {
 			errs = append(errs, fmt.Errorf("--pprof-address: %q must be a loopback address and port, such as 127.0.0.1:6060", o.PprofAddress))
 		}
+	}
+	if o.DrainDelay < 0 || o.DrainDelay > time.Hour {
+		errs = append(errs, fmt.Errorf("--drain-delay: %s must be between 0s and 1h", o.DrainDelay))
+	}
+	if o.ArchiveKeep != 0 && o.ArchiveKeep < 2 {
+		errs = append(errs, fmt.Errorf("--archive-keep: %d must be at least 2 (the previous generation is always kept)", o.ArchiveKeep))
 	}
 	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
 		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile must be given together"))

@@ -42,10 +42,12 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.
 			continue
 		}
 		in := api.Instance{InstanceID: a.InstanceID, Node: a.Node, Generation: a.Generation, SpecHash: a.SpecHash,
-			Image: a.Image, SourceCommit: a.SourceCommit, Phase: resources.InstancePending, Health: resources.HealthPending}
+			Image: a.Image, SourceCommit: a.SourceCommit, Phase: resources.InstancePending, Health: resources.HealthPending,
+			Leaving: a.Leaving()}
 		if r, ok := reported[a.InstanceID]; ok {
 			in.ContainerID, in.State, in.Phase, in.Health, in.Restarts, in.ExitCode, in.Ports, in.Message =
 				r.ContainerID, r.State, r.Phase, r.HealthStatus, r.Restarts, r.ExitCode, r.Ports, r.Message
+			in.Ready = r.Ready() && !a.Leaving()
 		}
 		out = append(out, in)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"kat.dws.rip/kat/node"
+	"kat.dws.rip/kat/reconcile/leader"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // gcPercent is kat-agent's garbage collection target (GOGC) unless the
@@ -68,6 +70,8 @@ func addNodeFlags(f *pflag.FlagSet, o *node.Options, lf *initFlags, agentPortDef
 	f.StringVar(&lf.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
 	f.StringVar(&lf.cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	f.StringVar(&o.PprofAddress, "pprof-address", "", "serve Go's profiles (heap, CPU, goroutines: net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
+	f.DurationVar(&o.DrainDelay, "drain-delay", leader.DefaultDrainDelay, "while leading: how long an instance about to stop stays out of every ready list (status, DNS) before it gets SIGTERM; 0 stops at once")
+	f.IntVar(&o.ArchiveKeep, "archive-keep", resources.DefaultArchiveKeep, "while leading: how many generations of each workload to keep for katcall history and rollback (at least 2)")
 	addAgentFlags(f, &o.Agent)
 }
 

@@ -17,11 +17,12 @@ import (
 )
 
 // DNSReady reports whether the instance of assignment a belongs in DNS:
-// it has an overlay address, is not draining, its node is Ready and its
+// it has an overlay address, is not leaving (a rollout or scale-down set
+// its LeavingAt: it waits out the drain delay out of DNS), its node is Ready and its
 // last report says it runs and is healthy (or has no health check). It is
 // the one rule of the records loop.
 func DNSReady(a resources.Assignment, report *resources.InstanceStatus, nodeReady bool) bool {
-	return a.IP.Is4() && !a.Draining && nodeReady && report != nil && report.Ready()
+	return a.IP.Is4() && a.LeavingAt.IsZero() && nodeReady && report != nil && report.Ready()
 }
 
 // DNSRecordOf is the record of the instance of assignment a, with its

@@ -156,10 +156,12 @@ func TestLeaderDNSRecords(t *testing.T) {
 	report()
 	waitDNS("healthy again, back in DNS", dnsLines(all...))
 
-	if ok, err := e.repo.MarkDraining(e.ctx, api[0].Node, api[0].InstanceID); err != nil || !ok {
-		t.Fatalf("MarkDraining = %v, %v", ok, err)
+	leaving := api[0]
+	leaving.LeavingAt = time.Now()
+	if _, err := e.repo.WriteAssignments(e.ctx, []resources.Assignment{leaving}, nil); err != nil {
+		t.Fatal(err)
 	}
-	waitDNS("the draining instance out of DNS", dnsLines(web...))
+	waitDNS("the leaving instance out of DNS", dnsLines(web...))
 
 	lost := web[1].Node
 	b.set(lost, false)
@@ -216,7 +218,7 @@ func TestDNSReady(t *testing.T) {
 		{"not reported", resources.Assignment{IP: ip}, nil, true, false},
 		{"node NotReady", resources.Assignment{IP: ip}, &running, false, false},
 		{"no address", resources.Assignment{}, &running, true, false},
-		{"draining", resources.Assignment{IP: ip, Draining: true}, &running, true, false},
+		{"leaving", resources.Assignment{IP: ip, LeavingAt: time.Unix(1, 0)}, &running, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := DNSReady(tc.a, tc.report, tc.nodeReady); got != tc.want {

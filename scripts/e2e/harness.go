@@ -267,10 +267,14 @@ func (c *Cluster) Katcall(ctx context.Context, args ...string) Result {
 	return RunKatcall(ctx, c.Bin.Katcall, append([]string{"--config", c.KatcallConfig()}, args...)...)
 }
 
-// RunKatcall runs the katcall binary with args.
+// RunKatcall runs the katcall binary with args, for up to a minute unless
+// ctx has a deadline of its own.
 func RunKatcall(ctx context.Context, katcall string, args ...string) Result {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+	}
 	cmd := exec.CommandContext(ctx, katcall, args...)
 	cmd.Env = append(os.Environ(), "KATCONFIG=", "HOME="+os.TempDir())
 	var out, errb bytes.Buffer

@@ -3,7 +3,6 @@ package resources
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -135,43 +134,4 @@ func (r *Repo) ListDNSRecords(ctx context.Context, domain string) (map[string]DN
 		}
 	}
 	return out, nil
-}
-
-// MarkDraining marks the assignment of instanceID on node as draining, when
-// it is not already, and reports whether the assignment exists. A draining
-// instance leaves DNS at the records loop's next pass, while its agent keeps
-// it running (an agent never rereads an assignment): a rollout marks an old
-// instance, waits until its record is gone (DNSKey) and resolvers' caches
-// have expired it, and only then deletes its assignment.
-func (r *Repo) MarkDraining(ctx context.Context, node, instanceID string) (bool, error) {
-	key := AssignmentKey(node, instanceID)
-	for range 16 {
-		kv, err := r.st.Get(ctx, key)
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return false, nil
-			}
-			return false, fmt.Errorf("mark %s draining: %w", instanceID, err)
-		}
-		a, err := DecodeAssignment(kv.Value)
-		if err != nil {
-			return false, fmt.Errorf("mark %s draining: decode %s: %w", instanceID, key, err)
-		}
-		if a.Draining {
-			return true, nil
-		}
-		a.Draining = true
-		op, err := putJSON(key, a)
-		if err != nil {
-			return false, err
-		}
-		ok, err := r.st.DoTransaction(ctx, []store.Compare{{Key: key, ExpectedVersion: kv.Version}}, []store.Op{op}, nil)
-		if err != nil {
-			return false, fmt.Errorf("mark %s draining: %w", instanceID, err)
-		}
-		if ok {
-			return true, nil
-		}
-	}
-	return false, fmt.Errorf("mark %s draining: %w: the assignment kept changing", instanceID, ErrConflict)
 }

@@ -90,6 +90,19 @@ type NodeStatus struct {
 	// Conditions report node problems, such as a missing container runtime
 	// (type RuntimeReady).
 	Conditions []Condition `json:"conditions,omitempty"`
+	// Overlay is the node's WireGuard identity; the leader records it
+	// when it differs from what the cluster holds (a node that joined
+	// before it had one, or whose port changed). Nil: no overlay.
+	Overlay *NodeOverlay `json:"overlay,omitempty"`
+}
+
+// NodeOverlay is a node's place in the WireGuard overlay as the node
+// reports it: its public key and the port at its advertise address.
+type NodeOverlay struct {
+	// PublicKey is the base64 WireGuard public key.
+	PublicKey string `json:"publicKey"`
+	// Port is the UDP port the device listens on.
+	Port int `json:"port"`
 }
 
 // Instance phases, the agent's verdict on one instance.

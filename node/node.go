@@ -12,7 +12,9 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -29,6 +31,8 @@ type Node struct {
 	leaf  *pki.Leaf
 	admin string
 	join  string
+	// wgKey is the node's WireGuard private key (DATA_DIR/wg_private.key).
+	wgKey wgtypes.Key
 	// joinMu serialises join token rotations, so join.token and the hash
 	// in etcd always name the same secret.
 	joinMu sync.Mutex
@@ -83,6 +87,9 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 		}
 	}()
 	if err := n.ensurePKI(); err != nil {
+		return nil, err
+	}
+	if n.wgKey, err = netstack.LoadOrCreateKey(d.wgKey()); err != nil {
 		return nil, err
 	}
 	if n.admin, err = ensureToken(d.adminToken()); err != nil {
@@ -161,6 +168,9 @@ func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log ze
 		}
 	}()
 	if err := n.loadWorkerPKI(); err != nil {
+		return nil, err
+	}
+	if n.wgKey, err = netstack.LoadOrCreateKey(d.wgKey()); err != nil {
 		return nil, err
 	}
 	tlsCfg, err := pki.ClientTLSConfig(n.ca.Pool(), n.leaf)

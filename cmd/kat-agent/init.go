@@ -66,6 +66,9 @@ func addNodeFlags(f *pflag.FlagSet, o *node.Options, lf *initFlags, agentPortDef
 	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "IP address other nodes and katcall reach this node on (default: the first non-loopback IPv4 address)")
 	f.IntVar(&o.AgentPort, "agent-port", 0, "agent port (default: "+agentPortDefault+")")
 	f.StringToStringVar(&o.NodeLabels, "node-label", nil, "a label of this node, KEY=VALUE (repeatable), for workloads' nodeSelector")
+	f.StringVar(&o.Overlay.Interface, "wg-interface", "", "name of the WireGuard overlay interface, at most 15 bytes; nodes sharing a machine need different names (default: the saved one, else kat0)")
+	f.IntVar(&o.Overlay.Port, "wg-port", 0, "UDP port of the WireGuard overlay at the advertise address (default: the saved one, else 51820)")
+	f.StringVar(&o.Overlay.Mode, "wg-mode", "", "WireGuard implementation: auto (the kernel module if loaded, else userspace), kernel, userspace, or off (no overlay) (default: the saved one, else auto)")
 	f.StringVar(&lf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&lf.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
 	f.StringVar(&lf.cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
@@ -129,7 +132,7 @@ func addAgentFlags(f *pflag.FlagSet, a *node.AgentOptions) {
 // node.Options, so an explicit 0 would silently mean "keep".
 func explicitZeroPorts(f *pflag.FlagSet) error {
 	var errs []error
-	for _, name := range []string{"api-port", "agent-port", "etcd-client-port", "etcd-peer-port"} {
+	for _, name := range []string{"api-port", "agent-port", "etcd-client-port", "etcd-peer-port", "wg-port"} {
 		if fl := f.Lookup(name); fl != nil && fl.Changed && fl.Value.String() == "0" {
 			errs = append(errs, fmt.Errorf("--%s: 0 is not a port (1-65535)", name))
 		}

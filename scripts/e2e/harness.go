@@ -112,7 +112,10 @@ func (c *Cluster) Start(ctx context.Context) error {
 	c.cmd = exec.Command(c.Bin.Agent, "init", "--config", c.Config, "--data-dir", c.DataDir,
 		"--node-name", c.Node, "--advertise-address", "127.0.0.1", "--log-format", "json", "--log-level", "debug",
 		"--api-port", strconv.Itoa(c.ports[0]), "--agent-port", strconv.Itoa(c.ports[1]),
-		"--etcd-client-port", strconv.Itoa(c.ports[2]), "--etcd-peer-port", strconv.Itoa(c.ports[3]))
+		"--etcd-client-port", strconv.Itoa(c.ports[2]), "--etcd-peer-port", strconv.Itoa(c.ports[3]),
+		// Single-node tests run in the machine's network namespace:
+		// no WireGuard device there (scripts/multinode tests it).
+		"--wg-mode", "off")
 	c.cmd.Args = append(c.cmd.Args, c.ExtraArgs...)
 	if dir := os.Getenv("KAT_AGENT_CPUPROFILE_DIR"); dir != "" {
 		// Profiling a test or benchmark: every kat-agent writes its CPU

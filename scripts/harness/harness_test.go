@@ -395,7 +395,7 @@ func TestParallelHarnessesStayApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := clusters[0], clusters[1]
-	if a.Bridge == b.Bridge || a.Subnet.Overlaps(b.Subnet) || a.Hosts[0].Netns == b.Hosts[0].Netns || a.Hosts[0].VethHost == b.Hosts[0].VethHost {
+	if a.Bridge == b.Bridge || a.Subnet.Overlaps(b.Subnet) || a.Hosts[0].Netns == b.Hosts[0].Netns || a.Hosts[0].VethHost == b.Hosts[0].VethHost || a.Hosts[0].WGIface == b.Hosts[0].WGIface {
 		t.Fatalf("the harnesses share names or addresses: %s %v %s and %s %v %s", a.Bridge, a.Subnet, a.Hosts[0].Netns, b.Bridge, b.Subnet, b.Hosts[0].Netns)
 	}
 	for _, c := range clusters {

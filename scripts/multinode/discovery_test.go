@@ -195,7 +195,7 @@ spec:
 // node's peer and routes go from the others.
 func TestServiceDiscovery(t *testing.T) {
 	requirePrereqs(t)
-	c := startCluster(t, 3)
+	c := startCluster(t, clusterSpec{name: "sd", hosts: 3})
 	cli := rootEtcd(t, c.Cluster)
 
 	var nets map[string]resources.NodeNetwork

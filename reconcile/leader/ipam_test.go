@@ -303,7 +303,7 @@ func TestLeaderNodeAwaitingItsSubnet(t *testing.T) {
 	b := e.startBeater("n1", "n2")
 	defer b.stop()
 	e.apply(workloadFiles(t, "old", quadlet.TypeService, 2, "v1"), resources.APIOwner())
-	_, stop := e.run(Config{})
+	l, stop := e.run(Config{})
 	defer stop()
 	poll.Until(t, 10*time.Second, "old placed without addresses", func() bool { return e.onNodes("old") == "n1:1 n2:1" })
 	for _, a := range e.assignments("old") {
@@ -313,6 +313,9 @@ func TestLeaderNodeAwaitingItsSubnet(t *testing.T) {
 	}
 
 	e.giveSubnet("n1")
+	// The view follows the subnets and the desired state by two watches:
+	// a workload applied at once may be planned before the subnet shows.
+	poll.Until(t, 10*time.Second, "the leader sees n1's subnet", func() bool { return l.view.subnets.Len() == 1 })
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 1, "v1"), resources.APIOwner())
 	poll.Until(t, 10*time.Second, "web on n1 with an address", func() bool {
 		as := e.assignments("web")

@@ -8,14 +8,10 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"kat.dws.rip/kat/internal/poll"
-	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
@@ -79,35 +75,10 @@ spec:
 	if _, err := repo.WriteAssignments(ctx, []resources.Assignment{a}, nil); err != nil {
 		t.Fatal(err)
 	}
-	specs := NewSpecBuilder(node, t.TempDir(), &ids)
-	logs := &testenv.SyncBuffer{}
-	ag, err := NewAgent(AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: pm, Networks: pm,
-		ClusterDomain: "kat.test", Resync: time.Second, Tick: 50 * time.Millisecond, Logger: zerolog.New(logs),
-		HostPorts: runtime.PortRange{First: 42000, Last: 42999},
-		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
-			spec, err := specs(a, q, hostPorts)
-			if err == nil {
-				spec.Labels[testLabel] = mark
-			}
-			return spec, err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := ag.Run(actx); err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	})
-	defer func() {
-		stop()
-		wg.Wait()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	}()
+	ag, _, stop := runPodmanAgent(t, AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: pm, Networks: pm,
+		ClusterDomain: "kat.test", Resync: time.Second, Tick: 50 * time.Millisecond,
+		HostPorts: runtime.PortRange{First: 42000, Last: 42999}}, NewSpecBuilder(node, t.TempDir(), &ids), testLabel, mark)
+	defer stop()
 
 	var id string
 	poll.UntilErr(t, 2*time.Minute, "the instance running", func() error {

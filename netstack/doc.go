@@ -15,4 +15,6 @@
 // A node subnet's first address is the node's own (its overlay address,
 // the gateway of its Podman network and where its DNS server listens); it,
 // the network address and the broadcast address are never handed out.
+//
+// The agent DNS server is the subpackage dnsserver.
 package netstack

@@ -158,7 +158,7 @@ func (r *Repo) WriteAssignments(ctx context.Context, put, del []Assignment) (int
 	}
 	var rev int64
 	for _, ws := range [][]assignmentWrite{puts, dels} {
-		r2, err := r.txnsInBatches(ctx, ws)
+		r2, err := r.writesInBatches(ctx, ws)
 		if err != nil {
 			return 0, fmt.Errorf("write assignments: %w", err)
 		}
@@ -176,10 +176,20 @@ type assignmentWrite struct {
 // txnsInFlight bounds the transactions WriteAssignments has in flight.
 const txnsInFlight = 4
 
-// txnsInBatches writes ws in transactions of up to maxOpsPerTxn ops (an
-// assignment's ops stay together), up to txnsInFlight at once, and returns
-// the highest revision they made.
-func (r *Repo) txnsInBatches(ctx context.Context, ws []assignmentWrite) (int64, error) {
+// txnsInBatches writes ops in transactions of up to maxOpsPerTxn, up to
+// txnsInFlight at once, and returns the highest revision they made.
+func (r *Repo) txnsInBatches(ctx context.Context, ops []store.Op) (int64, error) {
+	ws := make([]assignmentWrite, len(ops))
+	for i, op := range ops {
+		ws[i] = assignmentWrite{ops: []store.Op{op}}
+	}
+	return r.writesInBatches(ctx, ws)
+}
+
+// writesInBatches writes ws in transactions of up to maxOpsPerTxn ops (the
+// ops of one write stay together, and commit only while its check holds),
+// up to txnsInFlight at once, and returns the highest revision they made.
+func (r *Repo) writesInBatches(ctx context.Context, ws []assignmentWrite) (int64, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(txnsInFlight)
 	var mu sync.Mutex

@@ -1,7 +1,8 @@
-// Package netstack is the node's side of KAT's overlay network (spec §7.1):
-// a WireGuard interface that connects this node to every other node of the
-// cluster, so that containers and agents reach each other across hosts by
-// their overlay addresses.
+// Package netstack is KAT's node networking (spec §7): the overlay network
+// (§7.1), IPAM (§7.2) and, in the subpackage dnsserver, the agent DNS
+// server (§7.3). The overlay is a WireGuard interface that connects this
+// node to every other node of the cluster, so that containers and agents
+// reach each other across hosts by their overlay addresses.
 //
 // Each node holds a subnet of the cluster's clusterCIDR (the leader hands it
 // out, see resources.EnsureNodeNetwork) and a WireGuard key pair whose
@@ -41,4 +42,19 @@
 // process and is recreated by the next Open; a kernel device outlives the
 // process and is reconciled in place. Close removes the UAPI socket; a stale
 // socket left by a killed process is replaced by the next Open.
+//
+// # IPAM
+//
+// The leader gives every node a subnet of clusterCIDR
+// (resources.Repo.EnsureNodeNetwork) and every instance it places an
+// address of its node's subnet: [Pool] decides which, from the addresses
+// already held.
+//
+//	pool, err := netstack.NewPool(subnet, held, recentlyReleased)
+//	if err != nil { ... }
+//	ip, err := pool.Allocate() // errors.Is(err, netstack.ErrSubnetFull) when none is left
+//
+// A node subnet's first address is the node's own (its overlay address,
+// the gateway of its Podman network and where its DNS server listens); it,
+// the network address and the broadcast address are never handed out.
 package netstack

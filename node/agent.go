@@ -68,6 +68,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts,
 		BuildSpec: agent.NewSpecBuilder(n.state.NodeName, volumes, idRange), CheckHost: rt.CheckHost,
+		Networks: rt, ClusterDomain: spec.ClusterDomain,
 		OnChange: func() { reconcile.Poke(beat) },
 		Logger:   log,
 	})

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math/rand/v2"
+	"net/netip"
 	"sort"
 	"time"
 
@@ -84,6 +85,11 @@ type AssignInput struct {
 	// Commits are, by "ns/name", the app commits the leader resolved for
 	// workloads built from Git; such a workload without one is left alone.
 	Commits map[string]string
+	// HeldIPs returns the addresses held on a node (by the assignments of
+	// every workload, planned or not, and /kat/ipam) and those released
+	// lately, which are handed out last. Nodes[i].Subnet is where a node's
+	// new instances get their addresses; nil: only Current's are held.
+	HeldIPs func(node string) (held, cooling []netip.Addr)
 	// SlotUsed reports whether an assignment of any workload, planned or
 	// not, holds a user-namespace slot; nil: only Current's do. A plan of
 	// some workloads gets only their assignments in Current.
@@ -98,7 +104,9 @@ type AssignInput struct {
 
 // PlanAssignments decides the assignments of every workload in Desired and
 // where its new instances run: a Service gets replicas instances, a Job one,
-// a DaemonService one on each eligible node. It is pure: nodes, desired
+// a DaemonService one on each eligible node; each new instance on a node
+// with an overlay subnet gets a free address of it (netstack.Pool: the
+// lowest one not held nor released lately). It is pure: nodes, desired
 // state and current assignments in, plan out. Workloads are planned in
 // order, each seeing the placements of those before it.
 //
@@ -200,7 +208,7 @@ func replaceStale(stale, readyFresh, want int) bool {
 	return stale > 0 && (want == 0 || readyFresh >= want)
 }
 
-func newAssignment(at sched.Placement, req *sched.Request, w workload, commit string, now time.Time, suffix string) resources.Assignment {
+func newAssignment(at sched.Placement, ip netip.Addr, req *sched.Request, w workload, commit string, now time.Time, suffix string) resources.Assignment {
 	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
 	a := resources.Assignment{
 		InstanceID: InstanceID(w.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
@@ -208,7 +216,7 @@ func newAssignment(at sched.Placement, req *sched.Request, w workload, commit st
 		Node: at.Node, Namespace: w.Meta.Namespace, Workload: w.Meta.Name, Type: w.Meta.Type,
 		Generation: w.Meta.Generation, SpecHash: w.Meta.SpecHash, Image: w.Spec.Image,
 		Ports: w.Spec.Ports, RestartPolicy: w.Spec.RestartPolicy, SourceCommit: w.Meta.Owner.Commit,
-		Files: w.Files, CreatedAt: now,
+		Files: w.Files, CreatedAt: now, IP: ip,
 	}
 	if at.GPU >= 0 {
 		g := at.GPU

@@ -206,13 +206,27 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	nodes, draining := l.view.schedNodes(now)
 	plan := PlanAssignments(AssignInput{
 		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
-		Commits: commits, SlotUsed: l.view.slotUsed, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
+		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
 		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts,
 	})
 	l.view.setScheduling(keys, plan.Scheduling)
 	defer l.view.setWakes(keys, plan.Wake)
 	if !plan.Empty() {
 		rev, err := l.cfg.Repo.WriteAssignments(ctx, append(plan.Leave, plan.Put...), plan.Delete)
+		if errors.Is(err, resources.ErrAddressTaken) {
+			// Another writer holds an address the view showed free: once the
+			// view holds every address key there is, a pass over every
+			// workload plans again.
+			if kvs, lerr := l.cfg.Repo.Store().List(ctx, resources.IPAMPrefix()); lerr == nil {
+				var last int64
+				for _, kv := range kvs {
+					last = max(last, kv.Version)
+				}
+				if werr := l.view.ipam.WaitRevision(ctx, last); werr == nil {
+					l.view.markAll(factNodes)
+				}
+			}
+		}
 		if err != nil {
 			return err
 		}

@@ -1,9 +1,12 @@
 package leader
 
 import (
+	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
+	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -16,12 +19,15 @@ type planner struct {
 	nodes  []sched.Node
 	byName map[string]int
 	plan   AssignmentPlan
+	// pools hand out the addresses of the nodes' subnets, made on a
+	// node's first placement.
+	pools map[string]*netstack.Pool
 }
 
 func newPlanner(in AssignInput) *planner {
 	p := &planner{
 		in: in, nodes: make([]sched.Node, len(in.Nodes)), byName: make(map[string]int, len(in.Nodes)),
-		plan: AssignmentPlan{Scheduling: map[string]Scheduling{}, Wake: map[string]time.Time{}, Rollouts: map[string]resources.Rollout{}},
+		plan: AssignmentPlan{Scheduling: map[string]Scheduling{}, Wake: map[string]time.Time{}, Rollouts: map[string]resources.Rollout{}}, pools: map[string]*netstack.Pool{},
 	}
 	for i, n := range in.Nodes {
 		n.GPUs = slices.Clone(n.GPUs)
@@ -68,10 +74,54 @@ func (p *planner) place(w workload, commit string, count int) sched.Result {
 	req.Key, req.Count = w.Key(), count
 	res := sched.Place(p.nodes, req, p.in.Rand)
 	sched.Apply(p.nodes, req, res.Placements)
+	placed := res.Placements[:0]
 	for _, at := range res.Placements {
-		p.plan.Put = append(p.plan.Put, newAssignment(at, &req, w, commit, p.in.Now, p.in.NewSuffix()))
+		ip, err := p.address(at.Node)
+		if err != nil {
+			// The scheduler counted a free address the pool does not
+			// have: the instance waits for the next pass.
+			res.Unplaced++
+			res.Reason = err.Error()
+			continue
+		}
+		placed = append(placed, at)
+		p.plan.Put = append(p.plan.Put, newAssignment(at, ip, &req, w, commit, p.in.Now, p.in.NewSuffix()))
 	}
+	res.Placements = placed
 	return res
+}
+
+// address returns a free address of node's subnet for a new instance, or
+// the invalid address when the node has no subnet (the instance gets
+// none).
+func (p *planner) address(node string) (netip.Addr, error) {
+	i, ok := p.byName[node]
+	if !ok || !p.nodes[i].Subnet.IsValid() {
+		return netip.Addr{}, nil
+	}
+	pool := p.pools[node]
+	if pool == nil {
+		var held, cooling []netip.Addr
+		if p.in.HeldIPs != nil {
+			held, cooling = p.in.HeldIPs(node)
+		} else {
+			for _, a := range p.in.Current {
+				if a.Node == node && a.IP.IsValid() {
+					held = append(held, a.IP)
+				}
+			}
+		}
+		var err error
+		if pool, err = netstack.NewPool(p.nodes[i].Subnet, held, cooling); err != nil {
+			return netip.Addr{}, fmt.Errorf("node %s: %w", node, err)
+		}
+		p.pools[node] = pool
+	}
+	ip, err := pool.Allocate()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("node %s: %w", node, err)
+	}
+	return ip, nil
 }
 
 // workload plans one workload from its current assignments cur: its new

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +75,10 @@ type view struct {
 	regs       *store.Cache[resources.NodeRegistration]
 	beats      *store.Cache[resources.NodeHeartbeat]
 	rollouts   *store.Cache[resources.Rollout]
+	// subnets are the nodes' overlay subnets, by NodeSubnetKey; ipam the
+	// instance holding each address, by IPAMKey.
+	subnets *store.Cache[netip.Prefix]
+	ipam    *store.Cache[string]
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -123,6 +128,8 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		builds:   store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
 		sources:  store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
 		statuses: store.NewCache(st, resources.StatusPrefix(), decodeStatus),
+		subnets:  store.NewCache(st, resources.NetworkNodesPrefix(), decodeSubnet),
+		ipam:     store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
 		idx:      newViewIndex(),
 	}
 	if v.desired == nil {
@@ -151,7 +158,19 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 			v.markDirty(factRollouts, strings.TrimPrefix(key, resources.RolloutsPrefix()))
 		}
 	})
+	v.subnets.SetIndex(func(string, *netip.Prefix, *netip.Prefix) { v.markAll(factNodes) })
+	v.ipam.SetIndex(v.ipamChanged)
 	return v
+}
+
+// decodeSubnet decodes the subnet key of a node's overlay record; the
+// record's other keys are skipped.
+func decodeSubnet(kv store.KV) (netip.Prefix, bool) {
+	nets, err := resources.DecodeNodeNetworks([]store.KV{kv})
+	if err != nil || len(nets) != 1 || !nets[0].Subnet.IsValid() || kv.Key != resources.NodeSubnetKey(nets[0].Node) {
+		return netip.Prefix{}, false
+	}
+	return nets[0].Subnet, true
 }
 
 func decodeJSON[T any](kv store.KV) (T, bool) {
@@ -259,13 +278,16 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.regs.Run(ctx, nil) })
 	g.Go(func() error { return v.beats.Run(ctx, nil) })
 	g.Go(func() error { return v.rollouts.Run(ctx, nil) })
+	g.Go(func() error { return v.subnets.Run(ctx, nil) })
+	g.Go(func() error { return v.ipam.Run(ctx, nil) })
 	return g.Wait()
 }
 
 // waitSynced returns once every cache holds its first listing, or ctx ended.
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
-		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced()} {
+		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
+		v.subnets.Synced(), v.ipam.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

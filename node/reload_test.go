@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"fmt"
 	"math/big"
@@ -12,8 +11,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/pki"
@@ -40,20 +37,7 @@ func TestRunReloadsFilesWithoutARestart(t *testing.T) {
 	writeAtomic(t, config, string(base)+fmt.Sprintf("  gitops:\n    repository: %s\n    webhookSecretFile: %s\n", repoURL, secretFile))
 	o := testOptions(t, dir)
 	o.ConfigPath = config
-	n, err := Open(t.Context(), o, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		n.Close()
-	})
+	n := runLeaderWith(t, o)
 
 	tlsCfg := &tls.Config{RootCAs: n.ca.Pool(), MinVersion: tls.VersionTLS12}
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true}}

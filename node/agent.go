@@ -82,6 +82,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ag.Run(gctx) })
 	g.Go(func() error { return agentTLS.Run(gctx) })
+	g.Go(func() error { return n.runDNS(gctx) })
 	g.Go(func() error {
 		log.Info().Str("addr", ln.Addr().String()).Msg("serving agent API")
 		return serveTLS(gctx, srv, ln, "agent API")

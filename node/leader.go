@@ -52,7 +52,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	lossTimeout := time.Duration(spec.NodeLossTimeoutSeconds) * time.Second
 	loops, err := leader.New(leader.Config{
 		Repo: n.repo, NodeLossTimeout: lossTimeout, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
-		Desired: desired,
+		Desired: desired, ClusterDomain: spec.ClusterDomain,
 	})
 	if err != nil {
 		return nil, err

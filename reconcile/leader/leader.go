@@ -42,6 +42,9 @@ type Config struct {
 	// Desired is the term's index of the desired state, shared with the Git
 	// sources; the caller runs it. Default: the view makes and runs its own.
 	Desired *resources.DesiredIndex
+	// ClusterDomain is cluster.kat's clusterDomain, under which the
+	// records loop writes DNS records. Default quadlet.DefaultClusterDomain.
+	ClusterDomain string
 	// Now and NewSuffix replace time.Now and RandomSuffix, for tests.
 	Now       func() time.Time
 	NewSuffix func() string
@@ -56,6 +59,7 @@ type Leader struct {
 	cfg  Config
 	view *view
 	apps *AppSources
+	dns  *dnsRecords
 	// passes counts the passes of each loop, and planned and derived the
 	// workloads placement planned and statuses the status loop derived, for
 	// tests and benchmarks.
@@ -79,10 +83,13 @@ func New(cfg Config) (*Leader, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = quadlet.DefaultClusterDomain
+	}
 	if cfg.NewSuffix == nil {
 		cfg.NewSuffix = RandomSuffix
 	}
-	return &Leader{
+	l := &Leader{
 		cfg:  cfg,
 		view: newView(cfg.Repo.Store(), cfg.Desired, cfg.NodeLossTimeout, cfg.Now),
 		rng:  rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), //nolint:gosec // tie-breaking, not secrecy
@@ -90,7 +97,9 @@ func New(cfg Config) (*Leader, error) {
 			Repo: cfg.Repo, Interval: cfg.AppInterval, Auth: cfg.AppAuth, Resolve: cfg.Resolve, Now: cfg.Now,
 			Logger: cfg.Logger.With().Str("component", "appsources").Logger(),
 		}),
-	}, nil
+	}
+	l.dns = newDNSRecords(l)
+	return l, nil
 }
 
 // AppSources is the app-repository loop, a webhook.Dispatcher for pushes to
@@ -98,7 +107,7 @@ func New(cfg Config) (*Leader, error) {
 func (l *Leader) AppSources() *AppSources { return l.apps }
 
 // Loops returns the term's loops: the view that follows etcd, placement,
-// the node-loss clock, status and app sources.
+// the node-loss clock, status, app sources and DNS records.
 func (l *Leader) Loops() []reconcile.Loop {
 	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes)
 	// The status loop is the statuses' only writer: their changes are its
@@ -106,6 +115,8 @@ func (l *Leader) Loops() []reconcile.Loop {
 	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources,
 		factScheduling, factNodes)
 	apps := l.view.subscribe(factDesired)
+	// The records loop is the records' only writer, like the status loop.
+	dns := l.view.subscribe(factAssignments, factInstances, factNodes)
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
 		{Name: "placement", Run: func(ctx context.Context) error {
@@ -116,6 +127,7 @@ func (l *Leader) Loops() []reconcile.Loop {
 			return l.loop(ctx, status, "status", l.statusOnce)
 		}},
 		{Name: "appsources", Run: func(ctx context.Context) error { return l.apps.run(ctx, l.view, apps) }},
+		{Name: "dns", Run: func(ctx context.Context) error { return l.dns.run(ctx, dns) }},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -159,7 +160,27 @@ func TestUpDownRestoresHost(t *testing.T) {
 		}
 		checkRuleCounted(t, c)
 	})
-
+	t.Run("InNetns dials from inside a host", func(t *testing.T) {
+		url, _ := serve(t, c.Hosts[0], 8081)
+		target := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/index.html")
+		var local netip.Addr
+		poll.UntilErr(t, 10*time.Second, "dial "+target+" inside "+c.Hosts[1].Name, func() error {
+			return c.Hosts[1].InNetns(func() error {
+				conn, err := net.DialTimeout("tcp", target, 5*time.Second)
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				local = conn.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+				return nil
+			})
+		})
+		// From the machine the connection would come from the bridge's
+		// address; from inside host 2, from host 2's.
+		if local != c.Hosts[1].Addr {
+			t.Errorf("the connection made inside %s came from %v, want %v", c.Hosts[1].Name, local, c.Hosts[1].Addr)
+		}
+	})
 	if err := Down(t.Context(), stateDir); err != nil {
 		t.Fatalf("down: %v", err)
 	}

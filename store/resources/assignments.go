@@ -15,7 +15,7 @@ import (
 
 // Assignment is one instance a node must run: the key
 // /kat/assignments/{node}/{instanceID}. It is written once by the leader and
-// never changed: a changed spec is a new instance.
+// never changed but for its Draining mark: a changed spec is a new instance.
 type Assignment struct {
 	// InstanceID is {workload}-{specHash[:8]}-{suffix}, unique in the cluster.
 	InstanceID string `json:"instanceID"`
@@ -65,6 +65,11 @@ type Assignment struct {
 	// assignment and frees it in the one that deletes it. Invalid (omitted)
 	// on an assignment written before IPAM.
 	IP netip.Addr `json:"ip,omitzero"`
+	// Draining marks an instance the leader is about to stop (MarkDraining
+	// sets it, the one change an assignment ever gets): it leaves DNS at
+	// once while its agent keeps it running until the assignment is
+	// deleted. Default false.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // BuildRef names one commit of an app repository to build.

@@ -273,6 +273,9 @@ type WorkloadDetail struct {
 	// Builds are the nodes' records of the workload's image builds (a
 	// workload built from an app repository), newest first.
 	Builds []Build `json:"builds,omitempty"`
+	// DaemonRollout is a DaemonService's last node-by-node update; nil
+	// when it had none.
+	DaemonRollout *DaemonRollout `json:"daemonRollout,omitempty"`
 }
 
 // Build is one node's record of the build of one commit of a workload: the

@@ -23,6 +23,11 @@ type AssignmentPlan struct {
 	// Scheduling is, by "ns/name", what placement found for each workload
 	// planned (not those left alone).
 	Scheduling map[string]Scheduling
+	// Rollouts are the DaemonServices' node-by-node update records to
+	// write, DropRollouts ("ns/name") those to delete; written before the
+	// assignments, so a record is never behind what runs.
+	Rollouts     []resources.DaemonRollout
+	DropRollouts []string
 }
 
 // Scheduling is what placement found for one workload.
@@ -38,7 +43,9 @@ type Scheduling struct {
 }
 
 // Empty reports whether the plan changes no assignment.
-func (p AssignmentPlan) Empty() bool { return len(p.Put) == 0 && len(p.Delete) == 0 }
+func (p AssignmentPlan) Empty() bool {
+	return len(p.Put) == 0 && len(p.Delete) == 0 && len(p.Rollouts) == 0 && len(p.DropRollouts) == 0
+}
 
 // AssignInput is what PlanAssignments decides from.
 type AssignInput struct {
@@ -68,6 +75,12 @@ type AssignInput struct {
 	// Rand breaks ties between equal nodes; nil takes the first in the
 	// order of Nodes.
 	Rand *rand.Rand
+	// DaemonRollouts are, by "ns/name", the DaemonServices' node-by-node
+	// update records as stored.
+	DaemonRollouts map[string]*resources.DaemonRollout
+	// DaemonNodeDeadline bounds one node's update; default
+	// DefaultDaemonNodeDeadline.
+	DaemonNodeDeadline time.Duration
 }
 
 // PlanAssignments decides the assignments of every workload in Desired and

@@ -42,6 +42,10 @@ type Config struct {
 	// Desired is the term's index of the desired state, shared with the Git
 	// sources; the caller runs it. Default: the view makes and runs its own.
 	Desired *resources.DesiredIndex
+	// DaemonNodeDeadline is how long one node of a DaemonService's
+	// node-by-node update may take to be verified before it fails.
+	// Default DefaultDaemonNodeDeadline.
+	DaemonNodeDeadline time.Duration
 	// Now and NewSuffix replace time.Now and RandomSuffix, for tests.
 	Now       func() time.Time
 	NewSuffix func() string
@@ -166,11 +170,15 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		keys = slices.Compact(keys)
 	}
 	commits := map[string]string{}
+	rollouts := map[string]*resources.DaemonRollout{}
 	var current []resources.Assignment
 	for _, k := range keys {
 		current = append(current, l.view.assignmentsOf(k)...)
 		if a, ok := l.view.appSource(k); ok {
 			commits[k] = a.Commit
+		}
+		if r, ok := l.view.daemonRollout(k); ok {
+			rollouts[k] = r
 		}
 	}
 	desired := l.view.workloadsOf(keys)
@@ -180,9 +188,28 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	plan := PlanAssignments(AssignInput{
 		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
 		Commits: commits, SlotUsed: l.view.slotUsed, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
+		DaemonRollouts: rollouts, DaemonNodeDeadline: l.cfg.DaemonNodeDeadline,
 	})
 	l.view.setScheduling(keys, plan.Scheduling)
 	if plan.Empty() {
+		return nil
+	}
+	// The update records first: one is never behind the instances it
+	// placed, and a new leader carries on from it.
+	rrev, err := l.cfg.Repo.WriteDaemonRollouts(ctx, plan.Rollouts, plan.DropRollouts)
+	if err != nil {
+		return err
+	}
+	for _, r := range plan.Rollouts {
+		l.cfg.Logger.Info().Str("component", "placement").Str("workload", r.Namespace+"/"+r.Workload).
+			Str("phase", r.Phase).Str("message", r.Message).Msg("daemon rollout")
+	}
+	if rrev > 0 {
+		if err := l.view.rollouts.WaitRevision(ctx, rrev); err != nil {
+			return err
+		}
+	}
+	if len(plan.Put) == 0 && len(plan.Delete) == 0 {
 		return nil
 	}
 	rev, err := l.cfg.Repo.WriteAssignments(ctx, plan.Put, plan.Delete)

@@ -66,6 +66,9 @@ type view struct {
 	statuses   *store.Cache[storedStatus]
 	regs       *store.Cache[resources.NodeRegistration]
 	beats      *store.Cache[resources.NodeHeartbeat]
+	// rollouts are the DaemonServices' node-by-node update records, which
+	// placement writes.
+	rollouts *store.Cache[resources.DaemonRollout]
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -109,6 +112,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		builds:   store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
 		sources:  store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
 		statuses: store.NewCache(st, resources.StatusPrefix(), decodeStatus),
+		rollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[resources.DaemonRollout]),
 		idx:      newViewIndex(),
 	}
 	if v.desired == nil {
@@ -231,13 +235,15 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.statuses.Run(ctx, nil) })
 	g.Go(func() error { return v.regs.Run(ctx, nil) })
 	g.Go(func() error { return v.beats.Run(ctx, nil) })
+	g.Go(func() error { return v.rollouts.Run(ctx, nil) })
 	return g.Wait()
 }
 
 // waitSynced returns once every cache holds its first listing, or ctx ended.
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
-		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced()} {
+		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(),
+		v.rollouts.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -290,4 +296,14 @@ func (v *view) appSource(key string) (resources.AppSource, bool) {
 func (v *view) storedStatus(key string) storedStatus {
 	st, _ := v.statuses.Get(resources.StatusPrefix() + key)
 	return st
+}
+
+// daemonRollout returns the node-by-node update record of workload key.
+func (v *view) daemonRollout(key string) (*resources.DaemonRollout, bool) {
+	ns, name := resources.SplitKey(key)
+	r, ok := v.rollouts.Get(resources.DaemonRolloutKey(ns, name))
+	if !ok {
+		return nil, false
+	}
+	return &r, true
 }

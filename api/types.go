@@ -263,6 +263,10 @@ type Instance struct {
 	SourceCommit string          `json:"sourceCommit,omitempty"`
 	Ports        []PublishedPort `json:"ports,omitempty"`
 	Message      string          `json:"message,omitempty"`
+	// Verification and VerifyMessage are the agent's verdict on the
+	// updateStrategy.verify command (InstanceStatus.Verification).
+	Verification  string `json:"verification,omitempty"`
+	VerifyMessage string `json:"verifyMessage,omitempty"`
 }
 
 // WorkloadDetail is a workload with its instances, the answer of

@@ -86,37 +86,10 @@ spec:
 	if _, err := repo.WriteAssignments(ctx, []resources.Assignment{a}, nil); err != nil {
 		t.Fatal(err)
 	}
-	specs := NewSpecBuilder(node, t.TempDir(), &ids)
-	var logs bytes.Buffer // read once the agent has stopped
 	rt := &countingRuntime{Runtime: pm}
-	ag, err := NewAgent(AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: rt,
-		Resync: 500 * time.Millisecond, Tick: 50 * time.Millisecond, Logger: zerolog.New(zerolog.SyncWriter(&logs)),
-		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
-			spec, err := specs(a, q, hostPorts)
-			if err == nil {
-				spec.Labels[testLabel] = mark
-			}
-			return spec, err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := ag.Run(actx); err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
-	stopAgent := sync.OnceFunc(func() { stop(); wg.Wait() })
-	defer func() {
-		stopAgent()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	}()
+	ag, logs, stopAgent := startPodmanTestAgent(ctx, t, AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: rt,
+		Resync: 500 * time.Millisecond, Tick: 50 * time.Millisecond}, &ids, testLabel, mark)
+	defer stopAgent()
 
 	var mine string
 	poll.UntilErr(t, 2*time.Minute, "the orphan removed and the instance running", func() error {
@@ -153,10 +126,49 @@ spec:
 			runtime.LabelCluster, cluster, runtime.LabelNode, node)
 	}
 	for _, want := range []string{"container of another cluster", "container without a cluster label"} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("the agent did not log %q:\n%s", want, logs.String())
+		if !strings.Contains(logs(), want) {
+			t.Errorf("the agent did not log %q:\n%s", want, logs())
 		}
 	}
+}
+
+// startPodmanTestAgent runs an agent of cfg, with a spec builder on ids
+// that labels its containers key=mark and a log of its own, until the
+// returned stop, which waits for it to end and prints its log when t
+// failed; logs returns the log, to be read once it has stopped.
+func startPodmanTestAgent(ctx context.Context, t *testing.T, cfg AgentConfig, ids *runtime.SubIDRange, key, mark string) (ag *Agent, logs func() string, stop func()) {
+	t.Helper()
+	specs := NewSpecBuilder(cfg.Node, t.TempDir(), ids)
+	var buf bytes.Buffer
+	cfg.Logger = zerolog.New(zerolog.SyncWriter(&buf))
+	cfg.BuildSpec = func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+		spec, err := specs(a, q, hostPorts)
+		if err == nil {
+			spec.Labels[key] = mark
+		}
+		return spec, err
+	}
+	ag, err := NewAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := ag.Run(actx); err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", buf.String())
+		}
+	})
+	return ag, buf.String, stop
 }
 
 // countingRuntime counts the listings of the runtime it wraps.

@@ -1,19 +1,14 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -74,36 +69,9 @@ spec:
 	if _, err := repo.WriteAssignments(ctx, put, nil); err != nil {
 		t.Fatal(err)
 	}
-	specs := NewSpecBuilder(node, t.TempDir(), &ids)
-	var logs bytes.Buffer // read once the agent has stopped
-	ag, err := NewAgent(AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: pm,
-		Resync: time.Second, Tick: 100 * time.Millisecond, Logger: zerolog.New(zerolog.SyncWriter(&logs)),
-		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
-			spec, err := specs(a, q, hostPorts)
-			if err == nil {
-				spec.Labels[testLabel] = mark
-			}
-			return spec, err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := ag.Run(actx); err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
-	defer func() {
-		stop()
-		wg.Wait()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	}()
+	ag, _, stop := startPodmanTestAgent(ctx, t, AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: pm,
+		Resync: time.Second, Tick: 100 * time.Millisecond}, &ids, testLabel, mark)
+	defer stop()
 
 	start := time.Now()
 	poll.UntilErr(t, 2*time.Minute, "every verify command judged", func() error {

@@ -80,6 +80,8 @@ func (n *Node) runAgent(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ag.Run(gctx) })
+	g.Go(func() error { return n.runOverlay(gctx) })
+	g.Go(func() error { return n.runDNS(gctx) })
 	g.Go(func() error {
 		log.Info().Str("addr", ln.Addr().String()).Msg("serving agent API")
 		return serveTLS(gctx, srv, ln, "agent API")
@@ -87,6 +89,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	g.Go(func() error {
 		return agent.RunHeartbeat(gctx, agent.HeartbeatConfig{
 			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Post: link.PostStatus, Wake: beat,
+			Overlay:   overlayReport(n.state, n.wgKey),
 			Instances: ag.Instances, Conditions: ag.Conditions,
 			Interval: time.Duration(spec.AgentTickSeconds) * time.Second,
 			Logger:   n.log.With().Str("component", "heartbeat").Logger(),

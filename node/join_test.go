@@ -53,6 +53,7 @@ func workerOptions(t *testing.T, dir, name string, leader Options, tokenFile str
 		Join: true, LeaderAPI: fmt.Sprintf("127.0.0.1:%d", leader.APIPort), TokenFile: tokenFile,
 		DataDir: filepath.Join(dir, "data"), NodeName: name, AdvertiseAddress: "127.0.0.1",
 		AgentPort: freePorts(t, 1)[0], NodeLabels: map[string]string{"zone": "a"}, Agent: agent,
+		Overlay: OverlayOptions{Mode: "off"},
 	}
 }
 

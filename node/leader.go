@@ -53,7 +53,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	lossTimeout := time.Duration(spec.NodeLossTimeoutSeconds) * time.Second
 	loops, err := leader.New(leader.Config{
 		Repo: n.repo, NodeLossTimeout: lossTimeout, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
-		Desired: desired,
+		Desired: desired, ClusterDomain: spec.ClusterDomain, DrainDelay: n.opts.DrainDelay,
 	})
 	if err != nil {
 		return nil, err
@@ -71,6 +71,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
+		NodeOverlay:     n.recordOverlay,
 		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(),
 		Logger: n.log.With().Str("component", "api").Logger(),
 	})
@@ -143,6 +144,9 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 	}
 	st.NodeName, st.NodeUID, st.Timestamp, st.Resources = n.state.NodeName, n.state.NodeUID, now.Unix(), res
 	if err := n.repo.PutNodeStatus(ctx, *st); err != nil {
+		return err
+	}
+	if err := n.ensureNodeNetwork(ctx, n.state.NodeName, n.state.AdvertiseAddress, overlayReport(n.state, n.wgKey)); err != nil {
 		return err
 	}
 	return n.repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: n.state.NodeName, APIURL: apiURL, Since: now})

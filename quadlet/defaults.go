@@ -49,6 +49,14 @@ func defaultWorkload(w *Workload, c *checker, namespace string) {
 		if u.Verify != nil {
 			setDefault(c, "spec.updateStrategy.verify.timeoutSeconds", &u.Verify.TimeoutSeconds, defaultVerifyTimeoutSeconds)
 		}
+		// Defaults written out are left out of the canonical form, so
+		// writing them changes no spec hash.
+		if d := u.ProgressDeadlineSeconds; d != nil && *d == DefaultProgressDeadlineSeconds {
+			u.ProgressDeadlineSeconds = nil
+		}
+		if a := u.AutoRollback; a != nil && *a {
+			u.AutoRollback = nil
+		}
 	}
 	if r := &s.RestartPolicy; r.Condition == RestartMaxCount {
 		if !c.has("spec.restartPolicy.maxRestarts") {

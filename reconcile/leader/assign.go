@@ -20,14 +20,33 @@ import (
 type AssignmentPlan struct {
 	Put    []resources.Assignment
 	Delete []resources.Assignment
+	// Leave are instances taken out of service: their assignments are
+	// written again with LeavingAt set, and deleted by a later plan once
+	// the drain delay has passed.
+	Leave []resources.Assignment
 	// Scheduling is, by "ns/name", what placement found for each workload
 	// planned (not those left alone).
 	Scheduling map[string]Scheduling
-	// Rollouts are the DaemonServices' node-by-node update records to
-	// write, DropRollouts ("ns/name") those to delete; written before the
-	// assignments, so a record is never behind what runs.
-	Rollouts     []resources.DaemonRollout
-	DropRollouts []string
+	// DaemonRollouts are the DaemonServices' node-by-node update records
+	// to write, DropDaemonRollouts ("ns/name") those to delete; written
+	// before the assignments, so a record is never behind what runs.
+	DaemonRollouts     []resources.DaemonRollout
+	DropDaemonRollouts []string
+	// Rollouts are, by "ns/name", the rollout records that changed.
+	Rollouts map[string]resources.Rollout
+	// Rollbacks are the failed rollouts to roll back, by applying an
+	// earlier generation's files again.
+	Rollbacks []Rollback
+	// Wake is, by "ns/name", when a workload wants another pass though no
+	// fact changes: a drain delay or a progress deadline ends.
+	Wake map[string]time.Time
+}
+
+// Rollback asks to replace workload Key's generation From by the files of
+// generation To.
+type Rollback struct {
+	Key      string
+	From, To int64
 }
 
 // Scheduling is what placement found for one workload.
@@ -44,7 +63,7 @@ type Scheduling struct {
 
 // Empty reports whether the plan changes no assignment.
 func (p AssignmentPlan) Empty() bool {
-	return len(p.Put) == 0 && len(p.Delete) == 0 && len(p.Rollouts) == 0 && len(p.DropRollouts) == 0
+	return len(p.Put) == 0 && len(p.Delete) == 0 && len(p.Leave) == 0
 }
 
 // AssignInput is what PlanAssignments decides from.
@@ -62,6 +81,11 @@ type AssignInput struct {
 	// Reported are the agents' reports, by instance ID: old instances are
 	// removed only once enough new ones are ready.
 	Reported map[string]resources.InstanceStatus
+	// DrainDelay is how long an instance stays out of every ready list
+	// before it is stopped; 0 stops it at once.
+	DrainDelay time.Duration
+	// Rollouts are, by "ns/name", the stored rollout records.
+	Rollouts map[string]resources.Rollout
 	// Commits are, by "ns/name", the app commits the leader resolved for
 	// workloads built from Git; such a workload without one is left alone.
 	Commits map[string]string
@@ -142,6 +166,7 @@ func PlanAssignments(in AssignInput) AssignmentPlan {
 	assignUserNSSlots(in.Current, p.plan.Put, in.SlotUsed)
 	sortAssignments(p.plan.Put)
 	sortAssignments(p.plan.Delete)
+	sortAssignments(p.plan.Leave)
 	return p.plan
 }
 

@@ -392,9 +392,10 @@ func b2i(b bool) int {
 }
 
 // daemonRollout plans DaemonService w node by node while an update is
-// under way or held (stepDaemonRollout), and reports whether it did; when
-// it did not, w is planned as usual. It records the record to write in the
-// plan.
+// under way or held (stepDaemonRollout), from its assignments cur that are
+// not leaving, and reports whether it did; when it did not, w is planned
+// as usual. It adds the record to write to the plan; instances it removes
+// leave first (planner.stop).
 func (p *planner) daemonRollout(w workload, commit string, cur []resources.Assignment) bool {
 	k := w.Key()
 	if w.Spec.RequestErr != nil {
@@ -415,10 +416,10 @@ func (p *planner) daemonRollout(w workload, commit string, cur []resources.Assig
 		Deadline: cmp.Or(p.in.DaemonNodeDeadline, DefaultDaemonNodeDeadline), Now: p.in.Now,
 	})
 	if step.Drop {
-		p.plan.DropRollouts = append(p.plan.DropRollouts, k)
+		p.plan.DropDaemonRollouts = append(p.plan.DropDaemonRollouts, k)
 	}
 	if step.Changed {
-		p.plan.Rollouts = append(p.plan.Rollouts, *step.Rec)
+		p.plan.DaemonRollouts = append(p.plan.DaemonRollouts, *step.Rec)
 	}
 	if !step.Active {
 		return false
@@ -451,7 +452,9 @@ func (p *planner) daemonRollout(w workload, commit string, cur []resources.Assig
 	}
 	sched.Apply(p.nodes, req, placed)
 	p.count(k, cur)
-	p.plan.Delete = append(p.plan.Delete, step.Delete...)
+	for _, a := range step.Delete {
+		p.stop(a) // out of service first, with a drain delay
+	}
 	p.plan.Scheduling[k] = Scheduling{Desired: len(eligible)}
 	return true
 }

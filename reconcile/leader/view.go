@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,12 @@ const (
 	// factScheduling changes when placement finds a workload's desired or
 	// unplaced count or reason different.
 	factScheduling
+	// factRollouts changes when placement writes a workload's rollout
+	// record with another failure.
+	factRollouts
+	// factTimers changes when a time placement asked to be woken at comes
+	// (a drain delay or a progress deadline ends).
+	factTimers
 	numFactKinds
 )
 
@@ -66,9 +73,10 @@ type view struct {
 	statuses   *store.Cache[storedStatus]
 	regs       *store.Cache[resources.NodeRegistration]
 	beats      *store.Cache[resources.NodeHeartbeat]
-	// rollouts are the DaemonServices' node-by-node update records, which
-	// placement writes.
-	rollouts *store.Cache[resources.DaemonRollout]
+	rollouts   *store.Cache[resources.Rollout]
+	// daemonRollouts are the DaemonServices' node-by-node update records,
+	// which placement writes.
+	daemonRollouts *store.Cache[resources.DaemonRollout]
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -85,6 +93,10 @@ type view struct {
 	subs []*subscription
 	// scheduling is placement's last finding per workload, guarded by mu.
 	scheduling map[string]Scheduling
+	// wakes are, by workload, when placement asked for a pass (guarded by
+	// mu); wakesChanged is poked when one is set.
+	wakes        map[string]time.Time
+	wakesChanged chan struct{}
 
 	idx viewIndex
 }
@@ -104,16 +116,18 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		regs:        store.NewCache(st, resources.NodeRegistrationPrefix(), decodeJSON[resources.NodeRegistration]),
 		beats:       store.NewCache(st, resources.NodeHeartbeatPrefix(), decodeJSON[resources.NodeHeartbeat]),
 		lossTimeout: lossTimeout, now: now, termStart: now(), beatWake: make(chan struct{}, 1), scheduling: map[string]Scheduling{},
-		specs:    newSpecCache(),
-		desired:  desired,
-		assigns:  store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
-		nodes:    store.NewCache(st, resources.NodeStatusPrefix(), decodeJSON[resources.NodeStatus]),
-		apps:     store.NewCache(st, resources.AppSourcesPrefix(), decodeJSON[resources.AppSource]),
-		builds:   store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
-		sources:  store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
-		statuses: store.NewCache(st, resources.StatusPrefix(), decodeStatus),
-		rollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[resources.DaemonRollout]),
-		idx:      newViewIndex(),
+		wakes: map[string]time.Time{}, wakesChanged: make(chan struct{}, 1),
+		rollouts:       store.NewCache(st, resources.RolloutsPrefix(), decodeJSON[resources.Rollout]),
+		specs:          newSpecCache(),
+		desired:        desired,
+		assigns:        store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
+		nodes:          store.NewCache(st, resources.NodeStatusPrefix(), decodeJSON[resources.NodeStatus]),
+		apps:           store.NewCache(st, resources.AppSourcesPrefix(), decodeJSON[resources.AppSource]),
+		builds:         store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
+		sources:        store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
+		statuses:       store.NewCache(st, resources.StatusPrefix(), decodeStatus),
+		daemonRollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[resources.DaemonRollout]),
+		idx:            newViewIndex(),
 	}
 	if v.desired == nil {
 		v.desired, v.ownDesired = resources.NewDesiredIndex(st), true
@@ -128,6 +142,19 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	v.beats.SetIndex(v.heartbeatChanged)
 	v.builds.SetIndex(v.buildChanged)
 	v.sources.SetIndex(v.sourceChanged)
+	v.rollouts.SetIndex(func(key string, old, new *resources.Rollout) {
+		// The status reads a rollout's failure only.
+		var was, is *resources.RolloutFailure
+		if old != nil {
+			was = old.Failure
+		}
+		if new != nil {
+			is = new.Failure
+		}
+		if !failureEqual(was, is) {
+			v.markDirty(factRollouts, strings.TrimPrefix(key, resources.RolloutsPrefix()))
+		}
+	})
 	return v
 }
 
@@ -236,14 +263,15 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.regs.Run(ctx, nil) })
 	g.Go(func() error { return v.beats.Run(ctx, nil) })
 	g.Go(func() error { return v.rollouts.Run(ctx, nil) })
+	g.Go(func() error { return v.daemonRollouts.Run(ctx, nil) })
 	return g.Wait()
 }
 
 // waitSynced returns once every cache holds its first listing, or ctx ended.
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
-		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(),
-		v.rollouts.Synced()} {
+		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
+		v.daemonRollouts.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -301,9 +329,43 @@ func (v *view) storedStatus(key string) storedStatus {
 // daemonRollout returns the node-by-node update record of workload key.
 func (v *view) daemonRollout(key string) (*resources.DaemonRollout, bool) {
 	ns, name := resources.SplitKey(key)
-	r, ok := v.rollouts.Get(resources.DaemonRolloutKey(ns, name))
+	r, ok := v.daemonRollouts.Get(resources.DaemonRolloutKey(ns, name))
 	if !ok {
 		return nil, false
 	}
 	return &r, true
+}
+
+// rolloutOf returns workload key's rollout record as stored.
+func (v *view) rolloutOf(key string) (resources.Rollout, bool) {
+	return v.rollouts.Get(resources.RolloutsPrefix() + key)
+}
+
+// setWakes records, for the workloads keys placement planned, when each
+// wants its next pass (found; none for those absent), and pokes the clock.
+func (v *view) setWakes(keys []string, found map[string]time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, k := range keys {
+		delete(v.wakes, k)
+	}
+	maps.Copy(v.wakes, found)
+	reconcile.Poke(v.wakesChanged)
+}
+
+// dueWakes removes and returns the workloads whose wake time is at or before
+// now, and returns the earliest time still to come (zero: none).
+func (v *view) dueWakes(now time.Time) (due []string, next time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k, t := range v.wakes {
+		if !t.After(now) {
+			due = append(due, k)
+			delete(v.wakes, k)
+		} else if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	slices.Sort(due)
+	return due, next
 }

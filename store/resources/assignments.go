@@ -15,7 +15,7 @@ import (
 
 // Assignment is one instance a node must run: the key
 // /kat/assignments/{node}/{instanceID}. It is written once by the leader and
-// never changed: a changed spec is a new instance.
+// never changed but for LeavingAt: a changed spec is a new instance.
 type Assignment struct {
 	// InstanceID is {workload}-{specHash[:8]}-{suffix}, unique in the cluster.
 	InstanceID string `json:"instanceID"`
@@ -65,7 +65,16 @@ type Assignment struct {
 	// assignment and frees it in the one that deletes it. Invalid (omitted)
 	// on an assignment written before IPAM.
 	IP netip.Addr `json:"ip,omitzero"`
+	// LeavingAt, when set, is when the leader took the instance out of
+	// service: it is in no list of ready instances (workload status, DNS)
+	// from then on, and its assignment is deleted (the agent stops it)
+	// once the drain delay has passed. The one change ever made to an
+	// assignment; agents ignore it. Zero: in service.
+	LeavingAt time.Time `json:"leavingAt,omitzero"`
 }
+
+// Leaving reports whether the instance has been taken out of service.
+func (a Assignment) Leaving() bool { return !a.LeavingAt.IsZero() }
 
 // BuildRef names one commit of an app repository to build.
 type BuildRef struct {

@@ -28,6 +28,11 @@ type AssignmentPlan struct {
 	// Scheduling is, by "ns/name", what placement found for each workload
 	// planned (not those left alone).
 	Scheduling map[string]Scheduling
+	// DaemonRollouts are the DaemonServices' node-by-node update records
+	// to write, DropDaemonRollouts ("ns/name") those to delete; written
+	// before the assignments, so a record is never behind what runs.
+	DaemonRollouts     []resources.DaemonRollout
+	DropDaemonRollouts []string
 	// Rollouts are, by "ns/name", the rollout records that changed.
 	Rollouts map[string]resources.Rollout
 	// Rollbacks are the failed rollouts to roll back, by applying an
@@ -100,6 +105,12 @@ type AssignInput struct {
 	// Rand breaks ties between equal nodes; nil takes the first in the
 	// order of Nodes.
 	Rand *rand.Rand
+	// DaemonRollouts are, by "ns/name", the DaemonServices' node-by-node
+	// update records as stored.
+	DaemonRollouts map[string]*resources.DaemonRollout
+	// DaemonNodeDeadline bounds one node's update; default
+	// DefaultDaemonNodeDeadline.
+	DaemonNodeDeadline time.Duration
 }
 
 // PlanAssignments decides the assignments of every workload in Desired and

@@ -30,6 +30,12 @@ type spec struct {
 	// resources do not parse.
 	Request    sched.Request
 	RequestErr error
+	// NodeByNode says a changed spec of this DaemonService is rolled out
+	// node by node (updateStrategy Rolling), MaxParallel nodes at a time;
+	// Verify that updateStrategy.verify is set.
+	NodeByNode  bool
+	MaxParallel int
+	Verify      bool
 	// Strategy is workload.kat's spec.updateStrategy; nil for a Job that
 	// names none (its methods apply the defaults).
 	Strategy *quadlet.UpdateStrategy
@@ -43,6 +49,9 @@ func specOf(q *quadlet.Quadlet) *spec {
 		Strategy: q.Workload.Spec.UpdateStrategy,
 	}
 	s.Request, s.RequestErr = sched.NewRequest("", &q.Workload.Spec, 0)
+	if u := q.Workload.Spec.UpdateStrategy; q.Workload.Spec.Type == quadlet.TypeDaemonService && u != nil && u.Type == quadlet.UpdateRolling {
+		s.NodeByNode, s.MaxParallel, s.Verify = true, u.Rolling.NodesAtOnce(), u.Verify != nil
+	}
 	if q.LoadBalancer != nil {
 		for _, p := range q.LoadBalancer.Spec.Ports {
 			s.Ports = append(s.Ports, p.ContainerPort)

@@ -73,6 +73,10 @@ const (
 	HealthPending       = api.HealthPending
 	HealthNotApplicable = api.HealthNotApplicable
 
+	VerifyPending = api.VerifyPending
+	VerifyPassed  = api.VerifyPassed
+	VerifyFailed  = api.VerifyFailed
+
 	EventNormal  = api.EventNormal
 	EventWarning = api.EventWarning
 

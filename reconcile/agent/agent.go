@@ -545,7 +545,7 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 		case stepNone:
 			if isAssigned && c != nil && c.State == runtime.StateRunning && !ag.probing[id] {
 				hc := healthCheckOf(ai.q)
-				due, h := probeDue(st.Health, hc, c.StartedAt, now)
+				due, h := probeDue(st.Health, hc, c.ID, c.StartedAt, now)
 				st.Health = h
 				ag.state[id] = st
 				if due {
@@ -553,7 +553,7 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						ag.probe(ctx, id, c.ID, c.StartedAt, hc)
+						ag.probe(ctx, id, c.ID, hc)
 					}()
 				}
 			}
@@ -901,19 +901,24 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	return id, spec, nil
 }
 
+// execStartAllowance is added to a health check's timeoutSeconds: the
+// time Podman takes to start a command in a container (a few hundred
+// milliseconds idle, seconds on a busy node) is not the check's.
+const execStartAllowance = 2 * time.Second
+
 // probe runs one health check and folds its result into the state.
-func (ag *Agent) probe(ctx context.Context, id, containerID string, run time.Time, hc *quadlet.HealthCheck) {
+func (ag *Agent) probe(ctx context.Context, id, containerID string, hc *quadlet.HealthCheck) {
 	ok := false
 	select {
 	case ag.probes <- struct{}{}:
-		res, err := ag.cfg.Runtime.Exec(ctx, containerID, hc.Exec.Command, time.Duration(max(hc.TimeoutSeconds, 1))*time.Second)
+		res, err := ag.cfg.Runtime.Exec(ctx, containerID, hc.Exec.Command, time.Duration(max(hc.TimeoutSeconds, 1))*time.Second+execStartAllowance)
 		<-ag.probes
 		ok = err == nil && res.ExitCode == 0
 	case <-ctx.Done():
 	}
 	ag.mu.Lock()
 	delete(ag.probing, id)
-	if st, exists := ag.state[id]; exists && st.Health.run.Equal(run) && ctx.Err() == nil {
+	if st, exists := ag.state[id]; exists && st.Health.container == containerID && ctx.Err() == nil {
 		was := st.Health.Status
 		st.Health = probeResult(st.Health, hc, ok, ag.cfg.Now())
 		ag.state[id] = st

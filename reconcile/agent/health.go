@@ -9,8 +9,12 @@ import (
 
 // healthState is the health-check progress of one running container.
 type healthState struct {
-	// run is the StartedAt of the run being checked; a new run starts over.
-	run time.Time
+	// container is the ID of the container being checked: a new container
+	// starts over, and so does a restart of the same one (restarted resets
+	// the state). Not its StartedAt: the time a step recorded and the time
+	// Podman lists differ, and a run must not look new when the listing
+	// replaces the step's record.
+	container string
 	// Status is "" before any result, then HealthHealthy or
 	// HealthUnhealthy.
 	Status    string
@@ -20,14 +24,15 @@ type healthState struct {
 	next time.Time
 }
 
-// probeDue reports whether a health check should run now for a container
-// started at startedAt, and returns the state reset for a new run. It is pure.
-func probeDue(h healthState, hc *quadlet.HealthCheck, startedAt, now time.Time) (bool, healthState) {
+// probeDue reports whether a health check should run now for container
+// (started at startedAt), and returns the state reset for a new container.
+// It is pure.
+func probeDue(h healthState, hc *quadlet.HealthCheck, container string, startedAt, now time.Time) (bool, healthState) {
 	if hc == nil || startedAt.IsZero() {
 		return false, h
 	}
-	if !h.run.Equal(startedAt) {
-		h = healthState{run: startedAt, next: startedAt.Add(time.Duration(hc.InitialDelaySeconds) * time.Second)}
+	if h.container != container {
+		h = healthState{container: container, next: startedAt.Add(time.Duration(hc.InitialDelaySeconds) * time.Second)}
 	}
 	return !now.Before(h.next), h
 }

@@ -71,11 +71,11 @@ func TestHealthProbes(t *testing.T) {
 	t.Parallel()
 	hc := &quadlet.HealthCheck{InitialDelaySeconds: 5, PeriodSeconds: 2, SuccessThreshold: 2, FailureThreshold: 2}
 	start := time.Unix(100, 0)
-	due, h := probeDue(healthState{}, hc, start, start.Add(4*time.Second))
+	due, h := probeDue(healthState{}, hc, "c1", start, start.Add(4*time.Second))
 	if due {
 		t.Fatal("probe due before initialDelaySeconds")
 	}
-	if due, h = probeDue(h, hc, start, start.Add(5*time.Second)); !due {
+	if due, h = probeDue(h, hc, "c1", start, start.Add(5*time.Second)); !due {
 		t.Fatal("probe not due after initialDelaySeconds")
 	}
 	now := start.Add(5 * time.Second)
@@ -88,12 +88,20 @@ func TestHealthProbes(t *testing.T) {
 		if h.Status != s.want {
 			t.Fatalf("after result %d (%v): status %q, want %q", i, s.ok, h.Status, s.want)
 		}
-		if due, _ := probeDue(h, hc, start, now.Add(time.Second)); due {
+		if due, _ := probeDue(h, hc, "c1", start, now.Add(time.Second)); due {
 			t.Fatal("probe due before periodSeconds")
 		}
 		now = now.Add(2 * time.Second)
 	}
-	if _, h2 := probeDue(h, hc, start.Add(time.Hour), now); h2.Status != "" {
-		t.Fatal("a new run kept the old health status")
+	// The listing's StartedAt differs from the one the create step
+	// recorded: the same container keeps its health.
+	if _, h2 := probeDue(h, hc, "c1", start.Add(700*time.Millisecond), now); h2.Status != resources.HealthHealthy {
+		t.Fatalf("the same container seen with another StartedAt lost its health: %q", h2.Status)
+	}
+	if _, h2 := probeDue(h, hc, "c2", start.Add(time.Hour), now); h2.Status != "" {
+		t.Fatal("a new container kept the old health status")
+	}
+	if _, h2 := probeDue(instanceState{Health: h}.restarted().Health, hc, "c1", start.Add(time.Hour), now); h2.Status != "" {
+		t.Fatal("a restarted container kept the old health status")
 	}
 }

@@ -543,7 +543,9 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 				ag.runStep(ctx, id, step, ai, c)
 			}()
 		case stepNone:
-			if isAssigned && c != nil && c.State == runtime.StateRunning && !ag.probing[id] {
+			// A paused container is checked too: it serves nothing, and its
+			// check fails.
+			if isAssigned && c != nil && (c.State == runtime.StateRunning || c.State == runtime.StatePaused) && !ag.probing[id] {
 				hc := healthCheckOf(ai.q)
 				due, h := probeDue(st.Health, hc, c.ID, c.StartedAt, now)
 				st.Health = h

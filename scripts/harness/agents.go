@@ -364,7 +364,15 @@ func (c *Cluster) RemoveContainers(ctx context.Context) error {
 			continue
 		}
 		args := append(append(h.PodmanArgs(), "rm", "--force", "--time", "0", "--ignore"), ids...)
-		if err := h.run(ctx, "podman", args...); err != nil {
+		// Podman 4.3 sometimes fails to unmount a root filesystem that
+		// is still busy just after its container was killed: try again.
+		for attempt := 0; attempt < 3; attempt++ {
+			if err = h.run(ctx, "podman", args...); err == nil {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err))
 		}
 	}

@@ -226,4 +226,3 @@ func TestRunLeadsAndLogsCleanJSON(t *testing.T) {
 		}
 	}
 }
-

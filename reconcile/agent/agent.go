@@ -350,7 +350,8 @@ func (ag *Agent) seedState(ctx context.Context) {
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
 	for _, is := range prev.WorkloadInstances {
-		ag.state[is.InstanceID] = instanceState{Restarts: is.Restarts, WindowRestarts: is.WindowRestarts, WindowStart: is.RestartWindowStart}
+		ag.state[is.InstanceID] = instanceState{Restarts: is.Restarts, WindowRestarts: is.WindowRestarts, WindowStart: is.RestartWindowStart,
+			finishedBefore: is.Phase == resources.InstanceSucceeded || is.Phase == resources.InstanceFailed}
 	}
 }
 

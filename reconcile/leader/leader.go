@@ -100,18 +100,20 @@ func (l *Leader) AppSources() *AppSources { return l.apps }
 // Loops returns the term's loops: the view that follows etcd, placement,
 // the node-loss clock, status and app sources.
 func (l *Leader) Loops() []reconcile.Loop {
-	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes)
+	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes, factJobs, factJobTime)
 	// The status loop is the statuses' only writer: their changes are its
 	// own, and it waits for them after each pass instead.
 	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources,
-		factScheduling, factNodes)
+		factScheduling, factNodes, factJobs, factJobTime)
 	apps := l.view.subscribe(factDesired)
+	jobs := l.view.subscribe(factDesired, factJobs)
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
 		{Name: "placement", Run: func(ctx context.Context) error {
 			return l.loop(ctx, placement, "placement", l.placeOnce)
 		}},
 		{Name: "nodeloss", Run: l.nodeLossClock},
+		{Name: "jobclock", Run: func(ctx context.Context) error { return l.jobClock(ctx, jobs) }},
 		{Name: "status", Run: func(ctx context.Context) error {
 			return l.loop(ctx, status, "status", l.statusOnce)
 		}},
@@ -162,13 +164,16 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	if keys == nil {
 		// Every workload, and those gone whose assignments remain.
 		keys = append(l.view.desired.Keys(), l.view.assignedKeys()...)
+		keys = append(keys, l.view.jobKeys()...)
 		slices.Sort(keys)
 		keys = slices.Compact(keys)
 	}
 	commits := map[string]string{}
+	jobs := map[string]jobRecords{}
 	var current []resources.Assignment
 	for _, k := range keys {
 		current = append(current, l.view.assignmentsOf(k)...)
+		jobs[k] = l.view.jobsOf(k)
 		if a, ok := l.view.appSource(k); ok {
 			commits[k] = a.Commit
 		}
@@ -179,15 +184,26 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	nodes, draining := l.view.schedNodes(now)
 	plan := PlanAssignments(AssignInput{
 		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
-		Commits: commits, SlotUsed: l.view.slotUsed, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
+		Commits: commits, SlotUsed: l.view.slotUsed, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng, Jobs: jobs,
 	})
 	l.view.setScheduling(keys, plan.Scheduling)
+	if err := l.confirmAbsent(ctx, &plan); err != nil {
+		return err
+	}
 	if plan.Empty() {
 		return nil
 	}
 	rev, err := l.cfg.Repo.WriteAssignments(ctx, plan.Put, plan.Delete)
 	if err != nil {
 		return err
+	}
+	// A Job's records follow its assignments: a record never names an
+	// instance that does not exist yet.
+	if err := l.writeJobs(ctx, plan.Jobs); err != nil {
+		return err
+	}
+	if len(plan.Put)+len(plan.Delete) == 0 {
+		return nil
 	}
 	l.cfg.Logger.Info().Str("component", "placement").Int("added", len(plan.Put)).Int("removed", len(plan.Delete)).Msg("assignments written")
 	for _, a := range plan.Put {
@@ -217,19 +233,28 @@ func (l *Leader) nodeLossClock(ctx context.Context) error {
 			}
 		}
 		seen = ready
-		var fire <-chan time.Time
-		if !next.IsZero() {
-			timer.Reset(max(0, next.Sub(l.cfg.Now())))
-			fire = timer.C
-		}
-		select {
-		case <-ctx.Done():
+		if !l.sleepUntil(ctx, timer, next, l.view.beatWake) {
 			return nil
-		case <-fire:
-		case <-l.view.beatWake:
-			timer.Stop()
 		}
 	}
+}
+
+// sleepUntil waits for next (for ever when it is zero), a poke of wake or
+// the end of ctx, with timer (stopped), and reports whether ctx is live.
+func (l *Leader) sleepUntil(ctx context.Context, timer *time.Timer, next time.Time, wake <-chan struct{}) bool {
+	var fire <-chan time.Time
+	if !next.IsZero() {
+		timer.Reset(max(0, next.Sub(l.cfg.Now())))
+		fire = timer.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-fire:
+	case <-wake:
+		timer.Stop()
+	}
+	return true
 }
 
 // statusOnce derives the status of the workloads keys (every workload when
@@ -292,6 +317,13 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 	for _, a := range as {
 		if _, ok := wf.Reported[a.InstanceID]; ok && !v.nodeReady(a.Node, now) {
 			delete(wf.Reported, a.InstanceID)
+		}
+	}
+	if w.Meta.Type == quadlet.TypeJob && w.Spec.Job != nil {
+		rec := v.jobsOf(k)
+		wf.Job = &JobFacts{Schedule: w.Spec.Schedule, Last: rec.schedule.sched.LastScheduleTime}
+		for _, sr := range rec.runs {
+			wf.Job.Runs = append(wf.Job.Runs, sr.run)
 		}
 	}
 	if sc, ok := v.schedulingOf(k); ok {

@@ -75,6 +75,10 @@ func (p *planner) place(w workload, commit string, count int) sched.Result {
 
 // workload plans one workload from its current assignments cur.
 func (p *planner) workload(w workload, commit string, cur []resources.Assignment) {
+	if w.Meta.Type == quadlet.TypeJob && w.Spec.Job != nil {
+		p.job(w, commit, cur)
+		return
+	}
 	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
 	var fresh, stale []resources.Assignment
 	for _, a := range cur {
@@ -101,22 +105,17 @@ func (p *planner) workload(w workload, commit string, cur []resources.Assignment
 	}
 }
 
-// replicas plans a Service or a Job: Desired instances on Ready nodes, those
-// on lost or draining nodes replaced. It returns what placement found and
-// how many kept instances are ready.
+// replicas plans a Service: Desired instances on Ready nodes, those on lost
+// or draining nodes replaced. It returns what placement found and how many
+// kept instances are ready.
 func (p *planner) replicas(w workload, commit string, fresh []resources.Assignment) (Scheduling, int) {
 	want := w.Spec.Desired
-	isJob := w.Meta.Type == quadlet.TypeJob
 	var healthy, lost, draining []resources.Assignment
 	for _, a := range fresh {
 		switch {
 		case !p.ready(a):
-			if isJob && (p.succeeded(a) || w.Spec.RestartPolicy == quadlet.RestartNever) {
-				healthy = append(healthy, a) // nothing to restart: it stays
-			} else {
-				lost = append(lost, a)
-			}
-		case p.in.Draining[a.Node] && !isJob:
+			lost = append(lost, a)
+		case p.in.Draining[a.Node]:
 			draining = append(draining, a)
 		default:
 			healthy = append(healthy, a)
@@ -154,12 +153,6 @@ func (p *planner) replicas(w workload, commit string, fresh []resources.Assignme
 		p.plan.Delete = append(p.plan.Delete, draining...)
 	}
 	return st, ready
-}
-
-// succeeded reports whether a's instance has exited 0 for good.
-func (p *planner) succeeded(a resources.Assignment) bool {
-	r, ok := p.in.Reported[a.InstanceID]
-	return ok && r.Phase == resources.InstanceSucceeded
 }
 
 // daemon plans a DaemonService: one instance on each eligible node. An

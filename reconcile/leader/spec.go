@@ -3,6 +3,8 @@ package leader
 import (
 	"sync"
 
+	"github.com/robfig/cron/v3"
+
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -30,6 +32,10 @@ type spec struct {
 	// resources do not parse.
 	Request    sched.Request
 	RequestErr error
+	// Job is job.kat's spec, for a Job; Schedule is its parsed schedule,
+	// nil when it has none.
+	Job      *quadlet.JobSpec
+	Schedule cron.Schedule
 }
 
 // specOf extracts what the loops need of a parsed workload.
@@ -39,6 +45,13 @@ func specOf(q *quadlet.Quadlet) *spec {
 		Git: q.Workload.Spec.Source.Git, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition,
 	}
 	s.Request, s.RequestErr = sched.NewRequest("", &q.Workload.Spec, 0)
+	if q.Job != nil {
+		j := q.Job.Spec
+		s.Job = &j
+		if j.Schedule != "" {
+			s.Schedule, _ = quadlet.ParseSchedule(j.Schedule) // validated by the parse
+		}
+	}
 	if q.LoadBalancer != nil {
 		for _, p := range q.LoadBalancer.Spec.Ports {
 			s.Ports = append(s.Ports, p.ContainerPort)

@@ -36,6 +36,11 @@ const (
 	// factScheduling changes when placement finds a workload's desired or
 	// unplaced count or reason different.
 	factScheduling
+	// factJobs changes when a Job's run or schedule records change.
+	factJobs
+	// factJobTime changes when a Job's next firing or a run's deadline
+	// comes (the job clock).
+	factJobTime
 	numFactKinds
 )
 
@@ -66,6 +71,8 @@ type view struct {
 	statuses   *store.Cache[storedStatus]
 	regs       *store.Cache[resources.NodeRegistration]
 	beats      *store.Cache[resources.NodeHeartbeat]
+	jobs       *store.Cache[jobEntry]
+	jobIdx     jobIndex
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -109,6 +116,8 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		builds:   store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
 		sources:  store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
 		statuses: store.NewCache(st, resources.StatusPrefix(), decodeStatus),
+		jobs:     store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
+		jobIdx:   jobIndex{keys: map[string]map[string]struct{}{}},
 		idx:      newViewIndex(),
 	}
 	if v.desired == nil {
@@ -124,6 +133,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	v.beats.SetIndex(v.heartbeatChanged)
 	v.builds.SetIndex(v.buildChanged)
 	v.sources.SetIndex(v.sourceChanged)
+	v.jobs.SetIndex(v.jobChanged)
 	return v
 }
 
@@ -231,13 +241,14 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.statuses.Run(ctx, nil) })
 	g.Go(func() error { return v.regs.Run(ctx, nil) })
 	g.Go(func() error { return v.beats.Run(ctx, nil) })
+	g.Go(func() error { return v.jobs.Run(ctx, nil) })
 	return g.Wait()
 }
 
 // waitSynced returns once every cache holds its first listing, or ctx ended.
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
-		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced()} {
+		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.jobs.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -411,6 +411,7 @@ func (r *Repo) DeleteWorkloadRevision(ctx context.Context, req DeleteRequest) (*
 				{Type: store.OpDeletePrefix, Key: DesiredPrefix(ns, name)},
 				{Type: store.OpDelete, Key: StatusKey(ns, name)},
 				{Type: store.OpDeletePrefix, Key: ArchivePrefix(ns, name)},
+				{Type: store.OpDeletePrefix, Key: JobPrefix(ns, name)},
 			}, nil)
 		if err != nil {
 			return nil, 0, fmt.Errorf("delete workload %s/%s: %w", ns, name, err)

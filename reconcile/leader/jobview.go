@@ -1,0 +1,200 @@
+package leader
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// jobEntry is one record under /kat/jobs/: a run or a schedule, with its
+// version.
+type jobEntry struct {
+	run     *resources.JobRun
+	sched   *resources.JobSchedule
+	version int64
+}
+
+func decodeJobEntry(kv store.KV) (jobEntry, bool) {
+	_, _, isSched, ok := resources.ParseJobKey(kv.Key)
+	if !ok {
+		return jobEntry{}, false
+	}
+	e := jobEntry{version: kv.Version}
+	if isSched {
+		e.sched = &resources.JobSchedule{}
+		return e, json.Unmarshal(kv.Value, e.sched) == nil
+	}
+	e.run = &resources.JobRun{}
+	return e, json.Unmarshal(kv.Value, e.run) == nil
+}
+
+// jobIndex is, by workload, the keys of its job records.
+type jobIndex struct {
+	mu   sync.RWMutex
+	keys map[string]map[string]struct{}
+}
+
+// jobChanged is the job records cache's hook.
+func (v *view) jobChanged(key string, _, new *jobEntry) {
+	k, _, _, ok := resources.ParseJobKey(key)
+	if !ok {
+		return
+	}
+	v.jobIdx.mu.Lock()
+	if new != nil {
+		addKey(v.jobIdx.keys, k, key)
+	} else {
+		removeKey(v.jobIdx.keys, k, key)
+	}
+	v.jobIdx.mu.Unlock()
+	v.markDirty(factJobs, k)
+}
+
+// jobsOf returns workload key's job records.
+func (v *view) jobsOf(key string) jobRecords {
+	v.jobIdx.mu.RLock()
+	keys := slices.Sorted(maps.Keys(v.jobIdx.keys[key]))
+	v.jobIdx.mu.RUnlock()
+	rec := jobRecords{runs: map[string]storedRun{}}
+	for _, k := range keys {
+		e, ok := v.jobs.Get(k)
+		switch {
+		case !ok:
+		case e.run != nil:
+			rec.runs[e.run.Run] = storedRun{run: *e.run, version: e.version}
+		case e.sched != nil:
+			rec.schedule = storedSchedule{sched: *e.sched, version: e.version}
+		}
+	}
+	return rec
+}
+
+// jobKeys returns the workloads that have job records.
+func (v *view) jobKeys() []string {
+	v.jobIdx.mu.RLock()
+	defer v.jobIdx.mu.RUnlock()
+	return slices.Collect(maps.Keys(v.jobIdx.keys))
+}
+
+// writeJobs writes the Jobs' records of a plan, one transaction per Job,
+// and waits until the view holds them. A write refused because a record
+// moved on is an error: the pass is retried from the view.
+func (l *Leader) writeJobs(ctx context.Context, jobs []JobWrite) error {
+	var rev int64
+	for _, j := range jobs {
+		if len(j.Runs) == 0 && j.Schedule == nil {
+			continue
+		}
+		var sched []resources.JobScheduleWrite
+		if j.Schedule != nil {
+			sched = append(sched, *j.Schedule)
+		}
+		ok, r, err := l.cfg.Repo.WriteJobRuns(ctx, j.Runs, sched, map[string]int64{j.Namespace + "/" + j.Name: j.MetaVersion})
+		if err != nil {
+			return fmt.Errorf("job %s/%s: %w", j.Namespace, j.Name, err)
+		}
+		if !ok {
+			return fmt.Errorf("job %s/%s: records moved on since the pass read them", j.Namespace, j.Name)
+		}
+		rev = max(rev, r)
+		for _, rw := range j.Runs {
+			if rw.Version == 0 || rw.Delete {
+				l.cfg.Logger.Info().Str("component", "jobs").Str("workload", j.Namespace+"/"+j.Name).Str("run", rw.Run.Run).
+					Bool("deleted", rw.Delete).Msg(map[bool]string{true: "run deleted", false: "run started"}[rw.Delete])
+			} else if rw.Run.Finished() {
+				l.cfg.Logger.Info().Str("component", "jobs").Str("workload", j.Namespace+"/"+j.Name).Str("run", rw.Run.Run).
+					Str("state", rw.Run.State).Str("reason", rw.Run.Reason).Msg("run finished")
+			}
+		}
+	}
+	if rev == 0 {
+		return nil
+	}
+	return l.view.jobs.WaitRevision(ctx, rev)
+}
+
+// confirmAbsent drops from plan the part of each Job whose MustBeAbsent keys
+// are not all absent from etcd: the view was behind, and the change that
+// brings it up to date wakes the pass again.
+func (l *Leader) confirmAbsent(ctx context.Context, plan *AssignmentPlan) error {
+	for _, j := range slices.Clone(plan.Jobs) {
+		for _, key := range j.MustBeAbsent {
+			_, err := l.cfg.Repo.Store().Get(ctx, key)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("job %s/%s: read %s: %w", j.Namespace, j.Name, key, err)
+			}
+			plan.dropWorkload(j.Namespace, j.Name)
+			break
+		}
+	}
+	return nil
+}
+
+// jobClock wakes placement for the Jobs whose next firing or run deadline
+// has come (no etcd key changes then), until ctx ends: it sleeps until the
+// earliest such moment of any Job, and looks again whenever a Job's records
+// or desired state change.
+func (l *Leader) jobClock(ctx context.Context, wake *subscription) error {
+	if err := l.view.waitSynced(ctx); err != nil {
+		return nil
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		l.view.take(wake)
+		now := l.cfg.Now()
+		var due []string
+		var next time.Time
+		for _, k := range l.view.jobKeys() {
+			w, ok := l.view.workload(k)
+			if !ok || w.Spec == nil || w.Meta.Type != quadlet.TypeJob {
+				continue
+			}
+			at := l.view.jobWakeOf(w)
+			switch {
+			case at.IsZero():
+			case !at.After(now):
+				due = append(due, k)
+			case next.IsZero() || at.Before(next):
+				next = at
+			}
+		}
+		l.view.markDirty(factJobTime, due...)
+		if !l.sleepUntil(ctx, timer, next, wake.wake) {
+			return nil
+		}
+	}
+}
+
+// jobWakeOf is when workload w's plan next changes by the clock alone: its
+// next firing or the deadline of an unfinished run. Zero: never.
+func (v *view) jobWakeOf(w workload) time.Time {
+	rec := v.jobsOf(w.Key())
+	var at time.Time
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	if s := w.Spec.Schedule; s != nil && rec.schedule.version != 0 {
+		earliest(s.Next(rec.schedule.sched.LastScheduleTime))
+	}
+	for _, sr := range rec.runs {
+		if !sr.run.Finished() && sr.run.ActiveDeadlineSeconds > 0 {
+			earliest(runDeadline(sr.run))
+		}
+	}
+	return at
+}

@@ -97,3 +97,32 @@ func (c *Client) PostNodeEvent(ctx context.Context, node string, ev Event) error
 	}
 	return c.do(ctx, http.MethodPost, "/v1alpha1/nodes/"+url.PathEscape(node)+"/events", nil, b, "application/json", nil)
 }
+
+// WorkloadHistory lists a workload's archived generations with their
+// outcomes, oldest first.
+func (c *Client) WorkloadHistory(ctx context.Context, ns, name string) ([]HistoryEntry, error) {
+	var h []HistoryEntry
+	return h, c.do(ctx, http.MethodGet, workloadsPath(ns)+"/"+url.PathEscape(name)+"/history", nil, nil, "", &h)
+}
+
+// WorkloadRollout returns the rollout of a workload's current generation
+// and the outcome of generation gen (0: the current one).
+func (c *Client) WorkloadRollout(ctx context.Context, ns, name string, gen int64) (*RolloutStatus, error) {
+	var q url.Values
+	if gen > 0 {
+		q = url.Values{"generation": {strconv.FormatInt(gen, 10)}}
+	}
+	var st RolloutStatus
+	return &st, c.do(ctx, http.MethodGet, workloadsPath(ns)+"/"+url.PathEscape(name)+"/rollout", q, nil, "", &st)
+}
+
+// RollbackWorkload applies the files of generation to (0: the previous one
+// that rolled out successfully) again as a new generation.
+func (c *Client) RollbackWorkload(ctx context.Context, ns, name string, to int64) (*RollbackResult, error) {
+	var q url.Values
+	if to > 0 {
+		q = url.Values{"toGeneration": {strconv.FormatInt(to, 10)}}
+	}
+	var res RollbackResult
+	return &res, c.do(ctx, http.MethodPost, workloadsPath(ns)+"/"+url.PathEscape(name)+"/rollback", q, nil, "", &res)
+}

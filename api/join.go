@@ -31,6 +31,12 @@ type JoinRequest struct {
 	AgentPort int `json:"agentPort"`
 	// Labels are the node's labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// WireGuardPublicKey is the base64 public key of the node's overlay
+	// device; empty when the node runs no overlay.
+	WireGuardPublicKey string `json:"wireGuardPublicKey,omitempty"`
+	// WireGuardPort is the UDP port the node's overlay device listens on,
+	// at its advertise address; required with WireGuardPublicKey.
+	WireGuardPort int `json:"wireGuardPort,omitempty"`
 }
 
 // JoinResponse is the leader's answer to a join: the node's certificate and

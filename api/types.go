@@ -268,6 +268,13 @@ type Instance struct {
 	SourceCommit string          `json:"sourceCommit,omitempty"`
 	Ports        []PublishedPort `json:"ports,omitempty"`
 	Message      string          `json:"message,omitempty"`
+	// Ready is true when the instance serves: running, healthy (or without
+	// a health check) and not leaving. Clients that pick instances from
+	// this list use only these.
+	Ready bool `json:"ready"`
+	// Leaving is true once the leader has taken the instance out of
+	// service: it stops after the drain delay.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // WorkloadDetail is a workload with its instances, the answer of

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -72,4 +74,44 @@ func TestLocalSourceIsReadInPlace(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestLocalSourceSyncsWhenTheRefMoves: a file:// source polled once an
+// hour applies a commit (in a bare repository and in one with a work tree,
+// before and after git gc packed the refs) without waiting for the poll, a webhook or
+// katcall sync: its branch ref is watched. Nothing here triggers a sync.
+func TestLocalSourceSyncsWhenTheRefMoves(t *testing.T) {
+	r := newTestRemote(t)
+	r.workload("apps/web", "default", "web", 1)
+	c1 := r.Commit("one", nil)
+	e := newEnv(t)
+	e.addSource(resources.SourceSpec{URL: r.FileURL(), IntervalSeconds: 3600})
+	e.addSource(resources.SourceSpec{Name: "work", URL: "file://" + r.Work, Branch: "main", IntervalSeconds: 3600})
+	waitUntriggered := func(t *testing.T, name, commit string) {
+		t.Helper()
+		poll.UntilErr(t, 60*time.Second, "source "+name+" applies "+short(commit)+" untriggered", func() error {
+			if st := e.source(name).Status; st.AppliedCommit != commit {
+				return fmt.Errorf("applied %q (last error %q)", short(st.AppliedCommit), st.LastError)
+			}
+			return nil
+		})
+	}
+	waitUntriggered(t, "config", c1) // the first sync, as the loop starts
+	waitUntriggered(t, "work", c1)
+
+	for i, step := range []struct {
+		name   string
+		before func()
+	}{
+		{"a loose ref", func() {}},
+		{"a loose ref over refs git gc packed", func() { r.Git(r.Bare, "gc", "-q"); r.Git(r.Work, "gc", "-q") }},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			step.before()
+			r.workload("apps/web", "default", "web", i+2)
+			c := r.Commit(step.name, nil)
+			waitUntriggered(t, "config", c)
+			waitUntriggered(t, "work", c)
+		})
+	}
 }

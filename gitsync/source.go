@@ -128,8 +128,16 @@ func (s *source) takeFull() bool {
 	return f
 }
 
-// run polls until ctx ends.
+// run polls, and syncs when a watched file changes (watch), until ctx
+// ends.
 func (s *source) run(ctx context.Context) {
+	wctx, cancel := context.WithCancel(ctx)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		s.watch(wctx)
+	}()
+	defer func() { cancel(); <-watching }()
 	if src, err := s.repo.GetSource(ctx, s.spec.Name); err == nil {
 		s.status = src.Status
 	}

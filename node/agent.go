@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -68,18 +69,22 @@ func (n *Node) runAgent(ctx context.Context) error {
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts,
 		BuildSpec: agent.NewSpecBuilder(n.state.NodeName, volumes, idRange), CheckHost: rt.CheckHost,
+		Networks: rt, ClusterDomain: spec.ClusterDomain,
 		OnChange: func() { reconcile.Poke(beat) },
 		Logger:   log,
 	})
 	if err != nil {
 		return err
 	}
-	srv, ln, err := n.agentServer(ag)
+	srv, ln, agentTLS, err := n.agentServer(ag)
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ag.Run(gctx) })
+	g.Go(func() error { return n.runOverlay(gctx) })
+	g.Go(func() error { return agentTLS.Run(gctx) })
+	g.Go(func() error { return n.runDNS(gctx) })
 	g.Go(func() error {
 		log.Info().Str("addr", ln.Addr().String()).Msg("serving agent API")
 		return serveTLS(gctx, srv, ln, "agent API")
@@ -87,6 +92,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	g.Go(func() error {
 		return agent.RunHeartbeat(gctx, agent.HeartbeatConfig{
 			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Post: link.PostStatus, Wake: beat,
+			Overlay:   overlayReport(n.state, n.wgKey),
 			Instances: ag.Instances, Conditions: ag.Conditions,
 			Interval: time.Duration(spec.AgentTickSeconds) * time.Second,
 			Logger:   n.log.With().Str("component", "heartbeat").Logger(),
@@ -96,16 +102,17 @@ func (n *Node) runAgent(ctx context.Context) error {
 }
 
 // agentServer listens on the agent port with mutual TLS: only holders of a
-// certificate of the cluster CA may call it.
-func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, error) {
-	tlsCfg, err := pki.ServerTLSConfig(n.leaf, n.ca.Pool(), true)
+// certificate of the cluster CA may call it. The caller runs the returned
+// ServerTLS, which reloads the certificate files as they change.
+func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, *pki.ServerTLS, error) {
+	agentTLS, err := n.serverTLS(tls.RequireAndVerifyClientCert, tls.VersionTLS13, "agent-api")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	port := n.state.Cluster.Spec.AgentPort
 	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
 	if err != nil {
-		return nil, nil, fmt.Errorf("listen for the agent API on port %d: %w", port, err)
+		return nil, nil, nil, fmt.Errorf("listen for the agent API on port %d: %w", port, err)
 	}
 	h := server.AgentHandler(server.AgentConfig{
 		Logs: func(ctx context.Context, id string, follow bool, w io.Writer) error {
@@ -124,7 +131,18 @@ func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, error) 
 		},
 		Logger: n.log.With().Str("component", "agent-api").Logger(),
 	})
-	return &http.Server{Handler: h, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}, ln, nil
+	return &http.Server{Handler: h, TLSConfig: agentTLS.Config(), ReadHeaderTimeout: 10 * time.Second}, ln, agentTLS, nil
+}
+
+// serverTLS is the TLS configuration of one of the node's servers: the
+// node certificate and key (DATA_DIR/pki/node.crt and node.key) and the
+// cluster CA bundle (pki/ca.crt) for client certificates, reloaded when the
+// files change. component names the server in logs.
+func (n *Node) serverTLS(clientAuth tls.ClientAuthType, minVersion uint16, component string) (*pki.ServerTLS, error) {
+	return pki.NewServerTLS(pki.ServerFiles{
+		Leaf: pki.PathsIn(n.dir.pkiDir(), "node"), ClientCAFile: pki.PathsIn(n.dir.pkiDir(), "ca").Cert,
+		ClientAuth: clientAuth, MinVersion: minVersion, Logger: n.log.With().Str("component", component).Logger(),
+	})
 }
 
 // agentTransport is how the leader reaches agents: mutual TLS with this

@@ -17,6 +17,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -105,6 +106,13 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 	if err := n.grantNode(ctx, req.NodeName); err != nil {
 		return nil, err
 	}
+	var overlay *api.NodeOverlay
+	if req.WireGuardPublicKey != "" {
+		overlay = &api.NodeOverlay{PublicKey: req.WireGuardPublicKey, Port: req.WireGuardPort}
+	}
+	if err := n.ensureNodeNetwork(ctx, req.NodeName, req.AdvertiseAddress, overlay); err != nil {
+		return nil, err
+	}
 	return &api.JoinResponse{Certificate: string(certPEM), CA: string(n.ca.CertPEM), EtcdEndpoints: n.etcdClientURLs()}, nil
 }
 
@@ -181,12 +189,21 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 	if err != nil {
 		return nil, err
 	}
+	wgKey, err := netstack.LoadOrCreateKey(d.wgKey())
+	if err != nil {
+		return nil, err
+	}
+	overlay := overlayReport(st, wgKey)
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
-	resp, err := api.Join(ctx, "https://"+o.LeaderAPI, tok, api.JoinRequest{
+	req := api.JoinRequest{
 		NodeName: st.NodeName, NodeUID: st.NodeUID, CSR: string(csr), AdvertiseAddress: st.AdvertiseAddress,
 		AgentPort: st.Cluster.Spec.AgentPort, Labels: o.NodeLabels,
-	})
+	}
+	if overlay != nil {
+		req.WireGuardPublicKey, req.WireGuardPort = overlay.PublicKey, overlay.Port
+	}
+	resp, err := api.Join(ctx, "https://"+o.LeaderAPI, tok, req)
 	if err != nil {
 		return nil, err
 	}

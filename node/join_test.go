@@ -24,6 +24,13 @@ import (
 func runLeader(t *testing.T, dir string) (*Node, Options) {
 	t.Helper()
 	o := testOptions(t, dir)
+	return runLeaderWith(t, o), o
+}
+
+// runLeaderWith opens and runs a leader with options o until the test
+// ends, and waits until it serves its API.
+func runLeaderWith(t *testing.T, o Options) *Node {
+	t.Helper()
 	n, err := Open(t.Context(), o, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +47,7 @@ func runLeader(t *testing.T, dir string) (*Node, Options) {
 		_, err := os.Stat(n.KatcallConfigPath())
 		return err
 	})
-	return n, o
+	return n
 }
 
 // workerOptions are join options for a worker in dir.
@@ -53,6 +60,7 @@ func workerOptions(t *testing.T, dir, name string, leader Options, tokenFile str
 		Join: true, LeaderAPI: fmt.Sprintf("127.0.0.1:%d", leader.APIPort), TokenFile: tokenFile,
 		DataDir: filepath.Join(dir, "data"), NodeName: name, AdvertiseAddress: "127.0.0.1",
 		AgentPort: freePorts(t, 1)[0], NodeLabels: map[string]string{"zone": "a"}, Agent: agent,
+		Overlay: OverlayOptions{Mode: "off"},
 	}
 }
 

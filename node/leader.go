@@ -13,7 +13,6 @@ import (
 	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/gitx"
-	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/reconcile/agent"
 	"kat.dws.rip/kat/reconcile/leader"
@@ -53,13 +52,14 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	lossTimeout := time.Duration(spec.NodeLossTimeoutSeconds) * time.Second
 	loops, err := leader.New(leader.Config{
 		Repo: n.repo, NodeLossTimeout: lossTimeout, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
-		Desired: desired,
+		Desired: desired, ClusterDomain: spec.ClusterDomain, DrainDelay: n.opts.DrainDelay,
 	})
 	if err != nil {
 		return nil, err
 	}
+	secret, secretLoops := n.webhookSecret()
 	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
-		Secret: n.webhookSecret(), Dispatcher: webhook.Fanout(gitops, loops.AppSources()), Logger: n.log,
+		Secret: secret, Dispatcher: webhook.Fanout(gitops, loops.AppSources()), Logger: n.log,
 	})
 	if err != nil {
 		return nil, err
@@ -71,24 +71,25 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
+		NodeOverlay:     n.recordOverlay,
 		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(),
 		Logger: n.log.With().Str("component", "api").Logger(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := pki.ServerTLSConfig(n.leaf, n.ca.Pool(), false)
+	// Agents report with their node certificate; Git hosts' webhooks may
+	// speak TLS 1.2 only.
+	apiTLS, err := n.serverTLS(tls.VerifyClientCertIfGiven, tls.VersionTLS12, "api")
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg.MinVersion = tls.VersionTLS12
-	tlsCfg.ClientAuth = tls.VerifyClientCertIfGiven // agents report with their node certificate
 	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(spec.APIPort)))
 	if err != nil {
 		return nil, fmt.Errorf("listen for the API on port %d: %w", spec.APIPort, err)
 	}
 	httpSrv := &http.Server{
-		Handler: srv.Handler(), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+		Handler: srv.Handler(), TLSConfig: apiTLS.Config(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return lctx },
 	}
 	if err := writeKatcallConfig(n.dir.katcallConfig(), katcallConfig{
@@ -102,9 +103,10 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 			n.log.Info().Str("url", apiURL).Str("katcall_config", n.dir.katcallConfig()).Msg("serving API")
 			return serveTLS(ctx, httpSrv, ln, "API")
 		}},
+		{Name: "api-tls", Run: apiTLS.Run},
 		{Name: "desired", Run: desired.Run},
 		{Name: "gitsync", Run: gitops.Run},
-	}, loops.Loops()...), nil
+	}, append(secretLoops, loops.Loops()...)...), nil
 }
 
 // registerSelf ensures the cluster's base namespaces, registers this node,
@@ -145,6 +147,9 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 	if err := n.repo.PutNodeStatus(ctx, *st); err != nil {
 		return err
 	}
+	if err := n.ensureNodeNetwork(ctx, n.state.NodeName, n.state.AdvertiseAddress, overlayReport(n.state, n.wgKey)); err != nil {
+		return err
+	}
 	return n.repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: n.state.NodeName, APIURL: apiURL, Since: now})
 }
 
@@ -161,13 +166,17 @@ func (n *Node) appPollInterval() time.Duration {
 	return gitsync.DefaultIntervalSeconds * time.Second
 }
 
-// webhookSecret reads cluster.kat's spec.gitops.webhookSecretFile on every
-// webhook; without one every webhook is refused.
-func (n *Node) webhookSecret() func() ([]byte, error) {
+// webhookSecret returns the Secret func of the webhook handler and the
+// loop that watches cluster.kat's spec.gitops.webhookSecretFile: the file
+// is reloaded when it changes (webhook.WatchSecretFile), keeping the last
+// good secret when it becomes unreadable or empty. Without the file every
+// webhook is refused, and there is no loop.
+func (n *Node) webhookSecret() (func() ([]byte, error), []reconcile.Loop) {
 	if g := n.state.Cluster.Spec.GitOps; g != nil && g.WebhookSecretFile != "" {
-		return webhook.SecretFile(g.WebhookSecretFile)
+		v := webhook.WatchSecretFile(g.WebhookSecretFile, n.log.With().Str("component", "webhook").Logger())
+		return v.Get, []reconcile.Loop{{Name: "webhook-secret", Run: v.Run}}
 	}
 	return func() ([]byte, error) {
 		return nil, errors.New("webhooks are disabled: cluster.kat has no spec.gitops.webhookSecretFile")
-	}
+	}, nil
 }

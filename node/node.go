@@ -12,7 +12,9 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -29,6 +31,8 @@ type Node struct {
 	leaf  *pki.Leaf
 	admin string
 	join  string
+	// wgKey is the node's WireGuard private key (DATA_DIR/wg_private.key).
+	wgKey wgtypes.Key
 	// joinMu serialises join token rotations, so join.token and the hash
 	// in etcd always name the same secret.
 	joinMu sync.Mutex
@@ -85,6 +89,9 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	if err := n.ensurePKI(); err != nil {
 		return nil, err
 	}
+	if n.wgKey, err = netstack.LoadOrCreateKey(d.wgKey()); err != nil {
+		return nil, err
+	}
 	if n.admin, err = ensureToken(d.adminToken()); err != nil {
 		return nil, err
 	}
@@ -97,7 +104,7 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	if err := n.openStore(ctx); err != nil {
 		return nil, err
 	}
-	n.repo = resources.New(n.st)
+	n.repo = resources.New(n.st, n.repoOptions()...)
 	if n.etcd != nil {
 		if err := n.ensureAccess(ctx); err != nil {
 			return nil, err
@@ -163,6 +170,9 @@ func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log ze
 	if err := n.loadWorkerPKI(); err != nil {
 		return nil, err
 	}
+	if n.wgKey, err = netstack.LoadOrCreateKey(d.wgKey()); err != nil {
+		return nil, err
+	}
 	tlsCfg, err := pki.ClientTLSConfig(n.ca.Pool(), n.leaf)
 	if err != nil {
 		return nil, err
@@ -170,7 +180,7 @@ func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log ze
 	if n.st, err = store.Dial(ctx, store.DialConfig{Endpoints: st.EtcdEndpoints, TLS: tlsCfg}); err != nil {
 		return nil, fmt.Errorf("connect to the cluster's etcd at %s: %w", strings.Join(st.EtcdEndpoints, ","), err)
 	}
-	n.repo = resources.New(n.st)
+	n.repo = resources.New(n.st, n.repoOptions()...)
 	info, err := n.repo.ClusterInfo(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's records: %w", err)
@@ -310,4 +320,12 @@ func externalEtcdTLS(o *Options) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// repoOptions are the options of the node's resources.Repo.
+func (n *Node) repoOptions() []resources.Option {
+	if n.opts.ArchiveKeep > 0 {
+		return []resources.Option{resources.WithArchiveKeep(n.opts.ArchiveKeep)}
+	}
+	return nil
 }

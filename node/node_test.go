@@ -55,6 +55,9 @@ func testOptions(t *testing.T, dir string) Options {
 		ConfigPath: filepath.Join("testdata", "cluster.kat"), DataDir: filepath.Join(dir, "data"),
 		NodeName: "n1", AdvertiseAddress: "127.0.0.1",
 		APIPort: p[0], AgentPort: p[1], EtcdClientPort: p[2], EtcdPeerPort: p[3], Agent: agent,
+		// The tests' nodes share the machine's network namespace: no
+		// WireGuard device (scripts/multinode tests the overlay).
+		Overlay: OverlayOptions{Mode: "off"},
 	}
 }
 

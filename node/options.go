@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/agent"
 	"kat.dws.rip/kat/runtime"
@@ -53,8 +54,41 @@ type Options struct {
 	// NodeLabels are this node's labels (--node-label k=v). Default: the
 	// saved ones.
 	NodeLabels map[string]string
+	// Overlay configures the node's WireGuard device.
+	Overlay OverlayOptions
 	// Agent configures the node's agent (containers and builds).
 	Agent AgentOptions
+	// DrainDelay is how long, while this node leads, an instance about to
+	// stop stays out of every list of ready instances before it is stopped
+	// (--drain-delay). Default leader.DefaultDrainDelay (2s); 0 stops at
+	// once.
+	DrainDelay time.Duration
+	// ArchiveKeep is how many generations of each workload the leader
+	// archives for history and rollback (--archive-keep). Default
+	// resources.DefaultArchiveKeep (10), at least 2.
+	ArchiveKeep int
+}
+
+// OverlayOptions configure the node's WireGuard overlay device (spec §7.1).
+// They are saved in the node's state at init or join; given again on a
+// later start, they replace the saved ones (the node then reports its new
+// port to the leader, and a kernel interface of the old name is left
+// behind). Empty and zero mean "not given".
+type OverlayOptions struct {
+	// Interface is the WireGuard interface's name (--wg-interface), at
+	// most 15 bytes. Nodes sharing a machine need different names: the
+	// userspace device's socket /var/run/wireguard/NAME.sock is shared by
+	// all network namespaces. Default: the saved one, else "kat0".
+	Interface string
+	// Port is the UDP port WireGuard listens on at the advertise address
+	// (--wg-port). Default: the saved one, else 51820.
+	Port int
+	// Mode is auto, kernel, userspace or off (--wg-mode): auto uses the
+	// kernel's WireGuard when the module is there, else the embedded
+	// userspace device; off runs no overlay (other nodes cannot reach
+	// this node's containers), for tests that run several agents in one
+	// network namespace. Default: the saved one, else auto.
+	Mode string
 }
 
 // AgentOptions configure the node agent: the container runtime, builds of
@@ -155,6 +189,23 @@ func (o *Options) Validate() error {
 		if host, _, err := net.SplitHostPort(o.PprofAddress); err != nil || !net.ParseIP(host).IsLoopback() {
 			errs = append(errs, fmt.Errorf("--pprof-address: %q must be a loopback address and port, such as 127.0.0.1:6060", o.PprofAddress))
 		}
+	}
+	if o.DrainDelay < 0 || o.DrainDelay > time.Hour {
+		errs = append(errs, fmt.Errorf("--drain-delay: %s must be between 0s and 1h", o.DrainDelay))
+	}
+	if o.ArchiveKeep != 0 && o.ArchiveKeep < 2 {
+		errs = append(errs, fmt.Errorf("--archive-keep: %d must be at least 2 (the previous generation is always kept)", o.ArchiveKeep))
+	}
+	if o.Overlay.Interface != "" {
+		if p := netstack.InterfaceNameProblem(o.Overlay.Interface); p != "" {
+			errs = append(errs, fmt.Errorf("--wg-interface: %s", p))
+		}
+	}
+	if o.Overlay.Port < 0 || o.Overlay.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--wg-port: %d is not a port (1-65535)", o.Overlay.Port))
+	}
+	if _, err := netstack.ParseMode(o.Overlay.Mode); err != nil {
+		errs = append(errs, fmt.Errorf("--wg-mode: %w", err))
 	}
 	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
 		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile must be given together"))

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"go.yaml.in/yaml/v3"
 
+	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
 )
@@ -36,6 +37,27 @@ type nodeState struct {
 	// Labels are the node's labels (--node-label), registered as it
 	// joins or, on the leader, at every start.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Overlay is the WireGuard device's configuration (--wg-*); a node
+	// initialised before the overlay existed has none and runs with the
+	// defaults.
+	Overlay *OverlayOptions `json:"overlay,omitempty"`
+}
+
+// overlay is the node's overlay configuration with the defaults filled in.
+func (st *nodeState) overlay() OverlayOptions {
+	o := OverlayOptions{Interface: netstack.DefaultInterface, Port: netstack.DefaultPort, Mode: string(netstack.ModeAuto)}
+	if s := st.Overlay; s != nil {
+		if s.Interface != "" {
+			o.Interface = s.Interface
+		}
+		if s.Port != 0 {
+			o.Port = s.Port
+		}
+		if s.Mode != "" {
+			o.Mode = s.Mode
+		}
+	}
+	return o
 }
 
 // dataDir names the files kept in the data directory.
@@ -51,6 +73,7 @@ func (d dataDir) katcallConfig() string { return d.path("katcall.yaml") }
 func (d dataDir) etcdDir() string       { return d.path("etcd") }
 func (d dataDir) pkiDir() string        { return d.path("pki") }
 func (d dataDir) logsDir() string       { return d.path("logs") }
+func (d dataDir) wgKey() string         { return d.path(netstack.KeyFileName) }
 
 // loadNodeState returns the saved state, or nil when the directory was never
 // initialised.
@@ -122,6 +145,17 @@ func (st *nodeState) applyOptions(o *Options) {
 	if len(o.EtcdEndpoints) > 0 {
 		st.EtcdEndpoints = o.EtcdEndpoints
 	}
+	ov := st.overlay()
+	if o.Overlay.Interface != "" {
+		ov.Interface = o.Overlay.Interface
+	}
+	if o.Overlay.Port != 0 {
+		ov.Port = o.Overlay.Port
+	}
+	if o.Overlay.Mode != "" {
+		ov.Mode = o.Overlay.Mode
+	}
+	st.Overlay = &ov
 }
 
 // ensureToken returns the token stored at path, creating a random one if the

@@ -17,6 +17,19 @@
 // exists and create only what is missing, which is what makes running init a
 // second time on the same data directory resume the same cluster.
 //
+// # Reloading
+//
+// A server that must pick up a renewed certificate, or a changed CA bundle,
+// without a restart uses [ServerTLS]: its configuration reads the current
+// files at every handshake (GetConfigForClient), and its Run watches them
+// (internal/filewatch). A replacement that does not load keeps the last
+// good certificate.
+//
+//	s, err := pki.NewServerTLS(pki.ServerFiles{Leaf: pki.PathsIn(dir, "node"), ClientCAFile: caFile,
+//		ClientAuth: tls.RequireAndVerifyClientCert, Logger: log})
+//	srv := &http.Server{TLSConfig: s.Config()}
+//	go s.Run(ctx)
+//
 // # Algorithms
 //
 // All keys are ECDSA P-256. Certificates carry both server and client

@@ -45,6 +45,14 @@ func defaultWorkload(w *Workload, c *checker, namespace string) {
 				u.Rolling.MaxSurge = FromInt(defaultMaxSurge)
 			}
 		}
+		// Defaults written out are left out of the canonical form, so
+		// writing them changes no spec hash.
+		if d := u.ProgressDeadlineSeconds; d != nil && *d == DefaultProgressDeadlineSeconds {
+			u.ProgressDeadlineSeconds = nil
+		}
+		if a := u.AutoRollback; a != nil && *a {
+			u.AutoRollback = nil
+		}
 	}
 	if r := &s.RestartPolicy; r.Condition == RestartMaxCount {
 		if !c.has("spec.restartPolicy.maxRestarts") {

@@ -292,6 +292,8 @@ spec:
   updateStrategy:
     type: Rolling
     rolling: {maxSurge: 1}
+    progressDeadlineSeconds: 600
+    autoRollback: true
   source:
     image: 'nginx:1.27'
   type: Service
@@ -339,6 +341,8 @@ spec:
 		{"ingress host", "VirtualLoadBalancer.kat", "app.example.com", "www.example.com"},
 		{"label added", "workload.kat", "  name: app\nspec", "  name: app\n  labels:\n    a: b\nspec"},
 		{"stop grace", "workload.kat", "    name: app", "    name: app\n    stopGracePeriodSeconds: 30"},
+		{"progress deadline", "workload.kat", "  replicas: 2", "  replicas: 2\n  updateStrategy: {progressDeadlineSeconds: 60}"},
+		{"auto rollback off", "workload.kat", "  replicas: 2", "  replicas: 2\n  updateStrategy: {autoRollback: false}"},
 	}
 	for _, tc := range different {
 		t.Run("changed "+tc.name, func(t *testing.T) {

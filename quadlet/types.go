@@ -135,6 +135,47 @@ type UpdateStrategy struct {
 	// Rolling tunes a rolling update. For type Rolling it defaults to
 	// maxSurge 1.
 	Rolling *RollingUpdate `json:"rolling,omitempty" yaml:"rolling,omitempty"`
+	// ProgressDeadlineSeconds is how long a rollout may go without progress
+	// (one more new instance ready, or one fewer old instance) before it
+	// stops and is marked failed, from 1 to 86400. Default 600
+	// (DefaultProgressDeadlineSeconds); nil when not written.
+	ProgressDeadlineSeconds *int `json:"progressDeadlineSeconds,omitempty" yaml:"progressDeadlineSeconds,omitempty"`
+	// AutoRollback makes a failed rollout apply the files of the last
+	// generation that rolled out successfully again, as a new generation.
+	// Default true; nil when not written.
+	AutoRollback *bool `json:"autoRollback,omitempty" yaml:"autoRollback,omitempty"`
+}
+
+// DefaultProgressDeadlineSeconds is the progress deadline of a rollout whose
+// workload sets none.
+const DefaultProgressDeadlineSeconds = 600
+
+// ProgressDeadline is the progress deadline in seconds, its default applied;
+// u may be nil.
+func (u *UpdateStrategy) ProgressDeadline() int {
+	if u == nil || u.ProgressDeadlineSeconds == nil {
+		return DefaultProgressDeadlineSeconds
+	}
+	return *u.ProgressDeadlineSeconds
+}
+
+// AutoRollbackEnabled reports whether a failed rollout is rolled back, its
+// default (true) applied; u may be nil.
+func (u *UpdateStrategy) AutoRollbackEnabled() bool {
+	return u == nil || u.AutoRollback == nil || *u.AutoRollback
+}
+
+// IsSimultaneous reports whether the strategy stops every old instance
+// before it starts new ones; u may be nil (Rolling).
+func (u *UpdateStrategy) IsSimultaneous() bool { return u != nil && u.Type == UpdateSimultaneous }
+
+// Surge is the absolute maxSurge for replicas instances: the default 1 when
+// u or its rolling part is nil.
+func (u *UpdateStrategy) Surge(replicas int) int {
+	if u == nil || u.Rolling == nil {
+		return defaultMaxSurge
+	}
+	return u.Rolling.MaxSurge.Value(replicas)
 }
 
 // RollingUpdate tunes a rolling update.

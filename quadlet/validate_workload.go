@@ -43,6 +43,12 @@ func validateWorkload(c *checker, w *Workload) {
 	// maxSurge is range-checked as it is decoded.
 	if u := s.UpdateStrategy; u != nil {
 		c.oneOf("spec.updateStrategy.type", u.Type, UpdateRolling, UpdateSimultaneous)
+		if d := u.ProgressDeadlineSeconds; d != nil {
+			c.atLeast("spec.updateStrategy.progressDeadlineSeconds", *d, 1)
+			if *d > maxProgressDeadlineSeconds {
+				c.errorf("spec.updateStrategy.progressDeadlineSeconds", "must be at most %d (a day), got %d", maxProgressDeadlineSeconds, *d)
+			}
+		}
 	}
 	if c.required("spec.restartPolicy") {
 		r := s.RestartPolicy
@@ -150,6 +156,9 @@ func validateVolumes(c *checker, vols []Volume) map[string]bool {
 	}
 	return names
 }
+
+// maxProgressDeadlineSeconds bounds a rollout's progress deadline.
+const maxProgressDeadlineSeconds = 86400
 
 // maxStopGracePeriodSeconds bounds a container's stop grace.
 const maxStopGracePeriodSeconds = 3600

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +96,13 @@ func TestCreateArgs(t *testing.T) {
 	if got != want {
 		t.Fatalf("create args\n got %s\nwant %s", got, want)
 	}
+	spec.Network, spec.IP = "kat", netip.MustParseAddr("10.100.0.5")
+	spec.DNS, spec.DNSSearch, spec.DNSOptions = []netip.Addr{netip.MustParseAddr("10.100.0.1")}, []string{"ns1.kat.local", "kat.local"}, []string{"ndots:2"}
+	must(t, spec.Validate())
+	if args := strings.Join(pm.createArgs(&spec), " "); !strings.Contains(args, " --hostname web-1 --network kat --ip 10.100.0.5 --dns 10.100.0.1 "+
+		"--dns-search ns1.kat.local --dns-search kat.local --dns-option ndots:2 --stop-timeout 2 ") {
+		t.Fatalf("network args: %s", args)
+	}
 	spec.UserNS = "host"
 	if args := strings.Join(pm.createArgs(&spec), " "); !strings.Contains(args, "--userns host") {
 		t.Fatalf("userns not passed: %s", args)
@@ -132,6 +140,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"negative cpu", func(s *ContainerSpec) { s.CPUMillis = -1 }, "cpuMillis: -1 is negative"},
 		{"map to host root", func(s *ContainerSpec) { s.IDMap = &IDMap{} }, "idMap.hostBase: 0 is not above 0"},
 		{"map and userns", func(s *ContainerSpec) { s.IDMap, s.UserNS = &IDMap{HostBase: 1}, "auto" }, `idMap: is set together with userNS "auto"`},
+		{"bad network", func(s *ContainerSpec) { s.Network = "-kat" }, `network: "-kat" is not a valid network name`},
+		{"ip without network", func(s *ContainerSpec) { s.IP = netip.MustParseAddr("10.1.0.2") }, "ip: 10.1.0.2 is set without a network"},
+		{"ipv6 ip", func(s *ContainerSpec) { s.Network, s.IP = "kat", netip.MustParseAddr("fd00::2") }, "ip: fd00::2 is not a unicast IPv4"},
+		{"no nameserver", func(s *ContainerSpec) { s.DNS = []netip.Addr{{}} }, "dns[0]: invalid IP is not a nameserver address"},
+		{"bad search domain", func(s *ContainerSpec) { s.DNSSearch = []string{"ns1.kat", "a b"} }, `dnsSearch[1]: "a b" is not a domain name`},
+		{"bad dns option", func(s *ContainerSpec) { s.DNSOptions = []string{"ndots 2"} }, `dnsOptions[0]: "ndots 2" is not a resolv.conf option`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok

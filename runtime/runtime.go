@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/netip"
 	"time"
 )
 
@@ -166,6 +167,22 @@ type ContainerSpec struct {
 	// StopTimeout is the grace period podman itself uses on stop. Default
 	// 0: podman's default (10s).
 	StopTimeout time.Duration
+	// Network is the network the container joins (--network), for
+	// example the node's (EnsureNetwork). Default "": podman's default
+	// network.
+	Network string
+	// IP is the container's IPv4 address in Network (--ip); it requires
+	// Network. Default invalid: podman picks one.
+	IP netip.Addr
+	// DNS are the container's nameservers (--dns), its resolv.conf's only
+	// ones. Default none: podman's choice.
+	DNS []netip.Addr
+	// DNSSearch are the search domains of its resolv.conf (--dns-search),
+	// in order. Default none: podman's.
+	DNSSearch []string
+	// DNSOptions are resolv.conf options (--dns-option), for example
+	// "ndots:2". Default none.
+	DNSOptions []string
 }
 
 // EnvVar is one environment variable.

@@ -15,6 +15,9 @@ import (
 var (
 	containerNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 	envNameRE       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// dnsNameRE is a domain name of letters, digits and '-' labels.
+	dnsNameRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
+	dnsOptionRE = regexp.MustCompile(`^[a-z][a-z0-9-]*(:[0-9]+)?$`)
 )
 
 // Validate checks a spec without running anything. Its errors wrap
@@ -80,6 +83,9 @@ func (s *ContainerSpec) Validate() error {
 			return bad(f+".hostIP", "%q is not an IP address", pm.HostIP)
 		}
 	}
+	if err := s.validateNetwork(); err != nil {
+		return err
+	}
 	targets := map[string]bool{}
 	for i, m := range s.Mounts {
 		f := fmt.Sprintf("mounts[%d]", i)
@@ -96,6 +102,37 @@ func (s *ContainerSpec) Validate() error {
 			return bad(f+".target", "%q is mounted twice", m.Target)
 		}
 		targets[t] = true
+	}
+	return nil
+}
+
+// validateNetwork checks the network and DNS fields.
+func (s *ContainerSpec) validateNetwork() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidSpec, field, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case s.Network != "" && (len(s.Network) > 253 || !containerNameRE.MatchString(s.Network)):
+		return bad("network", "%q is not a valid network name", s.Network)
+	case s.IP.IsValid() && s.Network == "":
+		return bad("ip", "%s is set without a network", s.IP)
+	case s.IP.IsValid() && (!s.IP.Is4() || s.IP.IsUnspecified()):
+		return bad("ip", "%s is not a unicast IPv4 address", s.IP)
+	}
+	for i, ip := range s.DNS {
+		if !ip.IsValid() || ip.IsUnspecified() {
+			return bad(fmt.Sprintf("dns[%d]", i), "%v is not a nameserver address", ip)
+		}
+	}
+	for i, d := range s.DNSSearch {
+		if len(d) > 253 || !dnsNameRE.MatchString(d) {
+			return bad(fmt.Sprintf("dnsSearch[%d]", i), "%q is not a domain name", d)
+		}
+	}
+	for i, o := range s.DNSOptions {
+		if !dnsOptionRE.MatchString(o) {
+			return bad(fmt.Sprintf("dnsOptions[%d]", i), "%q is not a resolv.conf option (name or name:number)", o)
+		}
 	}
 	return nil
 }
@@ -144,6 +181,21 @@ func (p *Podman) createArgs(s *ContainerSpec) []string {
 	}
 	if s.Hostname != "" {
 		args = append(args, "--hostname", s.Hostname)
+	}
+	if s.Network != "" {
+		args = append(args, "--network", s.Network)
+	}
+	if s.IP.IsValid() {
+		args = append(args, "--ip", s.IP.String())
+	}
+	for _, ip := range s.DNS {
+		args = append(args, "--dns", ip.String())
+	}
+	for _, d := range s.DNSSearch {
+		args = append(args, "--dns-search", d)
+	}
+	for _, o := range s.DNSOptions {
+		args = append(args, "--dns-option", o)
 	}
 	if s.StopTimeout > 0 {
 		args = append(args, "--stop-timeout", strconv.Itoa(ceilSeconds(s.StopTimeout)))

@@ -11,8 +11,9 @@ command -v git >/dev/null 2>&1 || need+=(git)
 # iptables, which netavark runs for every container network and published
 # port (Podman only suggests it, so a minimal install lacks it), uidmap for
 # user namespaces, busybox-static for the offline base image;
-# docker-registry and gnupg for builds and signed commits.
-for pkg in podman runc netavark aardvark-dns iptables uidmap busybox-static docker-registry gnupg; do
+# docker-registry and gnupg for builds and signed commits; iperf3 for
+# task bench:overlay; dnsperf for task bench:dns.
+for pkg in podman runc netavark aardvark-dns iptables uidmap busybox-static docker-registry gnupg iperf3 dnsperf; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 

@@ -363,6 +363,31 @@ func TestRotatedSecretFile(t *testing.T) {
 	if got := post(t, http.MethodPost, srv.url+"generic", signed(ProviderGeneric, "", []byte("second"), body), body); got.status != http.StatusAccepted {
 		t.Fatalf("push with the new secret answered %d %v", got.status, got.body)
 	}
+	// A file that becomes empty (half-written) or disappears keeps the
+	// last good secret.
+	for _, bad := range []func(){
+		func() { _ = os.WriteFile(file, nil, 0o600) },
+		func() { _ = os.Remove(file) },
+	} {
+		bad()
+		if got := post(t, http.MethodPost, srv.url+"generic", signed(ProviderGeneric, "", []byte("second"), body), body); got.status != http.StatusAccepted {
+			t.Fatalf("push with the last good secret answered %d %v", got.status, got.body)
+		}
+	}
+	// An atomic replace of the same size: the new secret at once.
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte("third \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+	if got := post(t, http.MethodPost, srv.url+"generic", signed(ProviderGeneric, "", []byte("second"), body), body); got.status != http.StatusUnauthorized {
+		t.Fatalf("push with the replaced secret answered %d, want 401", got.status)
+	}
+	if got := post(t, http.MethodPost, srv.url+"generic", signed(ProviderGeneric, "", []byte("third"), body), body); got.status != http.StatusAccepted {
+		t.Fatalf("push with the new secret answered %d %v", got.status, got.body)
+	}
 }
 
 func TestRateLimit(t *testing.T) {

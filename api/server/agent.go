@@ -24,7 +24,8 @@ var ErrUnknownInstance = errors.New("api: unknown instance")
 
 // AgentConfig holds the dependencies of the agent API. Serve it on the node's
 // agent port with a TLS configuration that requires and verifies a client
-// certificate of the cluster CA (pki.ServerTLSConfig with requireClientCert),
+// certificate of the cluster CA (pki.ServerTLSConfig with requireClientCert, or pki.ServerTLS with
+// tls.RequireAndVerifyClientCert),
 // so only the leader and other nodes can call it.
 type AgentConfig struct {
 	// Logs writes an instance's container output to w; with follow it

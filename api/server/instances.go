@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"kat.dws.rip/kat/api"
@@ -42,10 +43,12 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.
 			continue
 		}
 		in := api.Instance{InstanceID: a.InstanceID, Node: a.Node, Generation: a.Generation, SpecHash: a.SpecHash,
-			Image: a.Image, SourceCommit: a.SourceCommit, Phase: resources.InstancePending, Health: resources.HealthPending}
+			Image: a.Image, SourceCommit: a.SourceCommit, Phase: resources.InstancePending, Health: resources.HealthPending,
+			Leaving: a.Leaving()}
 		if r, ok := reported[a.InstanceID]; ok {
 			in.ContainerID, in.State, in.Phase, in.Health, in.Restarts, in.ExitCode, in.Ports, in.Message =
 				r.ContainerID, r.State, r.Phase, r.HealthStatus, r.Restarts, r.ExitCode, r.Ports, r.Message
+			in.Ready = r.Ready() && !a.Leaving()
 		}
 		out = append(out, in)
 	}
@@ -87,11 +90,50 @@ func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("node status: nodeName %q does not match the URL's node %q", st.NodeName, node))
 		return
 	}
+	if st.Overlay != nil {
+		if problems := overlayProblems(st.Overlay.PublicKey, st.Overlay.Port); len(problems) > 0 {
+			for i := range problems {
+				problems[i].Field = "overlay." + strings.ToLower(problems[i].Field[:1]) + problems[i].Field[1:]
+			}
+			writeError(w, &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeInvalid,
+				Message: "node status: invalid overlay", Details: problems})
+			return
+		}
+	}
 	if err := s.recordHeartbeat(r.Context(), st); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
+	if err := s.recordOverlay(r.Context(), st); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// recordOverlay hands a node's reported overlay identity to
+// ServerConfig.NodeOverlay the first time this server sees it and whenever
+// it changes; a failed call is retried with the next report.
+func (s *Server) recordOverlay(ctx context.Context, st api.NodeStatus) error {
+	if st.Overlay == nil || s.cfg.NodeOverlay == nil {
+		return nil
+	}
+	s.overlaysMu.Lock()
+	last, seen := s.overlays[st.NodeName]
+	s.overlaysMu.Unlock()
+	if seen && last == *st.Overlay {
+		return nil
+	}
+	if err := s.cfg.NodeOverlay(ctx, st.NodeName, *st.Overlay); err != nil {
+		return fmt.Errorf("record the overlay of node %s: %w", st.NodeName, err)
+	}
+	s.overlaysMu.Lock()
+	defer s.overlaysMu.Unlock()
+	if s.overlays == nil {
+		s.overlays = map[string]api.NodeOverlay{}
+	}
+	s.overlays[st.NodeName] = *st.Overlay
+	return nil
 }
 
 // recordHeartbeat writes a registered node's heartbeat, and its status when

@@ -51,7 +51,7 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(d.Instances) != 1 || !reflect.DeepEqual(d.Instances[0], api.Instance{InstanceID: "web-1", Node: "n1", ContainerID: "c1", State: "running",
-		Phase: resources.InstanceRunning, Health: resources.HealthHealthy, Restarts: 2, Image: "img"}) {
+		Phase: resources.InstanceRunning, Health: resources.HealthHealthy, Restarts: 2, Image: "img", Ready: true}) {
 		t.Fatalf("instances = %+v", d.Instances)
 	}
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -111,6 +112,30 @@ func checkJoinRequest(req *api.JoinRequest) []api.FieldDetail {
 	}
 	if req.CSR == "" {
 		bad("csr", "is required")
+	}
+	for _, p := range overlayProblems(req.WireGuardPublicKey, req.WireGuardPort) {
+		bad("wireGuard"+p.Field, "%s", p.Message)
+	}
+	return out
+}
+
+// overlayProblems checks a node's WireGuard public key and port, as a join
+// request or a status report carries them: no key means no overlay (the
+// port must then be unset too); a key must be base64 of 32 bytes and come
+// with a port. Fields are named "PublicKey" and "Port".
+func overlayProblems(key string, port int) []api.FieldDetail {
+	var out []api.FieldDetail
+	if key == "" {
+		if port != 0 {
+			out = append(out, api.FieldDetail{Field: "Port", Message: "is set without a public key"})
+		}
+		return out
+	}
+	if raw, err := base64.StdEncoding.DecodeString(key); err != nil || len(raw) != 32 {
+		out = append(out, api.FieldDetail{Field: "PublicKey", Message: fmt.Sprintf("%q is not a WireGuard key (base64 of 32 bytes)", key)})
+	}
+	if port < 1 || port > 65535 {
+		out = append(out, api.FieldDetail{Field: "Port", Message: fmt.Sprintf("%d is not a port (1-65535)", port)})
 	}
 	return out
 }

@@ -82,6 +82,8 @@ func errorFor(err error) *api.Error {
 		return &api.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: err.Error()}
 	case errors.Is(err, quadlet.ErrInvalidArchive):
 		return &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeBadRequest, Message: err.Error()}
+	case errors.Is(err, resources.ErrInvalid):
+		return &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeBadRequest, Message: err.Error()}
 	case errors.Is(err, resources.ErrNotFound):
 		return &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: err.Error()}
 	case errors.Is(err, resources.ErrAlreadyExists):

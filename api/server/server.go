@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"kat.dws.rip/kat/api"
@@ -87,6 +88,12 @@ type ServerConfig struct {
 	// admits nodes, and returns it whole (katjoin1.SECRET.FINGERPRINT).
 	// Default nil: POST /v1alpha1/join-token answers 503.
 	RotateJoinToken func(ctx context.Context) (string, error)
+	// NodeOverlay records a node's WireGuard public key and port, from
+	// its status reports, in the cluster's overlay records (the node's
+	// subnet, key and endpoint). It is called once per node and leader
+	// term, and again when the report changes. Default nil: reports'
+	// overlay is not recorded.
+	NodeOverlay func(ctx context.Context, node string, o api.NodeOverlay) error
 }
 
 // Server serves the v1alpha1 API.
@@ -94,6 +101,10 @@ type Server struct {
 	cfg          ServerConfig
 	authFailures *httprate.RateLimiter
 	nodes        reportedNodes
+	// overlays are the overlay identities recorded per node
+	// (recordOverlay).
+	overlaysMu sync.Mutex
+	overlays   map[string]api.NodeOverlay
 }
 
 // NewServer checks cfg, applies defaults and returns a Server.
@@ -198,6 +209,9 @@ func (s *Server) Handler() http.Handler {
 			r.Post("/{name}/suspend", s.suspendWorkload)
 			r.Post("/{name}/resume", s.resumeWorkload)
 			r.Get("/{name}/status", s.getWorkloadStatus)
+			r.Get("/{name}/history", s.getWorkloadHistory)
+			r.Get("/{name}/rollout", s.getWorkloadRollout)
+			r.Post("/{name}/rollback", s.rollbackWorkload)
 		})
 		r.Get("/sources", s.listSources)
 		r.Get("/sources/{source}", s.getSource)

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"kat.dws.rip/kat/node"
+	"kat.dws.rip/kat/reconcile/leader"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // gcPercent is kat-agent's garbage collection target (GOGC) unless the
@@ -64,10 +66,15 @@ func addNodeFlags(f *pflag.FlagSet, o *node.Options, lf *initFlags, agentPortDef
 	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "IP address other nodes and katcall reach this node on (default: the first non-loopback IPv4 address)")
 	f.IntVar(&o.AgentPort, "agent-port", 0, "agent port (default: "+agentPortDefault+")")
 	f.StringToStringVar(&o.NodeLabels, "node-label", nil, "a label of this node, KEY=VALUE (repeatable), for workloads' nodeSelector")
+	f.StringVar(&o.Overlay.Interface, "wg-interface", "", "name of the WireGuard overlay interface, at most 15 bytes; nodes sharing a machine need different names (default: the saved one, else kat0)")
+	f.IntVar(&o.Overlay.Port, "wg-port", 0, "UDP port of the WireGuard overlay at the advertise address (default: the saved one, else 51820)")
+	f.StringVar(&o.Overlay.Mode, "wg-mode", "", "WireGuard implementation: auto (the kernel module if loaded, else userspace), kernel, userspace, or off (no overlay) (default: the saved one, else auto)")
 	f.StringVar(&lf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&lf.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
 	f.StringVar(&lf.cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	f.StringVar(&o.PprofAddress, "pprof-address", "", "serve Go's profiles (heap, CPU, goroutines: net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
+	f.DurationVar(&o.DrainDelay, "drain-delay", leader.DefaultDrainDelay, "while leading: how long an instance about to stop stays out of every ready list (status, DNS) before it gets SIGTERM; 0 stops at once")
+	f.IntVar(&o.ArchiveKeep, "archive-keep", resources.DefaultArchiveKeep, "while leading: how many generations of each workload to keep for katcall history and rollback (at least 2)")
 	addAgentFlags(f, &o.Agent)
 }
 
@@ -125,7 +132,7 @@ func addAgentFlags(f *pflag.FlagSet, a *node.AgentOptions) {
 // node.Options, so an explicit 0 would silently mean "keep".
 func explicitZeroPorts(f *pflag.FlagSet) error {
 	var errs []error
-	for _, name := range []string{"api-port", "agent-port", "etcd-client-port", "etcd-peer-port"} {
+	for _, name := range []string{"api-port", "agent-port", "etcd-client-port", "etcd-peer-port", "wg-port"} {
 		if fl := f.Lookup(name); fl != nil && fl.Changed && fl.Value.String() == "0" {
 			errs = append(errs, fmt.Errorf("--%s: 0 is not a port (1-65535)", name))
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -22,6 +23,8 @@ type applyOptions struct {
 	path      string
 	namespace string
 	force     bool
+	wait      bool
+	timeout   time.Duration
 }
 
 func newApplyCommand(g *globals) *cobra.Command {
@@ -37,7 +40,10 @@ directory holding a workload.kat after. The namespace comes from -n, else from
 workload.kat's metadata.namespace, else "default".
 
 Applying a workload that a Git source manages is refused; --force applies it anyway
-and suspends Git management of that workload.`,
+and suspends Git management of that workload.
+
+--wait then follows each workload's rollout as katcall rollout status does, and exits 1
+when one fails (or is rolled back) and 2 when --timeout passes first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.path == "" {
@@ -53,6 +59,8 @@ and suspends Git management of that workload.`,
 	cmd.Flags().StringVarP(&o.path, "filename", "f", "", "Quadlet directory, tar.gz archive, or tree of them")
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "namespace (default: metadata.namespace, else \"default\")")
 	cmd.Flags().BoolVar(&o.force, "force", false, "apply even to Git-managed workloads, suspending their Git management")
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "wait for each workload's rollout to end, printing its progress")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "with --wait: give up (exit 2) after this long")
 	return cmd
 }
 
@@ -70,8 +78,12 @@ func runApply(ctx context.Context, c *api.Client, g *globals, o *applyOptions) e
 		return err
 	}
 	failed := 0
+	var applied []api.Workload
 	for _, it := range items {
-		msg, err := applyOne(ctx, c, o, it)
+		msg, w, err := applyOne(ctx, c, o, it)
+		if w != nil {
+			applied = append(applied, *w)
+		}
 		if err != nil {
 			failed++
 			fmt.Fprintf(g.stderr, "error: %s: %s\n", it.label, describe(err))
@@ -84,6 +96,14 @@ func runApply(ctx context.Context, c *api.Client, g *globals, o *applyOptions) e
 	}
 	if failed > 0 {
 		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d item(s) failed", failed, len(items))}
+	}
+	if o.wait {
+		deadline := time.Now().Add(o.timeout)
+		for _, w := range applied {
+			if err := waitRollout(ctx, c, g, w.Namespace, w.Name, w.Generation, time.Until(deadline)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -142,33 +162,35 @@ func collect(path string) ([]applyItem, error) {
 	return append(namespaces, workloads...), nil
 }
 
-func applyOne(ctx context.Context, c *api.Client, o *applyOptions, it applyItem) (string, error) {
+// applyOne uploads one item and returns what to print and, for a workload,
+// what the API answered.
+func applyOne(ctx context.Context, c *api.Client, o *applyOptions, it applyItem) (string, *api.Workload, error) {
 	if it.namespace != nil {
 		ns, err := quadlet.ParseNamespace(filepath.Base(it.label), it.namespace)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if _, err := c.PutNamespace(ctx, ns.Metadata.Name, it.namespace); err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return fmt.Sprintf("namespace %s applied", ns.Metadata.Name), nil
+		return fmt.Sprintf("namespace %s applied", ns.Metadata.Name), nil, nil
 	}
 	var archive []byte
 	var files map[string][]byte
 	if it.dir != "" {
 		var err error
 		if files, err = quadlet.ReadDir(it.dir, quadlet.DefaultLimits); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		var buf bytes.Buffer
 		if err := quadlet.WriteArchive(&buf, files); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		archive = buf.Bytes()
 	} else {
 		var err error
 		if archive, err = os.ReadFile(it.archive); err != nil {
-			return "", unwrapPathError(err)
+			return "", nil, unwrapPathError(err)
 		}
 		// Peek for the namespace only; the server does every check.
 		files, _ = quadlet.ReadArchive(bytes.NewReader(archive), quadlet.DefaultLimits)
@@ -179,7 +201,7 @@ func applyOne(ctx context.Context, c *api.Client, o *applyOptions, it applyItem)
 	}
 	res, err := c.ApplyWorkload(ctx, ns, "", archive, api.ApplyOptions{Force: o.force})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	w := res.Workload
 	verb := "unchanged"
@@ -193,7 +215,7 @@ func applyOne(ctx context.Context, c *api.Client, o *applyOptions, it applyItem)
 	if w.Suspended {
 		msg += "; Git management suspended, resume it with katcall resume"
 	}
-	return msg, nil
+	return msg, &w, nil
 }
 
 // holdsQuadletFiles reports whether dir directly holds .kat files other than

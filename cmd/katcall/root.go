@@ -34,6 +34,7 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.AddCommand(newSourceCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
 	root.AddCommand(newDiffCommand(g))
 	root.AddCommand(newLogsCommand(g))
+	root.AddCommand(newHistoryCommand(g), newRollbackCommand(g), newRolloutCommand(g))
 	root.AddCommand(
 		newNodeActionCommand(g, "cordon", "Mark a node unschedulable: it gets no new instance", "cordoned", (*api.Client).CordonNode),
 		newNodeActionCommand(g, "uncordon", "Make a node schedulable again (ending a drain)", "uncordoned", (*api.Client).UncordonNode),

@@ -119,6 +119,19 @@ type AgentConfig struct {
 	// reason; while it fails, the node reports RuntimeReady=False with its
 	// message. Default none.
 	CheckHost func(ctx context.Context) error
+	// Networks makes the node's Podman network for the instances with an
+	// overlay address (resources.Assignment.IP), from the node's record
+	// under /kat/network/nodes/. Default nil: such instances wait with
+	// ErrNetworkNotReady; instances without an address run on Podman's
+	// default network either way.
+	Networks Networks
+	// NetworkName is the node's Podman network. Default
+	// DefaultNetworkName.
+	NetworkName string
+	// ClusterDomain is cluster.kat's clusterDomain: an instance's DNS
+	// search path is {namespace}.{ClusterDomain}, then ClusterDomain.
+	// Default quadlet.DefaultClusterDomain.
+	ClusterDomain string
 	// OnChange is called, without blocking, whenever the instance reports
 	// change, so the heartbeat can send them at once. Default none.
 	OnChange func()
@@ -159,8 +172,12 @@ type Agent struct {
 	probing    map[string]bool
 	runtimeErr error
 	// hostErr is CheckHost's last error; hostDirty asks for a new check.
-	hostErr     error
-	hostDirty   atomic.Bool
+	hostErr   error
+	hostDirty atomic.Bool
+	// network is the node's network as last made; netDirty asks to make
+	// it again.
+	network     nodeNetwork
+	netDirty    atomic.Bool
 	lastReports []resources.InstanceStatus
 	// listSeq numbers container listings as they start. A step records
 	// what it did to its container in stepped, with the number of the
@@ -227,6 +244,12 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if cfg.OnChange == nil {
 		cfg.OnChange = func() {}
 	}
+	if cfg.NetworkName == "" {
+		cfg.NetworkName = DefaultNetworkName
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = quadlet.DefaultClusterDomain
+	}
 	return &Agent{
 		cfg: cfg, pulls: make(chan struct{}, cfg.MaxConcurrentPulls), wake: make(chan struct{}, 1),
 		slots:    make(chan struct{}, cfg.MaxConcurrentSteps),
@@ -249,6 +272,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 	ag.seedState(ctx)
 	ag.assignmentsDirty.Store(true)
 	ag.hostDirty.Store(true)
+	ag.netDirty.Store(true)
 	// The first pass waits for the first listing: the agent adopts the
 	// containers it finds rather than creating them again.
 	ag.listContainers(ctx)
@@ -260,11 +284,25 @@ func (ag *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: watch assignments: %w", err)
 	}
-	wg.Add(3)
+	netWatch, err := ag.cfg.Repo.Store().Watch(ctx, resources.NodeNetworkPrefix(ag.cfg.Node), 0)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("agent: watch the node's network record: %w", err)
+	}
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		for range watch {
 			ag.assignmentsDirty.Store(true)
+			reconcile.Poke(ag.wake)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for range netWatch {
+			ag.netDirty.Store(true)
 			reconcile.Poke(ag.wake)
 		}
 	}()
@@ -292,6 +330,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 		if now := ag.cfg.Now(); now.Sub(lastResync) >= ag.cfg.Resync {
 			lastResync = now
 			ag.assignmentsDirty.Store(true)
+			ag.netDirty.Store(true) // removed behind the agent's back?
 			reconcile.Poke(ag.listNow)
 			ag.mu.Lock()
 			if ag.hostErr != nil {
@@ -300,6 +339,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 			ag.mu.Unlock()
 		}
 		ag.checkHost(ctx)
+		ag.ensureNetwork(ctx)
 		if ag.retryList.Swap(false) {
 			reconcile.Poke(ag.listNow)
 		}
@@ -826,6 +866,9 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	})
 	if a.SourceCommit != "" {
 		spec.Labels[runtime.LabelSourceCommit] = a.SourceCommit
+	}
+	if err := ag.joinNetwork(&spec, a); err != nil {
+		return "", spec, err
 	}
 	grace := ag.stopGrace(ai, nil)
 	spec.StopTimeout = grace

@@ -28,6 +28,7 @@ type agentEnv struct {
 	builder   Builder
 	buildAuth gitx.Auth
 	checkHost func(context.Context) error
+	networks  Networks
 	// logger is the agent's logger. Default: none.
 	logger zerolog.Logger
 }
@@ -46,7 +47,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 	ag, err := NewAgent(AgentConfig{
 		Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
 		RestartBackoff: 10 * time.Millisecond, Builder: e.builder, BuildAuth: e.buildAuth, CheckHost: e.checkHost,
-		Logger: e.logger,
+		Logger: e.logger, Networks: e.networks, ClusterDomain: "kat.test",
 		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
 			for c, h := range hostPorts {

@@ -15,10 +15,12 @@ import (
 // fakeRuntime is an in-memory ContainerRuntime. Containers whose command
 // mentions "exit 1" exit with code 1 as soon as they start.
 type fakeRuntime struct {
-	mu       sync.Mutex
-	seq      int
-	c        map[string]*runtime.ContainerStatus
-	cmds     map[string][]string
+	mu   sync.Mutex
+	seq  int
+	c    map[string]*runtime.ContainerStatus
+	cmds map[string][]string
+	// specs are the specs containers were created from, by name.
+	specs    map[string]runtime.ContainerSpec
 	creates  int
 	starts   int
 	execCode int
@@ -49,7 +51,7 @@ type fakeRuntime struct {
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{c: map[string]*runtime.ContainerStatus{}, cmds: map[string][]string{},
+	return &fakeRuntime{c: map[string]*runtime.ContainerStatus{}, cmds: map[string][]string{}, specs: map[string]runtime.ContainerSpec{},
 		events: make(chan runtime.Event, 100), now: time.Now}
 }
 
@@ -77,6 +79,7 @@ func (f *fakeRuntime) CreateContainer(_ context.Context, spec runtime.ContainerS
 	f.c[id] = &runtime.ContainerStatus{ID: id, Name: spec.Name, Image: spec.Image, Labels: maps.Clone(spec.Labels),
 		State: runtime.StateCreated, CreatedAt: f.now(), Ports: spec.Ports}
 	f.cmds[id] = append(append([]string{}, spec.Command...), spec.Args...)
+	f.specs[spec.Name] = spec
 	return id, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -35,6 +36,9 @@ type HeartbeatConfig struct {
 	Conditions func() []resources.Condition
 	// GPUs returns the node's GPUs, asked once at start. Default DetectGPUs.
 	GPUs func() []resources.GPU
+	// Overlay is the node's WireGuard identity, sent with every status so
+	// the leader records it (api.NodeStatus.Overlay). Default nil: none.
+	Overlay *api.NodeOverlay
 	// Wake asks for a beat before the next tick, for example when an
 	// instance changed. Beats are at most minBeatGap apart. Default none.
 	Wake <-chan struct{}
@@ -99,6 +103,7 @@ func beat(ctx context.Context, cfg HeartbeatConfig, gpus []resources.GPU) error 
 	}
 	st := resources.NodeStatus{
 		NodeName: cfg.Node, NodeUID: cfg.NodeUID, Timestamp: cfg.Now().Unix(), Resources: res, GPUs: gpus,
+		Overlay: cfg.Overlay,
 	}
 	if cfg.Instances != nil {
 		st.WorkloadInstances = cfg.Instances()

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -86,37 +85,10 @@ spec:
 	if _, err := repo.WriteAssignments(ctx, []resources.Assignment{a}, nil); err != nil {
 		t.Fatal(err)
 	}
-	specs := NewSpecBuilder(node, t.TempDir(), &ids)
-	var logs bytes.Buffer // read once the agent has stopped
 	rt := &countingRuntime{Runtime: pm}
-	ag, err := NewAgent(AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: rt,
-		Resync: 500 * time.Millisecond, Tick: 50 * time.Millisecond, Logger: zerolog.New(zerolog.SyncWriter(&logs)),
-		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
-			spec, err := specs(a, q, hostPorts)
-			if err == nil {
-				spec.Labels[testLabel] = mark
-			}
-			return spec, err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := ag.Run(actx); err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
-	stopAgent := sync.OnceFunc(func() { stop(); wg.Wait() })
-	defer func() {
-		stopAgent()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	}()
+	ag, logs, stopAgent := runPodmanAgent(t, AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: rt,
+		Resync: 500 * time.Millisecond, Tick: 50 * time.Millisecond}, NewSpecBuilder(node, t.TempDir(), &ids), testLabel, mark)
+	defer stopAgent()
 
 	var mine string
 	poll.UntilErr(t, 2*time.Minute, "the orphan removed and the instance running", func() error {
@@ -157,6 +129,40 @@ spec:
 			t.Errorf("the agent did not log %q:\n%s", want, logs.String())
 		}
 	}
+}
+
+// runPodmanAgent runs an agent of cfg whose containers are specs's, each
+// labelled key=mark, logging to the returned buffer. The returned stop ends
+// it and waits for it; once the test failed, it logs the agent's log.
+func runPodmanAgent(t *testing.T, cfg AgentConfig, specs SpecBuilder, key, mark string) (*Agent, *testenv.SyncBuffer, func()) {
+	t.Helper()
+	logs := &testenv.SyncBuffer{}
+	cfg.Logger = zerolog.New(logs)
+	cfg.BuildSpec = func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+		spec, err := specs(a, q, hostPorts)
+		if err == nil {
+			spec.Labels[key] = mark
+		}
+		return spec, err
+	}
+	ag, err := NewAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := ag.Run(ctx); err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	return ag, logs, sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
 }
 
 // countingRuntime counts the listings of the runtime it wraps.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math/rand/v2"
+	"net/netip"
 	"sort"
 	"time"
 
@@ -20,12 +21,31 @@ import (
 type AssignmentPlan struct {
 	Put    []resources.Assignment
 	Delete []resources.Assignment
+	// Leave are instances taken out of service: their assignments are
+	// written again with LeavingAt set, and deleted by a later plan once
+	// the drain delay has passed.
+	Leave []resources.Assignment
 	// Scheduling is, by "ns/name", what placement found for each workload
 	// planned (not those left alone).
 	Scheduling map[string]Scheduling
 	// Jobs are the Jobs' run and schedule records to write once the
 	// assignments are written.
 	Jobs []JobWrite
+	// Rollouts are, by "ns/name", the rollout records that changed.
+	Rollouts map[string]resources.Rollout
+	// Rollbacks are the failed rollouts to roll back, by applying an
+	// earlier generation's files again.
+	Rollbacks []Rollback
+	// Wake is, by "ns/name", when a workload wants another pass though no
+	// fact changes: a drain delay or a progress deadline ends.
+	Wake map[string]time.Time
+}
+
+// Rollback asks to replace workload Key's generation From by the files of
+// generation To.
+type Rollback struct {
+	Key      string
+	From, To int64
 }
 
 // Scheduling is what placement found for one workload.
@@ -42,7 +62,7 @@ type Scheduling struct {
 
 // Empty reports whether the plan changes no assignment.
 func (p AssignmentPlan) Empty() bool {
-	return len(p.Put) == 0 && len(p.Delete) == 0 && len(p.Jobs) == 0
+	return len(p.Put) == 0 && len(p.Delete) == 0 && len(p.Leave) == 0 && len(p.Jobs) == 0
 }
 
 // AssignInput is what PlanAssignments decides from.
@@ -60,9 +80,19 @@ type AssignInput struct {
 	// Reported are the agents' reports, by instance ID: old instances are
 	// removed only once enough new ones are ready.
 	Reported map[string]resources.InstanceStatus
+	// DrainDelay is how long an instance stays out of every ready list
+	// before it is stopped; 0 stops it at once.
+	DrainDelay time.Duration
+	// Rollouts are, by "ns/name", the stored rollout records.
+	Rollouts map[string]resources.Rollout
 	// Commits are, by "ns/name", the app commits the leader resolved for
 	// workloads built from Git; such a workload without one is left alone.
 	Commits map[string]string
+	// HeldIPs returns the addresses held on a node (by the assignments of
+	// every workload, planned or not, and /kat/ipam) and those released
+	// lately, which are handed out last. Nodes[i].Subnet is where a node's
+	// new instances get their addresses; nil: only Current's are held.
+	HeldIPs func(node string) (held, cooling []netip.Addr)
 	// SlotUsed reports whether an assignment of any workload, planned or
 	// not, holds a user-namespace slot; nil: only Current's do. A plan of
 	// some workloads gets only their assignments in Current.
@@ -81,9 +111,11 @@ type AssignInput struct {
 // where its new instances run: a Service gets replicas instances, a
 // DaemonService one on each eligible node, and a Job runs (jobs.go: its
 // records in Jobs say how many instances each run wants; the plan writes the
-// records in Jobs). It is pure: nodes, desired state and current
-// assignments in, plan out. Workloads are planned in order, each seeing the
-// placements of those before it.
+// records in Jobs); each new instance on a node with an overlay subnet gets a
+// free address of it (netstack.Pool: the lowest one not held nor released
+// lately). It is pure: nodes, desired state and current assignments in, plan
+// out. Workloads are planned in order, each seeing the placements of those
+// before it.
 //
 // Instances are matched by their template (TemplateHash, the spec hash
 // without replicas, plus the app commit of a workload built from Git), so
@@ -137,6 +169,7 @@ func PlanAssignments(in AssignInput) AssignmentPlan {
 	assignUserNSSlots(in.Current, p.plan.Put, in.SlotUsed)
 	sortAssignments(p.plan.Put)
 	sortAssignments(p.plan.Delete)
+	sortAssignments(p.plan.Leave)
 	return p.plan
 }
 
@@ -181,7 +214,7 @@ func replaceStale(stale, readyFresh, want int) bool {
 	return stale > 0 && (want == 0 || readyFresh >= want)
 }
 
-func newAssignment(at sched.Placement, req *sched.Request, w workload, commit string, now time.Time, suffix string) resources.Assignment {
+func newAssignment(at sched.Placement, ip netip.Addr, req *sched.Request, w workload, commit string, now time.Time, suffix string) resources.Assignment {
 	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
 	a := resources.Assignment{
 		InstanceID: InstanceID(w.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
@@ -189,7 +222,7 @@ func newAssignment(at sched.Placement, req *sched.Request, w workload, commit st
 		Node: at.Node, Namespace: w.Meta.Namespace, Workload: w.Meta.Name, Type: w.Meta.Type,
 		Generation: w.Meta.Generation, SpecHash: w.Meta.SpecHash, Image: w.Spec.Image,
 		Ports: w.Spec.Ports, RestartPolicy: w.Spec.RestartPolicy, SourceCommit: w.Meta.Owner.Commit,
-		Files: w.Files, CreatedAt: now,
+		Files: w.Files, CreatedAt: now, IP: ip,
 	}
 	if at.GPU >= 0 {
 		g := at.GPU

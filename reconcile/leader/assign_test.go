@@ -157,11 +157,11 @@ func TestPlanAssignments(t *testing.T) {
 			wantPut:  []string{}, wantDelete: []string{id(w1, "a")},
 		},
 		{
-			name:     "old instances stay until every new one is ready",
+			name:     "an old instance goes for each new one ready",
 			desired:  []workload{desiredSpec(t, "web", svc, 2, "v2")},
 			current:  []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w1, "c", 1), assigned("web", w2, "b", 2), assigned("web", w2, "d", 2)},
 			reported: []string{id(w2, "b"), id(w1, "a"), id(w1, "c")},
-			wantPut:  []string{}, wantDelete: []string{},
+			wantPut:  []string{}, wantDelete: []string{id(w1, "a")},
 		},
 		{
 			name:    "built from Git without a resolved commit is left alone",

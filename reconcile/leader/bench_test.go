@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -29,7 +30,8 @@ const (
 
 // BenchmarkPlacement10kOn1kEtcd places 100 Services of 100 replicas (each
 // asking 100m CPU and 128Mi) on 1,000 registered, heartbeating nodes of
-// 8 CPUs and 16 GiB through the leader's placement pass, on an embedded
+// 8 CPUs and 16 GiB, each with a /22 overlay subnet (so every instance gets
+// an address, recorded under /kat/ipam), through the leader's placement pass, on an embedded
 // etcd that syncs to disk as a node's does. It reports the planning alone
 // (PlanAssignments over the view: the scheduler and the assignments it
 // makes), the pass with the etcd writes until the view holds them, and the
@@ -48,7 +50,8 @@ func BenchmarkPlacement10kOn1kEtcd(b *testing.B) {
 	planRate, passRate := math.Inf(1), math.Inf(1)
 	for b.Loop() {
 		b.StopTimer()
-		if _, err := st.Txn(ctx, nil, nil, []store.Op{{Type: store.OpDeletePrefix, Key: resources.AssignmentsPrefix()}}); err != nil {
+		if _, err := st.Txn(ctx, nil, []store.Op{{Type: store.OpDeletePrefix, Key: resources.AssignmentsPrefix()},
+			{Type: store.OpDeletePrefix, Key: resources.IPAMPrefix()}}, nil); err != nil {
 			b.Fatal(err)
 		}
 		l, err := New(Config{Repo: repo, NodeLossTimeout: time.Hour})
@@ -68,7 +71,7 @@ func BenchmarkPlacement10kOn1kEtcd(b *testing.B) {
 		desired := l.view.workloadsOf(keys)
 		start := time.Now()
 		plan := PlanAssignments(AssignInput{Nodes: nodes, Draining: draining, Desired: desired, Now: now,
-			NewSuffix: RandomSuffix, SlotUsed: l.view.slotUsed, Rand: l.rng})
+			NewSuffix: RandomSuffix, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Rand: l.rng})
 		planRate = min(planRate, float64(len(plan.Put))/time.Since(start).Seconds())
 		if len(plan.Put) != benchWorkloads*benchReplicas {
 			b.Fatalf("planned %d instances, want %d", len(plan.Put), benchWorkloads*benchReplicas)
@@ -127,6 +130,10 @@ func benchCluster(b *testing.B, st store.StateStore, repo *resources.Repo) {
 		status.Resources.Allocatable = resources.ResourceList{CPU: "8", Memory: "16Gi"}
 		put(resources.NodeStatusKey(name), status)
 		put(resources.NodeHeartbeatKey(name), resources.NodeHeartbeat{Timestamp: now})
+		// A /22 of 10.0.0.0/8 each: every instance gets an address.
+		subnet := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 6), byte(i&63) << 2, 0}), 22)
+		ops = append(ops, store.Op{Type: store.OpPut, Key: resources.NodeSubnetKey(name), Value: []byte(subnet.String())},
+			store.Op{Type: store.OpPut, Key: resources.SubnetKey(subnet), Value: []byte(name)})
 	}
 	for len(ops) > 0 {
 		n := min(len(ops), 99)

@@ -56,6 +56,9 @@ func (p *planner) job(w workload, commit string, cur []resources.Assignment) {
 		}
 	}
 	p.plan.Scheduling[w.Key()] = st
+	if !jp.Wake.IsZero() {
+		p.wakeAt(w.Key(), jp.Wake)
+	}
 	if len(jp.Runs) > 0 || jp.Schedule != nil || len(jp.MustBeAbsent) > 0 {
 		p.plan.Jobs = append(p.plan.Jobs, JobWrite{Namespace: w.Meta.Namespace, Name: w.Meta.Name, MetaVersion: w.MetaVersion,
 			Runs: jp.Runs, Schedule: jp.Schedule, MustBeAbsent: jp.MustBeAbsent})

@@ -80,6 +80,9 @@ type jobPlan struct {
 	Active []resources.Assignment
 	// Next is the next firing of a scheduled Job; zero without a schedule.
 	Next time.Time
+	// Wake is when the plan next changes by the clock alone: the next
+	// firing or the deadline of an unfinished run; zero: never.
+	Wake time.Time
 }
 
 // planJob decides one pass of a Job: every unfinished run steps (instances
@@ -229,6 +232,15 @@ func planJob(in jobInput) jobPlan {
 	}
 	if start != nil {
 		plan.Runs = append(plan.Runs, resources.JobRunWrite{Run: *start})
+		keep = append(keep, storedRun{run: *start})
+	}
+	plan.Wake = plan.Next
+	for _, sr := range keep {
+		if !sr.run.Finished() && sr.run.ActiveDeadlineSeconds > 0 {
+			if d := runDeadline(sr.run); plan.Wake.IsZero() || d.Before(plan.Wake) {
+				plan.Wake = d
+			}
+		}
 	}
 	slices.SortFunc(plan.Delete, func(a, b resources.Assignment) int { return cmp.Compare(a.Key(), b.Key()) })
 	plan.Delete = slices.CompactFunc(plan.Delete, func(a, b resources.Assignment) bool { return a.Key() == b.Key() })

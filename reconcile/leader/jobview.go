@@ -8,9 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
-	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -140,61 +138,4 @@ func (l *Leader) confirmAbsent(ctx context.Context, plan *AssignmentPlan) error 
 		}
 	}
 	return nil
-}
-
-// jobClock wakes placement for the Jobs whose next firing or run deadline
-// has come (no etcd key changes then), until ctx ends: it sleeps until the
-// earliest such moment of any Job, and looks again whenever a Job's records
-// or desired state change.
-func (l *Leader) jobClock(ctx context.Context, wake *subscription) error {
-	if err := l.view.waitSynced(ctx); err != nil {
-		return nil
-	}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		l.view.take(wake)
-		now := l.cfg.Now()
-		var due []string
-		var next time.Time
-		for _, k := range l.view.jobKeys() {
-			w, ok := l.view.workload(k)
-			if !ok || w.Spec == nil || w.Meta.Type != quadlet.TypeJob {
-				continue
-			}
-			at := l.view.jobWakeOf(w)
-			switch {
-			case at.IsZero():
-			case !at.After(now):
-				due = append(due, k)
-			case next.IsZero() || at.Before(next):
-				next = at
-			}
-		}
-		l.view.markDirty(factJobTime, due...)
-		if !l.sleepUntil(ctx, timer, next, wake.wake) {
-			return nil
-		}
-	}
-}
-
-// jobWakeOf is when workload w's plan next changes by the clock alone: its
-// next firing or the deadline of an unfinished run. Zero: never.
-func (v *view) jobWakeOf(w workload) time.Time {
-	rec := v.jobsOf(w.Key())
-	var at time.Time
-	earliest := func(t time.Time) {
-		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
-			at = t
-		}
-	}
-	if s := w.Spec.Schedule; s != nil && rec.schedule.version != 0 {
-		earliest(s.Next(rec.schedule.sched.LastScheduleTime))
-	}
-	for _, sr := range rec.runs {
-		if !sr.run.Finished() && sr.run.ActiveDeadlineSeconds > 0 {
-			earliest(runDeadline(sr.run))
-		}
-	}
-	return at
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -19,6 +20,9 @@ import (
 
 // DefaultResync is Config.Resync's default.
 const DefaultResync = 30 * time.Second
+
+// DefaultDrainDelay is kat-agent's default for Config.DrainDelay.
+const DefaultDrainDelay = 2 * time.Second
 
 // Config holds the dependencies of a term's leader loops.
 type Config struct {
@@ -42,6 +46,15 @@ type Config struct {
 	// Desired is the term's index of the desired state, shared with the Git
 	// sources; the caller runs it. Default: the view makes and runs its own.
 	Desired *resources.DesiredIndex
+	// ClusterDomain is cluster.kat's clusterDomain, under which the
+	// records loop writes DNS records. Default quadlet.DefaultClusterDomain.
+	ClusterDomain string
+	// DrainDelay is how long an instance about to stop stays out of every
+	// list of ready instances (workload status, DNS) before its assignment
+	// is deleted and its agent stops it, so clients following the lists
+	// see no failed request. 0 stops instances at once; kat-agent's
+	// --drain-delay defaults to DefaultDrainDelay.
+	DrainDelay time.Duration
 	// Now and NewSuffix replace time.Now and RandomSuffix, for tests.
 	Now       func() time.Time
 	NewSuffix func() string
@@ -56,6 +69,7 @@ type Leader struct {
 	cfg  Config
 	view *view
 	apps *AppSources
+	dns  *dnsRecords
 	// passes counts the passes of each loop, and planned and derived the
 	// workloads placement planned and statuses the status loop derived, for
 	// tests and benchmarks.
@@ -79,10 +93,13 @@ func New(cfg Config) (*Leader, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = quadlet.DefaultClusterDomain
+	}
 	if cfg.NewSuffix == nil {
 		cfg.NewSuffix = RandomSuffix
 	}
-	return &Leader{
+	l := &Leader{
 		cfg:  cfg,
 		view: newView(cfg.Repo.Store(), cfg.Desired, cfg.NodeLossTimeout, cfg.Now),
 		rng:  rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), //nolint:gosec // tie-breaking, not secrecy
@@ -90,7 +107,9 @@ func New(cfg Config) (*Leader, error) {
 			Repo: cfg.Repo, Interval: cfg.AppInterval, Auth: cfg.AppAuth, Resolve: cfg.Resolve, Now: cfg.Now,
 			Logger: cfg.Logger.With().Str("component", "appsources").Logger(),
 		}),
-	}, nil
+	}
+	l.dns = newDNSRecords(l)
+	return l, nil
 }
 
 // AppSources is the app-repository loop, a webhook.Dispatcher for pushes to
@@ -98,26 +117,28 @@ func New(cfg Config) (*Leader, error) {
 func (l *Leader) AppSources() *AppSources { return l.apps }
 
 // Loops returns the term's loops: the view that follows etcd, placement,
-// the node-loss clock, status and app sources.
+// the node-loss clock, status, app sources and DNS records.
 func (l *Leader) Loops() []reconcile.Loop {
-	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes, factJobs, factJobTime)
+	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes, factTimers, factJobs)
 	// The status loop is the statuses' only writer: their changes are its
 	// own, and it waits for them after each pass instead.
 	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources,
-		factScheduling, factNodes, factJobs, factJobTime)
+		factScheduling, factNodes, factRollouts, factJobs, factTimers)
 	apps := l.view.subscribe(factDesired)
-	jobs := l.view.subscribe(factDesired, factJobs)
+	// The records loop is the records' only writer, like the status loop.
+	dns := l.view.subscribe(factAssignments, factInstances, factNodes)
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
 		{Name: "placement", Run: func(ctx context.Context) error {
 			return l.loop(ctx, placement, "placement", l.placeOnce)
 		}},
 		{Name: "nodeloss", Run: l.nodeLossClock},
-		{Name: "jobclock", Run: func(ctx context.Context) error { return l.jobClock(ctx, jobs) }},
+		{Name: "rolloutclock", Run: l.wakeClock},
 		{Name: "status", Run: func(ctx context.Context) error {
 			return l.loop(ctx, status, "status", l.statusOnce)
 		}},
 		{Name: "appsources", Run: func(ctx context.Context) error { return l.apps.run(ctx, l.view, apps) }},
+		{Name: "dns", Run: func(ctx context.Context) error { return l.dns.run(ctx, dns) }},
 	}
 }
 
@@ -170,12 +191,16 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	}
 	commits := map[string]string{}
 	jobs := map[string]jobRecords{}
+	rollouts := map[string]resources.Rollout{}
 	var current []resources.Assignment
 	for _, k := range keys {
 		current = append(current, l.view.assignmentsOf(k)...)
 		jobs[k] = l.view.jobsOf(k)
 		if a, ok := l.view.appSource(k); ok {
 			commits[k] = a.Commit
+		}
+		if ro, ok := l.view.rolloutOf(k); ok {
+			rollouts[k] = ro
 		}
 	}
 	desired := l.view.workloadsOf(keys)
@@ -184,33 +209,133 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	nodes, draining := l.view.schedNodes(now)
 	plan := PlanAssignments(AssignInput{
 		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
-		Commits: commits, SlotUsed: l.view.slotUsed, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng, Jobs: jobs,
+		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
+		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts, Jobs: jobs,
 	})
 	l.view.setScheduling(keys, plan.Scheduling)
+	defer l.view.setWakes(keys, plan.Wake)
 	if err := l.confirmAbsent(ctx, &plan); err != nil {
 		return err
 	}
-	if plan.Empty() {
-		return nil
-	}
-	rev, err := l.cfg.Repo.WriteAssignments(ctx, plan.Put, plan.Delete)
-	if err != nil {
-		return err
+	if len(plan.Put)+len(plan.Delete)+len(plan.Leave) > 0 {
+		rev, err := l.cfg.Repo.WriteAssignments(ctx, append(plan.Leave, plan.Put...), plan.Delete)
+		if errors.Is(err, resources.ErrAddressTaken) {
+			// Another writer holds an address the view showed free: once the
+			// view holds every address key there is, a pass over every
+			// workload plans again.
+			if kvs, lerr := l.cfg.Repo.Store().List(ctx, resources.IPAMPrefix()); lerr == nil {
+				var last int64
+				for _, kv := range kvs {
+					last = max(last, kv.Version)
+				}
+				if werr := l.view.ipam.WaitRevision(ctx, last); werr == nil {
+					l.view.markAll(factNodes)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		l.cfg.Logger.Info().Str("component", "placement").Int("added", len(plan.Put)).Int("leaving", len(plan.Leave)).
+			Int("removed", len(plan.Delete)).Msg("assignments written")
+		for _, a := range plan.Put {
+			l.cfg.Logger.Debug().Str("component", "placement").Str("hop", "assignment-written").Str("workload", a.Namespace+"/"+a.Workload).
+				Str("instance", a.InstanceID).Str("commit", a.SourceCommit).Msg("hop")
+		}
+		if err := l.view.assigns.WaitRevision(ctx, rev); err != nil {
+			return err
+		}
 	}
 	// A Job's records follow its assignments: a record never names an
 	// instance that does not exist yet.
 	if err := l.writeJobs(ctx, plan.Jobs); err != nil {
 		return err
 	}
-	if len(plan.Put)+len(plan.Delete) == 0 {
+	return l.writeRollouts(ctx, desired, plan)
+}
+
+// writeRollouts writes the rollout records placement changed, then makes
+// the rollbacks it asked for, and waits until the view holds the records.
+func (l *Leader) writeRollouts(ctx context.Context, desired []workload, plan AssignmentPlan) error {
+	if len(plan.Rollouts) == 0 && len(plan.Rollbacks) == 0 {
 		return nil
 	}
-	l.cfg.Logger.Info().Str("component", "placement").Int("added", len(plan.Put)).Int("removed", len(plan.Delete)).Msg("assignments written")
-	for _, a := range plan.Put {
-		l.cfg.Logger.Debug().Str("component", "placement").Str("hop", "assignment-written").Str("workload", a.Namespace+"/"+a.Workload).
-			Str("instance", a.InstanceID).Str("commit", a.SourceCommit).Msg("hop")
+	log := l.cfg.Logger.With().Str("component", "rollout").Logger()
+	metaVersion := make(map[string]int64, len(desired))
+	for _, w := range desired {
+		metaVersion[w.Key()] = w.MetaVersion
 	}
-	return l.view.assigns.WaitRevision(ctx, rev)
+	writes := make([]resources.RolloutWrite, 0, len(plan.Rollouts))
+	for _, k := range slices.Sorted(maps.Keys(plan.Rollouts)) {
+		ro := plan.Rollouts[k]
+		ns, name := resources.SplitKey(k)
+		writes = append(writes, resources.RolloutWrite{Namespace: ns, Name: name, Rollout: ro, MetaVersion: metaVersion[k]})
+		prev, _ := l.view.rolloutOf(k)
+		if out := ro.Outcomes[ro.Generation]; out != "" && (prev.Generation != ro.Generation || prev.Outcomes[ro.Generation] == "") {
+			ev := resources.Event{Time: ro.CompletedAt, Type: resources.EventNormal, Object: "workload/" + k, Reason: "RolloutSucceeded",
+				Message: fmt.Sprintf("generation %d rolled out", ro.Generation)}
+			if out == resources.OutcomeFailed && ro.Failure != nil {
+				ev.Type, ev.Reason, ev.Message = resources.EventWarning, "RolloutFailed", ro.Failure.Message
+			}
+			if err := l.cfg.Repo.AppendEvent(ctx, ev); err != nil {
+				log.Warn().Err(err).Str("workload", k).Msg("cannot record the rollout's event")
+			}
+			log.Info().Str("workload", k).Int64("generation", ro.Generation).Str("outcome", out).
+				Dur("took", ro.CompletedAt.Sub(ro.StartedAt)).Msg("rollout ended")
+		}
+	}
+	rev, err := l.cfg.Repo.WriteRollouts(ctx, writes)
+	if err != nil {
+		return err
+	}
+	if rev > 0 {
+		if err := l.view.rollouts.WaitRevision(ctx, rev); err != nil {
+			return err
+		}
+	}
+	for _, rb := range plan.Rollbacks {
+		ns, name := resources.SplitKey(rb.Key)
+		res, _, err := l.cfg.Repo.RollbackWorkload(ctx, resources.RollbackRequest{Namespace: ns, Name: name,
+			ToGeneration: rb.To, FromGeneration: rb.From, Auto: true})
+		switch {
+		case errors.Is(err, resources.ErrConflict) || errors.Is(err, resources.ErrNotFound):
+			// A newer generation was applied, or the workload or the
+			// archived generation is gone: nothing left to roll back.
+			log.Warn().Err(err).Str("workload", rb.Key).Msg("automatic rollback not made")
+		case err != nil:
+			return fmt.Errorf("roll back %s: %w", rb.Key, err)
+		default:
+			log.Warn().Str("workload", rb.Key).Int64("from", rb.From).Int64("to", rb.To).
+				Int64("generation", res.Meta.Generation).Msg("rolled back a failed rollout")
+			ev := resources.Event{Time: l.cfg.Now().UTC(), Type: resources.EventWarning, Object: "workload/" + rb.Key, Reason: "RolledBack",
+				Message: fmt.Sprintf("generation %d failed to roll out; generation %d's files applied again as generation %d",
+					rb.From, rb.To, res.Meta.Generation)}
+			if res.Meta.Owner.Kind == resources.OwnerGit {
+				ev.Message += "; Git management suspended until katcall resume"
+			}
+			if err := l.cfg.Repo.AppendEvent(ctx, ev); err != nil {
+				log.Warn().Err(err).Str("workload", rb.Key).Msg("cannot record the rollback's event")
+			}
+		}
+	}
+	return nil
+}
+
+// wakeClock marks the workloads placement asked to be woken for dirty when
+// their time comes (drain delays, progress deadlines), until ctx ends.
+func (l *Leader) wakeClock(ctx context.Context) error {
+	if err := l.view.waitSynced(ctx); err != nil {
+		return nil
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due, next := l.view.dueWakes(l.cfg.Now())
+		l.view.markDirty(factTimers, due...)
+		if !l.sleepUntil(ctx, timer, next, l.view.wakesChanged) {
+			return nil
+		}
+	}
 }
 
 // nodeLossClock wakes placement over every workload when a Ready node
@@ -325,6 +450,9 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 		for _, sr := range rec.runs {
 			wf.Job.Runs = append(wf.Job.Runs, sr.run)
 		}
+	}
+	if ro, ok := v.rolloutOf(k); ok {
+		wf.Rollout = &ro
 	}
 	if sc, ok := v.schedulingOf(k); ok {
 		wf.Unplaced, wf.UnplacedReason = sc.Unplaced, sc.Reason

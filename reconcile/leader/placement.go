@@ -1,8 +1,12 @@
 package leader
 
 import (
+	"fmt"
+	"net/netip"
 	"slices"
+	"time"
 
+	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -15,12 +19,15 @@ type planner struct {
 	nodes  []sched.Node
 	byName map[string]int
 	plan   AssignmentPlan
+	// pools hand out the addresses of the nodes' subnets, made on a
+	// node's first placement.
+	pools map[string]*netstack.Pool
 }
 
 func newPlanner(in AssignInput) *planner {
 	p := &planner{
 		in: in, nodes: make([]sched.Node, len(in.Nodes)), byName: make(map[string]int, len(in.Nodes)),
-		plan: AssignmentPlan{Scheduling: map[string]Scheduling{}},
+		plan: AssignmentPlan{Scheduling: map[string]Scheduling{}, Wake: map[string]time.Time{}, Rollouts: map[string]resources.Rollout{}}, pools: map[string]*netstack.Pool{},
 	}
 	for i, n := range in.Nodes {
 		n.GPUs = slices.Clone(n.GPUs)
@@ -67,48 +74,232 @@ func (p *planner) place(w workload, commit string, count int) sched.Result {
 	req.Key, req.Count = w.Key(), count
 	res := sched.Place(p.nodes, req, p.in.Rand)
 	sched.Apply(p.nodes, req, res.Placements)
+	placed := res.Placements[:0]
 	for _, at := range res.Placements {
-		p.plan.Put = append(p.plan.Put, newAssignment(at, &req, w, commit, p.in.Now, p.in.NewSuffix()))
+		ip, err := p.address(at.Node)
+		if err != nil {
+			// The scheduler counted a free address the pool does not
+			// have: the instance waits for the next pass.
+			res.Unplaced++
+			res.Reason = err.Error()
+			continue
+		}
+		placed = append(placed, at)
+		p.plan.Put = append(p.plan.Put, newAssignment(at, ip, &req, w, commit, p.in.Now, p.in.NewSuffix()))
 	}
+	res.Placements = placed
 	return res
 }
 
-// workload plans one workload from its current assignments cur.
+// address returns a free address of node's subnet for a new instance, or
+// the invalid address when the node has no subnet (the instance gets
+// none).
+func (p *planner) address(node string) (netip.Addr, error) {
+	i, ok := p.byName[node]
+	if !ok || !p.nodes[i].Subnet.IsValid() {
+		return netip.Addr{}, nil
+	}
+	pool := p.pools[node]
+	if pool == nil {
+		var held, cooling []netip.Addr
+		if p.in.HeldIPs != nil {
+			held, cooling = p.in.HeldIPs(node)
+		} else {
+			for _, a := range p.in.Current {
+				if a.Node == node && a.IP.IsValid() {
+					held = append(held, a.IP)
+				}
+			}
+		}
+		var err error
+		if pool, err = netstack.NewPool(p.nodes[i].Subnet, held, cooling); err != nil {
+			return netip.Addr{}, fmt.Errorf("node %s: %w", node, err)
+		}
+		p.pools[node] = pool
+	}
+	ip, err := pool.Allocate()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("node %s: %w", node, err)
+	}
+	return ip, nil
+}
+
+// workload plans one workload from its current assignments cur: its new
+// instances, those that stop, and its rollout's progress.
 func (p *planner) workload(w workload, commit string, cur []resources.Assignment) {
 	if w.Meta.Type == quadlet.TypeJob && w.Spec.Job != nil {
 		p.job(w, commit, cur)
 		return
 	}
+	k := w.Key()
 	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
-	var fresh, stale []resources.Assignment
+	var fresh, stale, leaving []resources.Assignment
 	for _, a := range cur {
-		if a.TemplateHash == tmpl {
+		switch {
+		case a.Leaving():
+			leaving = append(leaving, a)
+		case a.TemplateHash == tmpl:
 			fresh = append(fresh, a)
-		} else {
+		default:
 			stale = append(stale, a)
 		}
 	}
+	p.drain(k, leaving)
 	// Oldest first: they are the most likely to be running.
-	slices.SortStableFunc(fresh, func(a, b resources.Assignment) int {
-		return a.CreatedAt.Compare(b.CreatedAt)
-	})
-	var st Scheduling
-	var readyFresh int
-	if w.Meta.Type == quadlet.TypeDaemonService {
-		st, readyFresh = p.daemon(w, commit, fresh)
-	} else {
-		st, readyFresh = p.replicas(w, commit, fresh)
+	for _, as := range [][]resources.Assignment{fresh, stale} {
+		slices.SortStableFunc(as, func(a, b resources.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	}
-	p.plan.Scheduling[w.Key()] = st
+	var st Scheduling
+	strategy := w.Spec.Strategy
+	switch {
+	case strategy.IsSimultaneous() && (len(stale) > 0 || leavingOld(leaving, tmpl)):
+		st = p.simultaneous(w, fresh, stale)
+	case w.Meta.Type == quadlet.TypeDaemonService:
+		var readyFresh int
+		st, readyFresh = p.daemon(w, commit, fresh)
+		p.rollDaemon(w, st, stale, readyFresh)
+	default:
+		st = p.rollService(w, commit, fresh, stale, leavingOld(leaving, tmpl))
+	}
+	p.plan.Scheduling[k] = st
+	p.track(w, st, fresh, stale, leaving, tmpl)
+}
+
+// leavingOld reports whether an instance of another template than tmpl is
+// leaving.
+func leavingOld(leaving []resources.Assignment, tmpl string) bool {
+	return slices.ContainsFunc(leaving, func(a resources.Assignment) bool { return a.TemplateHash != tmpl })
+}
+
+// drain deletes the leaving instances of workload k whose drain delay has
+// passed, and asks to be woken when the next one's does.
+func (p *planner) drain(k string, leaving []resources.Assignment) {
+	for _, a := range leaving {
+		end := a.LeavingAt.Add(p.in.DrainDelay)
+		if !p.in.Now.Before(end) {
+			p.plan.Delete = append(p.plan.Delete, a)
+			continue
+		}
+		p.wakeAt(k, end)
+	}
+}
+
+// wakeAt asks for a pass over workload k at t.
+func (p *planner) wakeAt(k string, t time.Time) {
+	if w, ok := p.plan.Wake[k]; !ok || t.Before(w) {
+		p.plan.Wake[k] = t
+	}
+}
+
+// stop takes an instance out of service: a ready instance of a Service or
+// DaemonService leaves (out of every ready list now, deleted once the drain
+// delay has passed) when there is a drain delay; any other is deleted at
+// once.
+func (p *planner) stop(a resources.Assignment) {
+	if p.in.DrainDelay <= 0 || a.Type == quadlet.TypeJob || !p.ready(a) || !p.reportedReady(a) {
+		p.plan.Delete = append(p.plan.Delete, a)
+		return
+	}
+	a.LeavingAt = p.in.Now
+	p.plan.Leave = append(p.plan.Leave, a)
+	p.wakeAt(a.Namespace+"/"+a.Workload, a.LeavingAt.Add(p.in.DrainDelay))
+}
+
+// serving reports whether a is ready and on a Ready node that is not
+// draining: an instance that counts towards the capacity a rollout keeps.
+func (p *planner) serving(a resources.Assignment) bool {
+	return p.ready(a) && !p.in.Draining[a.Node] && p.reportedReady(a)
+}
+
+// rollService plans a Service by its rolling update (spec §4.5): a ready old
+// instance stops only
+// while the ready instances stay at or above replicas (so scaling down
+// stops surplus old instances first); new instances start while the
+// instances stay within replicas + maxSurge. With maxSurge 0 one old
+// instance stops at a time before its replacement starts.
+func (p *planner) rollService(w workload, commit string, fresh, stale []resources.Assignment, oldLeaving bool) Scheduling {
+	want := w.Spec.Desired
+	surge := w.Spec.Strategy.Surge(want)
+	readyFresh, pendingFresh := 0, 0
+	for _, a := range fresh {
+		if p.serving(a) {
+			readyFresh++
+		} else {
+			pendingFresh++
+		}
+	}
+	var readyOld, idleOld []resources.Assignment
+	for _, a := range stale {
+		if p.serving(a) {
+			readyOld = append(readyOld, a)
+		} else {
+			idleOld = append(idleOld, a)
+		}
+	}
+	n := max(0, min(readyFresh+len(readyOld)-want, len(readyOld)))
+	if want == 0 {
+		n = len(readyOld)
+	}
+	if surge == 0 && n == 0 && len(readyOld) > 0 && pendingFresh == 0 && !oldLeaving {
+		n = 1 // no room above replicas: replace one at a time
+	}
+	for _, a := range readyOld[:n] {
+		p.stop(a)
+	}
+	left := len(readyOld) - n
+	// Old instances that serve nobody (starting, failing, on a lost node)
+	// go once the others hold the capacity. Until then they take room,
+	// but one goes whenever they leave no room for a new instance and no
+	// new one is on its way, so old instances that never get ready do not
+	// stall the rollout.
+	if readyFresh+left >= want {
+		p.plan.Delete = append(p.plan.Delete, idleOld...)
+		idleOld = nil
+	}
+	room := -1
+	if left+len(idleOld) > 0 {
+		room = max(0, want+surge-left-len(idleOld))
+		if room <= len(fresh) && pendingFresh == 0 && len(idleOld) > 0 {
+			p.plan.Delete = append(p.plan.Delete, idleOld[0])
+			room++
+		}
+	}
+	st, _ := p.replicas(w, commit, fresh, room)
+	return st
+}
+
+// simultaneous plans the Simultaneous strategy while old instances remain
+// (spec §4.5): every old instance stops, and new ones start only once all
+// are gone. It keeps the workload's new instances, if any.
+func (p *planner) simultaneous(w workload, fresh, stale []resources.Assignment) Scheduling {
+	for _, a := range stale {
+		p.stop(a)
+	}
+	p.count(w.Key(), fresh)
+	desired := w.Spec.Desired
+	if w.Meta.Type == quadlet.TypeDaemonService {
+		desired = len(stale) + len(fresh)
+	}
+	return Scheduling{Desired: desired}
+}
+
+// rollDaemon replaces a DaemonService's old instances under the Rolling
+// strategy: today all of them, once every new instance is ready. It is the
+// hook for node-by-node rollouts (issue 13 item 3): fresh instances are
+// placed by daemon, this decides which old ones stop.
+func (p *planner) rollDaemon(_ workload, st Scheduling, stale []resources.Assignment, readyFresh int) {
 	if replaceStale(len(stale), readyFresh, st.Desired) {
-		p.plan.Delete = append(p.plan.Delete, stale...)
+		for _, a := range stale {
+			p.stop(a)
+		}
 	}
 }
 
 // replicas plans a Service: Desired instances on Ready nodes, those on lost
-// or draining nodes replaced. It returns what placement found and how many
-// kept instances are ready.
-func (p *planner) replicas(w workload, commit string, fresh []resources.Assignment) (Scheduling, int) {
+// or draining nodes replaced, but no more than room instances in
+// all (-1: no bound; a rolling update's surge). It returns what placement
+// found and how many kept instances are ready.
+func (p *planner) replicas(w workload, commit string, fresh []resources.Assignment, room int) (Scheduling, int) {
 	want := w.Spec.Desired
 	var healthy, lost, draining []resources.Assignment
 	for _, a := range fresh {
@@ -124,12 +315,18 @@ func (p *planner) replicas(w workload, commit string, fresh []resources.Assignme
 	// Surplus goes from lost nodes first, then the newest. Instances on
 	// draining nodes are not counted: they go by the rule below.
 	if surplus := len(healthy) + len(lost) - want; surplus > 0 {
-		for _, list := range []*[]resources.Assignment{&lost, &healthy} {
-			n := min(surplus, len(*list))
-			cut := len(*list) - n
-			p.plan.Delete = append(p.plan.Delete, (*list)[cut:]...)
-			*list, surplus = (*list)[:cut], surplus-n
+		n := min(surplus, len(lost))
+		p.plan.Delete = append(p.plan.Delete, lost[len(lost)-n:]...)
+		lost, surplus = lost[:len(lost)-n], surplus-n
+		// The newest go; those not ready first, so the ready stay ready.
+		slices.SortStableFunc(healthy, func(a, b resources.Assignment) int {
+			return cmpBool(!p.reportedReady(a), !p.reportedReady(b))
+		})
+		cut := len(healthy) - surplus
+		for _, a := range healthy[cut:] {
+			p.stop(a)
 		}
+		healthy = healthy[:cut]
 	}
 	p.count(w.Key(), healthy)
 	p.count(w.Key(), draining)
@@ -140,7 +337,11 @@ func (p *planner) replicas(w workload, commit string, fresh []resources.Assignme
 		}
 	}
 	st := Scheduling{Desired: want}
-	if need := want - len(healthy); need > 0 {
+	target := want
+	if room >= 0 {
+		target = min(want, room)
+	}
+	if need := target - len(healthy); need > 0 {
 		res := p.place(w, commit, need)
 		st.Unplaced, st.Reason = res.Unplaced, res.Reason
 		// Each replacement placed lets one lost instance go.
@@ -150,7 +351,9 @@ func (p *planner) replicas(w workload, commit string, fresh []resources.Assignme
 	// Instances on a draining node go once the replacements placed are
 	// ready and the rest fit nowhere.
 	if len(draining) > 0 && ready+st.Unplaced >= want {
-		p.plan.Delete = append(p.plan.Delete, draining...)
+		for _, a := range draining {
+			p.stop(a)
+		}
 	}
 	return st, ready
 }
@@ -207,4 +410,15 @@ func (p *planner) daemon(w workload, commit string, fresh []resources.Assignment
 		st.Reason = res.Reason
 	}
 	return st, ready
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
 }

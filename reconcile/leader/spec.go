@@ -36,6 +36,9 @@ type spec struct {
 	// nil when it has none.
 	Job      *quadlet.JobSpec
 	Schedule cron.Schedule
+	// Strategy is workload.kat's spec.updateStrategy; nil for a Job that
+	// names none (its methods apply the defaults).
+	Strategy *quadlet.UpdateStrategy
 }
 
 // specOf extracts what the loops need of a parsed workload.
@@ -43,6 +46,7 @@ func specOf(q *quadlet.Quadlet) *spec {
 	s := &spec{
 		TemplateHash: TemplateHash(q), Desired: resources.DesiredInstances(q), Image: q.Workload.Spec.Source.Image,
 		Git: q.Workload.Spec.Source.Git, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition,
+		Strategy: q.Workload.Spec.UpdateStrategy,
 	}
 	s.Request, s.RequestErr = sched.NewRequest("", &q.Workload.Spec, 0)
 	if q.Job != nil {

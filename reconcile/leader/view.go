@@ -3,6 +3,8 @@ package leader
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -38,9 +40,12 @@ const (
 	factScheduling
 	// factJobs changes when a Job's run or schedule records change.
 	factJobs
-	// factJobTime changes when a Job's next firing or a run's deadline
-	// comes (the job clock).
-	factJobTime
+	// factRollouts changes when placement writes a workload's rollout
+	// record with another failure.
+	factRollouts
+	// factTimers changes when a time placement asked to be woken at comes
+	// (a drain delay or a progress deadline ends).
+	factTimers
 	numFactKinds
 )
 
@@ -73,6 +78,11 @@ type view struct {
 	beats      *store.Cache[resources.NodeHeartbeat]
 	jobs       *store.Cache[jobEntry]
 	jobIdx     jobIndex
+	rollouts   *store.Cache[resources.Rollout]
+	// subnets are the nodes' overlay subnets, by NodeSubnetKey; ipam the
+	// instance holding each address, by IPAMKey.
+	subnets *store.Cache[netip.Prefix]
+	ipam    *store.Cache[string]
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -89,6 +99,10 @@ type view struct {
 	subs []*subscription
 	// scheduling is placement's last finding per workload, guarded by mu.
 	scheduling map[string]Scheduling
+	// wakes are, by workload, when placement asked for a pass (guarded by
+	// mu); wakesChanged is poked when one is set.
+	wakes        map[string]time.Time
+	wakesChanged chan struct{}
 
 	idx viewIndex
 }
@@ -108,6 +122,8 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		regs:        store.NewCache(st, resources.NodeRegistrationPrefix(), decodeJSON[resources.NodeRegistration]),
 		beats:       store.NewCache(st, resources.NodeHeartbeatPrefix(), decodeJSON[resources.NodeHeartbeat]),
 		lossTimeout: lossTimeout, now: now, termStart: now(), beatWake: make(chan struct{}, 1), scheduling: map[string]Scheduling{},
+		wakes: map[string]time.Time{}, wakesChanged: make(chan struct{}, 1),
+		rollouts: store.NewCache(st, resources.RolloutsPrefix(), decodeJSON[resources.Rollout]),
 		specs:    newSpecCache(),
 		desired:  desired,
 		assigns:  store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
@@ -118,6 +134,8 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		statuses: store.NewCache(st, resources.StatusPrefix(), decodeStatus),
 		jobs:     store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
 		jobIdx:   jobIndex{keys: map[string]map[string]struct{}{}},
+		subnets:  store.NewCache(st, resources.NetworkNodesPrefix(), decodeSubnet),
+		ipam:     store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
 		idx:      newViewIndex(),
 	}
 	if v.desired == nil {
@@ -134,7 +152,32 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	v.builds.SetIndex(v.buildChanged)
 	v.sources.SetIndex(v.sourceChanged)
 	v.jobs.SetIndex(v.jobChanged)
+	v.rollouts.SetIndex(func(key string, old, new *resources.Rollout) {
+		// The status reads a rollout's failure only.
+		var was, is *resources.RolloutFailure
+		if old != nil {
+			was = old.Failure
+		}
+		if new != nil {
+			is = new.Failure
+		}
+		if !failureEqual(was, is) {
+			v.markDirty(factRollouts, strings.TrimPrefix(key, resources.RolloutsPrefix()))
+		}
+	})
+	v.subnets.SetIndex(func(string, *netip.Prefix, *netip.Prefix) { v.markAll(factNodes) })
+	v.ipam.SetIndex(v.ipamChanged)
 	return v
+}
+
+// decodeSubnet decodes the subnet key of a node's overlay record; the
+// record's other keys are skipped.
+func decodeSubnet(kv store.KV) (netip.Prefix, bool) {
+	nets, err := resources.DecodeNodeNetworks([]store.KV{kv})
+	if err != nil || len(nets) != 1 || !nets[0].Subnet.IsValid() || kv.Key != resources.NodeSubnetKey(nets[0].Node) {
+		return netip.Prefix{}, false
+	}
+	return nets[0].Subnet, true
 }
 
 func decodeJSON[T any](kv store.KV) (T, bool) {
@@ -242,13 +285,17 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.regs.Run(ctx, nil) })
 	g.Go(func() error { return v.beats.Run(ctx, nil) })
 	g.Go(func() error { return v.jobs.Run(ctx, nil) })
+	g.Go(func() error { return v.rollouts.Run(ctx, nil) })
+	g.Go(func() error { return v.subnets.Run(ctx, nil) })
+	g.Go(func() error { return v.ipam.Run(ctx, nil) })
 	return g.Wait()
 }
 
 // waitSynced returns once every cache holds its first listing, or ctx ended.
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
-		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.jobs.Synced()} {
+		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
+		v.subnets.Synced(), v.ipam.Synced(), v.jobs.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -301,4 +348,38 @@ func (v *view) appSource(key string) (resources.AppSource, bool) {
 func (v *view) storedStatus(key string) storedStatus {
 	st, _ := v.statuses.Get(resources.StatusPrefix() + key)
 	return st
+}
+
+// rolloutOf returns workload key's rollout record as stored.
+func (v *view) rolloutOf(key string) (resources.Rollout, bool) {
+	return v.rollouts.Get(resources.RolloutsPrefix() + key)
+}
+
+// setWakes records, for the workloads keys placement planned, when each
+// wants its next pass (found; none for those absent), and pokes the clock.
+func (v *view) setWakes(keys []string, found map[string]time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, k := range keys {
+		delete(v.wakes, k)
+	}
+	maps.Copy(v.wakes, found)
+	reconcile.Poke(v.wakesChanged)
+}
+
+// dueWakes removes and returns the workloads whose wake time is at or before
+// now, and returns the earliest time still to come (zero: none).
+func (v *view) dueWakes(now time.Time) (due []string, next time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k, t := range v.wakes {
+		if !t.After(now) {
+			due = append(due, k)
+			delete(v.wakes, k)
+		} else if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	slices.Sort(due)
+	return due, next
 }

@@ -35,6 +35,8 @@ type viewIndex struct {
 	pathErrs map[string]resources.PathError
 	// usage is what the assignments on each node request.
 	usage map[string]*nodeUsage
+	// addrs are the overlay addresses held on each node.
+	addrs addressHolds
 }
 
 // instanceReport is one instance as a node reported it, with a fingerprint
@@ -50,7 +52,7 @@ func newViewIndex() viewIndex {
 		assigned: map[string]map[string]struct{}{}, instWorkload: map[string]string{}, slots: map[int]int{},
 		builds: map[string]map[string]struct{}{}, reports: map[string]instanceReport{},
 		nodeInstances: map[string][]string{}, pathErrs: map[string]resources.PathError{},
-		usage: map[string]*nodeUsage{},
+		usage: map[string]*nodeUsage{}, addrs: newAddressHolds(),
 	}
 }
 
@@ -90,6 +92,9 @@ func (v *view) assignmentChanged(key string, old, new *resources.Assignment) {
 			v.idx.instWorkload[a.InstanceID] = k
 		}
 		v.idx.addUsage(a, n)
+		if a.IP.IsValid() {
+			v.idx.addrs.set(a.Node, a.IP, heldByAssignment, n > 0, v.now())
+		}
 		if a.UserNSSlot != nil {
 			if v.idx.slots[*a.UserNSSlot] += n; v.idx.slots[*a.UserNSSlot] <= 0 {
 				delete(v.idx.slots, *a.UserNSSlot)

@@ -107,6 +107,7 @@ func (v *view) schedNodes(now time.Time) ([]sched.Node, map[string]bool) {
 	v.idx.mu.RLock()
 	defer v.idx.mu.RUnlock()
 	applyUsage(out, v.idx.usage)
+	v.applySubnets(out)
 	return out, draining
 }
 

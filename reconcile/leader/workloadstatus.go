@@ -1,7 +1,6 @@
 package leader
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,6 +21,9 @@ const (
 	ConditionBuildFailed    = "BuildFailed"
 	ConditionSourceResolved = "SourceResolved"
 	ConditionScheduled      = "Scheduled"
+	// ConditionRolloutFailed is true while the last rollout that failed
+	// (or its rollback) is the workload's latest.
+	ConditionRolloutFailed = "RolloutFailed"
 
 	ReasonProgressing    = "Progressing"
 	ReasonInstanceFailed = "InstanceFailed"
@@ -29,6 +31,9 @@ const (
 	ReasonResolveFailed  = "ResolveFailed"
 	ReasonSucceeded      = "Succeeded"
 	ReasonUnschedulable  = "Unschedulable"
+	// ReasonProgressDeadlineExceeded: a rollout made no progress within
+	// spec.updateStrategy.progressDeadlineSeconds.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
 
 // buildLogTail bounds the end of a build log a BuildFailed condition quotes.
@@ -68,6 +73,8 @@ type WorkloadFacts struct {
 	UnplacedReason string
 	// Job is, for a Job, its runs and schedule; nil for other types.
 	Job *JobFacts
+	// Rollout is placement's rollout record; nil before the first.
+	Rollout *resources.Rollout
 }
 
 // DeriveWorkloadStatus computes a workload's status from its facts. It is
@@ -87,7 +94,9 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 	var appliedGen int64
 	instErr := ""
 	for _, a := range f.Assigned {
-		isFresh := a.TemplateHash == f.TemplateHash
+		// A leaving instance is in no list of ready instances: it counts
+		// as an old one, whatever it runs.
+		isFresh := a.TemplateHash == f.TemplateHash && !a.Leaving()
 		if isFresh {
 			fresh++
 		} else {
@@ -115,7 +124,7 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 		if r.Message != "" && instErr == "" && r.Phase != resources.InstanceRunning {
 			instErr = fmt.Sprintf("instance %s: %s", r.InstanceID, r.Message)
 		}
-		if r.Ready() {
+		if r.Ready() && !a.Leaving() {
 			if isFresh {
 				ready++
 			}
@@ -175,7 +184,7 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 	if isJob && f.Job != nil {
 		// A Job's status tells of its runs, not of instances ready.
 		ready1, jobFailed = jobStatus(f, &st)
-		instErr = cmp.Or(jobFailed, instErr)
+		instErr = jobFailed // a failed attempt a run retried is not the Job's error
 	}
 	conds := []resources.Condition{ready1}
 	if st.Phase == resources.PhaseProgressing {
@@ -205,6 +214,11 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ready1.Reason, Message: jobFailed})
 	case st.Phase == resources.PhaseFailed:
 		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ReasonInstanceFailed, Message: instErr})
+	}
+	if ro := f.Rollout; ro != nil && ro.Failure != nil {
+		conds = append(conds, resources.Condition{Type: ConditionRolloutFailed, Status: resources.ConditionTrue,
+			Reason: ReasonProgressDeadlineExceeded, Message: ro.Failure.Message})
+		errs = append(errs, ro.Failure.Message)
 	}
 	if f.FromGit && f.App != nil && f.App.LastError != "" {
 		conds = append(conds, resources.Condition{Type: ConditionSourceResolved, Status: resources.ConditionFalse, Reason: ReasonResolveFailed,

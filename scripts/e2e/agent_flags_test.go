@@ -40,6 +40,8 @@ func TestAgentRefusesBadInput(t *testing.T) {
 		{name: "bad build flags", args: []string{"--config", good, "--keep-images", "0"}, want: []string{"--keep-images: 0"}},
 		{name: "app repo key without known hosts", args: []string{"--config", good, "--app-repo-ssh-key-file", "/etc/kat/id"},
 			want: []string{"--app-repo-ssh-key-file needs --app-repo-known-hosts-file"}},
+		{name: "bad overlay flags", args: []string{"--config", good, "--wg-interface", "kat-overlay-0001", "--wg-port", "70000", "--wg-mode", "fast"},
+			want: []string{"--wg-interface: \"kat-overlay-0001\" is 16 bytes", "--wg-port: 70000 is not a port", "--wg-mode: \"fast\" is not one of auto, kernel, userspace, off"}},
 		{name: "bad build timeout", args: []string{"--config", good, "--build-timeout", "1ms"}, want: []string{"--build-timeout: 1ms"}},
 	}
 	for _, tc := range tests {

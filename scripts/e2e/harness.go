@@ -112,7 +112,10 @@ func (c *Cluster) Start(ctx context.Context) error {
 	c.cmd = exec.Command(c.Bin.Agent, "init", "--config", c.Config, "--data-dir", c.DataDir,
 		"--node-name", c.Node, "--advertise-address", "127.0.0.1", "--log-format", "json", "--log-level", "debug",
 		"--api-port", strconv.Itoa(c.ports[0]), "--agent-port", strconv.Itoa(c.ports[1]),
-		"--etcd-client-port", strconv.Itoa(c.ports[2]), "--etcd-peer-port", strconv.Itoa(c.ports[3]))
+		"--etcd-client-port", strconv.Itoa(c.ports[2]), "--etcd-peer-port", strconv.Itoa(c.ports[3]),
+		// Single-node tests run in the machine's network namespace:
+		// no WireGuard device there (scripts/multinode tests it).
+		"--wg-mode", "off")
 	c.cmd.Args = append(c.cmd.Args, c.ExtraArgs...)
 	if dir := os.Getenv("KAT_AGENT_CPUPROFILE_DIR"); dir != "" {
 		// Profiling a test or benchmark: every kat-agent writes its CPU
@@ -267,10 +270,14 @@ func (c *Cluster) Katcall(ctx context.Context, args ...string) Result {
 	return RunKatcall(ctx, c.Bin.Katcall, append([]string{"--config", c.KatcallConfig()}, args...)...)
 }
 
-// RunKatcall runs the katcall binary with args.
+// RunKatcall runs the katcall binary with args, for up to a minute unless
+// ctx has a deadline of its own.
 func RunKatcall(ctx context.Context, katcall string, args ...string) Result {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+	}
 	cmd := exec.CommandContext(ctx, katcall, args...)
 	cmd.Env = append(os.Environ(), "KATCONFIG=", "HOME="+os.TempDir())
 	var out, errb bytes.Buffer

@@ -42,6 +42,9 @@ type AgentOptions struct {
 	BaseImageScript string
 	// ReadyTimeout bounds the wait for every node to be Ready. Default 3 min.
 	ReadyTimeout time.Duration
+	// Start is how many hosts StartAgents starts, the first ones; the
+	// others can join later with StartAgent. Default 0: every host.
+	Start int
 }
 
 // Agent is the kat-agent process of one host started by this process.
@@ -92,8 +95,9 @@ func (c *Cluster) LeaderAPI() string {
 }
 
 // StartAgents writes the cluster's cluster.kat, starts kat-agent init in
-// host 1 and, once its join token is there, kat-agent join in the others,
-// then waits until katcall lists every host as a Ready node. The agents run
+// host 1 and, once its join token is there, kat-agent join in the others
+// (opts.Start limits them), then waits until katcall lists every started
+// host as a Ready node. The agents run
 // in their own sessions, outliving this process (task cluster:up exits);
 // StopAgents or Down ends them.
 func (c *Cluster) StartAgents(ctx context.Context, opts AgentOptions) ([]*Agent, error) {
@@ -132,8 +136,12 @@ spec:
 			}
 		}
 	}
+	hosts := c.Hosts
+	if opts.Start > 0 && opts.Start < len(hosts) {
+		hosts = hosts[:opts.Start]
+	}
 	var agents []*Agent
-	for i := range c.Hosts {
+	for i := range hosts {
 		a, err := c.StartAgent(ctx, i, opts)
 		if err != nil {
 			return agents, err
@@ -150,7 +158,7 @@ spec:
 			}
 		}
 	}
-	err := waitAgents(ctx, agents, opts.ReadyTimeout, fmt.Sprintf("%d Ready nodes", len(c.Hosts)), func() error {
+	err := waitAgents(ctx, agents, opts.ReadyTimeout, fmt.Sprintf("%d Ready nodes", len(hosts)), func() error {
 		nodes, err := c.Nodes(ctx, opts.Katcall)
 		if err != nil {
 			return err
@@ -160,7 +168,7 @@ spec:
 				return fmt.Errorf("nodes %v", nodes)
 			}
 		}
-		if len(nodes) != len(c.Hosts) {
+		if len(nodes) != len(hosts) {
 			return fmt.Errorf("nodes %v", nodes)
 		}
 		return nil
@@ -216,6 +224,7 @@ func (c *Cluster) StartAgent(ctx context.Context, i int, opts AgentOptions) (*Ag
 		"--podman-root", h.PodmanRoot, "--podman-runroot", h.RunRoot,
 		"--podman-network-config-dir", h.NetworkConfigDir, "--podman-tmpdir", h.TmpDir,
 		"--volume-base-path", filepath.Join(h.Dir, "volumes"), "--log-format", "json",
+		"--wg-interface", h.WGIface,
 		"--node-label", "kat.harness/host="+h.Name)
 	keys := make([]string, 0, len(opts.Labels[h.Name]))
 	for k := range opts.Labels[h.Name] {

@@ -16,7 +16,8 @@
 // [Cluster.StartAgents] writes a cluster.kat, runs kat-agent init in host 1
 // and kat-agent join (with host 1's join token) in the others, each with
 // h.Command and the host's own --data-dir, --podman-root, --podman-runroot,
-// --podman-network-config-dir, --podman-tmpdir and --volume-base-path, and
+// --podman-network-config-dir, --podman-tmpdir, --volume-base-path and
+// --wg-interface (Host.WGIface, unique on the machine), and
 // waits until katcall get nodes lists every node Ready. The agents log to
 // Host.AgentLog and record their pid beside it. [Cluster.StopAgents] ends
 // them (SIGTERM, then SIGKILL), [Cluster.RemoveContainers] removes their

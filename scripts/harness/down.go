@@ -50,6 +50,13 @@ func (c *Cluster) down(ctx context.Context) error {
 		}
 	}
 	for _, h := range c.Hosts {
+		// A killed kat-agent leaves its WireGuard UAPI socket behind
+		// (the next start would replace it).
+		if h.WGIface != "" {
+			if err := os.Remove(filepath.Join("/var/run/wireguard", h.WGIface+".sock")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err))
+			}
+		}
 		if err := mountinfo.UnmountBelow(h.Dir); err != nil {
 			errs = append(errs, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err))
 		}

@@ -82,6 +82,11 @@ type Host struct {
 	Prefix netip.Prefix `json:"prefix"`
 	// VethHost is the machine's end of its veth pair, a port of the bridge.
 	VethHost string `json:"vethHost"`
+	// WGIface is the name of its kat-agent's WireGuard interface
+	// (--wg-interface): "kw-" + the harness's link ID + "-" + the host's
+	// number, unique on the machine, as the userspace device's socket
+	// /var/run/wireguard/WGIface.sock is shared by every namespace.
+	WGIface string `json:"wgIface,omitempty"`
 	// Dir holds the host's directories below: StateDir/Name.
 	Dir string `json:"dir"`
 	// DataDir is for kat-agent's --data-dir.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -159,7 +160,27 @@ func TestUpDownRestoresHost(t *testing.T) {
 		}
 		checkRuleCounted(t, c)
 	})
-
+	t.Run("InNetns dials from inside a host", func(t *testing.T) {
+		url, _ := serve(t, c.Hosts[0], 8081)
+		target := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/index.html")
+		var local netip.Addr
+		poll.UntilErr(t, 10*time.Second, "dial "+target+" inside "+c.Hosts[1].Name, func() error {
+			return c.Hosts[1].InNetns(func() error {
+				conn, err := net.DialTimeout("tcp", target, 5*time.Second)
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				local = conn.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+				return nil
+			})
+		})
+		// From the machine the connection would come from the bridge's
+		// address; from inside host 2, from host 2's.
+		if local != c.Hosts[1].Addr {
+			t.Errorf("the connection made inside %s came from %v, want %v", c.Hosts[1].Name, local, c.Hosts[1].Addr)
+		}
+	})
 	if err := Down(t.Context(), stateDir); err != nil {
 		t.Fatalf("down: %v", err)
 	}
@@ -374,7 +395,7 @@ func TestParallelHarnessesStayApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := clusters[0], clusters[1]
-	if a.Bridge == b.Bridge || a.Subnet.Overlaps(b.Subnet) || a.Hosts[0].Netns == b.Hosts[0].Netns || a.Hosts[0].VethHost == b.Hosts[0].VethHost {
+	if a.Bridge == b.Bridge || a.Subnet.Overlaps(b.Subnet) || a.Hosts[0].Netns == b.Hosts[0].Netns || a.Hosts[0].VethHost == b.Hosts[0].VethHost || a.Hosts[0].WGIface == b.Hosts[0].WGIface {
 		t.Fatalf("the harnesses share names or addresses: %s %v %s and %s %v %s", a.Bridge, a.Subnet, a.Hosts[0].Netns, b.Bridge, b.Subnet, b.Hosts[0].Netns)
 	}
 	for _, c := range clusters {

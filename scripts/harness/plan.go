@@ -71,6 +71,7 @@ func plan(name string, hosts int, subnet netip.Prefix, stateDir string) (*Cluste
 			Addr:             addr,
 			Prefix:           netip.PrefixFrom(addr, subnet.Bits()),
 			VethHost:         fmt.Sprintf("kh-%s-%d", id, i),
+			WGIface:          fmt.Sprintf("kw-%s-%d", id, i),
 			Dir:              dir,
 			DataDir:          filepath.Join(dir, "data"),
 			PodmanRoot:       filepath.Join(dir, "podman", "root"),

@@ -42,7 +42,7 @@ func TestPlanLinkNamesFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{c.Bridge, c.Hosts[MaxHosts-1].VethHost} {
+	for _, n := range []string{c.Bridge, c.Hosts[MaxHosts-1].VethHost, c.Hosts[MaxHosts-1].WGIface} {
 		if len(n) > 15 {
 			t.Errorf("link name %q is longer than 15 bytes", n)
 		}

@@ -33,7 +33,7 @@ const (
 
 // requirePrereqs skips (or fails, see testenv.SkipOrFail) without what a
 // cluster of hosts with real Podman needs.
-func requirePrereqs(t *testing.T) {
+func requirePrereqs(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "a cluster of network namespaces needs root")
@@ -53,9 +53,21 @@ type testCluster struct {
 	agents []*harness.Agent
 }
 
-// startCluster brings up n hosts running kat-agent, every node Ready; the
-// agents, their containers and the hosts go when t ends, also when it fails.
-func startCluster(t *testing.T, n int) *testCluster {
+// clusterSpec says what startCluster makes.
+type clusterSpec struct {
+	// name prefixes the harness's name (with the process ID).
+	name string
+	// hosts is the number of hosts; start how many of them run kat-agent
+	// at once (0: all).
+	hosts, start int
+	// noImage skips building the base image in every host's Podman.
+	noImage bool
+}
+
+// startCluster brings up the hosts of spec running kat-agent, every started
+// node Ready; the agents, their containers and the hosts go when t ends,
+// also when it fails.
+func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 	t.Helper()
 	bin, err := e2e.Build(t.TempDir())
 	if err != nil {
@@ -70,7 +82,7 @@ func startCluster(t *testing.T, n int) *testCluster {
 	}
 	t.Cleanup(func() { os.RemoveAll(short) }) // after Down, which runs first
 	stateDir := filepath.Join(short, "c")
-	c, err := harness.Up(t.Context(), harness.Options{Name: fmt.Sprintf("mn%d", os.Getpid()), Hosts: n, StateDir: stateDir})
+	c, err := harness.Up(t.Context(), harness.Options{Name: fmt.Sprintf("%s%d", spec.name, os.Getpid()), Hosts: spec.hosts, StateDir: stateDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +104,10 @@ func startCluster(t *testing.T, n int) *testCluster {
 		AgentTickSeconds: tickSeconds, NodeLossTimeoutSeconds: nodeLossSeconds,
 		BaseImageScript: filepath.Join(e2e.RepoRoot(), "scripts", "build-base-image.sh"),
 		Labels:          map[string]map[string]string{},
+		Start:           spec.start,
+	}
+	if spec.noImage {
+		tc.opts.BaseImageScript = ""
 	}
 	for i, h := range c.Hosts {
 		tc.opts.Labels[h.Name] = map[string]string{"zone": string(rune('a' + i))}
@@ -101,7 +117,7 @@ func startCluster(t *testing.T, n int) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d nodes Ready %s after the hosts were up", n, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d nodes Ready %s after the hosts were up", len(tc.agents), time.Since(start).Round(time.Millisecond))
 	return tc
 }
 
@@ -185,7 +201,7 @@ spec:
 // each step starts from what the one before left.
 func TestCluster(t *testing.T) {
 	requirePrereqs(t)
-	c := startCluster(t, 3)
+	c := startCluster(t, clusterSpec{name: "mn", hosts: 3})
 
 	t.Run("three nodes Ready with their labels", func(t *testing.T) {
 		nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
@@ -300,7 +316,17 @@ func TestCluster(t *testing.T) {
 // assignments or another node's keys is refused.
 func checkWorkerRefused(t *testing.T, c *harness.Cluster, worker harness.Host) {
 	t.Helper()
-	pki := filepath.Join(worker.DataDir, "pki")
+	tlsCfg := nodeTLS(t, worker)
+	leader := c.Hosts[0].Addr
+	cli := leaderEtcd(t, c, tlsCfg)
+	checkWorkerRefusedKeys(t, cli, worker, leader, tlsCfg)
+}
+
+// nodeTLS is a client TLS configuration with the node certificate and key
+// in h's data directory, trusting the cluster CA.
+func nodeTLS(t testing.TB, h harness.Host) *tls.Config {
+	t.Helper()
+	pki := filepath.Join(h.DataDir, "pki")
 	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -313,18 +339,29 @@ func checkWorkerRefused(t *testing.T, c *harness.Cluster, worker harness.Host) {
 	if !roots.AppendCertsFromPEM(caPEM) {
 		t.Fatal("no certificate in ca.crt")
 	}
-	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12}
+}
 
-	leader := c.Hosts[0].Addr
+// leaderEtcd is a client of the leader's etcd with tlsCfg, closed when t
+// ends.
+func leaderEtcd(t testing.TB, c *harness.Cluster, tlsCfg *tls.Config) *clientv3.Client {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{"https://" + netip.AddrPortFrom(leader, 2379).String()},
+		Endpoints:   []string{"https://" + netip.AddrPortFrom(c.Hosts[0].Addr, 2379).String()},
 		TLS:         tlsCfg,
 		DialTimeout: 10 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// checkWorkerRefusedKeys is checkWorkerRefused's check with worker's etcd
+// client cli.
+func checkWorkerRefusedKeys(t *testing.T, cli *clientv3.Client, worker harness.Host, leader netip.Addr, tlsCfg *tls.Config) {
+	t.Helper()
 	for _, key := range []string{
 		"/kat/workloads/desired/default/spread/meta",
 		"/kat/workloads/desired/default/evil/manifest/workload.kat",

@@ -3,8 +3,10 @@ package resources
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +17,7 @@ import (
 
 // Assignment is one instance a node must run: the key
 // /kat/assignments/{node}/{instanceID}. It is written once by the leader and
-// never changed: a changed spec is a new instance.
+// never changed but for LeavingAt: a changed spec is a new instance.
 type Assignment struct {
 	// InstanceID is {workload}-{specHash[:8]}-{suffix}, unique in the cluster.
 	InstanceID string `json:"instanceID"`
@@ -68,7 +70,16 @@ type Assignment struct {
 	// assignment and frees it in the one that deletes it. Invalid (omitted)
 	// on an assignment written before IPAM.
 	IP netip.Addr `json:"ip,omitzero"`
+	// LeavingAt, when set, is when the leader took the instance out of
+	// service: it is in no list of ready instances (workload status, DNS)
+	// from then on, and its assignment is deleted (the agent stops it)
+	// once the drain delay has passed. The one change ever made to an
+	// assignment; agents ignore it. Zero: in service.
+	LeavingAt time.Time `json:"leavingAt,omitzero"`
 }
+
+// Leaving reports whether the instance has been taken out of service.
+func (a Assignment) Leaving() bool { return !a.LeavingAt.IsZero() }
 
 // BuildRef names one commit of an app repository to build.
 type BuildRef struct {
@@ -114,27 +125,50 @@ func DecodeAssignment(b []byte) (Assignment, error) {
 // transaction.
 const maxOpsPerTxn = 100
 
+// ErrAddressTaken means an address WriteAssignments was to record is held
+// already (IPAMKey exists): the plan was made from a stale copy, or by
+// another leader. Nothing of its transaction was written.
+var ErrAddressTaken = errors.New("an instance address is held already")
+
 // WriteAssignments puts and deletes assignments and returns the store
-// revision after the last write. Up to 100 changes go in one transaction; a
-// larger plan is written in several, up to txnsInFlight at once (etcd
-// commits concurrent transactions together), the puts before the deletes,
-// so an interrupted write starts new instances before removing old ones.
+// revision after the last write. A new assignment with an IP is written
+// with its IPAMKey, in one transaction that commits only while that key is
+// absent, and deleted with it; so an address is never recorded for two
+// instances. An assignment written again with LeavingAt set keeps the key
+// it has. Up to 100 changes go in one transaction; a larger plan is
+// written in several, up to txnsInFlight at once (etcd commits concurrent
+// transactions together), the puts before the deletes, so an interrupted
+// write starts new instances before removing old ones. A transaction
+// refused for a held address makes the error wrap ErrAddressTaken; the
+// others may have committed.
 func (r *Repo) WriteAssignments(ctx context.Context, put, del []Assignment) (int64, error) {
-	puts := make([]store.Op, 0, len(put))
+	puts := make([]assignmentWrite, 0, len(put))
 	for _, a := range put {
 		op, err := putJSON(a.Key(), a)
 		if err != nil {
 			return 0, err
 		}
-		puts = append(puts, op)
+		w := assignmentWrite{ops: []store.Op{op}}
+		// An assignment with LeavingAt is one written before, marked
+		// out of service: its address is recorded already.
+		if a.IP.IsValid() && a.LeavingAt.IsZero() {
+			k := IPAMKey(a.Node, a.IP)
+			w.check = &store.Compare{Key: k, ExpectedVersion: 0}
+			w.ops = append(w.ops, store.Op{Type: store.OpPut, Key: k, Value: []byte(a.InstanceID)})
+		}
+		puts = append(puts, w)
 	}
-	dels := make([]store.Op, 0, len(del))
+	dels := make([]assignmentWrite, 0, len(del))
 	for _, a := range del {
-		dels = append(dels, store.Op{Type: store.OpDelete, Key: a.Key()})
+		w := assignmentWrite{ops: []store.Op{{Type: store.OpDelete, Key: a.Key()}}}
+		if a.IP.IsValid() {
+			w.ops = append(w.ops, store.Op{Type: store.OpDelete, Key: IPAMKey(a.Node, a.IP)})
+		}
+		dels = append(dels, w)
 	}
 	var rev int64
-	for _, ops := range [][]store.Op{puts, dels} {
-		r2, err := r.txnsInBatches(ctx, ops)
+	for _, ws := range [][]assignmentWrite{puts, dels} {
+		r2, err := r.writesInBatches(ctx, ws)
 		if err != nil {
 			return 0, fmt.Errorf("write assignments: %w", err)
 		}
@@ -143,24 +177,51 @@ func (r *Repo) WriteAssignments(ctx context.Context, put, del []Assignment) (int
 	return rev, nil
 }
 
+// assignmentWrite is the ops of one assignment, and the check they need.
+type assignmentWrite struct {
+	check *store.Compare
+	ops   []store.Op
+}
+
 // txnsInFlight bounds the transactions WriteAssignments has in flight.
 const txnsInFlight = 4
 
 // txnsInBatches writes ops in transactions of up to maxOpsPerTxn, up to
 // txnsInFlight at once, and returns the highest revision they made.
 func (r *Repo) txnsInBatches(ctx context.Context, ops []store.Op) (int64, error) {
+	ws := make([]assignmentWrite, len(ops))
+	for i, op := range ops {
+		ws[i] = assignmentWrite{ops: []store.Op{op}}
+	}
+	return r.writesInBatches(ctx, ws)
+}
+
+// writesInBatches writes ws in transactions of up to maxOpsPerTxn ops (the
+// ops of one write stay together, and commit only while its check holds),
+// up to txnsInFlight at once, and returns the highest revision they made.
+func (r *Repo) writesInBatches(ctx context.Context, ws []assignmentWrite) (int64, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(txnsInFlight)
 	var mu sync.Mutex
 	var rev int64
-	for len(ops) > 0 {
-		n := min(len(ops), maxOpsPerTxn)
-		batch := ops[:n]
-		ops = ops[n:]
+	for len(ws) > 0 {
+		var checks []store.Compare
+		var ops []store.Op
+		n := 0
+		for ; n < len(ws) && len(ops)+len(ws[n].ops) <= maxOpsPerTxn; n++ {
+			ops = append(ops, ws[n].ops...)
+			if c := ws[n].check; c != nil {
+				checks = append(checks, *c)
+			}
+		}
+		ws = ws[n:]
 		g.Go(func() error {
-			res, err := r.st.Txn(gctx, nil, batch, nil)
+			res, err := r.st.Txn(gctx, checks, ops, nil)
 			if err != nil {
 				return err
+			}
+			if !res.Committed {
+				return fmt.Errorf("%w: one of %s", ErrAddressTaken, describeKeys(checks))
 			}
 			mu.Lock()
 			rev = max(rev, res.Revision)
@@ -169,4 +230,17 @@ func (r *Repo) txnsInBatches(ctx context.Context, ops []store.Op) (int64, error)
 		})
 	}
 	return rev, g.Wait()
+}
+
+// describeKeys lists the keys of checks, the first few.
+func describeKeys(checks []store.Compare) string {
+	keys := make([]string, 0, min(len(checks), 4))
+	for i, c := range checks {
+		if i == 3 {
+			keys = append(keys, fmt.Sprintf("and %d more", len(checks)-3))
+			break
+		}
+		keys = append(keys, c.Key)
+	}
+	return strings.Join(keys, ", ")
 }

@@ -1,7 +1,9 @@
 package resources_test
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"kat.dws.rip/kat/store/resources"
@@ -44,5 +46,57 @@ func TestWriteAssignmentsInBatches(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].InstanceID != "web-000" || rev2 <= rev {
 		t.Fatalf("after deleting all but one: %d left, revision %d after %d", len(got), rev2, rev)
+	}
+}
+
+// TestWriteAssignmentsRecordsAddresses: an assignment with an IP is written
+// with its address key, in batches that keep the two together; one whose
+// address is held already is refused with ErrAddressTaken and nothing of
+// its transaction is written; deleting an assignment deletes its key.
+func TestWriteAssignmentsRecordsAddresses(t *testing.T) {
+	t.Parallel()
+	r, st := newRepo(t)
+	ctx := t.Context()
+	var as []resources.Assignment
+	ip := netip.MustParseAddr("10.100.0.2")
+	for i := range 120 { // more than one transaction holds
+		as = append(as, resources.Assignment{Node: "n1", InstanceID: fmt.Sprintf("web-%03d", i), Namespace: "default", Workload: "web", IP: ip})
+		ip = ip.Next()
+	}
+	if _, err := r.WriteAssignments(ctx, as, nil); err != nil {
+		t.Fatal(err)
+	}
+	count := func(prefix string) int {
+		kvs, err := st.List(ctx, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(kvs)
+	}
+	for _, a := range as {
+		kv, err := st.Get(ctx, resources.IPAMKey("n1", a.IP))
+		if err != nil || string(kv.Value) != a.InstanceID {
+			t.Fatalf("address key of %s: %v %v", a.InstanceID, kv, err)
+		}
+	}
+	clash := []resources.Assignment{
+		{Node: "n1", InstanceID: "api-1", Namespace: "default", Workload: "api", IP: netip.MustParseAddr("10.100.1.2")},
+		{Node: "n1", InstanceID: "api-2", Namespace: "default", Workload: "api", IP: as[7].IP},
+	}
+	_, err := r.WriteAssignments(ctx, clash, nil)
+	if !errors.Is(err, resources.ErrAddressTaken) {
+		t.Fatalf("writing an assignment on a held address: %v, want ErrAddressTaken", err)
+	}
+	if n, m := count(resources.AssignmentsPrefix()), count(resources.IPAMPrefix()); n != 120 || m != 120 {
+		t.Errorf("after the refused write: %d assignments and %d address keys, want 120 of each", n, m)
+	}
+	if kv, _ := st.Get(ctx, resources.IPAMKey("n1", as[7].IP)); string(kv.Value) != as[7].InstanceID {
+		t.Errorf("the held address now names %q", kv.Value)
+	}
+	if _, err := r.WriteAssignments(ctx, nil, as[:100]); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := count(resources.AssignmentsPrefix()), count(resources.IPAMPrefix()); n != 20 || m != 20 {
+		t.Errorf("after deleting 100: %d assignments and %d address keys, want 20 of each", n, m)
 	}
 }

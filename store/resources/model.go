@@ -34,6 +34,18 @@ type (
 	Source = api.Source
 	// Event is something that happened to an object.
 	Event = api.Event
+	// Rollout is the leader's record of a workload's rollouts.
+	Rollout = api.Rollout
+	// RolloutCounts are a workload's instances during a rollout.
+	RolloutCounts = api.RolloutCounts
+	// RolloutNode is one node's instances during a rollout.
+	RolloutNode = api.RolloutNode
+	// RolloutFailure says why a rollout failed.
+	RolloutFailure = api.RolloutFailure
+	// RollbackRef marks a generation written by a rollback.
+	RollbackRef = api.RollbackRef
+	// HistoryEntry is one archived generation of a workload.
+	HistoryEntry = api.HistoryEntry
 )
 
 // Values of the records' enumerations, as api defines them.
@@ -66,6 +78,12 @@ const (
 
 	EventNormal  = api.EventNormal
 	EventWarning = api.EventWarning
+
+	OutcomeInProgress = api.OutcomeInProgress
+	OutcomeSucceeded  = api.OutcomeSucceeded
+	OutcomeFailed     = api.OutcomeFailed
+	OutcomeRolledBack = api.OutcomeRolledBack
+	OutcomeSuperseded = api.OutcomeSuperseded
 )
 
 // APIOwner is the owner of workloads applied through the API.

@@ -33,6 +33,25 @@ func NetworkNodesPrefix() string { return prefixNetworkNodes }
 // NodeNetworkPrefix is the prefix of one node's overlay keys.
 func NodeNetworkPrefix(node string) string { return prefixNetworkNodes + node + "/" }
 
+// NodeSubnetKey is the key of a node's subnet, under its
+// NodeNetworkPrefix.
+func NodeSubnetKey(node string) string { return NodeNetworkPrefix(node) + netKeySubnet }
+
+// ParseIPAMKey returns the node and address of an IPAMKey; ok is false for
+// another key.
+func ParseIPAMKey(key string) (node string, ip netip.Addr, ok bool) {
+	rest, found := strings.CutPrefix(key, prefixIPAM)
+	if !found {
+		return "", netip.Addr{}, false
+	}
+	node, addr, found := strings.Cut(rest, "/")
+	if !found || node == "" {
+		return "", netip.Addr{}, false
+	}
+	ip, err := netip.ParseAddr(addr)
+	return node, ip, err == nil
+}
+
 // SubnetKey is the index entry of a node subnet: its value is the node
 // holding it. "/" in the prefix is written as "_".
 func SubnetKey(subnet netip.Prefix) string {

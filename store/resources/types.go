@@ -19,6 +19,9 @@ type WorkloadMeta struct {
 	Files      []string  `json:"files"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// Rollback is set on a generation a rollback wrote: the files of an
+	// earlier generation applied again. Nil otherwise.
+	Rollback *RollbackRef `json:"rollback,omitempty"`
 }
 
 // WorkloadStatus is the leader's view of how far a workload's desired state is
@@ -73,6 +76,9 @@ var (
 	ErrConflict          = errors.New("resources: conflict")
 	ErrNamespaceNotEmpty = errors.New("resources: namespace not empty")
 	ErrProtected         = errors.New("resources: protected")
+	// ErrInvalid is returned for a request that can never succeed as made,
+	// such as a rollback to a generation that is not older.
+	ErrInvalid = errors.New("resources: invalid request")
 	// ErrSuspended is returned to a Git write of a workload whose Git
 	// management is suspended.
 	ErrSuspended = errors.New("resources: git management suspended")

@@ -29,6 +29,9 @@ type ApplyRequest struct {
 	// Resume lets a Git write replace a workload whose Git management is
 	// suspended, and ends the suspension.
 	Resume bool
+	// Rollback marks the new generation as written by a rollback. Default
+	// nil: an ordinary apply.
+	Rollback *RollbackRef
 }
 
 // ApplyResult says what an apply did.
@@ -70,7 +73,7 @@ func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, 
 	if cur == nil {
 		meta := WorkloadMeta{
 			UID: uid, Namespace: ns, Name: name, Type: q.Workload.Spec.Type, Generation: 1, SpecHash: hash,
-			Owner: req.Owner, Files: files, CreatedAt: now, UpdatedAt: now,
+			Owner: req.Owner, Files: files, CreatedAt: now, UpdatedAt: now, Rollback: req.Rollback,
 		}
 		return applyPlan{meta: meta, created: true, newSpec: true, changed: true}, nil
 	}
@@ -98,6 +101,7 @@ func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, 
 		meta.SpecHash = hash
 		meta.Type = q.Workload.Spec.Type
 		meta.Files = files
+		meta.Rollback = req.Rollback
 		p.newSpec = true
 		for _, f := range cur.Files {
 			if !slices.Contains(files, f) {
@@ -372,7 +376,7 @@ type DeleteRequest struct {
 	Force bool
 }
 
-// DeleteWorkload removes a workload's desired state, status and archive in one
+// DeleteWorkload removes a workload's desired state, status, archive and rollout record in one
 // transaction and returns the metadata it had.
 func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*WorkloadMeta, error) {
 	m, _, err := r.DeleteWorkloadRevision(ctx, req)
@@ -412,6 +416,7 @@ func (r *Repo) DeleteWorkloadRevision(ctx context.Context, req DeleteRequest) (*
 				{Type: store.OpDelete, Key: StatusKey(ns, name)},
 				{Type: store.OpDeletePrefix, Key: ArchivePrefix(ns, name)},
 				{Type: store.OpDeletePrefix, Key: JobPrefix(ns, name)},
+				{Type: store.OpDelete, Key: RolloutKey(ns, name)},
 			}, nil)
 		if err != nil {
 			return nil, 0, fmt.Errorf("delete workload %s/%s: %w", ns, name, err)

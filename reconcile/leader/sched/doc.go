@@ -21,7 +21,9 @@
 // of the requested driver with at least minVRAM_MB, when a GPU is requested;
 // its allocatable CPU and memory minus what is already placed there holds
 // the request (a node is never over-committed, and a request of zero always
-// fits); and one of those GPUs is free. Each GPU instance takes one whole
+// fits); one of those GPUs is free; and, on a node with an overlay subnet
+// (Node.Subnet), one of its addresses is free (a node awaiting its subnet,
+// Node.NoSubnet, fits none). Each GPU instance takes one whole
 // GPU. The first rule a node fails is its reason in [Result.Reason].
 //
 // # Score

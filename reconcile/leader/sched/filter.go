@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,10 @@ const (
 	insufficientCPU
 	insufficientMemory
 	gpusInUse
+	subnetFull
+	// noSubnet is a resource rule too: a node without its subnet keeps
+	// the instances it has.
+	noSubnet
 )
 
 // reason is a failure with what its message needs.
@@ -33,6 +38,17 @@ type reason struct {
 	failure failure
 	// taint is the first untolerated NoSchedule taint.
 	taint Taint
+	// subnet is the node's full subnet.
+	subnet netip.Prefix
+}
+
+// resourceReason is failure f of a resource rule on n.
+func resourceReason(n *Node, f failure) reason {
+	r := reason{failure: f}
+	if f == subnetFull {
+		r.subnet = n.Subnet
+	}
+	return r
 }
 
 // text returns the reason as Result.Reason writes it.
@@ -61,6 +77,10 @@ func (r reason) text(req *Request) string {
 		return "insufficient memory"
 	case gpusInUse:
 		return "gpus in use"
+	case noSubnet:
+		return "no overlay subnet yet"
+	case subnetFull:
+		return "subnet " + r.subnet.String() + " full"
 	}
 	return "fits"
 }
@@ -149,13 +169,22 @@ type candidate struct {
 	// gpus are the indexes in Node.GPUs of the free matching GPUs, the
 	// smallest first: an instance takes the first.
 	gpus []int
+	// freeIPs are the node's free addresses; -1: addresses do not count.
+	freeIPs int
+	// noSubnet: the node awaits its subnet (Node.NoSubnet).
+	noSubnet bool
 }
 
 func newCandidate(i int, n *Node, req *Request) candidate {
 	c := candidate{
 		node: i, preferred: preferred(n, req),
 		freeCPU: n.CPU - n.Used.CPU, freeMem: n.Memory - n.Used.Memory,
-		count: n.Used.Instances[req.Key],
+		count: n.Used.Instances[req.Key], freeIPs: -1,
+	}
+	if n.Subnet.IsValid() {
+		c.freeIPs = n.FreeIPs
+	} else {
+		c.noSubnet = n.NoSubnet
 	}
 	if n.CPU > 0 {
 		c.cpuScale = scoreSteps / float64(n.CPU)
@@ -184,6 +213,10 @@ func (c *candidate) check(req *Request) failure {
 		return insufficientMemory
 	case req.GPU != nil && len(c.gpus) == 0:
 		return gpusInUse
+	case c.freeIPs == 0:
+		return subnetFull
+	case c.noSubnet:
+		return noSubnet
 	}
 	return fits
 }
@@ -200,6 +233,9 @@ func (c *candidate) take(req *Request) int {
 	c.freeCPU -= req.CPU
 	c.freeMem -= req.Memory
 	c.count++
+	if c.freeIPs > 0 {
+		c.freeIPs--
+	}
 	if req.GPU == nil {
 		return -1
 	}

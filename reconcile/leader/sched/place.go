@@ -105,7 +105,7 @@ func candidateReasons(nodes []Node, req *Request, cands []candidate) func(i int)
 			next++
 		}
 		if next < len(cands) && cands[next].node == i {
-			return reason{failure: cands[next].check(req)}
+			return resourceReason(&nodes[i], cands[next].check(req))
 		}
 		return staticCheck(&nodes[i], req)
 	}
@@ -137,7 +137,7 @@ func eligible(nodes []Node, req *Request) ([]candidate, string, int) {
 		if r.failure == fits {
 			c := newCandidate(i, n, req)
 			if c.count == 0 {
-				r.failure = c.check(req)
+				r = resourceReason(n, c.check(req))
 			}
 			if r.failure == fits {
 				ok = append(ok, c)
@@ -169,9 +169,9 @@ func placeDaemon(nodes []Node, req *Request) Result {
 }
 
 // Apply adds placements of req, as Place returned them, to the usage of
-// nodes, so that the next Place sees them: their requests, instance counts
-// and GPUs. It creates a node's Usage.Instances map if it is nil, and
-// writes to it otherwise. Placements naming no node of nodes are ignored.
+// nodes, so that the next Place sees them: their requests, instance counts,
+// GPUs and free addresses. It creates a node's Usage.Instances map if it is
+// nil, and writes to it otherwise. Placements naming no node of nodes are ignored.
 func Apply(nodes []Node, req Request, placements []Placement) {
 	if len(placements) == 0 {
 		return
@@ -192,6 +192,9 @@ func Apply(nodes []Node, req Request, placements []Placement) {
 			n.Used.Instances = map[string]int{}
 		}
 		n.Used.Instances[req.Key]++
+		if n.Subnet.IsValid() && n.FreeIPs > 0 {
+			n.FreeIPs--
+		}
 		if p.GPU < 0 {
 			continue
 		}

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"net/netip"
 
 	"kat.dws.rip/kat/quadlet"
 )
@@ -66,6 +67,17 @@ type Node struct {
 	GPUs []GPU
 	// Used is what the instances already on the node request.
 	Used Usage
+	// Subnet is the node's overlay subnet: each instance placed on the
+	// node takes one of its addresses, so a node without FreeIPs fits no
+	// more. Default invalid: the node's instances get no address and
+	// addresses do not limit them (a cluster without the overlay).
+	Subnet netip.Prefix
+	// FreeIPs is how many instance addresses of Subnet no instance holds.
+	FreeIPs int
+	// NoSubnet marks a node that should have a Subnet but has none yet
+	// (the overlay is on, the leader has not given it one): it fits no
+	// instance until it has.
+	NoSubnet bool
 }
 
 // Usage is what the instances on a node request.

@@ -1,0 +1,179 @@
+package netstack
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	"golang.zx2c4.com/wireguard/wgctrl"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"kat.dws.rip/kat/internal/testenv"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// inNetnsEnv marks the copy of the test binary that runs in its own network
+// namespace.
+const inNetnsEnv = "KAT_NETSTACK_IN_NETNS"
+
+// TestDeviceInNetns opens a userspace device in a network namespace of its
+// own (the test binary runs again under unshare --net, so nothing touches
+// the machine's interfaces), then checks Open, Sync and Close against the
+// kernel's and the device's state: see testDevice.
+func TestDeviceInNetns(t *testing.T) {
+	if os.Getenv(inNetnsEnv) != "" {
+		testDevice(t)
+		return
+	}
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "a network namespace and a TUN device need root")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		testenv.SkipOrFail(t, "no /dev/net/tun: %v", err)
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		testenv.SkipOrFail(t, "unshare is not installed (util-linux)")
+	}
+	cmd := exec.CommandContext(t.Context(), "unshare", "--net", os.Args[0], "-test.run=^TestDeviceInNetns$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), inNetnsEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("in a network namespace of its own:\n%s", out)
+	if err != nil {
+		t.Fatalf("the test in its own network namespace failed: %v", err)
+	}
+}
+
+// testDevice runs inside the private namespace: a userspace device (mode
+// userspace, as in auto mode without the module) gets its MTU from the
+// underlay, the key and port; Sync sets the address, peers and routes, then
+// drops a node that left with its route; Close removes the UAPI socket; a
+// stale socket is replaced by the next Open.
+func testDevice(t *testing.T) {
+	t.Helper()
+	name := fmt.Sprintf("kt%d", os.Getpid()%1000000)
+	sock := filepath.Join("/var/run/wireguard", name+".sock")
+	underlay := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "under0", MTU: 1400}, PeerName: "under1"}
+	if err := netlink.LinkAdd(underlay); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.AddrAdd(underlay, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("192.0.2.1"), Mask: net.CIDRMask(24, 32)}}); err != nil {
+		t.Fatal(err)
+	}
+	// A stale socket, as a killed process leaves it.
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+
+	priv, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := Open(Config{Interface: name, Port: 51999, Mode: ModeUserspace, PrivateKey: priv,
+		Underlay: netip.MustParseAddr("192.0.2.1"), Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if dev.Type() != TypeUserspace || dev.MTU() != 1320 {
+		t.Errorf("device type %q, MTU %d; want %q and 1400-80", dev.Type(), dev.MTU(), TypeUserspace)
+	}
+	k2, k3 := testKey(t), testKey(t)
+	nodes := []resources.NodeNetwork{
+		{Node: "a", Subnet: netip.MustParsePrefix("10.100.0.0/23")},
+		{Node: "b", Subnet: netip.MustParsePrefix("10.100.2.0/23"), PublicKey: k2.String(), Endpoint: "192.0.2.2:51820"},
+		{Node: "c", Subnet: netip.MustParsePrefix("10.100.4.0/23"), PublicKey: k3.String(), Endpoint: "192.0.2.3:51820"},
+	}
+	for range 2 { // the second pass changes nothing
+		if err := dev.Sync(PlanFor("a", nodes)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(t, name, priv, "10.100.0.1", []wgtypes.Key{k2, k3}, []string{"10.100.2.0/23", "10.100.4.0/23"})
+
+	if err := dev.Sync(PlanFor("a", nodes[:2])); err != nil {
+		t.Fatal(err)
+	}
+	check(t, name, priv, "10.100.0.1", []wgtypes.Key{k2}, []string{"10.100.2.0/23"})
+
+	dev.Close()
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("UAPI socket %s after Close: %v, want it gone", sock, err)
+	}
+	if _, err := netlink.LinkByName(name); err == nil {
+		t.Errorf("interface %s still there after Close", name)
+	}
+}
+
+// check compares the kernel's and the device's state with the expected.
+func check(t *testing.T, name string, priv wgtypes.Key, addr string, peers []wgtypes.Key, routes []string) {
+	t.Helper()
+	wg, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wg.Close()
+	d, err := wg.Device(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Type != wgtypes.Userspace || d.PrivateKey != priv || d.ListenPort != 51999 {
+		t.Errorf("device %s: type %s, port %d, key set %v", name, d.Type, d.ListenPort, d.PrivateKey == priv)
+	}
+	var got []wgtypes.Key
+	for _, p := range d.Peers {
+		got = append(got, p.PublicKey)
+	}
+	byString := func(a, b wgtypes.Key) int { return strings.Compare(a.String(), b.String()) }
+	slices.SortFunc(got, byString)
+	slices.SortFunc(peers, byString)
+	if !slices.Equal(got, peers) {
+		t.Errorf("peers %v, want %v", got, peers)
+	}
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if link.Attrs().Flags&net.FlagUp == 0 {
+		t.Errorf("%s is down", name)
+	}
+	addrs, err := netlink.AddrList(link, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addrs) != 1 || addrs[0].IPNet.String() != addr+"/32" {
+		t.Errorf("addresses %v, want %s/32", addrs, addr)
+	}
+	rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: link.Attrs().Index, Table: unix.RT_TABLE_MAIN},
+		netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotRoutes []string
+	for _, r := range rs {
+		if r.Dst != nil {
+			gotRoutes = append(gotRoutes, r.Dst.String())
+			if r.Src.String() != addr {
+				t.Errorf("route to %s from %s, want from %s", r.Dst, r.Src, addr)
+			}
+		}
+	}
+	slices.Sort(gotRoutes)
+	if !slices.Equal(gotRoutes, routes) {
+		t.Errorf("routes through %s %v, want %v", name, gotRoutes, routes)
+	}
+}

@@ -1,0 +1,60 @@
+// Package netstack is KAT's node networking (spec §7): the overlay network
+// (§7.1), IPAM (§7.2) and, in the subpackage dnsserver, the agent DNS
+// server (§7.3). The overlay is a WireGuard interface that connects this
+// node to every other node of the cluster, so that containers and agents
+// reach each other across hosts by their overlay addresses.
+//
+// Each node holds a subnet of the cluster's clusterCIDR (the leader hands it
+// out, see resources.EnsureNodeNetwork) and a WireGuard key pair whose
+// private half never leaves the node ([LoadOrCreateKey]). The node's overlay
+// address ([resources.NodeNetwork.OverlayIP], the first address of its
+// subnet) sits as a /32 on the interface, so services such as the agent's DNS
+// server can bind it before any container runs. Every other node with a key
+// and an endpoint is a peer whose AllowedIPs is its subnet, and each peer
+// subnet gets a route through the interface with the overlay address as
+// source. The whole clusterCIDR is never routed: netavark refuses a Podman
+// network that overlaps a route, and the node's own subnet is its Podman
+// network's.
+//
+//	dev, err := netstack.Open(netstack.Config{Interface: "kat0", Port: 51820, PrivateKey: key, Underlay: advertiseIP})
+//	// ...
+//	err = dev.Sync(netstack.PlanFor("node1", nodes)) // on every change of /kat/network/nodes/ and periodically
+//	// ...
+//	dev.Close()
+//
+// # Kernel or userspace
+//
+// [Open] drives the kernel's WireGuard (a netlink "wireguard" link) when the
+// module is there, and otherwise runs an embedded userspace device
+// (golang.zx2c4.com/wireguard: a TUN interface and a UAPI socket at
+// /var/run/wireguard/IFACE.sock). Both are configured through wgctrl, which
+// finds either. [ModeAuto] tries the kernel first and falls back;
+// [ModeKernel] and [ModeUserspace] insist on one. The UAPI socket's
+// directory is shared by all network namespaces of a machine, so two nodes
+// on one machine need different interface names.
+//
+// # Applying state
+//
+// [Device.Sync] is idempotent: it computes the difference between the
+// device's peers, address and routes and the [Plan] it is given, and changes
+// only what differs (peers that left are removed, their routes deleted), so
+// it may be called on every wake-up. A userspace device dies with its
+// process and is recreated by the next Open; a kernel device outlives the
+// process and is reconciled in place. Close removes the UAPI socket; a stale
+// socket left by a killed process is replaced by the next Open.
+//
+// # IPAM
+//
+// The leader gives every node a subnet of clusterCIDR
+// (resources.Repo.EnsureNodeNetwork) and every instance it places an
+// address of its node's subnet: [Pool] decides which, from the addresses
+// already held.
+//
+//	pool, err := netstack.NewPool(subnet, held, recentlyReleased)
+//	if err != nil { ... }
+//	ip, err := pool.Allocate() // errors.Is(err, netstack.ErrSubnetFull) when none is left
+//
+// A node subnet's first address is the node's own (its overlay address,
+// the gateway of its Podman network and where its DNS server listens); it,
+// the network address and the broadcast address are never handed out.
+package netstack

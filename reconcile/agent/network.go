@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"kat.dws.rip/kat/netstack"
+	"kat.dws.rip/kat/runtime"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// DefaultNetworkName is AgentConfig.NetworkName's default.
+const DefaultNetworkName = "kat"
+
+// instanceDNSOptions are the resolv.conf options of an instance with an
+// overlay address: a name of up to one dot ("web", "web.ns2") is looked up
+// under the search domains first, a longer one as it is first.
+var instanceDNSOptions = []string{"ndots:2"}
+
+// Networks makes the node's Podman network; runtime.Podman is one.
+type Networks interface {
+	EnsureNetwork(ctx context.Context, spec runtime.NetworkSpec) (created bool, err error)
+}
+
+var _ Networks = (*runtime.Podman)(nil)
+
+// ErrNetworkNotReady means an instance with an overlay address cannot run
+// yet: the node's network is not made (no subnet yet, or EnsureNetwork
+// failed). The step is retried.
+var ErrNetworkNotReady = errors.New("the node's container network is not ready")
+
+// nodeNetwork is what the agent knows of its node's network, guarded by
+// Agent.mu.
+type nodeNetwork struct {
+	// rec is the node's overlay record whose network was made; nil while
+	// none is.
+	rec *resources.NodeNetwork
+	// err is why the network is not made.
+	err error
+}
+
+// ensureNetwork reads the node's overlay record when asked to and makes
+// its Podman network: the node's subnet, the gateway at its overlay
+// address, DNS off. A node without a record, or an agent without Networks,
+// has none.
+func (ag *Agent) ensureNetwork(ctx context.Context) {
+	if !ag.netDirty.Swap(false) {
+		return
+	}
+	rec, err := ag.cfg.Repo.GetNodeNetwork(ctx, ag.cfg.Node)
+	// A node without a subnet is normal in a cluster without the overlay:
+	// only a failure is logged.
+	failed := false
+	switch {
+	case errors.Is(err, resources.ErrNotFound) || (err == nil && !rec.Subnet.IsValid()):
+		rec, err = nil, fmt.Errorf("%w: node %s has no overlay subnet yet", ErrNetworkNotReady, ag.cfg.Node)
+	case err != nil:
+		rec, err, failed = nil, fmt.Errorf("%w: %w", ErrNetworkNotReady, err), true
+	case ag.cfg.Networks == nil:
+		rec, err = nil, fmt.Errorf("%w: this agent manages no container network", ErrNetworkNotReady)
+	default:
+		spec := runtime.NetworkSpec{Name: ag.cfg.NetworkName, Subnet: rec.Subnet.Masked(), Gateway: rec.OverlayIP()}
+		created, nerr := ag.cfg.Networks.EnsureNetwork(ctx, spec)
+		switch {
+		case nerr != nil:
+			rec, err, failed = nil, fmt.Errorf("%w: network %s (subnet %s): %w", ErrNetworkNotReady, spec.Name, spec.Subnet, nerr), true
+		case created:
+			ag.cfg.Logger.Info().Str("network", spec.Name).Str("subnet", spec.Subnet.String()).Str("gateway", spec.Gateway.String()).
+				Msg("created the node's container network")
+		}
+	}
+	if ctx.Err() != nil {
+		ag.netDirty.Store(true)
+		return
+	}
+	ag.mu.Lock()
+	was := ag.network.err
+	ag.network = nodeNetwork{rec: rec, err: err}
+	ag.mu.Unlock()
+	if failed && (was == nil || was.Error() != err.Error()) {
+		ag.cfg.Logger.Warn().Err(err).Msg("instances with overlay addresses wait for the node's network")
+	}
+}
+
+// joinNetwork puts the container of assignment a on the node's network at
+// a's address, with the node's DNS server as its only nameserver and the
+// search path of its namespace. An assignment without an address keeps
+// Podman's default network, as before IPAM.
+func (ag *Agent) joinNetwork(spec *runtime.ContainerSpec, a resources.Assignment) error {
+	if !a.IP.IsValid() {
+		return nil
+	}
+	ag.mu.Lock()
+	n := ag.network
+	ag.mu.Unlock()
+	if n.rec == nil {
+		if n.err == nil {
+			n.err = ErrNetworkNotReady
+		}
+		return fmt.Errorf("instance address %s: %w", a.IP, n.err)
+	}
+	if !netstack.InstanceAddress(n.rec.Subnet, a.IP) {
+		return fmt.Errorf("%w: instance address %s is not in node subnet %s", ErrNetworkNotReady, a.IP, n.rec.Subnet)
+	}
+	domain := ag.cfg.ClusterDomain
+	spec.Network, spec.IP = ag.cfg.NetworkName, a.IP
+	spec.DNS = []netip.Addr{n.rec.OverlayIP()}
+	spec.DNSSearch = []string{a.Namespace + "." + domain, domain}
+	spec.DNSOptions = instanceDNSOptions
+	return spec.Validate()
+}

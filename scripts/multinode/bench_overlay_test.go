@@ -1,0 +1,88 @@
+package multinode
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os/exec"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/internal/testenv"
+	"kat.dws.rip/kat/scripts/harness"
+)
+
+// BenchmarkOverlayThroughput measures iperf3 TCP throughput between two
+// harness hosts (network namespaces, kat-agent in each) through the
+// WireGuard overlay (node2 to node1's overlay address) and directly on the
+// underlay (node2 to node1's bridge address), and reports both and their
+// ratio. Namespace to namespace, not container to container. Run it with
+// task bench:overlay.
+func BenchmarkOverlayThroughput(b *testing.B) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		testenv.SkipOrFail(b, "iperf3 is not installed (scripts/install-prereqs.sh)")
+	}
+	requirePrereqs(b)
+	tc := startCluster(b, clusterSpec{name: "ob", hosts: 2, noImage: true})
+	c := &overlayCluster{testCluster: tc, etcd: leaderEtcd(b, tc.Cluster, nodeTLS(b, tc.Hosts[1]))}
+	server, client := c.Hosts[0], c.Hosts[1]
+	overlayAddr := c.overlayIP(b, server)
+	waitReachable(b, []harness.Host{client}, overlayAddr, time.Minute)
+	b.ResetTimer()
+	var overlay, underlay float64
+	for range b.N {
+		overlay += iperf(b, server, client, overlayAddr)
+		underlay += iperf(b, server, client, server.Addr)
+	}
+	b.StopTimer()
+	overlay, underlay = overlay/float64(b.N), underlay/float64(b.N)
+	b.ReportMetric(overlay/1e9, "overlay-Gbit/s")
+	b.ReportMetric(underlay/1e9, "underlay-Gbit/s")
+	b.ReportMetric(overlay/underlay, "overlay/underlay")
+	b.Logf("iperf3 TCP 5 s, namespace to namespace: overlay %.2f Gbit/s, underlay %.2f Gbit/s, ratio %.2f (interface %s, device MTU from the underlay)",
+		overlay/1e9, underlay/1e9, overlay/underlay, server.WGIface)
+}
+
+// iperf runs an iperf3 server in server for one test and a 5 s TCP client in
+// client against addr, and returns the received bits per second.
+func iperf(b *testing.B, server, client harness.Host, addr netip.Addr) float64 {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), 2*time.Minute)
+	defer cancel()
+	srv := server.Command(ctx, "iperf3", "--server", "--one-off", "--port", "5201")
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = srv.Wait() }()
+	var out []byte
+	var err error
+	for range 50 { // until the server listens
+		out, err = client.Command(ctx, "iperf3", "--client", addr.String(), "--port", "5201", "--time", "5", "--json").Output()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatal(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		b.Fatalf("iperf3 to %s: %v: %s", addr, err, out)
+	}
+	var res struct {
+		Error string `json:"error"`
+		End   struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		b.Fatalf("iperf3 output: %v", err)
+	}
+	if res.Error != "" || res.End.SumReceived.BitsPerSecond == 0 {
+		b.Fatalf("iperf3 to %s: %q, %v bit/s:\n%s", addr, res.Error, res.End.SumReceived.BitsPerSecond, out)
+	}
+	return res.End.SumReceived.BitsPerSecond
+}

@@ -1,0 +1,335 @@
+package multinode
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/scripts/harness"
+	"kat.dws.rip/kat/store"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// clusterDomain is cluster.kat's default.
+const clusterDomain = "kat.cluster.local"
+
+// rootEtcd connects to the leader's etcd as its administrator, with the
+// certificate the leader keeps in its data dir, to read what katcall does
+// not show (overlay records, DNS records).
+func rootEtcd(t *testing.T, c *harness.Cluster) *clientv3.Client {
+	t.Helper()
+	pki := filepath.Join(c.Hosts[0].DataDir, "pki")
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "etcd-root.crt"), filepath.Join(pki, "etcd-root.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"https://" + netip.AddrPortFrom(c.Hosts[0].Addr, 2379).String()},
+		TLS:         &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12},
+		DialTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// nodeNetworks reads every node's overlay record.
+func nodeNetworks(t *testing.T, cli *clientv3.Client) map[string]resources.NodeNetwork {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, resources.NetworkNodesPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs := make([]store.KV, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		kvs = append(kvs, store.KV{Key: string(kv.Key), Value: kv.Value})
+	}
+	nets, err := resources.DecodeNodeNetworks(kvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]resources.NodeNetwork{}
+	for _, n := range nets {
+		out[n.Node] = n
+	}
+	return out
+}
+
+// lookupA asks the DNS server at server:53 for name's A records from inside
+// host h, as a container of h would reach it.
+func lookupA(h harness.Host, server netip.Addr, name string) ([]netip.Addr, int, error) {
+	var addrs []netip.Addr
+	var rcode int
+	err := h.InNetns(func() error {
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+		cl := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+		r, _, err := cl.Exchange(m, net.JoinHostPort(server.String(), "53"))
+		if err != nil {
+			return err
+		}
+		rcode = r.Rcode
+		for _, rr := range r.Answer {
+			if a, ok := rr.(*dns.A); ok {
+				if ip, ok := netip.AddrFromSlice(a.A.To4()); ok {
+					addrs = append(addrs, ip)
+				}
+			}
+		}
+		return nil
+	})
+	slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+	return addrs, rcode, err
+}
+
+// containerOf returns the ID of the one running container of workload on h.
+func containerOf(t *testing.T, h harness.Host, workload string) string {
+	t.Helper()
+	var id string
+	poll.UntilErr(t, 2*time.Minute, workload+" running on "+h.Name, func() error {
+		ids, err := h.Containers(t.Context(), "label=kat.workload="+workload, "status=running")
+		if err != nil {
+			return err
+		}
+		if len(ids) != 1 {
+			return fmt.Errorf("%d running containers", len(ids))
+		}
+		id = ids[0]
+		return nil
+	})
+	return id
+}
+
+// podmanExec runs a command in container id of host h.
+func podmanExec(ctx context.Context, h harness.Host, id string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cmd := h.Command(ctx, "podman", append(append(h.PodmanArgs(), "exec", id), args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("podman exec %s %v in %s: %w: %s", id, args, h.Name, err, out)
+	}
+	return string(out), nil
+}
+
+// web is a Service serving its instance's hostname on 8080 with a health
+// check, so DNS follows its health.
+func webExtra(replicas int, selector string) string {
+	s := fmt.Sprintf("\n  replicas: %d", replicas)
+	if selector != "" {
+		s += "\n  nodeSelector: {kat.harness/host: " + selector + "}"
+	}
+	return s
+}
+
+const webVLB = `apiVersion: kat.dws.rip/v1alpha1
+kind: VirtualLoadBalancer
+metadata:
+  name: web
+  namespace: default
+spec:
+  ports:
+    - name: http
+      containerPort: 8080
+  healthCheck:
+    exec:
+      command: ["/bin/sh", "-c", "wget -q -O /dev/null http://127.0.0.1:8080/"]
+    periodSeconds: 1
+    failureThreshold: 2
+`
+
+// applyWeb applies the web Service with its VirtualLoadBalancer.
+func (c *testCluster) applyWeb(t *testing.T, replicas int, selector string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "web")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kat := fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata:
+  name: web
+  namespace: default
+spec:
+  type: Service%s
+  restartPolicy: {condition: Always}
+  source: {image: "localhost/kat-base:latest"}
+  container:
+    name: main
+    command: ["/bin/sh", "-c", "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"]
+`, webExtra(replicas, selector))
+	for name, content := range map[string]string{"workload.kat": kat, "VirtualLoadBalancer.kat": webVLB} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.katcall(t, "apply", "-f", dir)
+}
+
+// TestServiceDiscovery proves the overlay, IPAM and the agent DNS across nodes: a
+// container on node1 reaches a Service on node2 by name, answers spread
+// over the instances, an instance that dies leaves DNS, and a deleted
+// node's peer and routes go from the others.
+func TestServiceDiscovery(t *testing.T) {
+	requirePrereqs(t)
+	c := startCluster(t, clusterSpec{name: "sd", hosts: 3})
+	cli := rootEtcd(t, c.Cluster)
+
+	var nets map[string]resources.NodeNetwork
+	poll.UntilErr(t, time.Minute, "every node's overlay record", func() error {
+		nets = nodeNetworks(t, cli)
+		for _, h := range c.Hosts {
+			n, ok := nets[h.Name]
+			if !ok || !n.Subnet.IsValid() || n.PublicKey == "" || n.Endpoint == "" {
+				return fmt.Errorf("records %+v", nets)
+			}
+		}
+		return nil
+	})
+	for _, h := range c.Hosts {
+		t.Logf("%s: subnet %v, overlay %v, endpoint %s", h.Name, nets[h.Name].Subnet, nets[h.Name].OverlayIP(), nets[h.Name].Endpoint)
+	}
+	node1, node2 := c.Hosts[0], c.Hosts[1]
+	dns1 := nets[node1.Name].OverlayIP()
+	webName := "web.default." + clusterDomain
+
+	t.Run("a container on node1 fetches web served only on node2, by name", func(t *testing.T) {
+		c.applyWeb(t, 1, node2.Name)
+		c.apply(t, "client", "Service", "\n  replicas: 1\n  nodeSelector: {kat.harness/host: "+node1.Name+"}")
+		webID := containerOf(t, node2, "web")
+		clientID := containerOf(t, node1, "client")
+		want, err := podmanExec(t.Context(), node2, webID, "cat", "/www/index.html")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resolv, err := podmanExec(t.Context(), node1, clientID, "cat", "/etc/resolv.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(resolv, "nameserver "+dns1.String()) || strings.Count(resolv, "nameserver") != 1 {
+			t.Errorf("client's resolv.conf:\n%s\nwant only nameserver %v", resolv, dns1)
+		}
+		url := "http://" + webName + ":8080/"
+		var got string
+		start := time.Now()
+		poll.UntilErr(t, time.Minute, "client fetches "+url, func() error {
+			got, err = podmanExec(t.Context(), node1, clientID, "wget", "-q", "-O", "-", url)
+			return err
+		})
+		t.Logf("client on %s fetched %s from %s %s after both ran: %q", node1.Name, url, node2.Name, time.Since(start).Round(time.Millisecond), strings.TrimSpace(got))
+		if strings.TrimSpace(got) != strings.TrimSpace(want) {
+			t.Errorf("fetched %q, want %q (web's hostname on %s)", got, want, node2.Name)
+		}
+		// The short name resolves in the client's namespace.
+		if _, err := podmanExec(t.Context(), node1, clientID, "wget", "-q", "-O", "/dev/null", "http://web:8080/"); err != nil {
+			t.Errorf("short name: %v", err)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("scaled to every node, answers spread", func(t *testing.T) {
+		c.applyWeb(t, 3, "")
+		c.waitRunning(t, 2*time.Minute, "web", "1 running on every host", equal(1, 1, 1))
+		var addrs []netip.Addr
+		poll.UntilErr(t, time.Minute, webName+" has 3 addresses at node1's DNS", func() error {
+			var err error
+			addrs, _, err = lookupA(node1, dns1, webName)
+			if err == nil && len(addrs) != 3 {
+				err = fmt.Errorf("addresses %v", addrs)
+			}
+			return err
+		})
+		clientID := containerOf(t, node1, "client")
+		seen := map[string]int{}
+		for range 30 {
+			got, err := podmanExec(t.Context(), node1, clientID, "wget", "-q", "-O", "-", "http://"+webName+":8080/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[strings.TrimSpace(got)]++
+		}
+		t.Logf("30 fetches from node1's client: %v (addresses %v)", seen, addrs)
+		if len(seen) < 2 {
+			t.Errorf("30 fetches all went to %v, want answers spread over the instances", seen)
+		}
+	})
+
+	t.Run("a killed instance leaves DNS within one health period", func(t *testing.T) {
+		webID := containerOf(t, node2, "web")
+		ipOut, err := podmanExec(t.Context(), node2, webID, "sh", "-c", "ip -4 -o addr show eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ip netip.Addr
+		for _, f := range strings.Fields(ipOut) {
+			if p, err := netip.ParsePrefix(f); err == nil {
+				ip = p.Addr()
+			}
+		}
+		if !ip.IsValid() {
+			t.Fatalf("no address in %q", ipOut)
+		}
+		// Freeze it: it stays "running" but fails its health checks.
+		pause := node2.Command(t.Context(), "podman", append(node2.PodmanArgs(), "pause", webID)...)
+		if out, err := pause.CombinedOutput(); err != nil {
+			t.Fatalf("podman pause: %v: %s", err, out)
+		}
+		paused := time.Now()
+		t.Cleanup(func() {
+			_ = node2.Command(context.Background(), "podman", append(node2.PodmanArgs(), "unpause", webID)...).Run()
+		})
+		poll.UntilErr(t, time.Minute, ip.String()+" out of "+webName, func() error {
+			addrs, _, err := lookupA(node1, dns1, webName)
+			if err == nil && slices.Contains(addrs, ip) {
+				err = fmt.Errorf("still answered: %v", addrs)
+			}
+			return err
+		})
+		// periodSeconds 1 × failureThreshold 2, plus the agent's report.
+		t.Logf("the paused instance's %v left node1's answers %s after the pause (health period 2 s, agent tick %d s)",
+			ip, time.Since(paused).Round(time.Millisecond), tickSeconds)
+	})
+
+	t.Run("a deleted node's peer and routes go from the others", func(t *testing.T) {
+		gone := c.Hosts[2]
+		subnet := nets[gone.Name].Subnet
+		c.katcall(t, "delete", "node", gone.Name, "--force")
+		for _, h := range c.Hosts[:2] {
+			poll.UntilErr(t, time.Minute, h.Name+" has no route to "+subnet.String(), func() error {
+				out, err := h.Command(t.Context(), "ip", "-4", "route", "show").CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("ip route: %w: %s", err, out)
+				}
+				if strings.Contains(string(out), subnet.String()) {
+					return fmt.Errorf("routes:\n%s", out)
+				}
+				return nil
+			})
+		}
+	})
+}

@@ -92,7 +92,7 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.Mode == ModeOff {
 		return nil, errors.New("netstack: mode off opens no device")
 	}
-	d := &Device{cfg: cfg, log: cfg.Logger, mtu: cfg.MTU}
+	d := &Device{cfg: cfg, log: cfg.Logger.With().Str("interface", cfg.Interface).Logger(), mtu: cfg.MTU}
 	if d.mtu == 0 {
 		d.mtu = OverlayMTU(underlayMTU(cfg.Underlay))
 	}
@@ -120,7 +120,7 @@ func (d *Device) open() error {
 			return fmt.Errorf("netstack: interface %s exists already (type %s) and is not this node's: stop what made it or choose another interface name", name, link.Type())
 		}
 		d.typ = TypeKernel
-		d.log.Info().Str("interface", name).Str("device_type", "kernel").Msg("reusing the kernel WireGuard interface")
+		d.log.Info().Str("device_type", "kernel").Msg("reusing the kernel WireGuard interface")
 		return nil
 	}
 	if d.cfg.Mode != ModeUserspace {
@@ -128,7 +128,7 @@ func (d *Device) open() error {
 		switch {
 		case err == nil:
 			d.typ = TypeKernel
-			d.log.Info().Str("interface", name).Str("device_type", "kernel").Int("mtu", d.mtu).Msg("created a kernel WireGuard interface")
+			d.log.Info().Str("device_type", "kernel").Int("mtu", d.mtu).Msg("created a kernel WireGuard interface")
 			return nil
 		case !noKernelModule(err):
 			return fmt.Errorf("netstack: create the kernel WireGuard interface %s: %w", name, err)
@@ -141,7 +141,7 @@ func (d *Device) open() error {
 		return err
 	}
 	d.typ = TypeUserspace
-	d.log.Info().Str("interface", name).Str("device_type", "userspace").Int("mtu", d.mtu).Msg("created a userspace WireGuard interface")
+	d.log.Info().Str("device_type", "userspace").Int("mtu", d.mtu).Msg("created a userspace WireGuard interface")
 	return nil
 }
 
@@ -166,7 +166,7 @@ func (d *Device) openUserspace() error {
 		_ = os.Remove("/var/run/wireguard/" + name + ".sock")
 		return fmt.Errorf("netstack: create the TUN interface %s: %w", name, err)
 	}
-	dlog := d.log.With().Str("interface", name).Logger()
+	dlog := d.log
 	dev := device.NewDevice(tdev, conn.NewDefaultBind(), &device.Logger{
 		Verbosef: func(format string, args ...any) { dlog.Debug().Msgf(format, args...) },
 		Errorf:   func(format string, args ...any) { dlog.Warn().Msgf(format, args...) },

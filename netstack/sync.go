@@ -51,7 +51,7 @@ func (d *Device) Sync(p Plan) error {
 			return fmt.Errorf("netstack: configure the peers of %s: %w", name, err)
 		}
 		for _, pc := range cfg.Peers {
-			ev := d.log.Info().Str("interface", name).Str("peer_key", pc.PublicKey.String())
+			ev := d.log.Info().Str("peer_key", pc.PublicKey.String())
 			if pc.Remove {
 				ev.Msg("removed a WireGuard peer")
 				continue
@@ -109,7 +109,7 @@ func (d *Device) syncAddress(link netlink.Link, addr netip.Addr) error {
 	if err := netlink.AddrReplace(link, a); err != nil {
 		return fmt.Errorf("netstack: add address %s to %s: %w", addr, link.Attrs().Name, err)
 	}
-	d.log.Info().Str("interface", link.Attrs().Name).Str("address", addr.String()).Msg("set the overlay address")
+	d.log.Info().Str("address", addr.String()).Msg("set the overlay address")
 	return nil
 }
 
@@ -143,7 +143,7 @@ func (d *Device) syncRoutes(link netlink.Link, src netip.Addr, want []netip.Pref
 		if err := netlink.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("netstack: delete the route to %s through %s: %w", p, name, err)
 		}
-		d.log.Info().Str("interface", name).Str("subnet", p.String()).Msg("deleted the route to a node that left")
+		d.log.Info().Str("subnet", p.String()).Msg("deleted the route to a node that left")
 	}
 	for _, p := range want {
 		if r, ok := current[p]; ok && r.Scope == netlink.SCOPE_LINK && r.Src != nil && r.Src.Equal(src.AsSlice()) {
@@ -156,7 +156,7 @@ func (d *Device) syncRoutes(link netlink.Link, src netip.Addr, want []netip.Pref
 		if err := netlink.RouteReplace(r); err != nil {
 			return fmt.Errorf("netstack: route %s through %s: %w", p, name, err)
 		}
-		d.log.Info().Str("interface", name).Str("subnet", p.String()).Msg("routed a node's subnet through the overlay")
+		d.log.Info().Str("subnet", p.String()).Msg("routed a node's subnet through the overlay")
 	}
 	return nil
 }

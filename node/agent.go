@@ -82,7 +82,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ag.Run(gctx) })
-	g.Go(func() error { return n.runOverlay(gctx) })
+	g.Go(func() error { return n.runOverlay(gctx, ag.WaitNetwork) })
 	g.Go(func() error { return agentTLS.Run(gctx) })
 	g.Go(func() error { return n.runDNS(gctx) })
 	g.Go(func() error {

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -223,73 +221,9 @@ func TestRunLeadsAndLogsCleanJSON(t *testing.T) {
 		t.Fatalf("only %d log lines:\n%s", len(lines), logs.String())
 	}
 	for _, line := range lines {
-		if err := checkJSONObject(line); err != nil {
+		if err := testenv.CheckJSONLine(line); err != nil {
 			t.Errorf("log line %s: %v", line, err)
 		}
 	}
 }
 
-// checkJSONObject decodes line strictly: one JSON object, no key twice in
-// any object.
-func checkJSONObject(line string) error {
-	dec := json.NewDecoder(strings.NewReader(line))
-	if err := checkValue(dec); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("more than one JSON value on the line")
-	}
-	return nil
-}
-
-func checkValue(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key := k.(string)
-			if seen[key] {
-				return fmt.Errorf("key %q appears twice", key)
-			}
-			seen[key] = true
-			if err := checkValue(dec); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token()
-		return err
-	case json.Delim('['):
-		for dec.More() {
-			if err := checkValue(dec); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token()
-		return err
-	}
-	return nil
-}
-
-// TestCheckJSONObjectFindsRepeatedKeys keeps the checker honest.
-func TestCheckJSONObjectFindsRepeatedKeys(t *testing.T) {
-	t.Parallel()
-	for line, ok := range map[string]bool{
-		`{"level":"info","component":"agent","message":"x"}`: true,
-		`{"component":"kat-agent","component":"agent"}`:      false,
-		`{"a":{"b":1,"b":2}}`:                                false,
-		`{"a":[{"b":1},{"b":2}]}`:                            true,
-		`{"a":1} {"b":2}`:                                    false,
-	} {
-		if err := checkJSONObject(line); (err == nil) != ok {
-			t.Errorf("checkJSONObject(%s) = %v, want ok %v", line, err, ok)
-		}
-	}
-}

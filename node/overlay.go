@@ -26,6 +26,9 @@ const (
 	// doubles up to overlayMaxRetry.
 	overlayRetry    = time.Second
 	overlayMaxRetry = time.Minute
+	// overlayNetworkWait bounds the wait for the node's container network
+	// before the overlay address goes up.
+	overlayNetworkWait = 30 * time.Second
 )
 
 // overlayReport is what the node tells the leader of its overlay device:
@@ -67,10 +70,15 @@ func (n *Node) recordOverlay(ctx context.Context, node string, o api.NodeOverlay
 // (retrying with back-off, so a missing /dev/net/tun or a taken interface
 // name is logged, not fatal to the agent), then keeps its address, peers
 // and routes equal to what /kat/network/nodes/ says, on every change and
-// every overlayResync. The device is closed when ctx ends.
-func (n *Node) runOverlay(ctx context.Context) error {
+// every overlayResync. Before it first puts the node's address up on a
+// subnet, it waits (at most overlayNetworkWait) until waitNetwork says the
+// agent made its container network there. The device is closed when ctx
+// ends.
+func (n *Node) runOverlay(ctx context.Context, waitNetwork func(context.Context, netip.Prefix) error) error {
 	ov := n.state.overlay()
-	log := n.log.With().Str("component", "overlay").Str("interface", ov.Interface).Logger()
+	// netstack names the interface on its own lines.
+	base := n.log.With().Str("component", "overlay").Logger()
+	log := base.With().Str("interface", ov.Interface).Logger()
 	mode, err := netstack.ParseMode(ov.Mode)
 	if err != nil {
 		return fmt.Errorf("overlay mode: %w", err)
@@ -80,7 +88,7 @@ func (n *Node) runOverlay(ctx context.Context) error {
 		return nil
 	}
 	underlay, _ := netip.ParseAddr(n.state.AdvertiseAddress)
-	cfg := netstack.Config{Interface: ov.Interface, Port: ov.Port, Mode: mode, PrivateKey: n.wgKey, Underlay: underlay, Logger: log}
+	cfg := netstack.Config{Interface: ov.Interface, Port: ov.Port, Mode: mode, PrivateKey: n.wgKey, Underlay: underlay, Logger: base}
 	// Watch before the first listing, so that no change falls between.
 	wctx, stopWatch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -109,6 +117,7 @@ func (n *Node) runOverlay(ctx context.Context) error {
 	}()
 	retry := overlayRetry
 	var skipped map[string]string
+	var networkFor netip.Prefix // the subnet whose container network was waited for
 	resync := time.NewTicker(overlayResync)
 	defer resync.Stop()
 	for {
@@ -132,6 +141,23 @@ func (n *Node) runOverlay(ctx context.Context) error {
 				for node, why := range skipped {
 					log.Info().Str("peer", node).Str("reason", why).Msg("node is not an overlay peer")
 				}
+			}
+			if plan.Subnet.IsValid() && plan.Subnet != networkFor && waitNetwork != nil {
+				// The node's container network first: netavark refuses
+				// one whose gateway (the overlay address) an interface
+				// holds already. Not forever: a node whose Podman cannot
+				// make networks still joins the overlay.
+				wctx, cancel := context.WithTimeout(ctx, overlayNetworkWait)
+				err := waitNetwork(wctx, plan.Subnet)
+				cancel()
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					log.Warn().Str("subnet", plan.Subnet.String()).Dur("waited", overlayNetworkWait).
+						Msg("the node's container network is not made; putting the overlay address up anyway (containers may not start until the agent can make it)")
+				}
+				networkFor = plan.Subnet
 			}
 			return dev.Sync(plan)
 		}()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
@@ -110,4 +111,22 @@ func (ag *Agent) joinNetwork(spec *runtime.ContainerSpec, a resources.Assignment
 	spec.DNSSearch = []string{a.Namespace + "." + domain, domain}
 	spec.DNSOptions = instanceDNSOptions
 	return spec.Validate()
+}
+
+// WaitNetwork returns once the node's container network has been made on
+// subnet, or at once when the agent manages no container network, or with
+// ctx's error. The overlay waits for it before it puts the node's address
+// on its interface: netavark refuses to create a network whose gateway
+// another interface of the host holds already, while a network made first
+// keeps working when the address appears.
+func (ag *Agent) WaitNetwork(ctx context.Context, subnet netip.Prefix) error {
+	if ag.cfg.Networks == nil {
+		return nil
+	}
+	return poll.Wait(ctx, func() (bool, error) {
+		ag.mu.Lock()
+		rec := ag.network.rec
+		ag.mu.Unlock()
+		return rec != nil && rec.Subnet.Masked() == subnet.Masked(), nil
+	})
 }

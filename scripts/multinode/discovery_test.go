@@ -147,9 +147,6 @@ func webExtra(replicas int, selector string) string {
 
 const webVLB = `apiVersion: kat.dws.rip/v1alpha1
 kind: VirtualLoadBalancer
-metadata:
-  name: web
-  namespace: default
 spec:
   ports:
     - name: http

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/netip"
 	"os"
@@ -97,6 +98,7 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		if err := errors.Join(c.StopAgents(ctx), c.RemoveContainers(ctx), c.Down(ctx)); err != nil {
 			t.Errorf("take the cluster down: %v", err)
 		}
+		checkLogs(t, c)
 	})
 	tc := &testCluster{Cluster: c, bin: bin}
 	tc.opts = harness.AgentOptions{
@@ -391,5 +393,34 @@ func checkWorkerRefusedKeys(t *testing.T, cli *clientv3.Client, worker harness.H
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 		t.Errorf("PUT %s with %s's certificate: %s, want 401 or 403", url, worker.Name, resp.Status)
+	}
+}
+
+// checkLogs reads every line the hosts' kat-agents logged (JSON, the
+// harness starts them with --log-format json) and fails t on one that log
+// pipelines would refuse: not one JSON object, or a key twice.
+func checkLogs(t testing.TB, c *harness.Cluster) {
+	t.Helper()
+	for _, h := range c.Hosts {
+		b, err := os.ReadFile(h.AgentLog())
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the host's agent never started
+		}
+		if err != nil {
+			t.Errorf("read %s's log: %v", h.Name, err)
+			continue
+		}
+		bad := 0
+		for line := range strings.Lines(string(b)) {
+			line = strings.TrimSpace(line)
+			if line == "" || !strings.HasPrefix(line, "{") {
+				continue // a child's stray output, not the logger's
+			}
+			if err := testenv.CheckJSONLine(line); err != nil {
+				if bad++; bad <= 3 {
+					t.Errorf("%s's kat-agent logged a line log pipelines refuse (%v): %s", h.Name, err, line)
+				}
+			}
+		}
 	}
 }

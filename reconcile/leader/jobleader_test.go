@@ -1,6 +1,9 @@
 package leader
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,4 +202,42 @@ func TestJobDeadlineAndCronAcrossDowntime(t *testing.T) {
 		st := e.status("cron")
 		return st.NextRunTime != nil && st.NextRunTime.Equal(want)
 	})
+}
+
+// TestFinishedJobInstancesFreeTheirRequests: a Job whose instance asks for
+// most of the node's memory runs its completions one after another: the
+// exited instances' assignments stay (their run is in the history) but no
+// longer count against the node.
+func TestFinishedJobInstancesFreeTheirRequests(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	files := jobFiles(t, "big", "  completions: 3\n  parallelism: 3\n")
+	files["workload.kat"] = []byte(strings.Replace(string(files["workload.kat"]), `container: {command: ["true"]}`,
+		`container: {command: ["true"], resources: {limits: {memory: 200Mi}}}`, 1))
+	e.apply(files, resources.APIOwner())
+	beat := func(is ...resources.InstanceStatus) {
+		st := resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), WorkloadInstances: is,
+			Resources: resources.NodeResources{Allocatable: resources.ResourceList{CPU: "2", Memory: "300Mi"}}}
+		if err := e.repo.PutNodeStatus(e.ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat()
+	_, stop := e.run(Config{})
+	defer stop()
+	var done []resources.InstanceStatus
+	for i := range 3 {
+		poll.Until(t, 10*time.Second, fmt.Sprintf("instance %d placed", i+1), func() bool { return len(e.assignments("big")) == i+1 })
+		if r := e.runs("big")["g1"]; r.Active != 1 {
+			t.Fatalf("run %+v: one instance fits at a time", r)
+		}
+		as := e.assignments("big")
+		for _, a := range as {
+			if !slices.ContainsFunc(done, func(s resources.InstanceStatus) bool { return s.InstanceID == a.InstanceID }) {
+				done = append(done, exitedWith(a, 0))
+			}
+		}
+		beat(done...)
+	}
+	poll.Until(t, 10*time.Second, "the run succeeded", func() bool { return e.runs("big")["g1"].State == resources.RunSucceeded })
 }

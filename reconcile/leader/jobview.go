@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -138,4 +139,53 @@ func (l *Leader) confirmAbsent(ctx context.Context, plan *AssignmentPlan) error 
 		}
 	}
 	return nil
+}
+
+// releaseFinishedJobs gives back to nodes what the finished instances of
+// Jobs request: their assignments stay while their run is in the history
+// (the exited containers are kept for their logs), but they run nothing,
+// so the scheduler must not count them against the nodes' allocatable.
+func (v *view) releaseFinishedJobs(nodes []sched.Node) {
+	byName := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		byName[n.Name] = i
+	}
+	type gpuKey struct {
+		node string
+		gpu  int
+	}
+	gpus := map[gpuKey]int{}
+	for _, k := range v.jobKeys() {
+		as := v.assignmentsOf(k)
+		reports := v.reportsOf(as)
+		for _, a := range as {
+			r, ok := reports[a.InstanceID]
+			i, known := byName[a.Node]
+			if !ok || !known || (r.Phase != resources.InstanceSucceeded && r.Phase != resources.InstanceFailed) {
+				continue
+			}
+			n := &nodes[i]
+			n.Used.CPU, n.Used.Memory = max(0, n.Used.CPU-a.CPUMillis), max(0, n.Used.Memory-a.MemoryBytes)
+			if a.GPU != nil {
+				gpus[gpuKey{a.Node, *a.GPU}]++
+			}
+		}
+	}
+	if len(gpus) == 0 {
+		return
+	}
+	v.idx.mu.RLock()
+	defer v.idx.mu.RUnlock()
+	for g, finished := range gpus {
+		u := v.idx.usage[g.node]
+		if u == nil || u.gpus[g.gpu] > finished {
+			continue // another instance holds it too
+		}
+		n := &nodes[byName[g.node]]
+		for j := range n.GPUs {
+			if n.GPUs[j].Index == g.gpu {
+				n.GPUs[j].InUse = false
+			}
+		}
+	}
 }

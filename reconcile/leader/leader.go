@@ -207,6 +207,7 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	l.planned.Add(int64(len(desired)))
 	now := l.cfg.Now().UTC()
 	nodes, draining := l.view.schedNodes(now)
+	l.view.releaseFinishedJobs(nodes)
 	plan := PlanAssignments(AssignInput{
 		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
 		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,

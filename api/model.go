@@ -163,6 +163,13 @@ type InstanceStatus struct {
 	StartedAt time.Time       `json:"startedAt,omitzero"`
 	// Message says what the agent last failed to do, or why it waits.
 	Message string `json:"message,omitempty"`
+	// Verification is, for an instance whose updateStrategy has a verify
+	// command, VerifyPending until the command ran in the healthy instance,
+	// then VerifyPassed or VerifyFailed for good. Empty without one.
+	Verification string `json:"verification,omitempty"`
+	// VerifyMessage says how the verify command failed: its exit status and
+	// the end of its output.
+	VerifyMessage string `json:"verifyMessage,omitempty"`
 }
 
 // Ready reports whether the instance counts towards a workload's ready

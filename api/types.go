@@ -268,6 +268,10 @@ type Instance struct {
 	SourceCommit string          `json:"sourceCommit,omitempty"`
 	Ports        []PublishedPort `json:"ports,omitempty"`
 	Message      string          `json:"message,omitempty"`
+	// Verification and VerifyMessage are the agent's verdict on the
+	// updateStrategy.verify command (InstanceStatus.Verification).
+	Verification  string `json:"verification,omitempty"`
+	VerifyMessage string `json:"verifyMessage,omitempty"`
 	// Ready is true when the instance serves: running, healthy (or without
 	// a health check) and not leaving. Clients that pick instances from
 	// this list use only these.
@@ -285,6 +289,9 @@ type WorkloadDetail struct {
 	// Builds are the nodes' records of the workload's image builds (a
 	// workload built from an app repository), newest first.
 	Builds []Build `json:"builds,omitempty"`
+	// DaemonRollout is a DaemonService's last node-by-node update; nil
+	// when it had none.
+	DaemonRollout *DaemonRollout `json:"daemonRollout,omitempty"`
 }
 
 // Build is one node's record of the build of one commit of a workload: the

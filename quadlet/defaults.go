@@ -4,23 +4,24 @@ package quadlet
 // checker tells present fields from absent ones, so that an explicit 0 is
 // validated rather than replaced.
 const (
-	defaultMaxSurge            = 1
-	defaultMaxRestarts         = 5
-	defaultResetSeconds        = 3600
-	defaultTolerationOperator  = "Exists"
-	defaultProtocol            = "TCP"
-	defaultPeriodSeconds       = 10
-	defaultTimeoutSeconds      = 1
-	defaultSuccessThreshold    = 1
-	defaultFailureThreshold    = 3
-	defaultIngressPath         = "/"
-	defaultCompletions         = 1
-	defaultParallelism         = 1
-	defaultBackoffLimit        = 3
-	defaultBuildContext        = "."
-	defaultDockerfilePath      = "./Dockerfile"
-	defaultGPUDriver           = "any"
-	defaultInitialDelaySeconds = 0
+	defaultMaxSurge             = 1
+	defaultMaxRestarts          = 5
+	defaultResetSeconds         = 3600
+	defaultTolerationOperator   = "Exists"
+	defaultProtocol             = "TCP"
+	defaultPeriodSeconds        = 10
+	defaultTimeoutSeconds       = 1
+	defaultSuccessThreshold     = 1
+	defaultFailureThreshold     = 3
+	defaultIngressPath          = "/"
+	defaultCompletions          = 1
+	defaultParallelism          = 1
+	defaultBackoffLimit         = 3
+	defaultBuildContext         = "."
+	defaultDockerfilePath       = "./Dockerfile"
+	defaultGPUDriver            = "any"
+	defaultInitialDelaySeconds  = 0
+	defaultVerifyTimeoutSeconds = 30
 )
 
 func defaultWorkload(w *Workload, c *checker, namespace string) {
@@ -44,6 +45,9 @@ func defaultWorkload(w *Workload, c *checker, namespace string) {
 			if !c.has("spec.updateStrategy.rolling.maxSurge") {
 				u.Rolling.MaxSurge = FromInt(defaultMaxSurge)
 			}
+		}
+		if u.Verify != nil {
+			setDefault(c, "spec.updateStrategy.verify.timeoutSeconds", &u.Verify.TimeoutSeconds, defaultVerifyTimeoutSeconds)
 		}
 		// Defaults written out are left out of the canonical form, so
 		// writing them changes no spec hash.

@@ -135,6 +135,11 @@ type UpdateStrategy struct {
 	// Rolling tunes a rolling update. For type Rolling it defaults to
 	// maxSurge 1.
 	Rolling *RollingUpdate `json:"rolling,omitempty" yaml:"rolling,omitempty"`
+	// Verify is a command a DaemonService's rolling update runs inside the
+	// new instance on each node once it is healthy: the next node starts
+	// only after it exits 0, and a failure rolls the update back. Only for
+	// a DaemonService updated Rolling. Default none: healthy is enough.
+	Verify *VerifyCommand `json:"verify,omitempty" yaml:"verify,omitempty"`
 	// ProgressDeadlineSeconds is how long a rollout may go without progress
 	// (one more new instance ready, or one fewer old instance) before it
 	// stops and is marked failed, from 1 to 86400. Default 600
@@ -178,12 +183,39 @@ func (u *UpdateStrategy) Surge(replicas int) int {
 	return u.Rolling.MaxSurge.Value(replicas)
 }
 
+// VerifyCommand is the check of a new instance during a DaemonService's
+// node-by-node update (UpdateStrategy.Verify).
+type VerifyCommand struct {
+	// Command is required and not empty: run inside the container, exit
+	// status 0 means verified.
+	Command []string `json:"command" yaml:"command"`
+	// TimeoutSeconds bounds the command (>= 1); a command still running
+	// then is killed and counts as failed. Default 30.
+	TimeoutSeconds int `json:"timeoutSeconds" yaml:"timeoutSeconds"`
+}
+
+// DefaultMaxParallel is how many nodes a DaemonService's rolling update
+// updates at once when RollingUpdate.MaxParallel is not given.
+const DefaultMaxParallel = 1
+
 // RollingUpdate tunes a rolling update.
 type RollingUpdate struct {
 	// MaxSurge is how many instances may run above the replica count during
 	// an update: a number (>= 0) or a percentage of replicas ("25%",
 	// rounded up). Default 1.
 	MaxSurge IntOrPercent `json:"maxSurge" yaml:"maxSurge"`
+	// MaxParallel is how many nodes a DaemonService's update works on at
+	// once (>= 1); only for a DaemonService. Default DefaultMaxParallel,
+	// kept as 0 so that writing the default changes no spec hash.
+	MaxParallel int `json:"maxParallel,omitempty" yaml:"maxParallel,omitempty"`
+}
+
+// NodesAtOnce is MaxParallel with its default filled in.
+func (r *RollingUpdate) NodesAtOnce() int {
+	if r == nil || r.MaxParallel <= 0 {
+		return DefaultMaxParallel
+	}
+	return r.MaxParallel
 }
 
 // RestartPolicy says when the agent restarts an exited container.

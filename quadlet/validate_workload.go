@@ -43,6 +43,7 @@ func validateWorkload(c *checker, w *Workload) {
 	// maxSurge is range-checked as it is decoded.
 	if u := s.UpdateStrategy; u != nil {
 		c.oneOf("spec.updateStrategy.type", u.Type, UpdateRolling, UpdateSimultaneous)
+		validateNodeByNode(c, s.Type, u)
 		if d := u.ProgressDeadlineSeconds; d != nil {
 			c.atLeast("spec.updateStrategy.progressDeadlineSeconds", *d, 1)
 			if *d > maxProgressDeadlineSeconds {
@@ -253,4 +254,33 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// validateNodeByNode checks the settings of a DaemonService's node-by-node
+// update: maxParallel and verify, which no other update uses.
+func validateNodeByNode(c *checker, typ string, u *UpdateStrategy) {
+	const par, ver = "spec.updateStrategy.rolling.maxParallel", "spec.updateStrategy.verify"
+	daemon := typ == TypeDaemonService && u.Type == UpdateRolling
+	if c.has(par) {
+		if !daemon {
+			c.errorf(par, "only a DaemonService updated Rolling goes node by node; a Service's pace is maxSurge")
+		} else {
+			c.atLeast(par, u.Rolling.MaxParallel, 1)
+		}
+		// Checked, the default is left out of the canonical form, as
+		// stopGracePeriodSeconds's is, so writing it changes no spec hash.
+		if u.Rolling != nil && u.Rolling.MaxParallel == DefaultMaxParallel {
+			u.Rolling.MaxParallel = 0
+		}
+	}
+	if v := u.Verify; v != nil {
+		if !daemon {
+			c.errorf(ver, "only a DaemonService updated Rolling runs a verification command on each node")
+			return
+		}
+		if c.required(ver+".command") && len(v.Command) == 0 {
+			c.errorf(ver+".command", "must name a command to run")
+		}
+		c.atLeast(ver+".timeoutSeconds", v.TimeoutSeconds, 1)
+	}
 }

@@ -48,6 +48,7 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.
 		if r, ok := reported[a.InstanceID]; ok {
 			in.ContainerID, in.State, in.Phase, in.Health, in.Restarts, in.ExitCode, in.Ports, in.Message =
 				r.ContainerID, r.State, r.Phase, r.HealthStatus, r.Restarts, r.ExitCode, r.Ports, r.Message
+			in.Verification, in.VerifyMessage = r.Verification, r.VerifyMessage
 			in.Ready = r.Ready() && !a.Leaving()
 		}
 		out = append(out, in)
@@ -75,7 +76,16 @@ func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, api.WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins, Builds: builds})
+	d := api.WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins, Builds: builds}
+	ro, err := s.cfg.Repo.GetDaemonRollout(r.Context(), ns, name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if ro != nil {
+		d.DaemonRollout = &ro.DaemonRollout
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 // postNodeStatus stores a node's heartbeat. The caller is the node itself

@@ -58,6 +58,9 @@ func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref strin
 	for _, cond := range st.Conditions {
 		fmt.Fprintf(w, "Condition:  %s=%s %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
 	}
+	if err := printDaemonRollout(g, d.DaemonRollout); err != nil {
+		return err
+	}
 	if len(d.Instances) == 0 {
 		return nil
 	}
@@ -87,6 +90,29 @@ func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref strin
 		bt.row(short(b.Commit), b.Node, b.State, cache, b.StartedAt.Local().Format("15:04:05"), orDash(firstLine(b.Error)))
 	}
 	return bt.flush()
+}
+
+// printDaemonRollout shows a DaemonService's node-by-node update: its
+// phase and each node's step.
+func printDaemonRollout(g *globals, r *api.DaemonRollout) error {
+	if r == nil {
+		return nil
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "\nRollout:    generation %d, %s, %d node(s) at a time, verify %s, started %s\n", r.TargetGeneration, r.Phase,
+		r.MaxParallel, map[bool]string{true: "command", false: "none"}[r.Verify], r.StartedAt.Local().Format("15:04:05"))
+	if r.Message != "" {
+		fmt.Fprintf(w, "            %s\n", r.Message)
+	}
+	t := newTable(w, "NODE", "STEP", "FROM", "INSTANCE", "MESSAGE")
+	for _, n := range r.Nodes {
+		from := "-"
+		if n.PreviousGeneration > 0 {
+			from = fmt.Sprintf("generation %d", n.PreviousGeneration)
+		}
+		t.row(n.Node, n.Step, from, orDash(n.Instance), orDash(n.Message))
+	}
+	return t.flush()
 }
 
 func firstLine(s string) string {

@@ -168,8 +168,10 @@ type Agent struct {
 	containers map[string]runtime.ContainerStatus // by instance ID, or "container:"+ID without one
 	state      map[string]instanceState
 	// busy holds the step in flight of each instance that has one.
-	busy       map[string]stepKind
-	probing    map[string]bool
+	busy    map[string]stepKind
+	probing map[string]bool
+	// verifying holds the instances whose verify command runs.
+	verifying  map[string]bool
 	runtimeErr error
 	// hostErr is CheckHost's last error; hostDirty asks for a new check.
 	hostErr   error
@@ -258,7 +260,8 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		listNow:  make(chan struct{}, 1),
 		assigned: map[string]assignedInstance{}, containers: map[string]runtime.ContainerStatus{},
 		state: map[string]instanceState{}, busy: map[string]stepKind{}, probing: map[string]bool{},
-		stepped: map[string]steppedContainer{}, images: map[string]bool{}, reserved: map[int]string{},
+		verifying: map[string]bool{},
+		stepped:   map[string]steppedContainer{}, images: map[string]bool{}, reserved: map[int]string{},
 	}, nil
 }
 
@@ -390,8 +393,12 @@ func (ag *Agent) seedState(ctx context.Context) {
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
 	for _, is := range prev.WorkloadInstances {
-		ag.state[is.InstanceID] = instanceState{Restarts: is.Restarts, WindowRestarts: is.WindowRestarts, WindowStart: is.RestartWindowStart,
+		st := instanceState{Restarts: is.Restarts, WindowRestarts: is.WindowRestarts, WindowStart: is.RestartWindowStart,
 			finishedBefore: is.Phase == resources.InstanceSucceeded || is.Phase == resources.InstanceFailed}
+		if is.Verification == resources.VerifyPassed || is.Verification == resources.VerifyFailed {
+			st.Verify = verifyState{Status: is.Verification, Message: is.VerifyMessage} // the command runs once
+		}
+		ag.state[is.InstanceID] = st
 	}
 }
 
@@ -550,6 +557,15 @@ func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
 						ag.probe(ctx, id, c.ID, c.StartedAt, hc)
 					}()
 				}
+			}
+			if v := verifyOf(ai.q); isAssigned && c != nil && !ag.verifying[id] &&
+				verifyDue(v, st.Verify, instanceReport(ai.a, c, ag.state[id], healthCheckOf(ai.q) != nil, true).Ready()) {
+				ag.verifying[id] = true
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ag.verify(ctx, id, c.ID, v)
+				}()
 			}
 		}
 	}
@@ -925,7 +941,7 @@ func (ag *Agent) reportsLocked() []resources.InstanceStatus {
 		if cs, ok := ag.containers[id]; ok {
 			c = &cs
 		}
-		out = append(out, instanceReport(ai.a, c, ag.state[id], healthCheckOf(ai.q) != nil))
+		out = append(out, instanceReport(ai.a, c, ag.state[id], healthCheckOf(ai.q) != nil, verifyOf(ai.q) != nil))
 	}
 	return out
 }

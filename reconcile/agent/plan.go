@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -49,6 +50,8 @@ type instanceState struct {
 	NextAttempt time.Time
 	Message     string
 	Health      healthState
+	// Verify is the verify command's verdict, when the spec has one.
+	Verify verifyState
 	// createErrors counts failed creates in a row, for the back-off.
 	createErrors int
 	// finishedBefore is true when the status this node reported before the
@@ -189,7 +192,7 @@ func (st instanceState) restarted() instanceState {
 }
 
 // instanceReport renders one instance for the heartbeat. It is pure.
-func instanceReport(a resources.Assignment, c *runtime.ContainerStatus, st instanceState, hasHealthCheck bool) resources.InstanceStatus {
+func instanceReport(a resources.Assignment, c *runtime.ContainerStatus, st instanceState, hasHealthCheck, hasVerify bool) resources.InstanceStatus {
 	r := resources.InstanceStatus{
 		WorkloadName: a.Workload, Namespace: a.Namespace, InstanceID: a.InstanceID, Generation: a.Generation,
 		SpecHash: a.SpecHash, Image: a.Image, Restarts: st.Restarts, RestartWindowStart: st.WindowStart,
@@ -218,6 +221,9 @@ func instanceReport(a resources.Assignment, c *runtime.ContainerStatus, st insta
 	}
 	if r.Phase != resources.InstanceRunning && hasHealthCheck {
 		r.HealthStatus = resources.HealthPending
+	}
+	if hasVerify {
+		r.Verification, r.VerifyMessage = cmp.Or(st.Verify.Status, resources.VerifyPending), st.Verify.Message
 	}
 	return r
 }

@@ -31,6 +31,11 @@ type AssignmentPlan struct {
 	// Jobs are the Jobs' run and schedule records to write once the
 	// assignments are written.
 	Jobs []JobWrite
+	// DaemonRollouts are the DaemonServices' node-by-node update records
+	// to write, DropDaemonRollouts ("ns/name") those to delete; written
+	// before the assignments, so a record is never behind what runs.
+	DaemonRollouts     []resources.DaemonRollout
+	DropDaemonRollouts []string
 	// Rollouts are, by "ns/name", the rollout records that changed.
 	Rollouts map[string]resources.Rollout
 	// Rollbacks are the failed rollouts to roll back, by applying an
@@ -105,6 +110,12 @@ type AssignInput struct {
 	Rand *rand.Rand
 	// Jobs are the Jobs' run and schedule records, by "ns/name".
 	Jobs map[string]jobRecords
+	// DaemonRollouts are, by "ns/name", the DaemonServices' node-by-node
+	// update records as stored.
+	DaemonRollouts map[string]*resources.DaemonRollout
+	// DaemonNodeDeadline bounds one node's update; default
+	// DefaultDaemonNodeDeadline.
+	DaemonNodeDeadline time.Duration
 }
 
 // PlanAssignments decides the assignments of every workload in Desired and

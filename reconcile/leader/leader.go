@@ -46,6 +46,10 @@ type Config struct {
 	// Desired is the term's index of the desired state, shared with the Git
 	// sources; the caller runs it. Default: the view makes and runs its own.
 	Desired *resources.DesiredIndex
+	// DaemonNodeDeadline is how long one node of a DaemonService's
+	// node-by-node update may take to be verified before it fails.
+	// Default DefaultDaemonNodeDeadline.
+	DaemonNodeDeadline time.Duration
 	// ClusterDomain is cluster.kat's clusterDomain, under which the
 	// records loop writes DNS records. Default quadlet.DefaultClusterDomain.
 	ClusterDomain string
@@ -192,6 +196,7 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	commits := map[string]string{}
 	jobs := map[string]jobRecords{}
 	rollouts := map[string]resources.Rollout{}
+	daemonRollouts := map[string]*resources.DaemonRollout{}
 	var current []resources.Assignment
 	for _, k := range keys {
 		current = append(current, l.view.assignmentsOf(k)...)
@@ -201,6 +206,9 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		}
 		if ro, ok := l.view.rolloutOf(k); ok {
 			rollouts[k] = ro
+		}
+		if r, ok := l.view.daemonRollout(k); ok {
+			daemonRollouts[k] = r
 		}
 	}
 	desired := l.view.workloadsOf(keys)
@@ -212,10 +220,14 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
 		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
 		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts, Jobs: jobs,
+		DaemonRollouts: daemonRollouts, DaemonNodeDeadline: l.cfg.DaemonNodeDeadline,
 	})
 	l.view.setScheduling(keys, plan.Scheduling)
 	defer l.view.setWakes(keys, plan.Wake)
 	if err := l.confirmAbsent(ctx, &plan); err != nil {
+		return err
+	}
+	if err := l.writeDaemonRollouts(ctx, plan); err != nil {
 		return err
 	}
 	if len(plan.Put)+len(plan.Delete)+len(plan.Leave) > 0 {
@@ -253,6 +265,24 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		return err
 	}
 	return l.writeRollouts(ctx, desired, plan)
+}
+
+// writeDaemonRollouts writes the DaemonServices' node-by-node update
+// records placement changed, before the assignments: a record is never
+// behind the instances it placed, and a new leader carries on from it.
+func (l *Leader) writeDaemonRollouts(ctx context.Context, plan AssignmentPlan) error {
+	rev, err := l.cfg.Repo.WriteDaemonRollouts(ctx, plan.DaemonRollouts, plan.DropDaemonRollouts)
+	if err != nil {
+		return err
+	}
+	for _, r := range plan.DaemonRollouts {
+		l.cfg.Logger.Info().Str("component", "placement").Str("workload", r.Namespace+"/"+r.Workload).
+			Str("phase", r.Phase).Str("message", r.Message).Msg("daemon rollout")
+	}
+	if rev == 0 {
+		return nil
+	}
+	return l.view.daemonRollouts.WaitRevision(ctx, rev)
 }
 
 // writeRollouts writes the rollout records placement changed, then makes

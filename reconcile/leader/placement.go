@@ -149,6 +149,11 @@ func (p *planner) workload(w workload, commit string, cur []resources.Assignment
 	for _, as := range [][]resources.Assignment{fresh, stale} {
 		slices.SortStableFunc(as, func(a, b resources.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	}
+	if w.Meta.Type == quadlet.TypeDaemonService && w.Spec.NodeByNode &&
+		p.daemonRollout(w, commit, slices.Concat(fresh, stale)) {
+		p.track(w, p.plan.Scheduling[k], fresh, stale, leaving, tmpl)
+		return
+	}
 	var st Scheduling
 	strategy := w.Spec.Strategy
 	switch {
@@ -367,24 +372,10 @@ func (p *planner) daemon(w workload, commit string, fresh []resources.Assignment
 		return Scheduling{Desired: len(fresh), Reason: err.Error()}, 0 // keep what it has
 	}
 	eligible := map[string]bool{}
-	{
-		// Readiness is ignored for removal: a NotReady node keeps its
-		// instance.
-		all := slices.Clone(p.nodes)
-		onNode := map[string]int{}
-		for _, a := range fresh {
-			onNode[a.Node]++
-		}
-		for i := range all {
-			all[i].Ready = true
-			all[i].Used.Instances = map[string]int{k: onNode[all[i].Name]}
-		}
-		req := w.Spec.Request
-		req.Key = k
-		names, _ := sched.Eligible(all, req)
-		for _, n := range names {
-			eligible[n] = true
-		}
+	// Readiness is ignored for removal: a NotReady node keeps its
+	// instance.
+	for _, n := range p.daemonEligible(w, fresh) {
+		eligible[n] = true
 	}
 	var kept []resources.Assignment
 	has := map[string]bool{}

@@ -36,6 +36,12 @@ type spec struct {
 	// nil when it has none.
 	Job      *quadlet.JobSpec
 	Schedule cron.Schedule
+	// NodeByNode says a changed spec of this DaemonService is rolled out
+	// node by node (updateStrategy Rolling), MaxParallel nodes at a time;
+	// Verify that updateStrategy.verify is set.
+	NodeByNode  bool
+	MaxParallel int
+	Verify      bool
 	// Strategy is workload.kat's spec.updateStrategy; nil for a Job that
 	// names none (its methods apply the defaults).
 	Strategy *quadlet.UpdateStrategy
@@ -55,6 +61,9 @@ func specOf(q *quadlet.Quadlet) *spec {
 		if j.Schedule != "" {
 			s.Schedule, _ = quadlet.ParseSchedule(j.Schedule) // validated by the parse
 		}
+	}
+	if u := q.Workload.Spec.UpdateStrategy; q.Workload.Spec.Type == quadlet.TypeDaemonService && u != nil && u.Type == quadlet.UpdateRolling {
+		s.NodeByNode, s.MaxParallel, s.Verify = true, u.Rolling.NodesAtOnce(), u.Verify != nil
 	}
 	if q.LoadBalancer != nil {
 		for _, p := range q.LoadBalancer.Spec.Ports {

@@ -83,6 +83,9 @@ type view struct {
 	// instance holding each address, by IPAMKey.
 	subnets *store.Cache[netip.Prefix]
 	ipam    *store.Cache[string]
+	// daemonRollouts are the DaemonServices' node-by-node update records,
+	// which placement writes.
+	daemonRollouts *store.Cache[resources.DaemonRollout]
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -123,20 +126,21 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		beats:       store.NewCache(st, resources.NodeHeartbeatPrefix(), decodeJSON[resources.NodeHeartbeat]),
 		lossTimeout: lossTimeout, now: now, termStart: now(), beatWake: make(chan struct{}, 1), scheduling: map[string]Scheduling{},
 		wakes: map[string]time.Time{}, wakesChanged: make(chan struct{}, 1),
-		rollouts: store.NewCache(st, resources.RolloutsPrefix(), decodeJSON[resources.Rollout]),
-		specs:    newSpecCache(),
-		desired:  desired,
-		assigns:  store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
-		nodes:    store.NewCache(st, resources.NodeStatusPrefix(), decodeJSON[resources.NodeStatus]),
-		apps:     store.NewCache(st, resources.AppSourcesPrefix(), decodeJSON[resources.AppSource]),
-		builds:   store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
-		sources:  store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
-		statuses: store.NewCache(st, resources.StatusPrefix(), decodeStatus),
-		jobs:     store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
-		jobIdx:   jobIndex{keys: map[string]map[string]struct{}{}},
-		subnets:  store.NewCache(st, resources.NetworkNodesPrefix(), decodeSubnet),
-		ipam:     store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
-		idx:      newViewIndex(),
+		rollouts:       store.NewCache(st, resources.RolloutsPrefix(), decodeJSON[resources.Rollout]),
+		specs:          newSpecCache(),
+		desired:        desired,
+		assigns:        store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
+		nodes:          store.NewCache(st, resources.NodeStatusPrefix(), decodeJSON[resources.NodeStatus]),
+		apps:           store.NewCache(st, resources.AppSourcesPrefix(), decodeJSON[resources.AppSource]),
+		builds:         store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
+		sources:        store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
+		statuses:       store.NewCache(st, resources.StatusPrefix(), decodeStatus),
+		subnets:        store.NewCache(st, resources.NetworkNodesPrefix(), decodeSubnet),
+		ipam:           store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
+		daemonRollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[resources.DaemonRollout]),
+		jobs:           store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
+		jobIdx:         jobIndex{keys: map[string]map[string]struct{}{}},
+		idx:            newViewIndex(),
 	}
 	if v.desired == nil {
 		v.desired, v.ownDesired = resources.NewDesiredIndex(st), true
@@ -288,6 +292,7 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.rollouts.Run(ctx, nil) })
 	g.Go(func() error { return v.subnets.Run(ctx, nil) })
 	g.Go(func() error { return v.ipam.Run(ctx, nil) })
+	g.Go(func() error { return v.daemonRollouts.Run(ctx, nil) })
 	return g.Wait()
 }
 
@@ -295,7 +300,7 @@ func (v *view) run(ctx context.Context) error {
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
 		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
-		v.subnets.Synced(), v.ipam.Synced(), v.jobs.Synced()} {
+		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced(), v.jobs.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -348,6 +353,16 @@ func (v *view) appSource(key string) (resources.AppSource, bool) {
 func (v *view) storedStatus(key string) storedStatus {
 	st, _ := v.statuses.Get(resources.StatusPrefix() + key)
 	return st
+}
+
+// daemonRollout returns the node-by-node update record of workload key.
+func (v *view) daemonRollout(key string) (*resources.DaemonRollout, bool) {
+	ns, name := resources.SplitKey(key)
+	r, ok := v.daemonRollouts.Get(resources.DaemonRolloutKey(ns, name))
+	if !ok {
+		return nil, false
+	}
+	return &r, true
 }
 
 // rolloutOf returns workload key's rollout record as stored.

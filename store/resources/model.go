@@ -76,6 +76,10 @@ const (
 	HealthPending       = api.HealthPending
 	HealthNotApplicable = api.HealthNotApplicable
 
+	VerifyPending = api.VerifyPending
+	VerifyPassed  = api.VerifyPassed
+	VerifyFailed  = api.VerifyFailed
+
 	EventNormal  = api.EventNormal
 	EventWarning = api.EventWarning
 

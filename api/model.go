@@ -61,6 +61,12 @@ const (
 	PhaseReady       = "Ready"
 	PhaseDegraded    = "Degraded"
 	PhaseFailed      = "Failed"
+	// PhaseRunning, PhaseSucceeded and PhaseScheduled are a Job's: a run
+	// is active; its run of the current generation succeeded; a scheduled
+	// Job waits for its next firing.
+	PhaseRunning   = "Running"
+	PhaseSucceeded = "Succeeded"
+	PhaseScheduled = "Scheduled"
 )
 
 // ResourceList is an amount of CPU and memory in the spec's quantity syntax.

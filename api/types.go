@@ -66,6 +66,11 @@ type WorkloadStatus struct {
 	// UnplacedReason says why, per class of node, when Unplaced > 0:
 	// "3 nodes: 2 insufficient memory, 1 taint dedicated=gpu:NoSchedule".
 	UnplacedReason string `json:"unplacedReason,omitempty"`
+	// LastRun is, for a Job, its latest run (JobRun.Run); "" before the
+	// first. Default "".
+	LastRun string `json:"lastRun,omitempty"`
+	// NextRunTime is, for a scheduled Job, its next firing. Default nil.
+	NextRunTime *time.Time `json:"nextRunTime,omitempty"`
 }
 
 // Workload is a workload's metadata and status as the API returns it.

@@ -113,6 +113,18 @@ func defaultJob(j *JobDefinition, c *checker) {
 	setDefault(c, "spec.completions", &j.Spec.Completions, defaultCompletions)
 	setDefault(c, "spec.parallelism", &j.Spec.Parallelism, defaultParallelism)
 	setDefault(c, "spec.backoffLimit", &j.Spec.BackoffLimit, defaultBackoffLimit)
+	// Fields KAT added to the spec are left out of the canonical form at
+	// their defaults, so writing the default out changes no spec hash.
+	s := &j.Spec
+	if s.ConcurrencyPolicy == ConcurrencyForbid {
+		s.ConcurrencyPolicy = ""
+	}
+	if l := s.SuccessfulJobsHistoryLimit; l != nil && *l == DefaultSuccessfulJobsHistoryLimit {
+		s.SuccessfulJobsHistoryLimit = nil
+	}
+	if l := s.FailedJobsHistoryLimit; l != nil && *l == DefaultFailedJobsHistoryLimit {
+		s.FailedJobsHistoryLimit = nil
+	}
 }
 
 func defaultBuild(b *BuildDefinition) {

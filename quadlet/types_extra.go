@@ -104,9 +104,61 @@ type JobSpec struct {
 	Parallelism int `json:"parallelism" yaml:"parallelism"`
 	// ActiveDeadlineSeconds bounds one run of the job (> 0). Default none.
 	ActiveDeadlineSeconds int `json:"activeDeadlineSeconds,omitempty" yaml:"activeDeadlineSeconds,omitempty"`
-	// BackoffLimit is the number of failed instances tolerated before the
-	// job fails (>= 0). Default 3.
+	// BackoffLimit is the number of failed instances a run retries with a
+	// new instance (>= 0): a run makes at most Completions + BackoffLimit
+	// instances and fails at failure BackoffLimit + 1. Default 3.
 	BackoffLimit int `json:"backoffLimit" yaml:"backoffLimit"`
+	// ConcurrencyPolicy says what a scheduled firing does while an earlier
+	// run is still active: ConcurrencyAllow starts another run,
+	// ConcurrencyForbid skips the firing, ConcurrencyReplace stops the
+	// active runs and starts a new one. Default ConcurrencyForbid, left out
+	// of the canonical form.
+	ConcurrencyPolicy string `json:"concurrencyPolicy,omitempty" yaml:"concurrencyPolicy,omitempty"`
+	// SuccessfulJobsHistoryLimit is how many succeeded runs are kept, with
+	// their finished containers (>= 0). Default 3
+	// (DefaultSuccessfulJobsHistoryLimit), left out of the canonical form.
+	SuccessfulJobsHistoryLimit *int `json:"successfulJobsHistoryLimit,omitempty" yaml:"successfulJobsHistoryLimit,omitempty"`
+	// FailedJobsHistoryLimit is how many failed runs are kept, with their
+	// finished containers (>= 0). Default 1 (DefaultFailedJobsHistoryLimit),
+	// left out of the canonical form.
+	FailedJobsHistoryLimit *int `json:"failedJobsHistoryLimit,omitempty" yaml:"failedJobsHistoryLimit,omitempty"`
+}
+
+// Concurrency policies of a scheduled Job (JobSpec.ConcurrencyPolicy).
+const (
+	ConcurrencyAllow   = "Allow"
+	ConcurrencyForbid  = "Forbid"
+	ConcurrencyReplace = "Replace"
+)
+
+// Defaults of JobSpec's history limits.
+const (
+	DefaultSuccessfulJobsHistoryLimit = 3
+	DefaultFailedJobsHistoryLimit     = 1
+)
+
+// Concurrency is the job's concurrency policy, its default applied.
+func (s JobSpec) Concurrency() string {
+	if s.ConcurrencyPolicy == "" {
+		return ConcurrencyForbid
+	}
+	return s.ConcurrencyPolicy
+}
+
+// SuccessfulHistory is SuccessfulJobsHistoryLimit, its default applied.
+func (s JobSpec) SuccessfulHistory() int {
+	if s.SuccessfulJobsHistoryLimit == nil {
+		return DefaultSuccessfulJobsHistoryLimit
+	}
+	return *s.SuccessfulJobsHistoryLimit
+}
+
+// FailedHistory is FailedJobsHistoryLimit, its default applied.
+func (s JobSpec) FailedHistory() int {
+	if s.FailedJobsHistoryLimit == nil {
+		return DefaultFailedJobsHistoryLimit
+	}
+	return *s.FailedJobsHistoryLimit
 }
 
 // BuildDefinition is the build file of a workload built from Git (spec §3.5,

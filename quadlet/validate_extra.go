@@ -102,6 +102,15 @@ func validateJob(c *checker, j *JobDefinition) {
 	if c.has("spec.activeDeadlineSeconds") {
 		c.atLeast("spec.activeDeadlineSeconds", s.ActiveDeadlineSeconds, 1)
 	}
+	if s.ConcurrencyPolicy != "" {
+		c.oneOf("spec.concurrencyPolicy", s.ConcurrencyPolicy, ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace)
+	}
+	if l := s.SuccessfulJobsHistoryLimit; l != nil {
+		c.atLeast("spec.successfulJobsHistoryLimit", *l, 0)
+	}
+	if l := s.FailedJobsHistoryLimit; l != nil {
+		c.atLeast("spec.failedJobsHistoryLimit", *l, 0)
+	}
 }
 
 // ParseSchedule parses a job schedule as JobSpec.Schedule describes it. It

@@ -220,6 +220,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/sources/{source}/sync", s.syncSources)
 		r.Post("/sync", s.syncSources)
 		r.Get("/events", s.listEvents)
+		r.Get("/jobs", s.listJobRuns)
 	})
 	return r
 }

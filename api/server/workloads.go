@@ -35,7 +35,7 @@ func toAPIWorkload(w resources.Workload) api.Workload {
 		Status: api.WorkloadStatus{
 			ObservedGeneration: st.ObservedGeneration, AppliedGeneration: st.AppliedGeneration, Phase: st.Phase, Desired: st.Desired, Ready: st.Ready,
 			Conditions: conds, LastError: st.LastError, SourceCommit: st.SourceCommit,
-			Unplaced: st.Unplaced, UnplacedReason: st.UnplacedReason,
+			Unplaced: st.Unplaced, UnplacedReason: st.UnplacedReason, LastRun: st.LastRun, NextRunTime: st.NextRunTime,
 		},
 	}
 }

@@ -18,10 +18,10 @@ type getOptions struct {
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:       "get workloads|namespaces|nodes|sources|events [NAME]",
-		Short:     "List workloads, namespaces, nodes, Git sources or recent events",
+		Use:       "get workloads|namespaces|nodes|sources|events|jobs [NAME]",
+		Short:     "List workloads, namespaces, nodes, Git sources, recent events or the runs of Jobs",
 		Args:      cobra.RangeArgs(1, 2),
-		ValidArgs: []string{"workloads", "namespaces", "nodes", "sources", "events"},
+		ValidArgs: []string{"workloads", "namespaces", "nodes", "sources", "events", "jobs"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(o.output)
 			if err != nil {
@@ -60,8 +60,10 @@ func resourceKind(s string) (string, error) {
 		return "sources", nil
 	case "events", "event", "ev":
 		return "events", nil
+	case "jobs", "job", "runs":
+		return "jobs", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources or events", s)
+	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, events or jobs", s)
 }
 
 func runGet(ctx context.Context, c *api.Client, g *globals, kind, name, ns string, f outputFormat) error {
@@ -71,6 +73,8 @@ func runGet(ctx context.Context, c *api.Client, g *globals, kind, name, ns strin
 		return runGetSources(ctx, c, g, name, f)
 	case "events":
 		return runGetEvents(ctx, c, g, f)
+	case "jobs":
+		return runGetJobs(ctx, c, g, name, ns, f, now)
 	case "workloads":
 		ws, err := c.ListWorkloads(ctx, ns)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,6 +41,13 @@ func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref strin
 	fmt.Fprintf(w, "Phase:      %s, %d/%d ready\n", orDash(st.Phase), st.Ready, st.Desired)
 	if st.Unplaced > 0 {
 		fmt.Fprintf(w, "Pending:    %d instances fit on no node: %s\n", st.Unplaced, st.UnplacedReason)
+	}
+	if st.LastRun != "" || st.NextRunTime != nil {
+		next := "-"
+		if st.NextRunTime != nil {
+			next = st.NextRunTime.Local().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "Runs:       last %s, next %s (katcall get jobs %s)\n", orDash(st.LastRun), next, d.Name)
 	}
 	if st.SourceCommit != "" {
 		fmt.Fprintf(w, "Commit:     %s (app repository)\n", short(st.SourceCommit))

@@ -393,7 +393,8 @@ func (ag *Agent) seedState(ctx context.Context) {
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
 	for _, is := range prev.WorkloadInstances {
-		st := instanceState{Restarts: is.Restarts, WindowRestarts: is.WindowRestarts, WindowStart: is.RestartWindowStart}
+		st := instanceState{Restarts: is.Restarts, WindowRestarts: is.WindowRestarts, WindowStart: is.RestartWindowStart,
+			finishedBefore: is.Phase == resources.InstanceSucceeded || is.Phase == resources.InstanceFailed}
 		if is.Verification == resources.VerifyPassed || is.Verification == resources.VerifyFailed {
 			st.Verify = verifyState{Status: is.Verification, Message: is.VerifyMessage} // the command runs once
 		}

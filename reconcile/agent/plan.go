@@ -54,6 +54,11 @@ type instanceState struct {
 	Verify verifyState
 	// createErrors counts failed creates in a row, for the back-off.
 	createErrors int
+	// finishedBefore is true when the status this node reported before the
+	// agent started said the instance had succeeded or failed: a Job's
+	// instance runs once, so one whose container is gone is not created
+	// again.
+	finishedBefore bool
 }
 
 // restartRule is the part of restartPolicy the decision needs.
@@ -63,11 +68,17 @@ type restartRule struct {
 	ResetSeconds int
 	// Backoff is the first restart's delay. Default restartBackoffBase.
 	Backoff time.Duration
+	// Job is true for an instance of a Job (spec §4.8): exit code 0 is
+	// Succeeded whatever the policy (Always restarts it only on failure),
+	// and a finished instance is never created again; the leader retries a
+	// failed one with a new instance, up to the Job's backoffLimit.
+	Job bool
 }
 
 func ruleOf(q *quadlet.Quadlet, base time.Duration) restartRule {
 	rp := q.Workload.Spec.RestartPolicy
-	return restartRule{Condition: rp.Condition, MaxRestarts: rp.MaxRestarts, ResetSeconds: rp.ResetSeconds, Backoff: base}
+	return restartRule{Condition: rp.Condition, MaxRestarts: rp.MaxRestarts, ResetSeconds: rp.ResetSeconds, Backoff: base,
+		Job: q.Workload.Spec.Type == quadlet.TypeJob}
 }
 
 // backoff is the wait before restart number streak+1: base doubled per quick
@@ -91,7 +102,7 @@ func decideInstance(assigned bool, rule restartRule, c *runtime.ContainerStatus,
 		return stepRemove, st
 	}
 	if c == nil {
-		if st.Failed {
+		if st.Failed || (rule.Job && (st.Succeeded || st.finishedBefore)) {
 			return stepNone, st
 		}
 		if now.Before(st.NextAttempt) {
@@ -136,6 +147,10 @@ func judgeExit(rule restartRule, c *runtime.ContainerStatus, st instanceState, n
 	st.Failed, st.Succeeded = false, false
 	if !c.FinishedAt.IsZero() && c.FinishedAt.Sub(c.StartedAt) >= stableRun {
 		st.streak = 0
+	}
+	if rule.Job && c.ExitCode == 0 {
+		st.Succeeded, st.Message = true, ""
+		return st
 	}
 	switch rule.Condition {
 	case quadlet.RestartNever:

@@ -19,6 +19,8 @@ func TestDecideInstance(t *testing.T) {
 	always := restartRule{Condition: quadlet.RestartAlways, Backoff: time.Second}
 	maxCount := restartRule{Condition: quadlet.RestartMaxCount, MaxRestarts: 2, ResetSeconds: 60, Backoff: time.Second}
 	never := restartRule{Condition: quadlet.RestartNever}
+	jobAlways := restartRule{Condition: quadlet.RestartAlways, Backoff: time.Second, Job: true}
+	jobNever := restartRule{Condition: quadlet.RestartNever, Job: true}
 	tests := []struct {
 		name      string
 		assigned  bool
@@ -49,6 +51,15 @@ func TestDecideInstance(t *testing.T) {
 		{name: "maxcount: an old window resets", assigned: true, rule: maxCount, c: exited(1),
 			st: instanceState{WindowRestarts: 2, WindowStart: now.Add(-time.Hour)}, want: stepWait},
 		{name: "failed without container stays failed", assigned: true, rule: maxCount, st: instanceState{Failed: true}, want: stepNone, failed: true},
+		{name: "job, always: exit 0 succeeds", assigned: true, rule: jobAlways, c: exited(0), want: stepNone, succeeded: true},
+		{name: "job, always: exit 1 restarts after the back-off", assigned: true, rule: jobAlways, c: exited(1), want: stepWait},
+		{name: "job, never: exit 1 fails", assigned: true, rule: jobNever, c: exited(1), want: stepNone, failed: true},
+		{name: "job: succeeded without container is not created again", assigned: true, rule: jobNever,
+			st: instanceState{Succeeded: true}, want: stepNone, succeeded: true},
+		{name: "job: finished before an agent restart, container gone, not created again", assigned: true, rule: jobNever,
+			st: instanceState{finishedBefore: true}, want: stepNone},
+		{name: "service: finished before an agent restart, container gone, created", assigned: true, rule: never,
+			st: instanceState{finishedBefore: true}, want: stepCreate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,6 +28,9 @@ type AssignmentPlan struct {
 	// Scheduling is, by "ns/name", what placement found for each workload
 	// planned (not those left alone).
 	Scheduling map[string]Scheduling
+	// Jobs are the Jobs' run and schedule records to write once the
+	// assignments are written.
+	Jobs []JobWrite
 	// DaemonRollouts are the DaemonServices' node-by-node update records
 	// to write, DropDaemonRollouts ("ns/name") those to delete; written
 	// before the assignments, so a record is never behind what runs.
@@ -64,7 +67,7 @@ type Scheduling struct {
 
 // Empty reports whether the plan changes no assignment.
 func (p AssignmentPlan) Empty() bool {
-	return len(p.Put) == 0 && len(p.Delete) == 0 && len(p.Leave) == 0
+	return len(p.Put) == 0 && len(p.Delete) == 0 && len(p.Leave) == 0 && len(p.Jobs) == 0
 }
 
 // AssignInput is what PlanAssignments decides from.
@@ -105,6 +108,8 @@ type AssignInput struct {
 	// Rand breaks ties between equal nodes; nil takes the first in the
 	// order of Nodes.
 	Rand *rand.Rand
+	// Jobs are the Jobs' run and schedule records, by "ns/name".
+	Jobs map[string]jobRecords
 	// DaemonRollouts are, by "ns/name", the DaemonServices' node-by-node
 	// update records as stored.
 	DaemonRollouts map[string]*resources.DaemonRollout
@@ -114,12 +119,14 @@ type AssignInput struct {
 }
 
 // PlanAssignments decides the assignments of every workload in Desired and
-// where its new instances run: a Service gets replicas instances, a Job one,
-// a DaemonService one on each eligible node; each new instance on a node
-// with an overlay subnet gets a free address of it (netstack.Pool: the
-// lowest one not held nor released lately). It is pure: nodes, desired
-// state and current assignments in, plan out. Workloads are planned in
-// order, each seeing the placements of those before it.
+// where its new instances run: a Service gets replicas instances, a
+// DaemonService one on each eligible node, and a Job runs (jobs.go: its
+// records in Jobs say how many instances each run wants; the plan writes the
+// records in Jobs); each new instance on a node with an overlay subnet gets a
+// free address of it (netstack.Pool: the lowest one not held nor released
+// lately). It is pure: nodes, desired state and current assignments in, plan
+// out. Workloads are planned in order, each seeing the placements of those
+// before it.
 //
 // Instances are matched by their template (TemplateHash, the spec hash
 // without replicas, plus the app commit of a workload built from Git), so
@@ -127,19 +134,18 @@ type AssignInput struct {
 // workload whose template changed, or whose app repository moved to a new
 // commit, gets new instances first; its old instances are removed on the
 // pass that finds enough new ones ready (running, and healthy where a health
-// check is defined; a Job's: also succeeded): start new, then stop old.
-// Should the new ones never get there (a failed build), the old ones keep
-// running. Replicas down removes surplus instances, those on lost nodes
-// first, then the newest; a deleted workload loses them all.
-// A workload whose files do not parse, or built from Git whose commit is not
-// resolved yet, keeps what it has.
+// check is defined): start new, then stop old. Should the new ones never get
+// there (a failed build), the old ones keep running. Replicas down removes
+// surplus instances, those on lost nodes first, then the newest; a deleted
+// workload loses them all. A workload whose files do not parse, or built
+// from Git whose commit is not resolved yet, keeps what it has.
 //
 // Nodes (spec §4.1.4): an instance of a Service on a node that is NotReady
 // or no longer registered is replaced: its assignment is deleted in the
 // plan that places its replacement on a Ready node, and kept while none
 // fits (so a partition without room loses nothing), which leaves exactly
-// replicas instances on Ready nodes. A Job's instance there is replaced the
-// same way unless it succeeded or its restart policy is Never. A
+// replicas instances on Ready nodes. A Job's unfinished instance there is
+// given up as failed and its run retries it within its backoffLimit. A
 // DaemonService's is not moved. On a draining node a Service's instances
 // are replaced like old ones (removed once the replacements are ready, or
 // at once when the rest fit nowhere, so a drain finishes), a

@@ -103,9 +103,9 @@ func TestPlanAssignments(t *testing.T) {
 			wantPut: []string{id(w1, "s0"), id(w1, "s1")}, wantDelete: []string{},
 		},
 		{
-			name:       "job and daemon service get one",
+			name:       "a daemon service gets one, a job starts its run first (jobs_test.go)",
 			desired:    []workload{desiredSpec(t, "job", quadlet.TypeJob, 0, "v1"), desiredSpec(t, "dmn", quadlet.TypeDaemonService, 0, "v1")},
-			wantPut:    []string{InstanceID("dmn", tmpl(t, "dmn", quadlet.TypeDaemonService, "v1"), "s1"), InstanceID("job", tmpl(t, "job", quadlet.TypeJob, "v1"), "s0")},
+			wantPut:    []string{InstanceID("dmn", tmpl(t, "dmn", quadlet.TypeDaemonService, "v1"), "s0")},
 			wantDelete: []string{},
 		},
 		{

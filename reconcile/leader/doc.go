@@ -9,6 +9,20 @@
 // template starts new instances first; the old ones are removed once the new
 // ones are ready (running, and healthy where a health check is defined).
 //
+// # Jobs
+//
+// A Job runs in runs: one per generation, or one per firing of its cron
+// schedule. The leader records each run under
+// /kat/jobs/{ns}/{name}/runs/{run} (and a scheduled Job's last firing under
+// /kat/jobs/{ns}/{name}/schedule) and labels the run's assignments with it.
+// Each placement pass derives a Job's next step from those records, its
+// assignments and the instances' reports with the pure planJob (jobs.go):
+// instances up to parallelism until completions succeed, a failed instance
+// retried up to backoffLimit, the deadline, the concurrency policy, missed
+// firings skipped, and the history limits. The records are written after the
+// assignments, guarded by their versions, so a new leader continues a run
+// without duplicating or losing an instance.
+//
 // # Workload status
 //
 // Each workload's status is derived, by one loop only, from facts that each

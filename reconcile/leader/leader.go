@@ -123,11 +123,11 @@ func (l *Leader) AppSources() *AppSources { return l.apps }
 // Loops returns the term's loops: the view that follows etcd, placement,
 // the node-loss clock, status, app sources and DNS records.
 func (l *Leader) Loops() []reconcile.Loop {
-	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes, factTimers)
+	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes, factTimers, factJobs)
 	// The status loop is the statuses' only writer: their changes are its
 	// own, and it waits for them after each pass instead.
 	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources,
-		factScheduling, factNodes, factRollouts)
+		factScheduling, factNodes, factRollouts, factJobs, factTimers)
 	apps := l.view.subscribe(factDesired)
 	// The records loop is the records' only writer, like the status loop.
 	dns := l.view.subscribe(factAssignments, factInstances, factNodes)
@@ -189,15 +189,18 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	if keys == nil {
 		// Every workload, and those gone whose assignments remain.
 		keys = append(l.view.desired.Keys(), l.view.assignedKeys()...)
+		keys = append(keys, l.view.jobKeys()...)
 		slices.Sort(keys)
 		keys = slices.Compact(keys)
 	}
 	commits := map[string]string{}
+	jobs := map[string]jobRecords{}
 	rollouts := map[string]resources.Rollout{}
 	daemonRollouts := map[string]*resources.DaemonRollout{}
 	var current []resources.Assignment
 	for _, k := range keys {
 		current = append(current, l.view.assignmentsOf(k)...)
+		jobs[k] = l.view.jobsOf(k)
 		if a, ok := l.view.appSource(k); ok {
 			commits[k] = a.Commit
 		}
@@ -212,18 +215,22 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	l.planned.Add(int64(len(desired)))
 	now := l.cfg.Now().UTC()
 	nodes, draining := l.view.schedNodes(now)
+	l.view.releaseFinishedJobs(nodes)
 	plan := PlanAssignments(AssignInput{
 		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
 		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
-		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts,
+		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts, Jobs: jobs,
 		DaemonRollouts: daemonRollouts, DaemonNodeDeadline: l.cfg.DaemonNodeDeadline,
 	})
 	l.view.setScheduling(keys, plan.Scheduling)
 	defer l.view.setWakes(keys, plan.Wake)
+	if err := l.confirmAbsent(ctx, &plan); err != nil {
+		return err
+	}
 	if err := l.writeDaemonRollouts(ctx, plan); err != nil {
 		return err
 	}
-	if !plan.Empty() {
+	if len(plan.Put)+len(plan.Delete)+len(plan.Leave) > 0 {
 		rev, err := l.cfg.Repo.WriteAssignments(ctx, append(plan.Leave, plan.Put...), plan.Delete)
 		if errors.Is(err, resources.ErrAddressTaken) {
 			// Another writer holds an address the view showed free: once the
@@ -251,6 +258,11 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		if err := l.view.assigns.WaitRevision(ctx, rev); err != nil {
 			return err
 		}
+	}
+	// A Job's records follow its assignments: a record never names an
+	// instance that does not exist yet.
+	if err := l.writeJobs(ctx, plan.Jobs); err != nil {
+		return err
 	}
 	return l.writeRollouts(ctx, desired, plan)
 }
@@ -351,17 +363,8 @@ func (l *Leader) wakeClock(ctx context.Context) error {
 	for {
 		due, next := l.view.dueWakes(l.cfg.Now())
 		l.view.markDirty(factTimers, due...)
-		var fire <-chan time.Time
-		if !next.IsZero() {
-			timer.Reset(max(0, next.Sub(l.cfg.Now())))
-			fire = timer.C
-		}
-		select {
-		case <-ctx.Done():
+		if !l.sleepUntil(ctx, timer, next, l.view.wakesChanged) {
 			return nil
-		case <-fire:
-		case <-l.view.wakesChanged:
-			timer.Stop()
 		}
 	}
 }
@@ -386,19 +389,28 @@ func (l *Leader) nodeLossClock(ctx context.Context) error {
 			}
 		}
 		seen = ready
-		var fire <-chan time.Time
-		if !next.IsZero() {
-			timer.Reset(max(0, next.Sub(l.cfg.Now())))
-			fire = timer.C
-		}
-		select {
-		case <-ctx.Done():
+		if !l.sleepUntil(ctx, timer, next, l.view.beatWake) {
 			return nil
-		case <-fire:
-		case <-l.view.beatWake:
-			timer.Stop()
 		}
 	}
+}
+
+// sleepUntil waits for next (for ever when it is zero), a poke of wake or
+// the end of ctx, with timer (stopped), and reports whether ctx is live.
+func (l *Leader) sleepUntil(ctx context.Context, timer *time.Timer, next time.Time, wake <-chan struct{}) bool {
+	var fire <-chan time.Time
+	if !next.IsZero() {
+		timer.Reset(max(0, next.Sub(l.cfg.Now())))
+		fire = timer.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-fire:
+	case <-wake:
+		timer.Stop()
+	}
+	return true
 }
 
 // statusOnce derives the status of the workloads keys (every workload when
@@ -461,6 +473,13 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 	for _, a := range as {
 		if _, ok := wf.Reported[a.InstanceID]; ok && !v.nodeReady(a.Node, now) {
 			delete(wf.Reported, a.InstanceID)
+		}
+	}
+	if w.Meta.Type == quadlet.TypeJob && w.Spec.Job != nil {
+		rec := v.jobsOf(k)
+		wf.Job = &JobFacts{Schedule: w.Spec.Schedule, Last: rec.schedule.sched.LastScheduleTime}
+		for _, sr := range rec.runs {
+			wf.Job.Runs = append(wf.Job.Runs, sr.run)
 		}
 	}
 	if ro, ok := v.rolloutOf(k); ok {

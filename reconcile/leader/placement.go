@@ -127,6 +127,10 @@ func (p *planner) address(node string) (netip.Addr, error) {
 // workload plans one workload from its current assignments cur: its new
 // instances, those that stop, and its rollout's progress.
 func (p *planner) workload(w workload, commit string, cur []resources.Assignment) {
+	if w.Meta.Type == quadlet.TypeJob && w.Spec.Job != nil {
+		p.job(w, commit, cur)
+		return
+	}
 	k := w.Key()
 	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
 	var fresh, stale, leaving []resources.Assignment
@@ -153,12 +157,6 @@ func (p *planner) workload(w workload, commit string, cur []resources.Assignment
 	var st Scheduling
 	strategy := w.Spec.Strategy
 	switch {
-	case w.Meta.Type == quadlet.TypeJob:
-		var readyFresh int
-		st, readyFresh = p.replicas(w, commit, fresh, -1)
-		if replaceStale(len(stale), readyFresh, st.Desired) {
-			p.plan.Delete = append(p.plan.Delete, stale...)
-		}
 	case strategy.IsSimultaneous() && (len(stale) > 0 || leavingOld(leaving, tmpl)):
 		st = p.simultaneous(w, fresh, stale)
 	case w.Meta.Type == quadlet.TypeDaemonService:
@@ -169,9 +167,7 @@ func (p *planner) workload(w workload, commit string, cur []resources.Assignment
 		st = p.rollService(w, commit, fresh, stale, leavingOld(leaving, tmpl))
 	}
 	p.plan.Scheduling[k] = st
-	if w.Meta.Type != quadlet.TypeJob {
-		p.track(w, st, fresh, stale, leaving, tmpl)
-	}
+	p.track(w, st, fresh, stale, leaving, tmpl)
 }
 
 // leavingOld reports whether an instance of another template than tmpl is
@@ -304,23 +300,18 @@ func (p *planner) rollDaemon(_ workload, st Scheduling, stale []resources.Assign
 	}
 }
 
-// replicas plans a Service or a Job: Desired instances on Ready nodes, those
-// on lost or draining nodes replaced, but no more than room instances in
+// replicas plans a Service: Desired instances on Ready nodes, those on lost
+// or draining nodes replaced, but no more than room instances in
 // all (-1: no bound; a rolling update's surge). It returns what placement
 // found and how many kept instances are ready.
 func (p *planner) replicas(w workload, commit string, fresh []resources.Assignment, room int) (Scheduling, int) {
 	want := w.Spec.Desired
-	isJob := w.Meta.Type == quadlet.TypeJob
 	var healthy, lost, draining []resources.Assignment
 	for _, a := range fresh {
 		switch {
 		case !p.ready(a):
-			if isJob && (p.succeeded(a) || w.Spec.RestartPolicy == quadlet.RestartNever) {
-				healthy = append(healthy, a) // nothing to restart: it stays
-			} else {
-				lost = append(lost, a)
-			}
-		case p.in.Draining[a.Node] && !isJob:
+			lost = append(lost, a)
+		case p.in.Draining[a.Node]:
 			draining = append(draining, a)
 		default:
 			healthy = append(healthy, a)
@@ -370,12 +361,6 @@ func (p *planner) replicas(w workload, commit string, fresh []resources.Assignme
 		}
 	}
 	return st, ready
-}
-
-// succeeded reports whether a's instance has exited 0 for good.
-func (p *planner) succeeded(a resources.Assignment) bool {
-	r, ok := p.in.Reported[a.InstanceID]
-	return ok && r.Phase == resources.InstanceSucceeded
 }
 
 // daemon plans a DaemonService: one instance on each eligible node. An

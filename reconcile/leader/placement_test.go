@@ -100,7 +100,7 @@ func perNode(as []resources.Assignment) string {
 
 func TestPlanAssignmentsOnNodes(t *testing.T) {
 	t.Parallel()
-	svc, job, dmn := quadlet.TypeService, quadlet.TypeJob, quadlet.TypeDaemonService
+	svc, dmn := quadlet.TypeService, quadlet.TypeDaemonService
 	web6 := schedWorkload(t, "web", svc, wopts{replicas: 6, memory: "256Mi"})
 	web3 := schedWorkload(t, "web", svc, wopts{replicas: 3, memory: "256Mi"})
 	web2 := schedWorkload(t, "web", svc, wopts{replicas: 2, memory: "256Mi"})
@@ -112,8 +112,6 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 	edge := schedWorkload(t, "edge", dmn, wopts{selector: "role=edge"})
 	every := schedWorkload(t, "every", dmn, wopts{})
 	bigDaemon := schedWorkload(t, "bigd", dmn, wopts{memory: "768Mi"})
-	jobAlways := schedWorkload(t, "ja", job, wopts{})
-	jobNever := schedWorkload(t, "jn", job, wopts{restart: quadlet.RestartNever})
 	edgeLabel := label("role", "edge")
 	ready := func(as ...resources.Assignment) map[string]resources.InstanceStatus {
 		m := map[string]resources.InstanceStatus{}
@@ -231,28 +229,6 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			wantDel: []string{inst(web1, "", "y", 0).InstanceID}, wantSch: "desired 1 unplaced 0",
 		},
 		{
-			name:    "a lost Job that restarts is replaced",
-			nodes:   []sched.Node{node("a", notReady), node("b")},
-			desired: []workload{jobAlways},
-			current: []resources.Assignment{inst(jobAlways, "a", "x", 1)},
-			wantPut: "b:1", wantDel: []string{inst(jobAlways, "", "x", 0).InstanceID}, wantSch: "desired 1 unplaced 0",
-		},
-		{
-			name:    "a lost Job that never restarts is not",
-			nodes:   []sched.Node{node("a", notReady), node("b")},
-			desired: []workload{jobNever},
-			current: []resources.Assignment{inst(jobNever, "a", "x", 1)},
-			wantSch: "desired 1 unplaced 0",
-		},
-		{
-			name:     "a lost Job that succeeded is not",
-			nodes:    []sched.Node{node("a", notReady), node("b")},
-			desired:  []workload{jobAlways},
-			current:  []resources.Assignment{inst(jobAlways, "a", "x", 1)},
-			reported: map[string]resources.InstanceStatus{inst(jobAlways, "", "x", 0).InstanceID: {Phase: resources.InstanceSucceeded}},
-			wantSch:  "desired 1 unplaced 0",
-		},
-		{
 			name:     "drain: Service replacements are placed first, the old ones stay",
 			nodes:    []sched.Node{node("a", cordoned), node("b"), node("c")},
 			draining: []string{"a"},
@@ -282,11 +258,11 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			wantDel:  []string{inst(web1, "", "x", 0).InstanceID}, wantSch: "desired 1 unplaced 1 reason 2 nodes: 2 cordoned",
 		},
 		{
-			name:     "drain: DaemonService instances are removed, running Jobs stay",
+			name:     "drain: DaemonService instances are removed",
 			nodes:    []sched.Node{node("a", cordoned), node("b")},
 			draining: []string{"a"},
-			desired:  []workload{every, jobAlways},
-			current:  []resources.Assignment{inst(every, "a", "x", 1), inst(every, "b", "y", 1), inst(jobAlways, "a", "j", 1)},
+			desired:  []workload{every},
+			current:  []resources.Assignment{inst(every, "a", "x", 1), inst(every, "b", "y", 1)},
 			wantDel:  []string{inst(every, "", "x", 0).InstanceID}, wantSch: "desired 1 unplaced 0",
 		},
 	}

@@ -3,6 +3,8 @@ package leader
 import (
 	"sync"
 
+	"github.com/robfig/cron/v3"
+
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -30,6 +32,10 @@ type spec struct {
 	// resources do not parse.
 	Request    sched.Request
 	RequestErr error
+	// Job is job.kat's spec, for a Job; Schedule is its parsed schedule,
+	// nil when it has none.
+	Job      *quadlet.JobSpec
+	Schedule cron.Schedule
 	// NodeByNode says a changed spec of this DaemonService is rolled out
 	// node by node (updateStrategy Rolling), MaxParallel nodes at a time;
 	// Verify that updateStrategy.verify is set.
@@ -49,6 +55,13 @@ func specOf(q *quadlet.Quadlet) *spec {
 		Strategy: q.Workload.Spec.UpdateStrategy,
 	}
 	s.Request, s.RequestErr = sched.NewRequest("", &q.Workload.Spec, 0)
+	if q.Job != nil {
+		j := q.Job.Spec
+		s.Job = &j
+		if j.Schedule != "" {
+			s.Schedule, _ = quadlet.ParseSchedule(j.Schedule) // validated by the parse
+		}
+	}
 	if u := q.Workload.Spec.UpdateStrategy; q.Workload.Spec.Type == quadlet.TypeDaemonService && u != nil && u.Type == quadlet.UpdateRolling {
 		s.NodeByNode, s.MaxParallel, s.Verify = true, u.Rolling.NodesAtOnce(), u.Verify != nil
 	}

@@ -38,6 +38,8 @@ const (
 	// factScheduling changes when placement finds a workload's desired or
 	// unplaced count or reason different.
 	factScheduling
+	// factJobs changes when a Job's run or schedule records change.
+	factJobs
 	// factRollouts changes when placement writes a workload's rollout
 	// record with another failure.
 	factRollouts
@@ -74,6 +76,8 @@ type view struct {
 	statuses   *store.Cache[storedStatus]
 	regs       *store.Cache[resources.NodeRegistration]
 	beats      *store.Cache[resources.NodeHeartbeat]
+	jobs       *store.Cache[jobEntry]
+	jobIdx     jobIndex
 	rollouts   *store.Cache[resources.Rollout]
 	// subnets are the nodes' overlay subnets, by NodeSubnetKey; ipam the
 	// instance holding each address, by IPAMKey.
@@ -134,6 +138,8 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		subnets:        store.NewCache(st, resources.NetworkNodesPrefix(), decodeSubnet),
 		ipam:           store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
 		daemonRollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[resources.DaemonRollout]),
+		jobs:           store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
+		jobIdx:         jobIndex{keys: map[string]map[string]struct{}{}},
 		idx:            newViewIndex(),
 	}
 	if v.desired == nil {
@@ -149,6 +155,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	v.beats.SetIndex(v.heartbeatChanged)
 	v.builds.SetIndex(v.buildChanged)
 	v.sources.SetIndex(v.sourceChanged)
+	v.jobs.SetIndex(v.jobChanged)
 	v.rollouts.SetIndex(func(key string, old, new *resources.Rollout) {
 		// The status reads a rollout's failure only.
 		var was, is *resources.RolloutFailure
@@ -281,6 +288,7 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.statuses.Run(ctx, nil) })
 	g.Go(func() error { return v.regs.Run(ctx, nil) })
 	g.Go(func() error { return v.beats.Run(ctx, nil) })
+	g.Go(func() error { return v.jobs.Run(ctx, nil) })
 	g.Go(func() error { return v.rollouts.Run(ctx, nil) })
 	g.Go(func() error { return v.subnets.Run(ctx, nil) })
 	g.Go(func() error { return v.ipam.Run(ctx, nil) })
@@ -292,7 +300,7 @@ func (v *view) run(ctx context.Context) error {
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
 		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
-		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced()} {
+		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced(), v.jobs.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -71,6 +71,8 @@ type WorkloadFacts struct {
 	// UnplacedReason says why (the scheduler's reason).
 	Unplaced       int
 	UnplacedReason string
+	// Job is, for a Job, its runs and schedule; nil for other types.
+	Job *JobFacts
 	// Rollout is placement's rollout record; nil before the first.
 	Rollout *resources.Rollout
 }
@@ -178,6 +180,12 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 	if isJob && succeeded > 0 {
 		ready1.Reason, ready1.Message = ReasonSucceeded, "the job's instance exited 0"
 	}
+	jobFailed := ""
+	if isJob && f.Job != nil {
+		// A Job's status tells of its runs, not of instances ready.
+		ready1, jobFailed = jobStatus(f, &st)
+		instErr = jobFailed // a failed attempt a run retried is not the Job's error
+	}
 	conds := []resources.Condition{ready1}
 	if st.Phase == resources.PhaseProgressing {
 		conds = append(conds, resources.Condition{Type: ConditionReconciling, Status: resources.ConditionTrue, Reason: ReasonProgressing,
@@ -202,6 +210,8 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ReasonInvalidQuadlet,
 			Message: msg + "; the last valid version keeps running"})
 		errs = append(errs, msg)
+	case st.Phase == resources.PhaseFailed && jobFailed != "":
+		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ready1.Reason, Message: jobFailed})
 	case st.Phase == resources.PhaseFailed:
 		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ReasonInstanceFailed, Message: instErr})
 	}
@@ -294,7 +304,8 @@ func instanceError(r resources.InstanceStatus) string {
 func statusEqual(a, b resources.WorkloadStatus) bool {
 	return a.ObservedGeneration == b.ObservedGeneration && a.AppliedGeneration == b.AppliedGeneration && a.Phase == b.Phase &&
 		a.Desired == b.Desired && a.Ready == b.Ready && a.LastError == b.LastError && a.SourceCommit == b.SourceCommit &&
-		a.Unplaced == b.Unplaced && a.UnplacedReason == b.UnplacedReason &&
+		a.Unplaced == b.Unplaced && a.UnplacedReason == b.UnplacedReason && a.LastRun == b.LastRun &&
+		((a.NextRunTime == nil && b.NextRunTime == nil) || (a.NextRunTime != nil && b.NextRunTime != nil && a.NextRunTime.Equal(*b.NextRunTime))) &&
 		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y resources.Condition) bool {
 			return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
 				x.LastTransitionTime.Equal(y.LastTransitionTime)

@@ -147,19 +147,27 @@ func waitStatus(t testing.TB, c *Cluster, ref, what string, cond func(*api.Workl
 // waitStatusUntil is waitStatus with a deadline of the caller's.
 func waitStatusUntil(t testing.TB, c *Cluster, ref, what string, deadline time.Time, cond func(*api.WorkloadDetail) bool) *api.WorkloadDetail {
 	t.Helper()
+	return waitFor(t, c, ref, what, deadline, func() (*api.WorkloadDetail, error) { return workloadStatus(t, c, ref) }, cond)
+}
+
+// waitFor polls get until cond holds of what it returns, or deadline, and
+// returns the last value; on a timeout it fails the test with that value
+// (as JSON) and the end of the agent's log, naming ref and what.
+func waitFor[T any](t testing.TB, c *Cluster, ref, what string, deadline time.Time, get func() (T, error), cond func(T) bool) T {
+	t.Helper()
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	var last *api.WorkloadDetail
+	var last T
 	err := poll.Wait(ctx, func() (bool, error) {
-		d, err := workloadStatus(t, c, ref)
+		v, err := get()
 		if err == nil {
-			last = d
+			last = v
 		}
-		return err == nil && cond(d), err
+		return err == nil && cond(v), err
 	})
 	if err != nil {
 		b, _ := json.MarshalIndent(last, "", "  ")
-		t.Fatalf("%s: timed out waiting for %s (%v); last status:\n%s\nagent log:\n%s", ref, what, err, b, agentLog(c, 40))
+		t.Fatalf("%s: timed out waiting for %s (%v); last seen:\n%s\nagent log:\n%s", ref, what, err, b, agentLog(c, 40))
 	}
 	return last
 }

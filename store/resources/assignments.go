@@ -62,6 +62,9 @@ type Assignment struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 	// GPU is the index of the node's GPU the instance holds; nil: none.
 	GPU *int `json:"gpu,omitempty"`
+	// Run is, for an instance of a Job, the run it belongs to (JobRun.Run);
+	// "" for other workloads.
+	Run string `json:"run,omitempty"`
 	// IP is the instance's overlay address, from its node's subnet; the
 	// leader records it under IPAMKey in the transaction that writes the
 	// assignment and frees it in the one that deletes it. Invalid (omitted)

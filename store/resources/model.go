@@ -62,6 +62,9 @@ const (
 	PhaseReady       = api.PhaseReady
 	PhaseDegraded    = api.PhaseDegraded
 	PhaseFailed      = api.PhaseFailed
+	PhaseRunning     = api.PhaseRunning
+	PhaseSucceeded   = api.PhaseSucceeded
+	PhaseScheduled   = api.PhaseScheduled
 
 	InstancePending   = api.InstancePending
 	InstanceRunning   = api.InstanceRunning

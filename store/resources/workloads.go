@@ -415,6 +415,7 @@ func (r *Repo) DeleteWorkloadRevision(ctx context.Context, req DeleteRequest) (*
 				{Type: store.OpDeletePrefix, Key: DesiredPrefix(ns, name)},
 				{Type: store.OpDelete, Key: StatusKey(ns, name)},
 				{Type: store.OpDeletePrefix, Key: ArchivePrefix(ns, name)},
+				{Type: store.OpDeletePrefix, Key: JobPrefix(ns, name)},
 				{Type: store.OpDelete, Key: DaemonRolloutKey(ns, name)},
 				{Type: store.OpDelete, Key: RolloutKey(ns, name)},
 			}, nil)

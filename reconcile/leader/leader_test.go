@@ -244,7 +244,10 @@ func TestLoopsWorkOnWhatChanged(t *testing.T) {
 	for i := range n {
 		e.apply(workloadFiles(t, fmt.Sprintf("w%02d", i), quadlet.TypeService, 1, "v1"), resources.APIOwner())
 	}
-	l, stop := e.run(Config{})
+	// No periodic pass over every workload while the steps run: on a
+	// busy machine the test outlasts DefaultResync, and a resync plans
+	// every workload by design.
+	l, stop := e.run(Config{Resync: time.Hour})
 	defer stop()
 	statusVersions := func() map[string]int64 {
 		kvs, err := e.repo.Store().List(e.ctx, resources.StatusPrefix())

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -333,6 +334,84 @@ func TestServiceDiscovery(t *testing.T) {
 			ip, time.Since(paused).Round(time.Millisecond), tickSeconds)
 	})
 
+	t.Run("new instances resolvable on another node soon after they serve", func(t *testing.T) {
+		if err := node2.Command(t.Context(), "podman", append(node2.PodmanArgs(), "unpause", "--all")...).Run(); err != nil {
+			t.Logf("unpause: %v", err)
+		}
+		old := map[string]bool{}
+		for _, a := range webAssignments(t, cli) {
+			old[a.InstanceID] = true
+		}
+		c.applyWeb(t, 9, "")
+		var fresh []resources.Assignment
+		poll.UntilErr(t, time.Minute, "6 new web instances with addresses", func() error {
+			fresh = fresh[:0]
+			for _, a := range webAssignments(t, cli) {
+				if !old[a.InstanceID] && a.IP.IsValid() {
+					fresh = append(fresh, a)
+				}
+			}
+			if len(fresh) < 6 {
+				return fmt.Errorf("%d new", len(fresh))
+			}
+			return nil
+		})
+		hosts := map[string]harness.Host{}
+		for _, h := range c.Hosts {
+			hosts[h.Name] = h
+		}
+		// Per instance: when it first serves (seen from its own host)
+		// and when node1's DNS first answers its name.
+		type sample struct {
+			id              string
+			served, resolve time.Time
+		}
+		results := make(chan sample, len(fresh))
+		for _, a := range fresh {
+			go func() {
+				s := sample{id: a.InstanceID}
+				name := a.InstanceID + ".web.default." + clusterDomain
+				url := "http://" + netip.AddrPortFrom(a.IP, 8080).String() + "/"
+				hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+				deadline := time.Now().Add(2 * time.Minute)
+				for time.Now().Before(deadline) && (s.served.IsZero() || s.resolve.IsZero()) {
+					if s.served.IsZero() {
+						_ = hosts[a.Node].InNetns(func() error {
+							resp, err := hc.Get(url)
+							if err == nil {
+								resp.Body.Close()
+								s.served = time.Now()
+							}
+							return nil
+						})
+					}
+					if s.resolve.IsZero() {
+						if got, _, err := lookupA(node1, dns1, name); err == nil && len(got) == 1 && got[0] == a.IP {
+							s.resolve = time.Now()
+						}
+					}
+					time.Sleep(20 * time.Millisecond) //nolint:forbidigo // the sampling period
+				}
+				results <- s
+			}()
+		}
+		var deltas []time.Duration
+		for range fresh {
+			s := <-results
+			if s.served.IsZero() || s.resolve.IsZero() {
+				t.Errorf("instance %s: served at %v, resolvable at %v", s.id, s.served, s.resolve)
+				continue
+			}
+			deltas = append(deltas, s.resolve.Sub(s.served))
+		}
+		slices.Sort(deltas)
+		if len(deltas) > 0 {
+			p := func(q float64) time.Duration { return deltas[min(len(deltas)-1, int(q*float64(len(deltas))))] }
+			t.Logf("instance serving -> its name answered by node1's DNS, over %d new instances: p50 %s, p95 %s, max %s (health check every 1 s, agent tick %d s); all %v",
+				len(deltas), p(0.5).Round(time.Millisecond), p(0.95).Round(time.Millisecond), deltas[len(deltas)-1].Round(time.Millisecond), tickSeconds, deltas)
+		}
+	})
+
 	t.Run("a deleted node's peer and routes go from the others", func(t *testing.T) {
 		gone := c.Hosts[2]
 		subnet := nets[gone.Name].Subnet
@@ -350,4 +429,23 @@ func TestServiceDiscovery(t *testing.T) {
 			})
 		}
 	})
+}
+
+// webAssignments lists the assignments of default/web on every node.
+func webAssignments(t *testing.T, cli *clientv3.Client) []resources.Assignment {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, resources.AssignmentsPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []resources.Assignment
+	for _, kv := range resp.Kvs {
+		a, err := resources.DecodeAssignment(kv.Value)
+		if err == nil && a.Namespace == "default" && a.Workload == "web" {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -391,6 +391,10 @@ type RolloutFailure struct {
 	// Message is the cause: what was ready and what the new instances last
 	// reported.
 	Message string `json:"message"`
+	// Reason is ProgressDeadlineExceeded, or NodeUpdateFailed when a
+	// DaemonService's node-by-node update stopped at a failing node; empty
+	// in records written before it existed (the deadline).
+	Reason string `json:"reason,omitempty"`
 	// RollbackTo is the generation whose files are applied again; 0 when
 	// there is no rollback (autoRollback false, or no earlier generation
 	// succeeded).

@@ -485,3 +485,20 @@ func (p *planner) daemonEligible(w workload, cur []resources.Assignment) []strin
 	names, _ := sched.Eligible(all, req)
 	return names
 }
+
+// daemonRolloutFailure is why w's node-by-node update of its current
+// generation failed, as its record (the one this pass writes, else the
+// stored one) says; "" while it has not.
+func (p *planner) daemonRolloutFailure(w workload) string {
+	k := w.Key()
+	rec, ok := p.in.DaemonRollouts[k]
+	for i, r := range p.plan.DaemonRollouts {
+		if r.Namespace+"/"+r.Workload == k {
+			rec, ok = &p.plan.DaemonRollouts[i], true
+		}
+	}
+	if !ok || rec == nil || rec.Phase != api.RolloutFailed || rec.TargetGeneration != w.Meta.Generation {
+		return ""
+	}
+	return cmp.Or(rec.Message, "the node-by-node update failed")
+}

@@ -151,7 +151,7 @@ func (p *planner) workload(w workload, commit string, cur []resources.Assignment
 	}
 	if w.Meta.Type == quadlet.TypeDaemonService && w.Spec.NodeByNode &&
 		p.daemonRollout(w, commit, slices.Concat(fresh, stale)) {
-		p.track(w, p.plan.Scheduling[k], fresh, stale, leaving, tmpl)
+		p.track(w, p.plan.Scheduling[k], fresh, stale, leaving, tmpl, p.daemonRolloutFailure(w))
 		return
 	}
 	var st Scheduling
@@ -167,7 +167,7 @@ func (p *planner) workload(w workload, commit string, cur []resources.Assignment
 		st = p.rollService(w, commit, fresh, stale, leavingOld(leaving, tmpl))
 	}
 	p.plan.Scheduling[k] = st
-	p.track(w, st, fresh, stale, leaving, tmpl)
+	p.track(w, st, fresh, stale, leaving, tmpl, "")
 }
 
 // leavingOld reports whether an instance of another template than tmpl is

@@ -26,7 +26,11 @@ type rolloutFacts struct {
 	Nodes  []resources.RolloutNode
 	// Cause says why new instances are not ready, for a failure's message.
 	Cause string
-	Now   time.Time
+	// Failed, when set, is why the rollout has failed already, before its
+	// deadline: a DaemonService's node-by-node update stopped at a node
+	// that failed (and put the nodes it touched back).
+	Failed string
+	Now    time.Time
 }
 
 // stepRollout advances a workload's rollout record prev by one planning
@@ -69,17 +73,25 @@ func stepRollout(prev resources.Rollout, f rolloutFacts) (next resources.Rollout
 		return next, 0, time.Time{}
 	}
 	deadline := next.ProgressAt.Add(time.Duration(next.DeadlineSeconds) * time.Second)
-	if f.Now.Before(deadline) {
+	if f.Now.Before(deadline) && f.Failed == "" {
 		return next, 0, deadline
 	}
 	next.Outcomes = setOutcome(next.Outcomes, g, resources.OutcomeFailed)
 	next.CompletedAt = f.Now
-	msg := fmt.Sprintf("generation %d made no progress for %ds: %d of %d new instances ready, %d old instances left",
-		g, next.DeadlineSeconds, c.NewReady, c.Desired, c.Old+c.Leaving)
-	if f.Cause != "" {
-		msg += "; " + f.Cause
+	var msg string
+	if f.Failed != "" {
+		msg = fmt.Sprintf("generation %d failed: %s", g, f.Failed)
+	} else {
+		msg = fmt.Sprintf("generation %d made no progress for %ds: %d of %d new instances ready, %d old instances left",
+			g, next.DeadlineSeconds, c.NewReady, c.Desired, c.Old+c.Leaving)
+		if f.Cause != "" {
+			msg += "; " + f.Cause
+		}
 	}
-	fl := &resources.RolloutFailure{Generation: g, At: f.Now}
+	fl := &resources.RolloutFailure{Generation: g, At: f.Now, Reason: ReasonProgressDeadlineExceeded}
+	if f.Failed != "" {
+		fl.Reason = ReasonNodeUpdateFailed
+	}
 	switch to := lastSucceeded(next.Outcomes, g); {
 	case !f.Strategy.AutoRollbackEnabled():
 		msg += "; autoRollback is off: the rollout stays as it stopped"
@@ -123,7 +135,7 @@ func pruneOutcomes(m map[int64]string, g int64) map[int64]string {
 
 // track counts a workload's instances as the pass found them, steps its
 // rollout, and adds a changed record, a rollback and a wake-up to the plan.
-func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []resources.Assignment, tmpl string) {
+func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []resources.Assignment, tmpl, failed string) {
 	k := w.Key()
 	c := resources.RolloutCounts{Desired: st.Desired, New: len(fresh), Old: len(stale), Leaving: len(leaving)}
 	nodes := map[string]*resources.RolloutNode{}
@@ -157,7 +169,7 @@ func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []resou
 	if cause == "" && st.Unplaced > 0 {
 		cause = fmt.Sprintf("%d new instances fit on no node: %s", st.Unplaced, st.Reason)
 	}
-	f := rolloutFacts{Meta: w.Meta, Strategy: w.Spec.Strategy, Counts: c, Cause: cause, Now: p.in.Now}
+	f := rolloutFacts{Meta: w.Meta, Strategy: w.Spec.Strategy, Counts: c, Cause: cause, Failed: failed, Now: p.in.Now}
 	if w.Meta.Type == quadlet.TypeDaemonService {
 		for _, n := range slices.Sorted(maps.Keys(nodes)) {
 			f.Nodes = append(f.Nodes, *nodes[n])

@@ -362,7 +362,11 @@ func TestStepRollout(t *testing.T) {
 		progressAt   time.Time
 		failure      string // substring of the failure's message; "-" none
 		wakeAtLatest time.Time
+		failed       string // rolloutFacts.Failed
 	}{
+		{name: "a node-by-node update that stopped fails at once and rolls back", prev: running, meta: meta(3), counts: counts(0, 3),
+			now: t0.Add(5 * time.Second), failed: "node1: verify exited 3", outcome: resources.OutcomeFailed, rollbackTo: 1, progressAt: t0,
+			failure: "generation 3 failed: node1: verify exited 3; rolling back to generation 1's files"},
 		{name: "a new generation starts a rollout", prev: resources.Rollout{Generation: 2}, meta: meta(3), counts: counts(0, 3), now: t0,
 			progressAt: t0, failure: "-", wakeAtLatest: t0.Add(600 * time.Second)},
 		{name: "one more new instance ready is progress", prev: running, meta: meta(3), counts: counts(2, 2), now: t0.Add(50 * time.Second),
@@ -392,7 +396,7 @@ func TestStepRollout(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := maps.Clone(tc.prev.Outcomes)
-			next, to, wake := stepRollout(tc.prev, rolloutFacts{Meta: tc.meta, Strategy: tc.strategy, Counts: tc.counts, Cause: "the cause", Now: tc.now})
+			next, to, wake := stepRollout(tc.prev, rolloutFacts{Meta: tc.meta, Strategy: tc.strategy, Counts: tc.counts, Cause: "the cause", Failed: tc.failed, Now: tc.now})
 			if got := next.Outcomes[tc.meta.Generation]; got != tc.outcome {
 				t.Errorf("outcome = %q, want %q", got, tc.outcome)
 			}

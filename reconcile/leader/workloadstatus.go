@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,6 +35,10 @@ const (
 	// ReasonProgressDeadlineExceeded: a rollout made no progress within
 	// spec.updateStrategy.progressDeadlineSeconds.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonNodeUpdateFailed: a DaemonService's node-by-node update
+	// stopped at a node whose new instance failed (or failed its verify
+	// command) and put back the nodes it had updated.
+	ReasonNodeUpdateFailed = "NodeUpdateFailed"
 )
 
 // buildLogTail bounds the end of a build log a BuildFailed condition quotes.
@@ -217,7 +222,7 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 	}
 	if ro := f.Rollout; ro != nil && ro.Failure != nil {
 		conds = append(conds, resources.Condition{Type: ConditionRolloutFailed, Status: resources.ConditionTrue,
-			Reason: ReasonProgressDeadlineExceeded, Message: ro.Failure.Message})
+			Reason: cmp.Or(ro.Failure.Reason, ReasonProgressDeadlineExceeded), Message: ro.Failure.Message})
 		errs = append(errs, ro.Failure.Message)
 	}
 	if f.FromGit && f.App != nil && f.App.LastError != "" {

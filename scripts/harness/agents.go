@@ -55,6 +55,9 @@ type Agent struct {
 	err  error // how cmd ended, once done is closed
 }
 
+// PID is the process ID of the agent (nsenter execs kat-agent in place).
+func (a *Agent) PID() int { return a.cmd.Process.Pid }
+
 // Done is closed when the process has ended.
 func (a *Agent) Done() <-chan struct{} { return a.done }
 

@@ -30,6 +30,10 @@ spec:
   type: DaemonService
   updateStrategy:
     verify: {command: ["/bin/sh", "-c", "echo checking $VERSION; test \"$VERSION\" != bad"], timeoutSeconds: 10}
+    # The failed version stays desired, so the test sees the update's
+    # record as it stopped (with it on, the last good generation's files
+    # would be applied again at once).
+    autoRollback: false
   restartPolicy: {condition: Always}
   source: {image: "localhost/kat-base:latest"}
   container:
@@ -153,6 +157,19 @@ func TestDaemonServiceNodeByNode(t *testing.T) {
 		if msg := d.DaemonRollout.Nodes[0].Message; !strings.Contains(msg, "verify command") || !strings.Contains(msg, "exit 1: checking bad") {
 			t.Errorf("node1's message %q, want the verify command's failure and output", msg)
 		}
+		// The workload tells the truth: its rollout failed, and why.
+		poll.UntilErr(t, 30*time.Second, "the workload's RolloutFailed condition", func() error {
+			d, err := c.daemonDetail(t)
+			if err != nil {
+				return err
+			}
+			for _, cd := range d.Status.Conditions {
+				if cd.Type == "RolloutFailed" && cd.Status == "True" && cd.Reason == "NodeUpdateFailed" && strings.Contains(cd.Message, "node1") {
+					return nil
+				}
+			}
+			return fmt.Errorf("conditions %+v", d.Status.Conditions)
+		})
 		// The new instance on node1 leaves first (the drain delay), then goes.
 		poll.UntilErr(t, time.Minute, "only generation-1 instances left", func() error {
 			d, err := c.daemonDetail(t)

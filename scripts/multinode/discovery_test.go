@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/scripts/e2e"
 	"kat.dws.rip/kat/scripts/harness"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -411,6 +412,13 @@ func TestServiceDiscovery(t *testing.T) {
 				len(deltas), p(0.5).Round(time.Millisecond), p(0.95).Round(time.Millisecond), deltas[len(deltas)-1].Round(time.Millisecond), tickSeconds, deltas)
 		}
 	})
+
+	for i, a := range c.agents {
+		if rss, err := e2e.RSS(a.PID()); err == nil {
+			t.Logf("%s's kat-agent (%s, with its overlay device and DNS server): RSS %.1f MiB", c.Hosts[i].Name,
+				map[bool]string{true: "leader", false: "worker"}[i == 0], float64(rss)/(1<<20))
+		}
+	}
 
 	t.Run("a deleted node's peer and routes go from the others", func(t *testing.T) {
 		gone := c.Hosts[2]

@@ -1,6 +1,7 @@
 package multinode
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -372,19 +373,13 @@ func TestServiceDiscovery(t *testing.T) {
 			go func() {
 				s := sample{id: a.InstanceID}
 				name := a.InstanceID + ".web.default." + clusterDomain
-				url := "http://" + netip.AddrPortFrom(a.IP, 8080).String() + "/"
-				hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+				addr := netip.AddrPortFrom(a.IP, 8080)
 				deadline := time.Now().Add(2 * time.Minute)
 				for time.Now().Before(deadline) && (s.served.IsZero() || s.resolve.IsZero()) {
 					if s.served.IsZero() {
-						_ = hosts[a.Node].InNetns(func() error {
-							resp, err := hc.Get(url)
-							if err == nil {
-								resp.Body.Close()
-								s.served = time.Now()
-							}
-							return nil
-						})
+						if httpGetIn(hosts[a.Node], addr) == nil {
+							s.served = time.Now()
+						}
 					}
 					if s.resolve.IsZero() {
 						if got, _, err := lookupA(node1, dns1, name); err == nil && len(got) == 1 && got[0] == a.IP {
@@ -456,4 +451,32 @@ func webAssignments(t *testing.T, cli *clientv3.Client) []resources.Assignment {
 		}
 	}
 	return out
+}
+
+// httpGetIn sends GET / to addr from inside host h and succeeds on a 200.
+// It dials in the calling goroutine, so on InNetns's thread: an
+// http.Client dials on goroutines of its own, in the machine's namespace.
+func httpGetIn(h harness.Host, addr netip.AddrPort) error {
+	return h.InNetns(func() error {
+		conn, err := net.DialTimeout("tcp", addr.String(), time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if err := conn.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(conn, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", addr); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET http://%s/: %s", addr, resp.Status)
+		}
+		return nil
+	})
 }

@@ -228,8 +228,10 @@ func TestFinishedJobInstancesFreeTheirRequests(t *testing.T) {
 	var done []resources.InstanceStatus
 	for i := range 3 {
 		poll.Until(t, 10*time.Second, fmt.Sprintf("instance %d placed", i+1), func() bool { return len(e.assignments("big")) == i+1 })
-		if r := e.runs("big")["g1"]; r.Active != 1 {
-			t.Fatalf("run %+v: one instance fits at a time", r)
+		// The run's record is written after the assignment: wait for it.
+		poll.Until(t, 10*time.Second, fmt.Sprintf("the run counts instance %d active", i+1), func() bool { return e.runs("big")["g1"].Active == 1 })
+		if n := len(e.assignments("big")); n != i+1 {
+			t.Fatalf("%d instances placed with %d finished: one fits at a time", n, i)
 		}
 		as := e.assignments("big")
 		for _, a := range as {

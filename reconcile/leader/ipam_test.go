@@ -220,7 +220,17 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v2"), resources.APIOwner())
 	poll.Until(t, 30*time.Second, "only v2 instances", func() bool {
 		cur := e.assignments("web")
-		e.checkAddresses()
+		// Within one listing, no two instances share an address.
+		// (checkAddresses compares two reads, which a rollout in flight
+		// can split: it runs once the rollout is over.)
+		held := map[string]string{}
+		for _, a := range cur {
+			k := a.Node + "/" + a.IP.String()
+			if other, dup := held[k]; dup {
+				t.Errorf("%s and %s both hold %s", other, a.InstanceID, k)
+			}
+			held[k] = a.InstanceID
+		}
 		var fresh []resources.Assignment
 		left := 0
 		for _, a := range cur {

@@ -3,8 +3,6 @@ package multinode
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -34,31 +32,11 @@ const clusterDomain = "kat.cluster.local"
 // not show (overlay records, DNS records).
 func rootEtcd(t *testing.T, c *harness.Cluster) *clientv3.Client {
 	t.Helper()
-	pki := filepath.Join(c.Hosts[0].DataDir, "pki")
-	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "etcd-root.crt"), filepath.Join(pki, "etcd-root.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{"https://" + netip.AddrPortFrom(c.Hosts[0].Addr, 2379).String()},
-		TLS:         &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12},
-		DialTimeout: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return leaderEtcd(t, c, certTLS(t, c.Hosts[0], "etcd-root"))
 }
 
 // nodeNetworks reads every node's overlay record.
-func nodeNetworks(t *testing.T, cli *clientv3.Client) map[string]resources.NodeNetwork {
+func nodeNetworks(t testing.TB, cli *clientv3.Client) map[string]resources.NodeNetwork {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

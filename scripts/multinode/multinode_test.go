@@ -328,8 +328,16 @@ func checkWorkerRefused(t *testing.T, c *harness.Cluster, worker harness.Host) {
 // in h's data directory, trusting the cluster CA.
 func nodeTLS(t testing.TB, h harness.Host) *tls.Config {
 	t.Helper()
+	return certTLS(t, h, "node")
+}
+
+// certTLS is a client TLS configuration with the certificate and key
+// h's data dir keeps as pki/NAME.{crt,key} ("etcd-root" on the leader:
+// its etcd administrator's) and the cluster CA.
+func certTLS(t testing.TB, h harness.Host, name string) *tls.Config {
+	t.Helper()
 	pki := filepath.Join(h.DataDir, "pki")
-	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"))
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, name+".crt"), filepath.Join(pki, name+".key"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/scripts/harness"
-	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -31,25 +30,7 @@ type overlayCluster struct {
 // records reads every node's overlay record, as agents read it.
 func (c *overlayCluster) records(t testing.TB) map[string]resources.NodeNetwork {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	resp, err := c.etcd.Get(ctx, resources.NetworkNodesPrefix(), clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kvs := make([]store.KV, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		kvs = append(kvs, store.KV{Key: string(kv.Key), Value: kv.Value})
-	}
-	nets, err := resources.DecodeNodeNetworks(kvs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]resources.NodeNetwork{}
-	for _, n := range nets {
-		out[n.Node] = n
-	}
-	return out
+	return nodeNetworks(t, c.etcd)
 }
 
 // overlayIP waits until h's node has a subnet, key and endpoint and

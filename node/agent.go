@@ -67,7 +67,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt, Events: events,
 		MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
-		HostPorts: o.HostPorts,
+		HostPorts: o.HostPorts, NetworkName: o.PodmanNetwork,
 		BuildSpec: agent.NewSpecBuilder(n.state.NodeName, volumes, idRange), CheckHost: rt.CheckHost,
 		Networks: rt, ClusterDomain: spec.ClusterDomain,
 		OnChange: func() { reconcile.Poke(beat) },

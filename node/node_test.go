@@ -145,6 +145,8 @@ func TestOpenRefusesBadInput(t *testing.T) {
 			[]string{`--etcd-endpoints: "10.0.0.1:2379"`}},
 		{"app repo key without known hosts", func(o *Options) { o.Agent.AppAuth.SSHKeyFile = "/etc/kat/id" },
 			[]string{"--app-repo-ssh-key-file needs --app-repo-known-hosts-file"}},
+		{"bad podman network name", func(o *Options) { o.Agent.PodmanNetwork = "-kat" },
+			[]string{`--podman-network: "-kat" is not a valid network name`}},
 		{"profiles served beyond loopback", func(o *Options) { o.PprofAddress = "0.0.0.0:6060" },
 			[]string{`--pprof-address: "0.0.0.0:6060" must be a loopback address`}},
 	}

@@ -103,6 +103,10 @@ type AgentOptions struct {
 	// --network-config-dir and --tmpdir, so that several nodes can share a
 	// machine. Default: podman's own.
 	PodmanNetworkConfigDir, PodmanTmpDir string
+	// PodmanNetwork is the name of the node's Podman network, which
+	// instances with overlay addresses join (--podman-network). Default
+	// agent.DefaultNetworkName.
+	PodmanNetwork string
 	// VolumeBasePath is where SimpleClusterStorage volumes live
 	// (--volume-base-path). Default: cluster.kat volumeBasePath.
 	VolumeBasePath string
@@ -229,6 +233,11 @@ func (o *AgentOptions) validate() error {
 	}
 	if err := o.HostPorts.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--host-port-range: %w", err))
+	}
+	if o.PodmanNetwork != "" {
+		if err := runtime.ValidateNetworkName(o.PodmanNetwork); err != nil {
+			errs = append(errs, fmt.Errorf("--podman-network: %w", err))
+		}
 	}
 	if o.BuildTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("--build-timeout: %s must be at least 1s", o.BuildTimeout))

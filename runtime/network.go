@@ -27,6 +27,15 @@ type NetworkSpec struct {
 	Gateway netip.Addr
 }
 
+// ValidateNetworkName says what is wrong with a Podman network name, if
+// anything.
+func ValidateNetworkName(name string) error {
+	if len(name) > 253 || !containerNameRE.MatchString(name) {
+		return fmt.Errorf("%q is not a valid network name (letters, digits, '_', '.', '-', starting with a letter or digit)", name)
+	}
+	return nil
+}
+
 // Validate checks a network spec. Its errors wrap ErrInvalidSpec and name
 // the field.
 func (s NetworkSpec) Validate() error {
@@ -36,8 +45,8 @@ func (s NetworkSpec) Validate() error {
 	switch {
 	case s.Name == "":
 		return bad("name", "is required")
-	case len(s.Name) > 253 || !containerNameRE.MatchString(s.Name):
-		return bad("name", "%q is not a valid network name (letters, digits, '_', '.', '-', starting with a letter or digit)", s.Name)
+	case ValidateNetworkName(s.Name) != nil:
+		return bad("name", "%v", ValidateNetworkName(s.Name))
 	case !s.Subnet.IsValid() || !s.Subnet.Addr().Is4():
 		return bad("subnet", "%v is not an IPv4 subnet", s.Subnet)
 	case s.Subnet.Bits() > 30:

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"kat.dws.rip/kat/node"
+	"kat.dws.rip/kat/reconcile/agent"
 	"kat.dws.rip/kat/reconcile/leader"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -110,6 +111,7 @@ func addAgentFlags(f *pflag.FlagSet, a *node.AgentOptions) {
 	f.StringVar(&a.PodmanRunRoot, "podman-runroot", "", "podman run root (--runroot; default: podman's)")
 	f.StringVar(&a.PodmanNetworkConfigDir, "podman-network-config-dir", "", "podman network config dir (--network-config-dir; default: podman's), so that several nodes can share one machine")
 	f.StringVar(&a.PodmanTmpDir, "podman-tmpdir", "", "podman tmpdir (--tmpdir, where its event log lives; default: podman's)")
+	f.StringVar(&a.PodmanNetwork, "podman-network", agent.DefaultNetworkName, "name of the node's Podman network, which instances with overlay addresses join (one per node; choose another when several nodes share one podman network config dir)")
 	f.StringVar(&a.VolumeBasePath, "volume-base-path", "", "where SimpleClusterStorage volumes live (default: cluster.kat volumeBasePath, /var/lib/kat/volumes)")
 	f.IntVar(&a.MaxConcurrentPulls, "max-concurrent-pulls", a.MaxConcurrentPulls, "image pulls in flight at most")
 	f.IntVar(&a.MaxConcurrentSteps, "max-concurrent-steps", a.MaxConcurrentSteps, "container operations (create, start, remove, health check) in flight at most")

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -75,12 +76,14 @@ type Cluster struct {
 	// ExtraArgs are appended to kat-agent init's arguments.
 	ExtraArgs []string
 	// Env, when set, is added to kat-agent's environment (e.g. "PATH=...").
-	Env     []string
-	ports   []int
-	cmd     *exec.Cmd
-	log     *os.File
-	waitErr chan error
-	exitErr error // how the last killed process ended
+	Env   []string
+	ports []int
+	// clusterCIDR is the cluster's clusterCIDR line (nextClusterCIDR).
+	clusterCIDR string
+	cmd         *exec.Cmd
+	log         *os.File
+	waitErr     chan error
+	exitErr     error // how the last killed process ended
 }
 
 // NewCluster prepares (but does not start) a single-node cluster in dataDir
@@ -90,7 +93,44 @@ func NewCluster(bin Binaries, dataDir, clusterKat string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{Bin: bin, DataDir: dataDir, Config: clusterKat, Node: "e2e-" + randomHex(3), APIPort: ports[0], ports: ports}, nil
+	return &Cluster{Bin: bin, DataDir: dataDir, Config: clusterKat, Node: "e2e-" + randomHex(3), APIPort: ports[0], ports: ports,
+		clusterCIDR: nextClusterCIDR()}, nil
+}
+
+// testdataClusterCIDR is the clusterCIDR of testdata's cluster.kat files.
+// Every single-node cluster of these tests runs in the machine's network
+// namespace and shares podman's network config dir, where two networks may
+// not overlap: Start gives each cluster a /16 of its own instead (and a
+// Podman network named after its node, see NetworkName).
+const testdataClusterCIDR = "clusterCIDR: 10.123.0.0/16"
+
+// clusterCIDRs counts the /16s handed out: 10.130.0.0/16 to 10.249.0.0/16,
+// which no route of these machines covers and which the examples' cluster
+// (10.100.0.0/16, task up) does not meet, starting at an offset of the
+// process's so that two test processes seldom meet.
+var clusterCIDRs atomic.Int64
+
+func nextClusterCIDR() string {
+	i := (int64(os.Getpid()) + clusterCIDRs.Add(1)) % 120
+	return fmt.Sprintf("clusterCIDR: 10.%d.0.0/16", 130+i)
+}
+
+// NetworkName is the Podman network of the node's instances.
+func NetworkName(node string) string { return "kat-" + node }
+
+// config returns the cluster.kat kat-agent starts with: c.Config itself, or,
+// when it has testdata's clusterCIDR, a copy with the cluster's own.
+func (c *Cluster) config() (string, error) {
+	b, err := os.ReadFile(c.Config)
+	if err != nil || !bytes.Contains(b, []byte(testdataClusterCIDR)) {
+		return c.Config, nil // kat-agent reports what is wrong with it
+	}
+	dir := filepath.Join(c.DataDir, "e2e-config")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, filepath.Base(c.Config))
+	return path, os.WriteFile(path, bytes.Replace(b, []byte(testdataClusterCIDR), []byte(c.clusterCIDR), 1), 0o600)
 }
 
 // KatcallConfig is the path of the katcall configuration init writes.
@@ -109,13 +149,18 @@ func (c *Cluster) Start(ctx context.Context) error {
 		return err
 	}
 	c.log = log
-	c.cmd = exec.Command(c.Bin.Agent, "init", "--config", c.Config, "--data-dir", c.DataDir,
+	config, err := c.config()
+	if err != nil {
+		log.Close()
+		return fmt.Errorf("write the cluster's cluster.kat: %w", err)
+	}
+	c.cmd = exec.Command(c.Bin.Agent, "init", "--config", config, "--data-dir", c.DataDir,
 		"--node-name", c.Node, "--advertise-address", "127.0.0.1", "--log-format", "json", "--log-level", "debug",
 		"--api-port", strconv.Itoa(c.ports[0]), "--agent-port", strconv.Itoa(c.ports[1]),
 		"--etcd-client-port", strconv.Itoa(c.ports[2]), "--etcd-peer-port", strconv.Itoa(c.ports[3]),
 		// Single-node tests run in the machine's network namespace:
 		// no WireGuard device there (scripts/multinode tests it).
-		"--wg-mode", "off")
+		"--wg-mode", "off", "--podman-network", NetworkName(c.Node))
 	c.cmd.Args = append(c.cmd.Args, c.ExtraArgs...)
 	if dir := os.Getenv("KAT_AGENT_CPUPROFILE_DIR"); dir != "" {
 		// Profiling a test or benchmark: every kat-agent writes its CPU
@@ -331,7 +376,25 @@ func RemoveNodeContainers(node string) error {
 	if _, err := exec.LookPath("podman"); err != nil {
 		return nil
 	}
-	return removeByFilter("label=kat.node=" + node)
+	if err := removeByFilter("label=kat.node=" + node); err != nil {
+		return err
+	}
+	return removeNodeNetwork(node)
+}
+
+// removeNodeNetwork removes the node's Podman network (NetworkName), if
+// there is one.
+func removeNodeNetwork(node string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := NetworkName(node)
+	if exec.CommandContext(ctx, "podman", "network", "exists", name).Run() != nil {
+		return nil
+	}
+	if out, err := exec.CommandContext(ctx, "podman", "network", "rm", name).CombinedOutput(); err != nil {
+		return fmt.Errorf("podman network rm %s: %w\n%s", name, err, out)
+	}
+	return nil
 }
 
 // removeByFilter force-removes the containers podman ps --filter finds.

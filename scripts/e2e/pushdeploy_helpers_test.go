@@ -132,6 +132,9 @@ func startPushClusterFrom(t testing.TB, clusterFile string, cfg *gitRemote, podm
 		}
 		if podmanStore != "" {
 			cleanStore(t, podmanStore, c.Node)
+			if err := removeNodeNetwork(c.Node); err != nil {
+				t.Errorf("remove the test's network: %v", err)
+			}
 		} else if err := RemoveNodeContainers(c.Node); err != nil {
 			t.Errorf("remove the test's containers: %v", err)
 		}

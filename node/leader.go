@@ -124,7 +124,7 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 	reg := resources.NodeRegistration{
 		Name: n.state.NodeName, UID: n.state.NodeUID, AdvertiseAddress: n.state.AdvertiseAddress,
 		APIPort: spec.APIPort, AgentPort: spec.AgentPort, JoinedAt: now,
-		Labels: nodeLabels(n.state.NodeName, n.state.Labels),
+		Labels: nodeLabels(n.state.NodeName, n.state.Labels), EtcdMember: true,
 	}
 	if old, err := n.repo.GetNodeRegistration(ctx, reg.Name); err == nil {
 		reg = resources.KeepOperatorFields(*old, reg)

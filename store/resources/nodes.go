@@ -31,6 +31,10 @@ type NodeRegistration struct {
 	// Draining is set by katcall drain: Service and DaemonService instances
 	// are moved off the node, Job instances run to their end.
 	Draining bool `json:"draining,omitempty"`
+	// EtcdMember marks a node that is a member of the cluster's etcd
+	// quorum: a leader candidate that serves the API (katcall and webhook
+	// senders may use any member's address).
+	EtcdMember bool `json:"etcdMember,omitempty"`
 }
 
 // NodeNameLabel is the label every node carries with its own name, for

@@ -58,6 +58,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		return nil, err
 	}
 	secret, secretLoops := n.webhookSecret()
+	backup, backupLoops := n.backups()
 	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
 		Secret: secret, Dispatcher: webhook.Fanout(gitops, loops.AppSources()), Logger: n.log,
 	})
@@ -72,6 +73,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
 		NodeOverlay:     n.recordOverlay,
+		Backup:          backup,
 		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(),
 		Logger: n.log.With().Str("component", "api").Logger(),
 	})
@@ -106,7 +108,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		{Name: "api-tls", Run: apiTLS.Run},
 		{Name: "desired", Run: desired.Run},
 		{Name: "gitsync", Run: gitops.Run},
-	}, append(secretLoops, loops.Loops()...)...), nil
+	}, append(append(secretLoops, backupLoops...), loops.Loops()...)...), nil
 }
 
 // registerSelf ensures the cluster's base namespaces, registers this node,

@@ -94,6 +94,9 @@ type ServerConfig struct {
 	// term, and again when the report changes. Default nil: reports'
 	// overlay is not recorded.
 	NodeOverlay func(ctx context.Context, node string, o api.NodeOverlay) error
+	// Backup takes an etcd snapshot now, for POST api.BackupPath (katcall
+	// backup). Default nil: that endpoint answers 503.
+	Backup func(ctx context.Context) (*api.Backup, error)
 }
 
 // Server serves the v1alpha1 API.
@@ -183,6 +186,7 @@ func (s *Server) Handler() http.Handler {
 		r.Use(middleware.Timeout(defaultRequestTimeout))
 		r.Get("/status", s.status)
 		r.Get("/config/cluster", s.clusterConfig)
+		r.Post("/cluster/backup", s.postBackup)
 		r.Get("/nodes", s.listNodes)
 		r.Get("/nodes/{node}", s.getNode)
 		r.Delete("/nodes/{node}", s.deleteNode)

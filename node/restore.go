@@ -32,7 +32,7 @@ type RestoreOptions struct {
 	// a new CA and new tokens at its first start.
 	FromDataDir string
 	// NodeName, AdvertiseAddress and EtcdPeerPort name the restored etcd
-	// member; give kat-agent init the same ones. Defaults: FromDataDir's,
+	// member; node.json records them for kat-agent init. Defaults: FromDataDir's,
 	// else those of init (the host name, the first non-loopback IPv4
 	// address, the snapshot's cluster.kat etcdPeerPort).
 	NodeName         string

@@ -28,8 +28,9 @@ and the admin and join tokens are copied from it, so existing katcall.yaml files
 join tokens keep working. Without it, init creates a new CA and new tokens and makes
 them the cluster's; the old ones stop working.
 
-Give init the same --node-name, --advertise-address and --etcd-peer-port as restore.
-DIR must not exist or be empty; the cluster configuration comes from the snapshot.`,
+restore records the node's name, address and etcd peer port in DIR/node.json, where
+init finds them: do not give init different ones. DIR must not exist or be empty; the
+cluster configuration comes from the snapshot.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := (initFlags{logLevel: logLevel, logFormat: "auto"}).validate(); err != nil {
@@ -44,8 +45,8 @@ DIR must not exist or be empty; the cluster configuration comes from the snapsho
 				credentials = "CA, admin token and join token copied from " + o.FromDataDir
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "restored cluster %s (%s) at revision %d (%d keys) into %s as node %s; %s.\n"+
-				"Start it with: kat-agent init --data-dir %s --node-name %s\n",
-				res.ClusterName, res.ClusterUID, res.Revision, res.Keys, o.DataDir, res.NodeName, credentials, o.DataDir, res.NodeName)
+				"Start it with: kat-agent init --data-dir %s\n",
+				res.ClusterName, res.ClusterUID, res.Revision, res.Keys, o.DataDir, res.NodeName, credentials, o.DataDir)
 			return nil
 		},
 	}

@@ -185,18 +185,35 @@ func (b *Backups) newest() (time.Time, error) {
 	return newest, nil
 }
 
+// staleTempAge is the age past which a temporary snapshot file of the
+// cluster is left over from a crash and deleted.
+const staleTempAge = time.Hour
+
+// prune deletes the cluster's snapshots beyond the newest Keep, and
+// temporary files that a crash in the middle of a snapshot left behind.
 func (b *Backups) prune() error {
 	names, err := b.names()
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, n := range snapshotsToPrune(b.cfg.Cluster, names, b.cfg.Keep) {
+	remove := func(n, what string) {
 		if err := os.Remove(filepath.Join(b.cfg.Dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
+			return
+		}
+		b.log.Info().Str("file", n).Msg("deleted " + what)
+	}
+	for _, n := range snapshotsToPrune(b.cfg.Cluster, names, b.cfg.Keep) {
+		remove(n, "an old snapshot")
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, ".kat-"+b.cfg.Cluster+"-") || !strings.HasSuffix(n, ".part") {
 			continue
 		}
-		b.log.Info().Str("file", n).Msg("deleted an old snapshot")
+		if fi, err := os.Stat(filepath.Join(b.cfg.Dir, n)); err == nil && time.Since(fi.ModTime()) > staleTempAge {
+			remove(n, "a temporary snapshot file left by a crash")
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -135,11 +135,18 @@ func TestBackupsWriteCheckPruneRecord(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	foreign := []string{"notes.txt", snapshotName("work", clk.now())}
-	for _, f := range foreign {
+	// Files that are no snapshot of this cluster, and a fresh temporary
+	// file (a snapshot being written), stay; a temporary file of a crash
+	// hours ago goes.
+	foreign := []string{"notes.txt", snapshotName("work", clk.now()), ".kat-home-x.db.1.part"}
+	for _, f := range append(foreign, ".kat-home-y.db.2.part") {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	old := time.Now().Add(-2 * staleTempAge)
+	if err := os.Chtimes(filepath.Join(dir, ".kat-home-y.db.2.part"), old, old); err != nil {
+		t.Fatal(err)
 	}
 	var written []string
 	for i := range 4 {

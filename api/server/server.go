@@ -186,6 +186,7 @@ func (s *Server) Handler() http.Handler {
 		r.Use(middleware.Timeout(defaultRequestTimeout))
 		r.Get("/status", s.status)
 		r.Get("/config/cluster", s.clusterConfig)
+		r.Get("/cluster/servers", s.clusterServers)
 		r.Post("/cluster/backup", s.postBackup)
 		r.Get("/nodes", s.listNodes)
 		r.Get("/nodes/{node}", s.getNode)

@@ -87,37 +87,47 @@ func NewBackups(cfg BackupConfig) (*Backups, error) {
 const maxBackupRetry = 10 * time.Minute
 
 // Run takes a snapshot whenever the newest one in Dir is Interval old (at
-// once when there is none), until ctx ends. A failed snapshot is logged,
-// recorded and tried again after a wait that doubles from a minute, capped
-// at the interval and maxBackupRetry.
+// once when there is none), until ctx ends. It looks at Dir again after
+// every wait, so a snapshot taken meanwhile through Backup pushes the next
+// one back. A failed snapshot is logged, recorded and tried again after a
+// wait that doubles from a minute, capped at the interval and
+// maxBackupRetry.
 func (b *Backups) Run(ctx context.Context) error {
 	failures := 0
+	var retryAt time.Time // zero: no failed snapshot to try again
 	for {
-		wait := retryDelay(failures, b.cfg.Interval)
-		if failures == 0 {
+		now := b.cfg.Now()
+		var wait time.Duration
+		if !retryAt.IsZero() {
+			wait = max(0, retryAt.Sub(now))
+		} else {
 			newest, err := b.newest()
 			if err != nil {
 				b.log.Warn().Err(err).Msg("cannot list earlier snapshots: taking one now")
 			}
-			wait = nextBackupIn(newest, b.cfg.Interval, b.cfg.Now())
+			wait = nextBackupIn(newest, b.cfg.Interval, now)
 		}
-		b.log.Debug().Dur("in", wait).Msg("next snapshot")
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
+		if wait > 0 {
+			b.log.Debug().Dur("in", wait).Msg("next snapshot")
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			continue
 		}
 		if _, err := b.Backup(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			failures++
-			b.log.Error().Err(err).Int("failures", failures).Msg("etcd snapshot failed")
+			retryAt = b.cfg.Now().Add(retryDelay(failures, b.cfg.Interval))
+			b.log.Error().Err(err).Int("failures", failures).Time("retry_at", retryAt).Msg("etcd snapshot failed")
 			continue
 		}
-		failures = 0
+		failures, retryAt = 0, time.Time{}
 	}
 }
 

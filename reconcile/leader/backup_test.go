@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -252,5 +253,55 @@ func TestBackupsRunTakesOneAtOnceWithoutSnapshots(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
+	}
+}
+
+// flakySnapshotter fails its first fails calls, then writes a small file.
+type flakySnapshotter struct {
+	mu    sync.Mutex
+	fails int
+	calls int
+}
+
+func (f *flakySnapshotter) SaveSnapshot(_ context.Context, path string) (store.SnapshotInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.calls <= f.fails {
+		return store.SnapshotInfo{}, errors.New("disk full")
+	}
+	return store.SnapshotInfo{Path: path, Size: 1}, os.WriteFile(path, []byte("x"), 0o600)
+}
+
+// TestBackupsRunRetriesFailures: a failed snapshot is recorded and tried
+// again (after the capped retry delay, here the short interval) until one
+// succeeds, which clears the recorded error.
+func TestBackupsRunRetriesFailures(t *testing.T) {
+	t.Parallel()
+	repo := resources.New(storetest.New(t))
+	dir := t.TempDir()
+	snap := &flakySnapshotter{fails: 2}
+	b, err := NewBackups(BackupConfig{Snapshotter: snap, Repo: repo, Dir: dir, Cluster: "c", Interval: 20 * time.Millisecond, Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	poll.Until(t, 30*time.Second, "a snapshot after two failures, recorded", func() bool {
+		st, err := repo.BackupStatus(ctx)
+		return err == nil && st != nil && st.Last != nil && st.Error == ""
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	snap.mu.Lock()
+	defer snap.mu.Unlock()
+	if snap.calls < 3 {
+		t.Errorf("%d snapshot attempts, want at least 3", snap.calls)
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "kat-c-*.db")); len(names) != 1 {
+		t.Errorf("kept %v, want one snapshot (Keep 1)", names)
 	}
 }

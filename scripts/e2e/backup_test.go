@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store"
 )
@@ -20,7 +22,9 @@ import (
 // restore (keeping the old CA and tokens) and kat-agent init on a new data
 // directory bring up a cluster whose desired state, namespaces and source
 // specs are the same keys and values, answering the old admin token.
-// restore refuses a missing snapshot and a used data directory.
+// Restored again without the old data directory, the cluster has the same
+// records, a new CA and a new admin token, and refuses the old one. restore
+// refuses a missing snapshot and a used data directory.
 func TestBackupRestoreRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -104,8 +108,9 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	if err := restored.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	restoredStopped := false
 	t.Cleanup(func() {
-		if restored.Running() {
+		if !restoredStopped {
 			if err := restored.Stop(30 * time.Second); err != nil {
 				t.Errorf("stop the restored kat-agent: %v\n%s", err, restored.Tail(20))
 			}
@@ -119,6 +124,57 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	}
 	if r := restored.Katcall(ctx, "get", "sources"); r.Code != 0 || !strings.Contains(r.Stdout, "ops") {
 		t.Errorf("katcall get sources on the restored cluster: %s", r)
+	}
+
+	// Without the old data directory: a new CA and new tokens, the same
+	// records, and the old admin token refused.
+	restoredStopped = true
+	if err := restored.Stop(30 * time.Second); err != nil {
+		t.Fatalf("stop the restored kat-agent: %v", err)
+	}
+	fresh, err := NewCluster(c.Bin, filepath.Join(t.TempDir(), "fresh"), c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh.Node = c.Node
+	if out, err := restore("--snapshot", snapshot, "--data-dir", fresh.DataDir, "--node-name", fresh.Node,
+		"--advertise-address", "127.0.0.1", "--etcd-peer-port", strconv.Itoa(fresh.ports[3])); err != nil || !strings.Contains(out, "new CA") {
+		t.Fatalf("kat-agent restore without --from-data-dir: %v\n%s", err, out)
+	}
+	if err := fresh.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fresh.Stop(30 * time.Second); err != nil {
+			t.Errorf("stop the second restored kat-agent: %v\n%s", err, fresh.Tail(20))
+		}
+	})
+	if after := clusterRecords(ctx, t, fresh); after != before {
+		t.Errorf("records of the cluster restored without its old data directory:\n%s\nwant:\n%s", after, before)
+	}
+	if readFile(t, filepath.Join(fresh.DataDir, "pki", "ca.crt")) == readFile(t, filepath.Join(c.DataDir, "pki", "ca.crt")) {
+		t.Error("the cluster restored without its old data directory kept the old CA")
+	}
+	oldToken := strings.TrimSpace(readFile(t, filepath.Join(c.DataDir, "admin.token")))
+	newConfig := readFile(t, fresh.KatcallConfig())
+	if strings.Contains(newConfig, oldToken) {
+		t.Fatal("the new katcall.yaml holds the old admin token")
+	}
+	var kc map[string]any
+	if err := yaml.Unmarshal([]byte(newConfig), &kc); err != nil {
+		t.Fatal(err)
+	}
+	kc["token"] = oldToken
+	b, err := yaml.Marshal(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withOldToken := filepath.Join(t.TempDir(), "old-token.yaml")
+	if err := os.WriteFile(withOldToken, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := RunKatcall(ctx, c.Bin.Katcall, "--config", withOldToken, "get", "sources"); r.Code == 0 || !strings.Contains(r.Stderr, "invalid bearer token") {
+		t.Errorf("the old admin token on the cluster restored without it: %s", r)
 	}
 }
 

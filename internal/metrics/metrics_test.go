@@ -197,3 +197,28 @@ func TestEveryFamilyIsDocumented(t *testing.T) {
 		t.Errorf("described %d families, want every one of them", n)
 	}
 }
+
+// BenchmarkRecord measures what one recording costs the instrumented code.
+func BenchmarkRecord(b *testing.B) {
+	start := time.Now()
+	b.Run("histogram", func(b *testing.B) {
+		for b.Loop() {
+			ReconcilePass("bench", start, nil)
+		}
+	})
+	b.Run("counters", func(b *testing.B) {
+		for b.Loop() {
+			Webhook("bench", "bad_signature", true)
+		}
+	})
+}
+
+// BenchmarkScrape measures one scrape of the whole registry.
+func BenchmarkScrape(b *testing.B) {
+	h := Handler()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		b.SetBytes(int64(rec.Body.Len()))
+	}
+}

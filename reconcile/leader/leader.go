@@ -156,6 +156,7 @@ func (l *Leader) loop(ctx context.Context, sub *subscription, name string, pass 
 		return nil
 	}
 	log := l.cfg.Logger.With().Str("component", name).Logger()
+	defer metrics.QueueDepth(name, 0) // no leader, no queue: a former leader shows none
 	t := time.NewTicker(l.cfg.Resync)
 	defer t.Stop()
 	for {

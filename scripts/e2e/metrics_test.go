@@ -77,6 +77,7 @@ func checkMetrics(t *testing.T, c *Cluster, atLeastOne []series) {
 	}
 	for _, p := range ports {
 		poll.UntilErr(t, 60*time.Second, "the kat_ families on the "+p.name, func() error {
+			start := time.Now()
 			code, fams, err := scrapeMetrics(p.client, p.url, p.bearer)
 			if err != nil || code != http.StatusOK {
 				return fmt.Errorf("GET %s: %d %w", p.url, code, err)
@@ -91,6 +92,7 @@ func checkMetrics(t *testing.T, c *Cluster, atLeastOne []series) {
 					return fmt.Errorf("%s = %v, want >= 1", s, v)
 				}
 			}
+			t.Logf("scraped the %s: %d families in %s", p.name, len(fams), time.Since(start).Round(time.Millisecond))
 			return nil
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -136,7 +137,13 @@ func (b *Backups) Backup(ctx context.Context) (*api.Backup, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.cfg.Now().UTC()
+	start := time.Now()
 	out, err := b.save(ctx, now)
+	var size int64
+	if out != nil {
+		size = out.Size
+	}
+	metrics.BackupFinished(start, size, err)
 	if err == nil {
 		b.log.Info().Str("path", out.Path).Int64("size", out.Size).Int64("revision", out.Revision).Int("keys", out.Keys).Msg("etcd snapshot written")
 		if perr := b.prune(); perr != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -187,6 +188,12 @@ func TestBackupsWriteCheckPruneRecord(t *testing.T) {
 	}
 	if status == nil || status.Last == nil || filepath.Base(status.Last.Path) != written[3] || status.Error != "" || !status.LastAttempt.Equal(clk.now()) {
 		t.Errorf("status = %+v", status)
+	}
+	if v, err := metrics.Value("kat_backup_duration_seconds", map[string]string{"result": "success"}); err != nil || v < 4 {
+		t.Errorf("kat_backup_duration_seconds{result=success} counts %v snapshots (%v), want at least 4", v, err)
+	}
+	if v, err := metrics.Value("kat_backup_size_bytes", nil); err != nil || v <= 0 {
+		t.Errorf("kat_backup_size_bytes = %v, %v", v, err)
 	}
 	if newest, err := b.newest(); err != nil || !newest.Equal(clk.now()) {
 		t.Errorf("newest = %v, %v; want %v", newest, err, clk.now())

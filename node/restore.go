@@ -172,9 +172,10 @@ func oldLeaderState(d dataDir, clusterUID string) (*nodeState, error) {
 	return old, nil
 }
 
-// restoredState is node.json of the restored node: the snapshot's cluster,
-// this node's identity from the options, else the old leader's, else
-// init's defaults.
+// restoredState is node.json of the restored node: the snapshot's cluster
+// (the old leader's node.json's, with its ports, when there is one), this
+// node's identity from the options, else the old leader's, else init's
+// defaults.
 func restoredState(o RestoreOptions, old *nodeState, info *resources.ClusterInfo) *nodeState {
 	st := &nodeState{
 		NodeName: defaultNodeName(), NodeUID: uuid.NewString(), ClusterUID: info.UID,
@@ -183,7 +184,8 @@ func restoredState(o RestoreOptions, old *nodeState, info *resources.ClusterInfo
 	if old != nil {
 		st.NodeName, st.NodeUID, st.AdvertiseAddress = old.NodeName, old.NodeUID, old.AdvertiseAddress
 		st.Labels, st.Overlay = old.Labels, old.Overlay
-		st.Cluster.Spec.EtcdPeerPort = old.Cluster.Spec.EtcdPeerPort
+		// The same cluster.kat, with the ports the old node last ran on.
+		st.Cluster = old.Cluster
 	}
 	if o.NodeName != "" {
 		st.NodeName = o.NodeName

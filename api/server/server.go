@@ -94,6 +94,11 @@ type ServerConfig struct {
 	// term, and again when the report changes. Default nil: reports'
 	// overlay is not recorded.
 	NodeOverlay func(ctx context.Context, node string, o api.NodeOverlay) error
+	// AuditKeep is how many entries the audit log keeps in etcd (the
+	// oldest go first). Default resources.DefaultAuditKeep (1000).
+	AuditKeep int
+	// AuditLogger receives one line per audit entry. Default: Logger.
+	AuditLogger *zerolog.Logger
 }
 
 // Server serves the v1alpha1 API.
@@ -105,6 +110,8 @@ type Server struct {
 	// (recordOverlay).
 	overlaysMu sync.Mutex
 	overlays   map[string]api.NodeOverlay
+	// auditLog is AuditLogger, or Logger.
+	auditLog zerolog.Logger
 }
 
 // NewServer checks cfg, applies defaults and returns a Server.
@@ -133,7 +140,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg}
+	if cfg.AuditKeep <= 0 {
+		cfg.AuditKeep = resources.DefaultAuditKeep
+	}
+	s := &Server{cfg: cfg, auditLog: cfg.Logger}
+	if cfg.AuditLogger != nil {
+		s.auditLog = *cfg.AuditLogger
+	}
 	if cfg.AuthFailureLimit > 0 {
 		s.authFailures = httprate.NewRateLimiter(cfg.AuthFailureLimit, time.Minute)
 	}
@@ -145,6 +158,7 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.ClientIPFromRemoteAddr)
 	r.Use(s.accessLog)
+	r.Use(s.audit(r))
 	r.Use(middleware.Recoverer)
 	if s.cfg.RateLimit > 0 {
 		r.Use(httprate.LimitBy(s.cfg.RateLimit, time.Second,
@@ -221,6 +235,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/sync", s.syncSources)
 		r.Get("/events", s.listEvents)
 		r.Get("/jobs", s.listJobRuns)
+		r.Get("/audit", s.listAudit)
 	})
 	return r
 }
@@ -247,6 +262,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, &api.Error{StatusCode: http.StatusUnauthorized, Code: api.CodeUnauthorized,
 				Message: "invalid bearer token"})
 		default:
+			noteActor(r, api.ActorAdmin)
 			next.ServeHTTP(w, r)
 		}
 	})

@@ -28,9 +28,15 @@ import (
 //     per node, which would push operators' calls out of the list;
 //   - 429 answers: a client over its rate limit would otherwise fill the
 //     list (it is already refused before its token is checked);
+//   - from etcd only, past ServerConfig.AuditUnauthenticatedLimit a minute,
+//     calls that showed no valid credential: they are still logged;
 //   - requests that match no route, and those the global rate limit
 //     refused before routing: they name no resource. The access log has
 //     them all.
+
+// DefaultAuditUnauthenticated is ServerConfig.AuditUnauthenticatedLimit's
+// default.
+const DefaultAuditUnauthenticated = 60
 
 // Limits of the audit log.
 const (
@@ -178,7 +184,8 @@ func (s *Server) audit(mux *chi.Mux) func(http.Handler) http.Handler {
 			}
 			e.Time = s.cfg.Now().UTC()
 			e.Remote = middleware.GetClientIP(r.Context())
-			s.recordAudit(r.Context(), e)
+			store := !unauthenticated(e) || !s.auditUnauthenticated.OnLimit(headerSink{}, r, "unauthenticated")
+			s.recordAudit(r.Context(), e, store)
 		})
 	}
 }
@@ -248,10 +255,17 @@ func auditEntryOf(method, pattern string, param func(string) string, note *audit
 	return e, true
 }
 
-// recordAudit logs e and appends it to the audit log in etcd, waiting at
-// most auditWriteTimeout; a failed write is logged, and the answer goes out
-// all the same.
-func (s *Server) recordAudit(ctx context.Context, e api.AuditEntry) {
+// unauthenticated reports whether e is a call that showed no valid
+// credential: its actor is anonymous, or it is a webhook refused before a
+// verified push named its repository.
+func unauthenticated(e api.AuditEntry) bool {
+	return e.Actor == api.ActorAnonymous || (e.Resource == "repo" && e.Status >= 400 && e.Name == "")
+}
+
+// recordAudit logs e and, when store is set, appends it to the audit log in
+// etcd, waiting at most auditWriteTimeout; a failed write is logged, and the
+// answer goes out all the same.
+func (s *Server) recordAudit(ctx context.Context, e api.AuditEntry, store bool) {
 	ev := s.auditLog.Info()
 	if e.Status >= 400 {
 		ev = s.auditLog.Warn()
@@ -262,7 +276,13 @@ func (s *Server) recordAudit(ctx context.Context, e api.AuditEntry) {
 			ev = ev.Str(f[0], f[1])
 		}
 	}
-	ev.Int("status", e.Status).Str("remote", e.Remote).Msg("audit")
+	ev = ev.Int("status", e.Status).Str("remote", e.Remote)
+	if !store {
+		// Over AuditUnauthenticatedLimit: the line is the only record.
+		ev.Bool("stored", false).Msg("audit")
+		return
+	}
+	ev.Msg("audit")
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditWriteTimeout)
 	defer cancel()
 	if err := s.cfg.Repo.AppendAudit(wctx, e, s.cfg.AuditKeep); err != nil {

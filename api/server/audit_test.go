@@ -315,3 +315,41 @@ func TestAuditWriteFailureStillAnswers(t *testing.T) {
 		t.Fatalf("the failure is not logged:\n%s", logs)
 	}
 }
+
+// TestAuditUnauthenticatedAreBounded: past AuditUnauthenticatedLimit a
+// minute, calls without a valid credential are only logged; the admin's
+// calls are still stored.
+func TestAuditUnauthenticatedAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, logs := auditFixture(t, func(c *server.ServerConfig) { c.AuditUnauthenticatedLimit, c.AuthFailureLimit = 3, -1 })
+	for range 5 {
+		if code, _ := f.raw(t, http.MethodPost, "/v1alpha1/nodes/n1/cordon", "wrong-token-value", nil); code != http.StatusUnauthorized {
+			t.Fatalf("cordon with a wrong token: %d, want 401", code)
+		}
+		if code := f.postWebhook(t, "https://git.example/evil.git", "not-the-secret"); code != http.StatusUnauthorized {
+			t.Fatalf("badly signed webhook: %d, want 401", code)
+		}
+	}
+	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.client.CordonNode(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.client.ListAudit(ctx, api.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "anonymous cordon node/n1 401 \"invalid bearer token\"\nwebhook:generic push repo 401 \"X-Kat-Signature does not match\"\n" +
+		"anonymous cordon node/n1 401 \"invalid bearer token\"\nadmin cordon node/n1 200\n"
+	if g := auditLines(got); g != want {
+		t.Fatalf("stored:\n%s\nwant:\n%s", g, want)
+	}
+	if n := strings.Count(logs.String(), `"message":"audit"`); n != 11 {
+		t.Fatalf("%d audit log lines, want 11 (every call):\n%s", n, logs)
+	}
+	if n := strings.Count(logs.String(), `"stored":false`); n != 7 {
+		t.Fatalf("%d lines marked stored false, want 7:\n%s", n, logs)
+	}
+}

@@ -59,7 +59,9 @@
 // "join-token" or "anonymous"), the verb, the object, the status and a
 // refusal's message; never a token, a secret or a body. Node heartbeats
 // and the events nodes report are left out (auditExcluded), and so are 429
-// answers and requests that match no route. The answer waits for the etcd
+// answers and requests that match no route; calls without a valid
+// credential are stored at most AuditUnauthenticatedLimit a minute (all
+// are logged). The answer waits for the etcd
 // write at most two seconds; a failed write is logged and changes nothing
 // else. A refused request changes no state but this log.
 package server

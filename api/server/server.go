@@ -99,6 +99,12 @@ type ServerConfig struct {
 	AuditKeep int
 	// AuditLogger receives one line per audit entry. Default: Logger.
 	AuditLogger *zerolog.Logger
+	// AuditUnauthenticatedLimit is how many entries of calls that showed
+	// no valid credential (actor anonymous, a webhook refused before its
+	// signature was checked) the audit log stores in etcd per minute;
+	// past it they are only logged, so that nobody without a credential
+	// can push operators' calls out of the list. Default 60.
+	AuditUnauthenticatedLimit int
 }
 
 // Server serves the v1alpha1 API.
@@ -112,6 +118,9 @@ type Server struct {
 	overlays   map[string]api.NodeOverlay
 	// auditLog is AuditLogger, or Logger.
 	auditLog zerolog.Logger
+	// auditUnauthenticated limits the stored entries of unauthenticated
+	// calls (AuditUnauthenticatedLimit).
+	auditUnauthenticated *httprate.RateLimiter
 }
 
 // NewServer checks cfg, applies defaults and returns a Server.
@@ -143,13 +152,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.AuditKeep <= 0 {
 		cfg.AuditKeep = resources.DefaultAuditKeep
 	}
-	s := &Server{cfg: cfg, auditLog: cfg.Logger}
-	if cfg.AuditLogger != nil {
-		s.auditLog = *cfg.AuditLogger
+	if cfg.AuditUnauthenticatedLimit <= 0 {
+		cfg.AuditUnauthenticatedLimit = DefaultAuditUnauthenticated
 	}
+	s := &Server{cfg: cfg}
 	if cfg.AuthFailureLimit > 0 {
 		s.authFailures = httprate.NewRateLimiter(cfg.AuthFailureLimit, time.Minute)
 	}
+	s.auditLog = cfg.Logger
+	if cfg.AuditLogger != nil {
+		s.auditLog = *cfg.AuditLogger
+	}
+	s.auditUnauthenticated = httprate.NewRateLimiter(cfg.AuditUnauthenticatedLimit, time.Minute)
 	return s, nil
 }
 

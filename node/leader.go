@@ -93,8 +93,13 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		Handler: srv.Handler(), TLSConfig: apiTLS.Config(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return lctx },
 	}
+	others, err := n.memberServers(lctx, apiURL)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	if err := writeKatcallConfig(n.dir.katcallConfig(), katcallConfig{
-		Server: apiURL, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
+		Server: apiURL, Servers: others, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
 	}); err != nil {
 		ln.Close()
 		return nil, err
@@ -152,6 +157,22 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 		return err
 	}
 	return n.repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: n.state.NodeName, APIURL: apiURL, Since: now})
+}
+
+// memberServers lists the API URLs of the etcd members other than the one
+// at self, for katcall.yaml.
+func (n *Node) memberServers(ctx context.Context, self string) ([]string, error) {
+	nodes, err := n.repo.ListNodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the members for katcall.yaml: %w", err)
+	}
+	var out []string
+	for _, nd := range nodes {
+		if u := nd.Registration.APIURL(); nd.Registration.EtcdMember && u != "" && u != self {
+			out = append(out, u)
+		}
+	}
+	return out, nil
 }
 
 // appPollInterval is how often the leader resolves app repositories without

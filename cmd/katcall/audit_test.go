@@ -50,6 +50,10 @@ func TestGetAudit(t *testing.T) {
 		t.Fatalf("get audit --limit 1 -o yaml = %d\n%s", code, out)
 	}
 
+	if code, out, _ := c.katcall("__complete", "get", "au"); code != 0 || !strings.HasPrefix(out, "audit\n") {
+		t.Errorf("__complete get au = %d %q, want audit", code, out)
+	}
+
 	for _, tc := range []struct {
 		args []string
 		want string

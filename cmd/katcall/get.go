@@ -19,10 +19,10 @@ type getOptions struct {
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:       "get workloads|namespaces|nodes|sources|events|jobs|audit [NAME]",
-		Short:     "List workloads, namespaces, nodes, Git sources, recent events, the runs of Jobs or the audit log",
-		Args:      cobra.RangeArgs(1, 2),
-		ValidArgs: []string{"workloads", "namespaces", "nodes", "sources", "events", "jobs", "audit"},
+		Use:               "get workloads|namespaces|nodes|sources|events|jobs|audit [NAME]",
+		Short:             "List workloads, namespaces, nodes, Git sources, recent events, the runs of Jobs or the audit log",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "events", "jobs", "audit"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(o.output)
 			if err != nil {

@@ -26,8 +26,8 @@ import (
 //
 //   - the routes in auditExcluded: nodes' machine traffic, every few seconds
 //     per node, which would push operators' calls out of the list;
-//   - 429 answers: a client over its rate limit would otherwise fill the
-//     list (it is already refused before its token is checked);
+//   - 429 answers, which change nothing: a client over its rate limit
+//     would otherwise fill the list;
 //   - from etcd only, past ServerConfig.AuditUnauthenticatedLimit a minute,
 //     calls that showed no valid credential: they are still logged;
 //   - requests that match no route, and those the global rate limit

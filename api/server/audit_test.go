@@ -8,44 +8,26 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/webhook"
 )
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 const webhookSecret = "webhook-secret-value"
 
 // auditFixture serves the API with webhooks (generic pushes of any
 // repository match), joins that always succeed once the secret matched,
 // and the audit log's lines in a buffer.
-func auditFixture(t *testing.T, mod func(*server.ServerConfig)) (*fixture, *syncBuffer) {
+func auditFixture(t *testing.T, mod func(*server.ServerConfig)) (*fixture, *testenv.SyncBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
 		Secret:     webhook.StaticSecret([]byte(webhookSecret)),
 		Dispatcher: webhook.DispatcherFunc(func(context.Context, webhook.Push) (int, error) { return 1, nil }),

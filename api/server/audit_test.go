@@ -136,6 +136,12 @@ func TestAuditRecordsWhoDidWhat(t *testing.T) {
 	if _, err := f.client.CordonNode(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
+	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.DeleteNode(ctx, "n2", false); err != nil {
+		t.Fatal(err)
+	}
 
 	got, err := f.client.ListAudit(ctx, api.AuditQuery{})
 	if err != nil {
@@ -150,6 +156,7 @@ webhook:generic push repo 401 "X-Kat-Signature does not match"
 anonymous join node 403 "invalid join token: use the token kat-agent init printed (or katcall token rotate issued last)"
 join-token join node/n3 200
 admin cordon node/n1 200
+admin delete node/n2 204
 `
 	if g := auditLines(got); g != want {
 		t.Fatalf("audit log:\n%s\nwant:\n%s", g, want)

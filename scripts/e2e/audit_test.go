@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,6 +18,7 @@ type auditJSON struct {
 	Resource  string `json:"resource"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	Detail    string `json:"detail"`
 	Status    int    `json:"status"`
 	Error     string `json:"error"`
 }
@@ -73,6 +77,37 @@ func checkAuditShowsApplies(t *testing.T, c *Cluster) {
 		if tok, ok := strings.CutPrefix(strings.TrimSpace(line), "token: "); ok && tok != "" &&
 			(strings.Contains(r.Stdout, tok) || strings.Contains(auditLog.String(), tok)) {
 			t.Fatal("the admin token appears in the audit log")
+		}
+	}
+}
+
+// checkAuditShowsWebhooks checks, on a cluster that was sent a badly signed
+// and a signed GitHub push of repo and then katcall sync config, that
+// katcall get audit shows the refused webhook without a repository, the
+// accepted one naming repo and its ref, and the admin's sync.
+func checkAuditShowsWebhooks(t *testing.T, c *Cluster, repo string) {
+	t.Helper()
+	got := map[string]bool{}
+	for _, args := range [][]string{{"--actor", "webhook:"}, {"source/config"}} {
+		r := c.Katcall(context.Background(), append([]string{"get", "audit", "-o", "json"}, args...)...)
+		if r.Code != 0 {
+			t.Fatalf("katcall get audit %q: %s", args, r)
+		}
+		var es []auditJSON
+		if err := json.Unmarshal([]byte(r.Stdout), &es); err != nil {
+			t.Fatalf("katcall get audit -o json is not a JSON array: %v\n%s", err, r.Stdout)
+		}
+		for _, e := range es {
+			got[fmt.Sprintf("%s %s %s/%s@%s %d", e.Actor, e.Verb, e.Resource, e.Name, e.Detail, e.Status)] = true
+		}
+	}
+	for _, want := range []string{
+		"webhook:github push repo/@ 401",
+		"webhook:github push repo/" + repo + "@refs/heads/main 202",
+		"admin sync source/config@ 202",
+	} {
+		if !got[want] {
+			t.Errorf("katcall get audit lacks %q; it has %v", want, slices.Sorted(maps.Keys(got)))
 		}
 	}
 }

@@ -70,6 +70,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	if err != nil {
 		return nil, err
 	}
+	auditLog := n.log.With().Str("component", "audit").Logger()
 	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
@@ -77,7 +78,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		Backup:          backup,
 		Metrics:         metrics.Handler(),
 		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(),
-		Logger: n.log.With().Str("component", "api").Logger(),
+		Logger: n.log.With().Str("component", "api").Logger(), AuditLogger: &auditLog,
 	})
 	if err != nil {
 		return nil, err

@@ -59,6 +59,8 @@ func (s *Server) postJoin(w http.ResponseWriter, r *http.Request) {
 			Message: "invalid join token: use the token kat-agent init printed (or katcall token rotate issued last)"})
 		return
 	}
+	noteActor(r, api.ActorJoinToken)
+	noteName(r, req.NodeName)
 	if problems := checkJoinRequest(&req); len(problems) > 0 {
 		writeError(w, &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeInvalid,
 			Message: "join request: " + problems[0].Field + ": " + problems[0].Message, Details: problems})

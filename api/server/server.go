@@ -101,6 +101,17 @@ type ServerConfig struct {
 	// callers with the admin token or a client certificate of the cluster
 	// CA (authenticateMetrics). Default nil: not served.
 	Metrics http.Handler
+	// AuditKeep is how many entries the audit log keeps in etcd (the
+	// oldest go first). Default resources.DefaultAuditKeep (1000).
+	AuditKeep int
+	// AuditLogger receives one line per audit entry. Default: Logger.
+	AuditLogger *zerolog.Logger
+	// AuditUnauthenticatedLimit is how many entries of calls that showed
+	// no valid credential (actor anonymous, a webhook refused before its
+	// signature was checked) the audit log stores in etcd per minute;
+	// past it they are only logged, so that nobody without a credential
+	// can push operators' calls out of the list. Default 60.
+	AuditUnauthenticatedLimit int
 }
 
 // Server serves the v1alpha1 API.
@@ -112,6 +123,11 @@ type Server struct {
 	// (recordOverlay).
 	overlaysMu sync.Mutex
 	overlays   map[string]api.NodeOverlay
+	// auditLog is AuditLogger, or Logger.
+	auditLog zerolog.Logger
+	// auditUnauthenticated limits the stored entries of unauthenticated
+	// calls (AuditUnauthenticatedLimit).
+	auditUnauthenticated *httprate.RateLimiter
 }
 
 // NewServer checks cfg, applies defaults and returns a Server.
@@ -140,10 +156,21 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.AuditKeep <= 0 {
+		cfg.AuditKeep = resources.DefaultAuditKeep
+	}
+	if cfg.AuditUnauthenticatedLimit <= 0 {
+		cfg.AuditUnauthenticatedLimit = DefaultAuditUnauthenticated
+	}
 	s := &Server{cfg: cfg}
 	if cfg.AuthFailureLimit > 0 {
 		s.authFailures = httprate.NewRateLimiter(cfg.AuthFailureLimit, time.Minute)
 	}
+	s.auditLog = cfg.Logger
+	if cfg.AuditLogger != nil {
+		s.auditLog = *cfg.AuditLogger
+	}
+	s.auditUnauthenticated = httprate.NewRateLimiter(cfg.AuditUnauthenticatedLimit, time.Minute)
 	return s, nil
 }
 
@@ -152,6 +179,7 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.ClientIPFromRemoteAddr)
 	r.Use(s.accessLog)
+	r.Use(s.audit(r))
 	r.Use(middleware.Recoverer)
 	if s.cfg.RateLimit > 0 {
 		r.Use(httprate.LimitBy(s.cfg.RateLimit, time.Second,
@@ -233,6 +261,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/sync", s.syncSources)
 		r.Get("/events", s.listEvents)
 		r.Get("/jobs", s.listJobRuns)
+		r.Get("/audit", s.listAudit)
 	})
 	return r
 }
@@ -259,6 +288,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, &api.Error{StatusCode: http.StatusUnauthorized, Code: api.CodeUnauthorized,
 				Message: "invalid bearer token"})
 		default:
+			noteActor(r, api.ActorAdmin)
 			next.ServeHTTP(w, r)
 		}
 	})

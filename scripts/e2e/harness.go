@@ -301,8 +301,11 @@ func (c *Cluster) Running() bool {
 func (c *Cluster) Tail(n int) string {
 	b, _ := os.ReadFile(c.LogPath())
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	// The API's access log (a test's polls) would hide what the node did.
-	lines = slices.DeleteFunc(lines, func(l string) bool { return strings.Contains(l, `"message":"api request"`) })
+	// The API's access log (a test's polls) and audit log would hide what
+	// the node did.
+	lines = slices.DeleteFunc(lines, func(l string) bool {
+		return strings.Contains(l, `"message":"api request"`) || strings.Contains(l, `"component":"audit"`)
+	})
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

@@ -88,6 +88,7 @@ var auditRoutes = map[string]auditRoute{
 	"DELETE /v1alpha1/sources/{source}":                      {"delete", "source"},
 	"POST /v1alpha1/sources/{source}/sync":                   {"sync", "source"},
 	"POST /v1alpha1/sync":                                    {"sync", "source"},
+	"POST " + api.BackupPath:                                 {"backup", "cluster"},
 }
 
 // auditRouteOf returns the description of a route in auditRoutes. A

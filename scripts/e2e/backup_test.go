@@ -72,6 +72,9 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	if r := c.Katcall(ctx, "status"); r.Code != 0 || !strings.Contains(r.Stdout, snapshot) {
 		t.Errorf("katcall status does not show the backup %s: %s", snapshot, r)
 	}
+	if r := c.Katcall(ctx, "get", "audit"); r.Code != 0 || !strings.Contains(r.Stdout, "backup") || !strings.Contains(r.Stdout, "cluster") {
+		t.Errorf("the audit log does not show the backup: %s", r)
+	}
 	stopped = true
 	if err := c.Stop(30 * time.Second); err != nil {
 		t.Fatalf("stop: %v", err)

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/internal/poll"
 )
@@ -35,18 +33,7 @@ func (s series) String() string { return fmt.Sprintf("%s%v", s.family, s.labels)
 // cluster synced a Git source, took webhooks and ran a workload.
 func checkMetrics(t *testing.T, c *Cluster, atLeastOne []series) {
 	t.Helper()
-	b, err := os.ReadFile(c.KatcallConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg struct {
-		Server string `yaml:"server"`
-		Token  string `yaml:"token"`
-		CA     string `yaml:"certificateAuthorityData"`
-	}
-	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := readKatcallConfig(t, c)
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(cfg.CA)) {
 		t.Fatal("katcall.yaml holds no CA certificate")

@@ -62,21 +62,31 @@ spec:
 	}
 }
 
-// apiClient is an API client with the cluster's katcall configuration.
-func apiClient(t *testing.T, c *Cluster) *api.Client {
+// katcallFile is what tests read of a cluster's katcall.yaml.
+type katcallFile struct {
+	Server string `yaml:"server"`
+	Token  string `yaml:"token"`
+	CA     string `yaml:"certificateAuthorityData"`
+}
+
+// readKatcallConfig reads the cluster's katcall.yaml.
+func readKatcallConfig(t *testing.T, c *Cluster) katcallFile {
 	t.Helper()
 	b, err := os.ReadFile(c.KatcallConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg struct {
-		Server string `yaml:"server"`
-		Token  string `yaml:"token"`
-		CA     string `yaml:"certificateAuthorityData"`
-	}
+	var cfg katcallFile
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// apiClient is an API client with the cluster's katcall configuration.
+func apiClient(t *testing.T, c *Cluster) *api.Client {
+	t.Helper()
+	cfg := readKatcallConfig(t, c)
 	cl, err := api.NewClient(api.ClientConfig{Server: cfg.Server, Token: cfg.Token, CAData: []byte(cfg.CA)})
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,9 @@ const (
 	CodeInvalid              = "invalid"
 	CodeRateLimited          = "rate_limited"
 	CodeInternal             = "internal"
+	// CodeUnavailable answers a request no leader can serve now (HTTP 503):
+	// an election is under way, or the etcd quorum is lost.
+	CodeUnavailable = "unavailable"
 )
 
 // WorkloadStatus is how far a workload's desired state is realised.
@@ -117,10 +120,13 @@ const (
 
 // Node is a node's registration and last heartbeat.
 type Node struct {
-	Name             string            `json:"name"`
-	UID              string            `json:"uid"`
-	Status           string            `json:"status"`
-	Leader           bool              `json:"leader"`
+	Name   string `json:"name"`
+	UID    string `json:"uid"`
+	Status string `json:"status"`
+	Leader bool   `json:"leader"`
+	// EtcdMember marks a member of the embedded etcd quorum (the init node
+	// and the nodes that joined with --etcd-peer): it may lead.
+	EtcdMember       bool              `json:"etcdMember"`
 	AdvertiseAddress string            `json:"advertiseAddress"`
 	APIPort          int               `json:"apiPort"`
 	AgentPort        int               `json:"agentPort"`

@@ -2,11 +2,8 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -78,32 +75,22 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Agents report with their node certificate; Git hosts' webhooks may
-	// speak TLS 1.2 only.
-	apiTLS, err := n.serverTLS(tls.VerifyClientCertIfGiven, tls.VersionTLS12, "api")
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(spec.APIPort)))
-	if err != nil {
-		return nil, fmt.Errorf("listen for the API on port %d: %w", spec.APIPort, err)
-	}
-	httpSrv := &http.Server{
-		Handler: srv.Handler(), TLSConfig: apiTLS.Config(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return lctx },
-	}
+	// The node's API listener (apiFront) serves the term's handler from
+	// now on, before katcall.yaml says where the API is.
+	release := n.front.lead(lctx, srv.Handler())
 	if err := writeKatcallConfig(n.dir.katcallConfig(), katcallConfig{
 		Server: apiURL, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
 	}); err != nil {
-		ln.Close()
+		release()
 		return nil, err
 	}
+	n.log.Info().Str("url", apiURL).Str("katcall_config", n.dir.katcallConfig()).Msg("serving API")
 	return append([]reconcile.Loop{
 		{Name: "api", Run: func(ctx context.Context) error {
-			n.log.Info().Str("url", apiURL).Str("katcall_config", n.dir.katcallConfig()).Msg("serving API")
-			return serveTLS(ctx, httpSrv, ln, "API")
+			<-ctx.Done()
+			release()
+			return nil
 		}},
-		{Name: "api-tls", Run: apiTLS.Run},
 		{Name: "desired", Run: desired.Run},
 		{Name: "gitsync", Run: gitops.Run},
 	}, append(secretLoops, loops.Loops()...)...), nil

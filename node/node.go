@@ -42,6 +42,8 @@ type Node struct {
 	// etcd is the administrator's client of the embedded etcd (the same
 	// store as st); nil on a worker and with an external etcd.
 	etcd *store.Etcd
+	// front serves the API on a node that may lead (Run sets it).
+	front *apiFront
 	// closers run in reverse order after the store closed.
 	closers []func() error
 }
@@ -62,8 +64,13 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	}
 	switch {
 	case o.Join:
-		return openWorker(ctx, o, d, st, log)
-	case st != nil && st.Role == roleWorker:
+		if st, err = joinOrResume(ctx, &o, d, st, log); err != nil {
+			return nil, err
+		}
+		if st.Role == roleWorker {
+			return openWorker(ctx, o, d, st, log)
+		}
+	case st != nil && st.Role != "":
 		return nil, fmt.Errorf("%s holds a node that joined a cluster: run kat-agent join --data-dir %s to resume it", d, d)
 	}
 	resumed := st != nil
@@ -131,11 +138,11 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	return n, nil
 }
 
-// openWorker opens a node that joins, or has joined, a cluster: it asks
-// the leader to admit it unless it was admitted before (then no token is
-// needed), and dials the cluster's etcd with its certificate.
-func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log zerolog.Logger) (n *Node, err error) {
-	if st != nil && st.Role != roleWorker {
+// joinOrResume returns the state of a node that joins, or has joined, a
+// cluster: it asks the leader to admit it unless it was admitted before
+// (then no token is needed).
+func joinOrResume(ctx context.Context, o *Options, d dataDir, st *nodeState, log zerolog.Logger) (_ *nodeState, err error) {
+	if st != nil && st.Role == "" {
 		return nil, fmt.Errorf("%s holds a node that created its cluster (kat-agent init): it cannot join another; use a new --data-dir", d)
 	}
 	if (st == nil || !st.Joined) && o.LeaderAPI == "" {
@@ -145,22 +152,32 @@ func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log ze
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	if st == nil || !st.Joined {
-		if st, err = joinCluster(ctx, &o, d, st); err != nil {
+		if st, err = joinCluster(ctx, o, d, st); err != nil {
 			return nil, err
 		}
-		log.Info().Str("leader_api", o.LeaderAPI).Str("node", st.NodeName).Str("cluster_uid", st.ClusterUID).Msg("joined the cluster")
-	} else {
-		if o.LeaderAPI != "" || o.TokenFile != "" {
-			log.Info().Msg("data directory has joined its cluster already: resuming; --leader-api and --token-file are not needed")
-		}
-		if o.NodeName != "" && o.NodeName != st.NodeName {
-			return nil, fmt.Errorf("--node-name: %s joined as node %q; its name cannot change", d, st.NodeName)
-		}
-		st.applyOptions(&o)
-		if err := saveNodeState(d, st); err != nil {
-			return nil, err
-		}
+		log.Info().Str("leader_api", o.LeaderAPI).Str("node", st.NodeName).Str("cluster_uid", st.ClusterUID).
+			Bool("etcd_member", st.Role == roleMember).Msg("joined the cluster")
+		return st, nil
 	}
+	if o.LeaderAPI != "" || o.TokenFile != "" {
+		log.Info().Msg("data directory has joined its cluster already: resuming; --leader-api and --token-file are not needed")
+	}
+	if o.NodeName != "" && o.NodeName != st.NodeName {
+		return nil, fmt.Errorf("--node-name: %s joined as node %q; its name cannot change", d, st.NodeName)
+	}
+	if o.EtcdPeer && st.Role == roleWorker {
+		return nil, fmt.Errorf("--etcd-peer: %s joined as a worker, which cannot become an etcd member: delete the node (katcall delete node %s) and join with a new --data-dir", d, st.NodeName)
+	}
+	st.applyOptions(o)
+	if err := saveNodeState(d, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// openWorker opens a worker that joined its cluster: it dials the
+// cluster's etcd with its certificate.
+func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log zerolog.Logger) (n *Node, err error) {
 	n = &Node{dir: d, state: st, log: log, opts: o}
 	defer func() {
 		if err != nil {
@@ -177,7 +194,10 @@ func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log ze
 	if err != nil {
 		return nil, err
 	}
-	if n.st, err = store.Dial(ctx, store.DialConfig{Endpoints: st.EtcdEndpoints, TLS: tlsCfg}); err != nil {
+	// Every member's client URL, kept current, so that a dead member does
+	// not cut the worker off.
+	dial := store.DialConfig{Endpoints: st.EtcdEndpoints, TLS: tlsCfg, AutoSyncInterval: memberSyncInterval}
+	if n.st, err = store.Dial(ctx, dial); err != nil {
 		return nil, fmt.Errorf("connect to the cluster's etcd at %s: %w", strings.Join(st.EtcdEndpoints, ","), err)
 	}
 	n.repo = resources.New(n.st, n.repoOptions()...)
@@ -242,19 +262,31 @@ func (n *Node) openStore(ctx context.Context) error {
 	peerURL := "https://" + net.JoinHostPort(host, strconv.Itoa(spec.EtcdPeerPort))
 	nodePaths, caPaths := pki.PathsIn(n.dir.pkiDir(), "node"), pki.PathsIn(n.dir.pkiDir(), "ca")
 	tlsFiles := &store.TLSFiles{CertFile: nodePaths.Cert, KeyFile: nodePaths.Key, TrustedCAFile: caPaths.Cert}
-	// Only members may be peers: a worker's certificate is of the same CA.
-	peerTLS := *tlsFiles
-	peerTLS.AllowedCNs = []string{n.state.NodeName}
-	e, err := store.StartEmbedded(ctx, store.EmbedConfig{
+	peerTLS, err := n.peerTLS()
+	if err != nil {
+		return err
+	}
+	cfg := store.EmbedConfig{
 		Name: n.state.NodeName, DataDir: n.dir.etcdDir(),
 		ListenClientURLs: clientURLs, AdvertiseClientURLs: clientURLs[:1],
 		ListenPeerURLs: []string{peerURL}, AdvertisePeerURLs: []string{peerURL},
-		ClientTLS: tlsFiles, PeerTLS: &peerTLS, LogOutput: etcdLog,
-	})
+		ClientTLS: tlsFiles, PeerTLS: peerTLS, LogOutput: etcdLog,
+	}
+	if n.state.InitialCluster != "" {
+		// A member that joined: its first start joins the existing
+		// cluster; later ones read the membership from its data.
+		cfg.InitialCluster, cfg.ClusterState = n.state.InitialCluster, "existing"
+	}
+	e, err := store.StartEmbedded(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("start embedded etcd: %w", err)
 	}
 	n.embed = e
+	if n.state.Role == roleMember && !n.state.Promoted {
+		if err := n.promoteSelf(ctx); err != nil {
+			return err
+		}
+	}
 	// etcd authentication is on (ensureAccess), so the in-process client,
 	// which carries no user, cannot be used.
 	if n.etcd, err = n.rootClient(ctx); err != nil {

@@ -9,8 +9,23 @@ import (
 	"kat.dws.rip/kat/reconcile"
 )
 
-// leaseTTLSeconds is the leader lease: a dead leader is replaced this fast.
-const leaseTTLSeconds = 5
+// Leader leases: a dead leader is replaced about this fast (plus the
+// raft election when the etcd leader died with it). A quorum of several
+// members gets etcd's shortest lease, so that another member leads within
+// about 5 s; a single member, which nobody replaces, the longer one,
+// which a stalled process is less likely to lose.
+const (
+	leaseTTLSeconds       = 5
+	quorumLeaseTTLSeconds = 2
+)
+
+// leaseTTL is the leader lease of this node's cluster.
+func (n *Node) leaseTTL() int64 {
+	if n.state.Cluster.Spec.Members() > 1 {
+		return quorumLeaseTTLSeconds
+	}
+	return leaseTTLSeconds
+}
 
 // Run runs the node until ctx ends: the agent side (its loop, API and
 // heartbeat) and a campaign for leadership, leading while elected. It returns
@@ -34,8 +49,12 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.state.Role == roleWorker {
 		return g.Wait() // a worker is no leader candidate
 	}
+	// The API listens while the node does not lead too: it forwards to
+	// the leader then.
+	n.front = newAPIFront(n)
+	g.Go(func() error { return n.front.run(ctx) })
 	l := &reconcile.Leadership{
-		Store: n.st, ID: n.state.NodeName, LeaseTTLSeconds: leaseTTLSeconds, Term: n.leaderTerm,
+		Store: n.st, ID: n.state.NodeName, LeaseTTLSeconds: n.leaseTTL(), Term: n.leaderTerm,
 		Logger: n.log.With().Str("component", "leadership").Logger(),
 	}
 	g.Go(func() error { return l.Run(ctx) })

@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // ErrQuorumFull is returned by AddLearner when the cluster has as many
@@ -61,27 +62,16 @@ func (s *Etcd) AddLearner(ctx context.Context, name, peerURL string, maxMembers 
 	if err != nil {
 		return 0, "", fmt.Errorf("add etcd member %s: %w", name, err)
 	}
-	id := uint64(0)
-	for _, m := range have {
-		if slices.Contains(m.PeerURLs, peerURL) {
-			if m.Name != "" && m.Name != name {
-				return 0, "", fmt.Errorf("add etcd member %s: %w: peer URL %s belongs to member %s", name, ErrInvalidArgument, peerURL, m.Name)
-			}
-			id = m.ID
-		}
+	id, err := planLearner(have, name, peerURL, maxMembers)
+	if err != nil {
+		return 0, "", fmt.Errorf("add etcd member %s: %w", name, err)
 	}
 	if id == 0 {
-		var names []string
-		for _, m := range have {
-			names = append(names, cmp(m.Name, "(starting)"))
-			if m.Learner {
-				return 0, "", fmt.Errorf("add etcd member %s: %w: %s is a learner still", name, ErrMemberJoining, cmp(m.Name, m.PeerURLs[0]))
-			}
-		}
-		if len(have) >= maxMembers {
-			return 0, "", fmt.Errorf("add etcd member %s: %w: it has %d of %d members (%s)", name, ErrQuorumFull, len(have), maxMembers, strings.Join(names, ", "))
-		}
-		resp, err := s.cli.MemberAddAsLearner(ctx, []string{peerURL})
+		var resp *clientv3.MemberAddResponse
+		err := retryMembership(ctx, func() (err error) {
+			resp, err = s.cli.MemberAddAsLearner(ctx, []string{peerURL})
+			return err
+		})
 		if err != nil {
 			return 0, "", fmt.Errorf("add etcd member %s at %s: %w", name, peerURL, err)
 		}
@@ -98,6 +88,43 @@ func (s *Etcd) AddLearner(ctx context.Context, name, peerURL string, maxMembers 
 		}
 	}
 	return id, strings.Join(parts, ","), nil
+}
+
+// CheckRoom returns the error AddLearner would return for a member named
+// name at peerURL without adding it: ErrQuorumFull, ErrMemberJoining or
+// nil.
+func (s *Etcd) CheckRoom(ctx context.Context, name, peerURL string, maxMembers int) error {
+	have, err := s.Members(ctx)
+	if err != nil {
+		return fmt.Errorf("check room for etcd member %s: %w", name, err)
+	}
+	_, err = planLearner(have, name, peerURL, maxMembers)
+	return err
+}
+
+// planLearner decides whether a member named name at peerURL may be added
+// to have: the ID of a member of that peer URL that exists already (a
+// retried join), 0 to add one, or why not.
+func planLearner(have []Member, name, peerURL string, maxMembers int) (uint64, error) {
+	var names []string
+	for _, m := range have {
+		if slices.Contains(m.PeerURLs, peerURL) {
+			if m.Name != "" && m.Name != name {
+				return 0, fmt.Errorf("%w: peer URL %s belongs to member %s", ErrInvalidArgument, peerURL, m.Name)
+			}
+			return m.ID, nil
+		}
+		names = append(names, cmp(m.Name, "(starting)"))
+	}
+	for _, m := range have {
+		if m.Learner {
+			return 0, fmt.Errorf("%w: %s is not promoted yet", ErrMemberJoining, cmp(m.Name, strings.Join(m.PeerURLs, ",")))
+		}
+	}
+	if len(have) >= maxMembers {
+		return 0, fmt.Errorf("%w: it has %d of %d members (%s)", ErrQuorumFull, len(have), maxMembers, strings.Join(names, ", "))
+	}
+	return 0, nil
 }
 
 // PromoteMember makes learner id a voting member, retrying while etcd
@@ -148,16 +175,17 @@ func retryMembership(ctx context.Context, change func() error, also ...error) er
 	}
 }
 
-// RemoveMember removes the member named name from the etcd cluster, and
-// reports whether there was one. etcd refuses (ErrUnhealthy) when the
+// RemoveMember removes the member named name, or at peerURL (a member
+// that never started has no name), from the etcd cluster, and reports
+// whether there was one. etcd refuses (ErrUnhealthy) when the
 // removal would leave the cluster without a quorum of started members.
-func (s *Etcd) RemoveMember(ctx context.Context, name string) (bool, error) {
+func (s *Etcd) RemoveMember(ctx context.Context, name, peerURL string) (bool, error) {
 	have, err := s.Members(ctx)
 	if err != nil {
 		return false, fmt.Errorf("remove etcd member %s: %w", name, err)
 	}
 	for _, m := range have {
-		if m.Name != name {
+		if m.Name != name && (m.Name != "" || !slices.Contains(m.PeerURLs, peerURL)) {
 			continue
 		}
 		// A change of members right after another one is refused for a

@@ -62,14 +62,14 @@ func TestMembership(t *testing.T) {
 		t.Errorf("AddLearner beyond 2 members: %v, want ErrQuorumFull", err)
 	}
 
-	removed, err := st.RemoveMember(ctx, "b")
+	removed, err := st.RemoveMember(ctx, "b", peer)
 	if err != nil || !removed {
 		t.Fatalf("RemoveMember b: %v, %v", removed, err)
 	}
 	if ms, err := st.Members(ctx); err != nil || len(ms) != 1 || ms[0].Name != "a" {
 		t.Errorf("members after removing b: %+v, %v; want a alone", ms, err)
 	}
-	if removed, err := st.RemoveMember(ctx, "b"); err != nil || removed {
+	if removed, err := st.RemoveMember(ctx, "b", peer); err != nil || removed {
 		t.Errorf("RemoveMember of a non-member: %v, %v; want false, nil", removed, err)
 	}
 }

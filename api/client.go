@@ -7,10 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"kat.dws.rip/kat/pki"
@@ -31,23 +35,45 @@ type ClientConfig struct {
 	// ClientCert is presented for mutual TLS: a node's certificate, with
 	// which an agent reports its status. Default none.
 	ClientCert *pki.Leaf
+	// Servers are further API URLs of the same cluster (its other etcd
+	// members'). When the server in use cannot be reached, or answers that
+	// it cannot serve for want of a leader, the client tries the next one,
+	// and keeps going round them for FailoverTimeout. Server comes first.
+	Servers []string
+	// FailoverTimeout bounds how long a request goes on trying the servers
+	// while none answers: electing a new leader after one's loss takes a
+	// few seconds. With a single server a request is tried once. Default
+	// 15s.
+	FailoverTimeout time.Duration
 }
 
 // Client calls the v1alpha1 API. Errors answered by the server are *Error.
 type Client struct {
-	base  *url.URL
-	token string
-	http  *http.Client
+	// bases are the servers, Server first; cur indexes the one that last
+	// answered, which the next request tries first.
+	bases    []*url.URL
+	cur      atomic.Int64
+	token    string
+	http     *http.Client
+	failover time.Duration
 }
 
 // NewClient checks cfg and returns a Client.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	u, err := url.Parse(cfg.Server)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, fmt.Errorf("api server URL %q: want https://host:port", cfg.Server)
+	var bases []*url.URL
+	tls := false
+	for _, s := range append([]string{cfg.Server}, cfg.Servers...) {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return nil, fmt.Errorf("api server URL %q: want https://host:port", s)
+		}
+		if !slices.ContainsFunc(bases, func(b *url.URL) bool { return b.String() == u.String() }) {
+			bases = append(bases, u)
+		}
+		tls = tls || u.Scheme == "https"
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if u.Scheme == "https" {
+	if tls {
 		if len(cfg.CAData) == 0 {
 			return nil, errors.New("api client: no certificate authority configured for an https server")
 		}
@@ -64,33 +90,38 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	return &Client{base: u, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: timeout}}, nil
+	failover := cfg.FailoverTimeout
+	if failover <= 0 {
+		failover = 15 * time.Second
+	}
+	return &Client{bases: bases, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: timeout}, failover: failover}, nil
 }
 
-// Server returns the base URL the client talks to.
-func (c *Client) Server() string { return c.base.String() }
+// Server returns the base URL the client talks to: the server that last
+// answered.
+func (c *Client) Server() string { return c.base().String() }
+
+// FailedOver reports whether a server other than the configured first one
+// answered the last request: the list the client was given may be stale.
+func (c *Client) FailedOver() bool { return c.cur.Load() != 0 }
+
+func (c *Client) base() *url.URL { return c.bases[c.cur.Load()] }
+
+// urlFor is base's URL of path with query.
+func urlFor(base *url.URL, path string, query url.Values) string {
+	u := *base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawQuery = query.Encode()
+	return u.String()
+}
 
 // do sends a request and decodes a JSON answer into out (when not nil).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte, contentType string, out any) error {
-	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
-	u.RawQuery = query.Encode()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
-	if err != nil {
-		return fmt.Errorf("build request %s %s: %w", method, path, err)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
+	header := http.Header{"Accept": {"application/json"}}
 	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+		header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.send(ctx, req, body)
+	resp, err := c.send(ctx, c.http, method, path, query, body, header)
 	if err != nil {
 		return err
 	}
@@ -123,16 +154,92 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 // maxRateLimitRetries bounds how often a request answered 429 is sent again.
 const maxRateLimitRetries = 8
 
-// send sends req, and sends it again when the server answers 429 Too Many
-// Requests (which changes no state), waiting as Retry-After asks (at most 5s)
-// or backing off from 100ms.
-func (c *Client) send(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+// send sends a request to the server in use, and to the others in turn
+// while the answer says another server may do better (failoverable): for up
+// to the failover timeout when there are several, once round otherwise. The
+// server that answers is the one the next request tries first.
+func (c *Client) send(ctx context.Context, hc *http.Client, method, path string, query url.Values, body []byte, header http.Header) (*http.Response, error) {
+	deadline := time.Now().Add(c.failover)
+	backoff := 200 * time.Millisecond
+	var failures []string
+	for {
+		first := int(c.cur.Load())
+		for i := range c.bases {
+			idx := (first + i) % len(c.bases)
+			base := c.bases[idx]
+			req, err := http.NewRequestWithContext(ctx, method, urlFor(base, path, query), nil)
+			if err != nil {
+				return nil, fmt.Errorf("build request %s %s: %w", method, path, err)
+			}
+			maps.Copy(req.Header, header)
+			if c.token != "" {
+				req.Header.Set("Authorization", "Bearer "+c.token)
+			}
+			resp, err := c.sendTo(ctx, hc, req, body)
+			why, again := failoverable(method, resp, err)
+			if !again || ctx.Err() != nil {
+				if err == nil {
+					c.cur.Store(int64(idx))
+				}
+				return resp, err
+			}
+			failures = append(failures, base.Host+": "+why)
+		}
+		if len(c.bases) == 1 || time.Now().Add(backoff).After(deadline) {
+			return nil, fmt.Errorf("%s %s: no API server could answer (%s)", method, path, strings.Join(lastN(failures, len(c.bases)), "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// lastN is the last n of s.
+func lastN(s []string, n int) []string { return s[max(0, len(s)-n):] }
+
+// failoverable says whether another server may answer where this one
+// failed, and how it failed: a server that could not be reached (a request
+// that was never sent, or, for a method safe to repeat, one whose answer was
+// lost), or one that answered 503 Unavailable because it has no leader to
+// serve for. A failed response's body is consumed.
+func failoverable(method string, resp *http.Response, err error) (string, bool) {
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return err.Error(), true
+		}
+		switch method {
+		case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete:
+			return err.Error(), true
+		}
+		return "", false
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return "", false
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	var apiErr Error
+	if json.Unmarshal(data, &apiErr) == nil && apiErr.Code == CodeUnavailable {
+		return apiErr.Message, true
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return "", false
+}
+
+// sendTo sends req, and sends it again when the server answers 429 Too
+// Many Requests (which changes no state), waiting as Retry-After asks (at
+// most 5s) or backing off from 100ms.
+func (c *Client) sendTo(ctx context.Context, hc *http.Client, req *http.Request, body []byte) (*http.Response, error) {
 	backoff := 100 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		if body != nil {
 			req.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		resp, err := c.http.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil || resp.StatusCode != http.StatusTooManyRequests || attempt == maxRateLimitRetries {
 			return resp, err
 		}
@@ -167,6 +274,13 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 func (c *Client) ClusterConfig(ctx context.Context) (*ClusterConfig, error) {
 	var cc ClusterConfig
 	return &cc, c.do(ctx, http.MethodGet, "/v1alpha1/config/cluster", nil, nil, "", &cc)
+}
+
+// ClusterServers returns the API URLs of the cluster's members, the
+// leader's first.
+func (c *Client) ClusterServers(ctx context.Context) (*ClusterServers, error) {
+	var cs ClusterServers
+	return &cs, c.do(ctx, http.MethodGet, "/v1alpha1/cluster/servers", nil, nil, "", &cs)
 }
 
 // ListNodes returns every node.

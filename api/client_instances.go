@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 )
 
 // WorkloadStatus returns a workload with its instances.
@@ -49,19 +48,9 @@ func (c *Client) BuildLog(ctx context.Context, ns, name, commit string, w io.Wri
 }
 
 func (c *Client) streamLogs(ctx context.Context, ns, name string, q url.Values, w io.Writer, what string) error {
-	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + workloadsPath(ns) + "/" + url.PathEscape(name) + "/logs"
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return fmt.Errorf("build %s request: %w", what, err)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
 	hc := *c.http
 	hc.Timeout = 0
-	resp, err := hc.Do(req)
+	resp, err := c.send(ctx, &hc, http.MethodGet, workloadsPath(ns)+"/"+url.PathEscape(name)+"/logs", q, nil, nil)
 	if err != nil {
 		return fmt.Errorf("get %s of %s/%s: %w", what, ns, name, err)
 	}

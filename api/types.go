@@ -42,8 +42,9 @@ const (
 	CodeInvalid              = "invalid"
 	CodeRateLimited          = "rate_limited"
 	CodeInternal             = "internal"
-	// CodeUnavailable answers a request no leader can serve now (HTTP 503):
-	// an election is under way, or the etcd quorum is lost.
+	// CodeUnavailable answers a request a server cannot serve now but
+	// another member of the cluster may (HTTP 503): it has no leader to
+	// answer for. Clients try the next server.
 	CodeUnavailable = "unavailable"
 )
 
@@ -230,6 +231,13 @@ type Leader struct {
 	Node   string    `json:"node"`
 	APIURL string    `json:"apiURL"`
 	Since  time.Time `json:"since"`
+}
+
+// ClusterServers are the API URLs of the cluster's etcd members, which
+// katcall and webhook senders may use: the leader's first.
+type ClusterServers struct {
+	Leader  string   `json:"leader,omitempty"`
+	Servers []string `json:"servers"`
 }
 
 // ClusterConfig is the cluster's configuration with its identity.

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -23,7 +24,7 @@ import (
 // when lctx ends.
 func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	spec := n.state.Cluster.Spec
-	apiURL := "https://" + net.JoinHostPort(n.state.AdvertiseAddress, strconv.Itoa(spec.APIPort))
+	apiURL := n.apiURL()
 	if err := n.registerSelf(lctx, apiURL); err != nil {
 		return nil, err
 	}
@@ -75,11 +76,15 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	if err != nil {
 		return nil, err
 	}
+	others, err := n.memberServers(lctx, apiURL)
+	if err != nil {
+		return nil, err
+	}
 	// The node's API listener (apiFront) serves the term's handler from
 	// now on, before katcall.yaml says where the API is.
 	release := n.front.lead(lctx, srv.Handler())
 	if err := writeKatcallConfig(n.dir.katcallConfig(), katcallConfig{
-		Server: apiURL, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
+		Server: apiURL, Servers: others, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
 	}); err != nil {
 		release()
 		return nil, err
@@ -138,6 +143,41 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 		return err
 	}
 	return n.repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: n.state.NodeName, APIURL: apiURL, Since: now})
+}
+
+// memberServers lists the API URLs of the etcd members other than the one
+// at self, for katcall.yaml.
+func (n *Node) memberServers(ctx context.Context, self string) ([]string, error) {
+	nodes, err := n.repo.ListNodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the members for katcall.yaml: %w", err)
+	}
+	var out []string
+	for _, nd := range nodes {
+		if u := nd.Registration.APIURL(); nd.Registration.EtcdMember && u != "" && u != self {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// apiURL is the URL of this node's API.
+func (n *Node) apiURL() string {
+	return "https://" + net.JoinHostPort(n.state.AdvertiseAddress, strconv.Itoa(n.state.Cluster.Spec.APIPort))
+}
+
+// writeMemberKatcallConfig writes the katcall.yaml of an etcd member that
+// has just joined: its own API first (it forwards to the leader), then
+// every other member's known now.
+func (n *Node) writeMemberKatcallConfig(ctx context.Context) error {
+	self := n.apiURL()
+	others, err := n.memberServers(ctx, self)
+	if err != nil {
+		return err
+	}
+	return writeKatcallConfig(n.dir.katcallConfig(), katcallConfig{
+		Server: self, Servers: others, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
+	})
 }
 
 // appPollInterval is how often the leader resolves app repositories without

@@ -62,8 +62,10 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	if err != nil {
 		return nil, err
 	}
+	joined := false
 	switch {
 	case o.Join:
+		joined = st == nil || !st.Joined
 		if st, err = joinOrResume(ctx, &o, d, st, log); err != nil {
 			return nil, err
 		}
@@ -135,6 +137,11 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	}
 	n.log.Info().Str("cluster_uid", info.UID).Str("node", st.NodeName).Bool("resumed", resumed).Bool("created", created).
 		Msg("cluster state ready")
+	if joined {
+		if err := n.writeMemberKatcallConfig(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
 }
 

@@ -205,9 +205,12 @@ func newSecret() (string, error) {
 
 // katcallConfig is the file katcall reads (DIR/katcall.yaml).
 type katcallConfig struct {
-	Server                   string `yaml:"server"`
-	Token                    string `yaml:"token"`
-	CertificateAuthorityData string `yaml:"certificateAuthorityData"`
+	Server string `yaml:"server"`
+	// Servers are the other members' API URLs, which katcall tries when
+	// Server does not answer.
+	Servers                  []string `yaml:"servers,omitempty"`
+	Token                    string   `yaml:"token"`
+	CertificateAuthorityData string   `yaml:"certificateAuthorityData"`
 }
 
 func writeKatcallConfig(path string, c katcallConfig) error {

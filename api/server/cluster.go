@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"kat.dws.rip/kat/api"
 
@@ -27,6 +28,31 @@ func (s *Server) clusterConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, cv)
+}
+
+// clusterServers answers the API URLs of the etcd members, the leader's
+// first: what katcall refreshes its list of servers from.
+func (s *Server) clusterServers(w http.ResponseWriter, r *http.Request) {
+	nodes, err := s.cfg.Repo.ListNodes(r.Context())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	out := api.ClusterServers{Servers: []string{}}
+	if l, err := s.leader(r.Context()); err == nil && l.APIURL != "" {
+		out.Leader = l.APIURL
+		out.Servers = append(out.Servers, l.APIURL)
+	} else if err != nil && !errors.Is(err, resources.ErrNotFound) {
+		writeError(w, errorFor(err))
+		return
+	}
+	for _, n := range nodes {
+		u := n.Registration.APIURL()
+		if n.Registration.EtcdMember && u != "" && !slices.Contains(out.Servers, u) {
+			out.Servers = append(out.Servers, u)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) leader(ctx context.Context) (*api.Leader, error) {

@@ -183,6 +183,7 @@ func (s *Server) Handler() http.Handler {
 		r.Use(middleware.Timeout(defaultRequestTimeout))
 		r.Get("/status", s.status)
 		r.Get("/config/cluster", s.clusterConfig)
+		r.Get("/cluster/servers", s.clusterServers)
 		r.Get("/nodes", s.listNodes)
 		r.Get("/nodes/{node}", s.getNode)
 		r.Delete("/nodes/{node}", s.deleteNode)

@@ -10,9 +10,10 @@ import (
 func newDeleteCommand(g *globals) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "delete workload NAMESPACE/NAME | delete namespace NAME | delete node NAME",
-		Short: "Delete a workload, an empty namespace or a node",
-		Args:  cobra.ExactArgs(2),
+		Use:               "delete workload NAMESPACE/NAME | delete namespace NAME | delete node NAME",
+		Short:             "Delete a workload, an empty namespace or a node",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeKindThenName(g, "workload", "namespace", "node"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, err := resourceKind(args[0])
 			if err != nil {

@@ -18,10 +18,10 @@ type getOptions struct {
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:       "get workloads|namespaces|nodes|sources|events|jobs [NAME]",
-		Short:     "List workloads, namespaces, nodes, Git sources, recent events or the runs of Jobs",
-		Args:      cobra.RangeArgs(1, 2),
-		ValidArgs: []string{"workloads", "namespaces", "nodes", "sources", "events", "jobs"},
+		Use:               "get workloads|namespaces|nodes|sources|events|jobs [NAME]",
+		Short:             "List workloads, namespaces, nodes, Git sources, recent events or the runs of Jobs",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "events", "jobs"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(o.output)
 			if err != nil {

@@ -19,9 +19,12 @@ func main() {
 
 // run executes katcall with args and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCommand(stdout, stderr)
+	root, g := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	if rerr := g.refreshServers(ctx); rerr != nil {
+		fmt.Fprintln(stderr, "warning:", rerr)
+	}
 	if err == nil {
 		return 0
 	}

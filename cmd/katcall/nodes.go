@@ -26,9 +26,10 @@ const (
 
 func newNodeActionCommand(g *globals, verb, short, done string, act func(*api.Client, context.Context, string) (*api.Node, error)) *cobra.Command {
 	return &cobra.Command{
-		Use:   verb + " NODE",
-		Short: short,
-		Args:  exactArgs(1, "NODE"),
+		Use:               verb + " NODE",
+		Short:             short,
+		Args:              exactArgs(1, "NODE"),
+		ValidArgsFunction: completeArg(g, 0, "nodes"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -74,7 +75,8 @@ func newDrainCommand(g *globals) *cobra.Command {
 moves its Service and DaemonService instances to other nodes and lets its running Job
 instances finish. With --wait it reports progress until nothing is left, and fails when
 --timeout passes first (the drain itself goes on). katcall uncordon ends a drain.`,
-		Args: exactArgs(1, "NODE"),
+		Args:              exactArgs(1, "NODE"),
+		ValidArgsFunction: completeArg(g, 0, "nodes"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.timeout <= 0 {
 				return fmt.Errorf("--timeout: %s must be positive", o.timeout)
@@ -174,9 +176,10 @@ func drainProgress(n *api.Node) string {
 
 func newLabelCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "label node NODE KEY=VALUE... | KEY-...",
-		Short: "Set (KEY=VALUE) or remove (KEY-) a node's labels",
-		Args:  minArgs(3, "node NODE KEY=VALUE... or KEY-..."),
+		Use:               "label node NODE KEY=VALUE... | KEY-...",
+		Short:             "Set (KEY=VALUE) or remove (KEY-) a node's labels",
+		Args:              minArgs(3, "node NODE KEY=VALUE... or KEY-..."),
+		ValidArgsFunction: completeKindThenName(g, "node"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runNodeChange(cmd.Context(), g, "label", args, parseLabelArgs, (*api.Client).LabelNode)
 		},
@@ -239,7 +242,8 @@ func newTaintCommand(g *globals) *cobra.Command {
 KEY- (every taint of KEY), as kubectl taint does. NoSchedule keeps instances that do not
 tolerate the taint off the node; PreferNoSchedule places them there only when no other
 node fits. Adding a taint whose key and effect the node has already needs --overwrite.`,
-		Args: minArgs(3, "node NODE KEY[=VALUE]:EFFECT... or KEY[:EFFECT]-..."),
+		Args:              minArgs(3, "node NODE KEY[=VALUE]:EFFECT... or KEY[:EFFECT]-..."),
+		ValidArgsFunction: completeKindThenName(g, "node"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			parse := func(args []string) (api.TaintChange, error) {
 				change, err := parseTaintArgs(args)

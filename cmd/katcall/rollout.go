@@ -25,8 +25,9 @@ const rolloutPollInterval = 500 * time.Millisecond
 func newHistoryCommand(g *globals) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "history NAMESPACE/NAME [-o table|json|yaml]",
-		Short: "List a workload's generations and how each rollout ended",
+		Use:               "history NAMESPACE/NAME [-o table|json|yaml]",
+		ValidArgsFunction: completeArg(g, 0, "workloads"),
+		Short:             "List a workload's generations and how each rollout ended",
 		Long: `history lists the generations of a workload the leader keeps in its archive, oldest first:
 the spec hash, the config repo commit they came from, when they were applied, and the
 outcome of their rollout: succeeded, failed, rolled back, superseded (a newer generation
@@ -75,8 +76,9 @@ func newRollbackCommand(g *globals) *cobra.Command {
 	root := &cobra.Command{Use: "rollback workload NAMESPACE/NAME [--to-generation G]", Short: "Roll a workload back to an earlier generation"}
 	var to int64
 	wl := &cobra.Command{
-		Use:   "workload NAMESPACE/NAME [--to-generation G]",
-		Short: "Apply an earlier generation's files again as a new generation",
+		Use:               "workload NAMESPACE/NAME [--to-generation G]",
+		ValidArgsFunction: completeArg(g, 0, "workloads"),
+		Short:             "Apply an earlier generation's files again as a new generation",
 		Long: `rollback workload applies the archived Quadlet files of the previous generation whose
 rollout succeeded (or of generation G) again, as a new generation rolled out with the
 workload's update strategy. A Git-managed workload's Git management is suspended, as
@@ -117,8 +119,9 @@ func newRolloutCommand(g *globals) *cobra.Command {
 	var timeout time.Duration
 	var gen int64
 	st := &cobra.Command{
-		Use:   "status NAMESPACE/NAME [--generation G] [--timeout 10m]",
-		Short: "Print a rollout's progress until it ends",
+		Use:               "status NAMESPACE/NAME [--generation G] [--timeout 10m]",
+		ValidArgsFunction: completeArg(g, 0, "workloads"),
+		Short:             "Print a rollout's progress until it ends",
 		Long: `rollout status prints the progress of the workload's current generation (or of
 generation G): new and old instances, ready of desired, and per node for a DaemonService,
 until the rollout ends. It exits 0 when the rollout succeeded, 1 when it failed, was

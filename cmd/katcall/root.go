@@ -13,9 +13,14 @@ type globals struct {
 	configPath string
 	stdout     io.Writer
 	stderr     io.Writer
+	// used is the API client the command made (client), and usedConfig
+	// the file it came from: run refreshes the file's servers when the
+	// client had to fail over.
+	used       *api.Client
+	usedConfig string
 }
 
-func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:   "katcall",
@@ -39,5 +44,5 @@ writes one to DATA_DIR/katcall.yaml.`,
 		newNodeActionCommand(g, "cordon", "Mark a node unschedulable: it gets no new instance", "cordoned", (*api.Client).CordonNode),
 		newNodeActionCommand(g, "uncordon", "Make a node schedulable again (ending a drain)", "uncordoned", (*api.Client).UncordonNode),
 		newDrainCommand(g), newLabelCommand(g), newTaintCommand(g), newTokenCommand(g))
-	return root
+	return root, g
 }

@@ -19,9 +19,10 @@ func newSourceCommand(g *globals) *cobra.Command {
 		Short: "Add, change or delete a Git source the leader follows",
 	}
 	cmd.AddCommand(newSourceSetCommand(g), &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Stop following a Git source (its workloads stay, still owned by it)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "delete NAME",
+		ValidArgsFunction: completeArg(g, 0, "sources"),
+		Short:             "Stop following a Git source (its workloads stay, still owned by it)",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -43,8 +44,9 @@ func newSourceSetCommand(g *globals) *cobra.Command {
 		interval time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "set NAME --repo URL [--branch B] [--path P] [--interval 30s] ...",
-		Short: "Create a Git source, or change the given fields of an existing one",
+		Use:               "set NAME --repo URL [--branch B] [--path P] [--interval 30s] ...",
+		ValidArgsFunction: completeArg(g, 0, "sources"),
+		Short:             "Create a Git source, or change the given fields of an existing one",
 		Long: `set creates or changes a Git source. For an existing source only the flags given
 change; the others keep their values. Credential flags name files on the leader
 node; the credentials themselves never leave it.`,
@@ -118,9 +120,10 @@ func isNotFound(err error) bool {
 
 func newSyncCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "sync [SOURCE]",
-		Short: "Make the leader fetch a Git source (every source by default) now",
-		Args:  cobra.MaximumNArgs(1),
+		Use:               "sync [SOURCE]",
+		ValidArgsFunction: completeArg(g, 0, "sources"),
+		Short:             "Make the leader fetch a Git source (every source by default) now",
+		Args:              cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
 			if len(args) == 1 {
@@ -146,9 +149,10 @@ func newSuspendCommand(g *globals, suspend bool) *cobra.Command {
 		use, short = "suspend NAMESPACE/NAME", "Pause Git management of a workload"
 	}
 	return &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Use:               use,
+		ValidArgsFunction: completeArg(g, 0, "workloads"),
+		Short:             short,
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ns, name, ok := strings.Cut(args[0], "/")
 			if !ok || ns == "" || name == "" {

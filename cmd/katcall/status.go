@@ -15,9 +15,10 @@ import (
 func newStatusCommand(g *globals) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "status [NAMESPACE/NAME]",
-		Short: "Summarise the cluster (leader, nodes, namespaces, workloads), or one workload with its instances",
-		Args:  cobra.MaximumNArgs(1),
+		Use:               "status [NAMESPACE/NAME]",
+		ValidArgsFunction: completeArg(g, 0, "workloads"),
+		Short:             "Summarise the cluster (leader, nodes, namespaces, workloads), or one workload with its instances",
+		Args:              cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(output)
 			if err != nil {

@@ -130,9 +130,10 @@ func newLogsCommand(g *globals) *cobra.Command {
 		commit   string
 	)
 	cmd := &cobra.Command{
-		Use:   "logs NAMESPACE/NAME",
-		Short: "Print the output of one instance of a workload (the first one unless --instance), or with --build its build log",
-		Args:  cobra.ExactArgs(1),
+		Use:               "logs NAMESPACE/NAME",
+		ValidArgsFunction: completeArg(g, 0, "workloads"),
+		Short:             "Print the output of one instance of a workload (the first one unless --instance), or with --build its build log",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ns, name, err := workloadRef(args[0])
 			if err != nil {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +37,15 @@ type NodeRegistration struct {
 	// quorum: a leader candidate that serves the API (katcall and webhook
 	// senders may use any member's address).
 	EtcdMember bool `json:"etcdMember,omitempty"`
+}
+
+// APIURL is the URL of the node's API server (an etcd member's), "" when
+// it has no API port.
+func (r NodeRegistration) APIURL() string {
+	if r.APIPort == 0 {
+		return ""
+	}
+	return "https://" + net.JoinHostPort(r.AdvertiseAddress, strconv.Itoa(r.APIPort))
 }
 
 // NodeNameLabel is the label every node carries with its own name, for

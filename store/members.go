@@ -107,22 +107,26 @@ func (s *Etcd) CheckRoom(ctx context.Context, name, peerURL string, maxMembers i
 // retried join), 0 to add one, or why not.
 func planLearner(have []Member, name, peerURL string, maxMembers int) (uint64, error) {
 	var names []string
+	taken := ""
 	for _, m := range have {
 		if slices.Contains(m.PeerURLs, peerURL) {
-			if m.Name != "" && m.Name != name {
-				return 0, fmt.Errorf("%w: peer URL %s belongs to member %s", ErrInvalidArgument, peerURL, m.Name)
+			if m.Name == "" || m.Name == name {
+				return m.ID, nil
 			}
-			return m.ID, nil
+			taken = m.Name
 		}
 		names = append(names, cmp(m.Name, "(starting)"))
+	}
+	if len(have) >= maxMembers {
+		return 0, fmt.Errorf("%w: it has %d of %d members (%s)", ErrQuorumFull, len(have), maxMembers, strings.Join(names, ", "))
 	}
 	for _, m := range have {
 		if m.Learner {
 			return 0, fmt.Errorf("%w: %s is not promoted yet", ErrMemberJoining, cmp(m.Name, strings.Join(m.PeerURLs, ",")))
 		}
 	}
-	if len(have) >= maxMembers {
-		return 0, fmt.Errorf("%w: it has %d of %d members (%s)", ErrQuorumFull, len(have), maxMembers, strings.Join(names, ", "))
+	if taken != "" {
+		return 0, fmt.Errorf("%w: peer URL %s belongs to member %s", ErrInvalidArgument, peerURL, taken)
 	}
 	return 0, nil
 }

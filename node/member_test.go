@@ -1,0 +1,87 @@
+package node
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// TestJoinEtcdPeerBeyondQuorum: with spec.etcdMembers 1, a join with
+// --etcd-peer is refused with 409 naming the field, and nothing of the node
+// is written; the quorum keeps its one member.
+func TestJoinEtcdPeerBeyondQuorum(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	kat := string(readFile(t, filepath.Join("testdata", "cluster.kat"))) + "  etcdMembers: 1\n"
+	cfg := filepath.Join(dir, "cluster.kat")
+	must(t, os.WriteFile(cfg, []byte(kat), 0o600))
+	o := testOptions(t, dir)
+	o.ConfigPath = cfg
+	leader := runLeaderWith(t, o)
+	if ttl := leader.leaseTTL(); ttl != leaseTTLSeconds {
+		t.Errorf("lease of a single-member quorum: %d s, want %d s", ttl, leaseTTLSeconds)
+	}
+
+	wo := workerOptions(t, t.TempDir(), "m2", o, filepath.Join(o.DataDir, "join.token"))
+	wo.EtcdPeer = true
+	_, err := Open(t.Context(), wo, zerolog.Nop())
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict || !strings.Contains(err.Error(), "spec.etcdMembers is 1") {
+		t.Fatalf("join --etcd-peer beyond spec.etcdMembers: %v, want 409 naming spec.etcdMembers", err)
+	}
+	if _, err := leader.repo.GetNodeRegistration(t.Context(), "m2"); !errors.Is(err, resources.ErrNotFound) {
+		t.Errorf("the refused member was registered: %v", err)
+	}
+	if ms, err := leader.etcd.Members(t.Context()); err != nil || len(ms) != 1 {
+		t.Errorf("etcd members after the refusal: %+v, %v; want the leader alone", ms, err)
+	}
+}
+
+// TestAPIFrontForwards: a node that may lead but does not forwards API
+// calls to the leader the leader endpoint names; it answers 503 instead of
+// forwarding a forwarded request again, or when the endpoint names itself
+// (an election is under way).
+func TestAPIFrontForwards(t *testing.T) {
+	t.Parallel()
+	leader, o := runLeader(t, t.TempDir())
+	token := strings.TrimSpace(string(readFile(t, filepath.Join(o.DataDir, "admin.token"))))
+	front := func(name string) *httptest.Server {
+		n := &Node{state: &nodeState{NodeName: name}, repo: leader.repo, ca: leader.ca}
+		srv := httptest.NewServer(newAPIFront(n))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	get := func(srv *httptest.Server, hdr http.Header) (*http.Response, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1alpha1/nodes", nil)
+		must(t, err)
+		req.Header = hdr
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := srv.Client().Do(req)
+		must(t, err)
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp, b.String()
+	}
+
+	member := front("n2")
+	if resp, body := get(member, http.Header{}); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"n1"`) {
+		t.Errorf("GET /v1alpha1/nodes through a member that does not lead: %s %s, want the leader's 200 listing n1", resp.Status, body)
+	}
+	if resp, body := get(member, http.Header{ForwardedByHeader: []string{"n3"}}); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "forwarded") {
+		t.Errorf("a forwarded request at a member that does not lead: %s %s, want 503", resp.Status, body)
+	}
+	if resp, body := get(front("n1"), http.Header{}); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "election") {
+		t.Errorf("a member the leader endpoint names while it does not lead: %s %s, want 503 (election under way)", resp.Status, body)
+	}
+}

@@ -143,6 +143,10 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 		if resp.Member, err = n.addMember(ctx, req.NodeName, peerURL); err != nil {
 			return nil, err
 		}
+		// katcall on this node may fail over to the new member too.
+		if err := n.writeOwnKatcallConfig(ctx); err != nil {
+			n.log.Warn().Err(err).Msg("katcall.yaml does not list the new member")
+		}
 	}
 	return resp, nil
 }

@@ -76,16 +76,10 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	others, err := n.memberServers(lctx, apiURL)
-	if err != nil {
-		return nil, err
-	}
 	// The node's API listener (apiFront) serves the term's handler from
 	// now on, before katcall.yaml says where the API is.
 	release := n.front.lead(lctx, srv.Handler())
-	if err := writeKatcallConfig(n.dir.katcallConfig(), katcallConfig{
-		Server: apiURL, Servers: others, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
-	}); err != nil {
+	if err := n.writeOwnKatcallConfig(lctx); err != nil {
 		release()
 		return nil, err
 	}
@@ -166,10 +160,11 @@ func (n *Node) apiURL() string {
 	return "https://" + net.JoinHostPort(n.state.AdvertiseAddress, strconv.Itoa(n.state.Cluster.Spec.APIPort))
 }
 
-// writeMemberKatcallConfig writes the katcall.yaml of an etcd member that
-// has just joined: its own API first (it forwards to the leader), then
-// every other member's known now.
-func (n *Node) writeMemberKatcallConfig(ctx context.Context) error {
+// writeOwnKatcallConfig writes DATA_DIR/katcall.yaml: this member's API
+// first (while it does not lead it forwards to the leader), then every
+// other member's known now. The leader writes it at the start of each
+// term and when a member joins, a member when it joins.
+func (n *Node) writeOwnKatcallConfig(ctx context.Context) error {
 	self := n.apiURL()
 	others, err := n.memberServers(ctx, self)
 	if err != nil {

@@ -138,7 +138,7 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	n.log.Info().Str("cluster_uid", info.UID).Str("node", st.NodeName).Bool("resumed", resumed).Bool("created", created).
 		Msg("cluster state ready")
 	if joined {
-		if err := n.writeMemberKatcallConfig(ctx); err != nil {
+		if err := n.writeOwnKatcallConfig(ctx); err != nil {
 			return nil, err
 		}
 	}

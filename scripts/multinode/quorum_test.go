@@ -1,0 +1,291 @@
+package multinode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/scripts/harness"
+)
+
+// failoverKills is how many times TestQuorum kills the leader.
+const failoverKills = 5
+
+// TestQuorum runs a cluster of three etcd members (node2 and node3 join
+// with --etcd-peer) and a worker (node4), and kills the leader's kat-agent with SIGKILL again and
+// again: another member must lead and serve the API, and the killed one
+// rejoins as a follower when it restarts. Then two of the three members die:
+// writes stop with a clear error, and everything is there when they return.
+func TestQuorum(t *testing.T) {
+	requirePrereqs(t)
+	const members = 3
+	c := startCluster(t, clusterSpec{name: "qm", hosts: members + 1, noImage: true, members: members})
+	token := strings.TrimSpace(string(readHostFile(t, c.Hosts[0], "admin.token")))
+	caPEM := readHostFile(t, c.Hosts[0], filepath.Join("pki", "ca.crt"))
+	// client reaches host i's API only: no failing over to another
+	// member, so that what each member answers shows.
+	client := func(i int) *api.Client {
+		cl, err := api.NewClient(api.ClientConfig{
+			Server: "https://" + netip.AddrPortFrom(c.Hosts[i].Addr, harness.APIPort).String(),
+			Token:  token, CAData: caPEM, Timeout: 5 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+
+	t.Run("three etcd members, one leader, every member's API answers", func(t *testing.T) {
+		nodes := c.nodes(t)
+		var leaders []string
+		for i, n := range nodes {
+			if n.EtcdMember != (i < members) {
+				t.Errorf("node %s: etcd member %v, want %v", n.Name, n.EtcdMember, i < members)
+			}
+			if n.Leader {
+				leaders = append(leaders, n.Name)
+			}
+		}
+		if len(nodes) != members+1 || len(leaders) != 1 || leaders[0] != "node1" {
+			t.Fatalf("nodes %+v with leaders %v, want node1 to node4, node1 leading", nodes, leaders)
+		}
+		table := c.katcall(t, "get", "nodes")
+		if !regexpLine(table, "node1", "leader") || !regexpLine(table, "node2", "member") || !regexpLine(table, "node3", "member") ||
+			!regexpLine(table, "node4", "agent") {
+			t.Errorf("katcall get nodes shows no leader and members:\n%s", table)
+		}
+		// A member that does not lead forwards to the leader.
+		for i := 1; i < 3; i++ {
+			got, err := client(i).ListNodes(t.Context())
+			if err != nil || len(got) != members+1 {
+				t.Errorf("list nodes through %s: %d nodes, %v; want the leader's 4", c.Hosts[i].Name, len(got), err)
+			}
+		}
+		// Every member that joined wrote a katcall.yaml listing the
+		// members' APIs, its own first.
+		for i := 1; i < 3; i++ {
+			var kc struct {
+				Server  string   `yaml:"server"`
+				Servers []string `yaml:"servers"`
+			}
+			if err := yaml.Unmarshal(readHostFile(t, c.Hosts[i], "katcall.yaml"), &kc); err != nil {
+				t.Fatal(err)
+			}
+			self := "https://" + netip.AddrPortFrom(c.Hosts[i].Addr, harness.APIPort).String()
+			if kc.Server != self || !slices.Contains(kc.Servers, "https://"+netip.AddrPortFrom(c.Hosts[0].Addr, harness.APIPort).String()) {
+				t.Errorf("%s's katcall.yaml: server %s, servers %v; want %s first and node1's API among the others", c.Hosts[i].Name, kc.Server, kc.Servers, self)
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("kill -9 of the leader: another member leads and serves the API", func(t *testing.T) {
+		var took []time.Duration
+		for try := range failoverKills {
+			old := c.leaderIndex(t)
+			if err := c.agents[old].Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			var leader string
+			poll.UntilEvery(t, time.Minute, 50*time.Millisecond, "another member serves the API as the leader", func() bool {
+				for i := range members {
+					if i == old {
+						continue
+					}
+					ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+					nodes, err := client(i).ListNodes(ctx)
+					cancel()
+					if err != nil {
+						continue
+					}
+					for _, n := range nodes {
+						if n.Leader && n.Name != c.Hosts[old].Name {
+							leader = n.Name
+							return true
+						}
+					}
+				}
+				return false
+			})
+			took = append(took, time.Since(killed))
+			if err := c.agents[old].Wait(t.Context()); err == nil {
+				t.Fatal("kat-agent exited cleanly after SIGKILL")
+			}
+			t.Logf("try %d: killed %s's kat-agent, %s led and served the API %s later", try+1, c.Hosts[old].Name, leader, took[try].Round(time.Millisecond))
+
+			// The old leader, restarted, rejoins as a follower; the
+			// worker reports to the new leader all along.
+			a, err := c.StartAgent(t.Context(), old, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.agents[old] = a
+			poll.UntilErr(t, 2*time.Minute, c.Hosts[old].Name+" back as a Ready follower", func() error {
+				nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
+				if err != nil {
+					return err
+				}
+				ready := 0
+				for _, n := range nodes {
+					if n.Name == c.Hosts[old].Name && (n.Leader || !n.EtcdMember) {
+						return fmt.Errorf("nodes %+v", nodes)
+					}
+					if n.Status == "Ready" {
+						ready++
+					}
+				}
+				if ready != members+1 {
+					return fmt.Errorf("nodes %+v", nodes)
+				}
+				return nil
+			})
+		}
+		sorted := slices.Clone(took)
+		slices.Sort(sorted)
+		t.Logf("failover after kill -9 of the leader: p50 %s worst %s over %d tries %v (lease 2 s)",
+			sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), len(took), took)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("two of three members dead: writes stop with a clear error, nothing is lost when they return", func(t *testing.T) {
+		label := func(cl *api.Client, v string) error {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err := cl.LabelNode(ctx, "node1", map[string]*string{"quorum": &v})
+			return err
+		}
+		old := c.leaderIndex(t)
+		survivor := (old + 1) % members
+		other := (old + 2) % members
+		if err := label(client(survivor), "before"); err != nil {
+			t.Fatalf("label node1 through %s: %v", c.Hosts[survivor].Name, err)
+		}
+		for _, i := range []int{old, other} {
+			if err := c.agents[i].Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.agents[i].Wait(t.Context())
+		}
+		var last error
+		poll.UntilErr(t, time.Minute, "a write through the survivor refused for the lost quorum", func() error {
+			last = label(client(survivor), "during")
+			var apiErr *api.Error
+			if errors.As(last, &apiErr) && apiErr.StatusCode == 503 && strings.Contains(last.Error(), "quorum lost") {
+				return nil
+			}
+			return fmt.Errorf("write answered %v", last)
+		})
+		t.Logf("a write through %s with two members dead: %v", c.Hosts[survivor].Name, last)
+
+		for _, i := range []int{old, other} {
+			a, err := c.StartAgent(t.Context(), i, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.agents[i] = a
+		}
+		poll.UntilErr(t, 2*time.Minute, "three Ready members and a leader again", func() error {
+			nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
+			if err != nil {
+				return err
+			}
+			ready, leaders := 0, 0
+			for _, n := range nodes {
+				if n.Status == "Ready" && n.EtcdMember {
+					ready++
+				}
+				if n.Leader {
+					leaders++
+				}
+			}
+			if ready != members || leaders != 1 {
+				return fmt.Errorf("nodes %+v", nodes)
+			}
+			return nil
+		})
+		n, err := client(c.leaderIndex(t)).GetNode(t.Context(), "node1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Labels["quorum"] != "before" {
+			t.Errorf("node1's label quorum after the members returned: %q, want the acknowledged write %q (and not the refused %q)", n.Labels["quorum"], "before", "during")
+		}
+		for i := range members {
+			if err := label(client(i), "after-"+c.Hosts[i].Name); err != nil {
+				t.Errorf("write through %s once the quorum is back: %v", c.Hosts[i].Name, err)
+			}
+		}
+	})
+}
+
+// nodes lists the nodes as katcall get nodes -o json shows them.
+func (c *testCluster) nodes(t *testing.T) []harness.Node {
+	t.Helper()
+	nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}
+
+// leaderIndex is the index of the host whose node leads.
+func (c *testCluster) leaderIndex(t *testing.T) int {
+	t.Helper()
+	var idx int
+	poll.UntilErr(t, time.Minute, "one leader", func() error {
+		nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.Leader {
+				for i, h := range c.Hosts {
+					if h.Name == n.Name {
+						idx = i
+						return nil
+					}
+				}
+			}
+		}
+		return fmt.Errorf("no leader among %+v", nodes)
+	})
+	return idx
+}
+
+// regexpLine reports whether a line of out starts with name and holds word.
+func regexpLine(out, name, word string) bool {
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == name && slices.Contains(f, word) {
+			return true
+		}
+	}
+	return false
+}
+
+// readHostFile reads a file of h's data directory.
+func readHostFile(t *testing.T, h harness.Host, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.DataDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

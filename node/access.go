@@ -158,6 +158,17 @@ func (n *Node) promoteSelf(ctx context.Context) error {
 	if err := cli.PromoteMember(pctx, id); err != nil {
 		return fmt.Errorf("join the etcd quorum: %w", err)
 	}
+	// The promotion is committed; this member serves clients once it has
+	// applied it too.
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for n.embed.IsLearner() {
+		select {
+		case <-pctx.Done():
+			return fmt.Errorf("join the etcd quorum: wait until this member applies its promotion: %w", pctx.Err())
+		case <-t.C:
+		}
+	}
 	n.state.Promoted = true
 	if err := saveNodeState(n.dir, n.state); err != nil {
 		return err

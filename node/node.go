@@ -90,9 +90,11 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	n = &Node{dir: d, state: st, log: log, opts: o}
+	// An error return sets n to nil: close what was opened through opened.
+	opened := n
 	defer func() {
 		if err != nil {
-			n.Close()
+			opened.Close()
 		}
 	}()
 	if err := n.ensurePKI(); err != nil {
@@ -186,9 +188,11 @@ func joinOrResume(ctx context.Context, o *Options, d dataDir, st *nodeState, log
 // cluster's etcd with its certificate.
 func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log zerolog.Logger) (n *Node, err error) {
 	n = &Node{dir: d, state: st, log: log, opts: o}
+	// An error return sets n to nil: close what was opened through opened.
+	opened := n
 	defer func() {
 		if err != nil {
-			n.Close()
+			opened.Close()
 		}
 	}()
 	if err := n.loadWorkerPKI(); err != nil {

@@ -283,6 +283,9 @@ func (n *Node) openStore(ctx context.Context) error {
 		ListenPeerURLs: []string{peerURL}, AdvertisePeerURLs: []string{peerURL},
 		ClientTLS: tlsFiles, PeerTLS: peerTLS, LogOutput: etcdLog,
 	}
+	if n.state.Cluster.Spec.Members() > 1 {
+		cfg.ElectionMs = quorumElectionMs
+	}
 	if n.state.InitialCluster != "" {
 		// A member that joined: its first start joins the existing
 		// cluster; later ones read the membership from its data.

@@ -10,7 +10,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // ErrQuorumFull is returned by AddLearner when the cluster has as many
@@ -67,15 +66,25 @@ func (s *Etcd) AddLearner(ctx context.Context, name, peerURL string, maxMembers 
 		return 0, "", fmt.Errorf("add etcd member %s: %w", name, err)
 	}
 	if id == 0 {
-		var resp *clientv3.MemberAddResponse
-		err := retryMembership(ctx, func() (err error) {
-			resp, err = s.cli.MemberAddAsLearner(ctx, []string{peerURL})
-			return err
+		err := retryMembership(ctx, func() error {
+			resp, err := s.cli.MemberAddAsLearner(ctx, []string{peerURL})
+			if errors.Is(err, rpctypes.ErrPeerURLExist) {
+				// An attempt that timed out was applied after all.
+				if have, err = s.Members(ctx); err != nil {
+					return err
+				}
+				id, err = planLearner(have, name, peerURL, maxMembers)
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			id, have = resp.Member.ID, members(resp.Members)
+			return nil
 		})
 		if err != nil {
 			return 0, "", fmt.Errorf("add etcd member %s at %s: %w", name, peerURL, err)
 		}
-		id, have = resp.Member.ID, members(resp.Members)
 	}
 	var parts []string
 	for _, m := range have {
@@ -153,10 +162,20 @@ func (s *Etcd) PromoteMember(ctx context.Context, id uint64) error {
 // that etcd refused for now.
 const membershipRetry = 200 * time.Millisecond
 
+// transientMembership are the answers to a change of members that a retry
+// may turn into success: etcd refuses a change for a few seconds after
+// another one (ErrUnhealthy), and a change in flight during a raft
+// election times out (a change that was applied then is not repeated:
+// callers treat "done already" as success).
+var transientMembership = []error{
+	rpctypes.ErrUnhealthy, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
+	rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrLeaderChanged, rpctypes.ErrNoLeader,
+}
+
 // retryMembership calls change until it succeeds, fails with an error
-// other than ErrUnhealthy (etcd refuses a change of members for a few
-// seconds after another one) or one of also, or ctx ends.
+// other than transientMembership and also, or ctx ends.
 func retryMembership(ctx context.Context, change func() error, also ...error) error {
+	retry := append(slices.Clone(transientMembership), also...)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -169,7 +188,7 @@ func retryMembership(ctx context.Context, change func() error, also ...error) er
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, rpctypes.ErrUnhealthy) && !slices.ContainsFunc(also, func(e error) bool { return errors.Is(err, e) }) {
+		if !slices.ContainsFunc(retry, func(e error) bool { return errors.Is(err, e) }) {
 			return err
 		}
 		if ctx.Err() != nil {

@@ -135,22 +135,28 @@ func TestQuorum(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.agents[old] = a
+			restarted := time.Now()
+			// Its own API answers (forwarding to the leader), and lists it
+			// as a member that does not lead, with a heartbeat sent since
+			// the restart.
 			poll.UntilErr(t, 2*time.Minute, c.Hosts[old].Name+" back as a Ready follower", func() error {
-				nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				defer cancel()
+				nodes, err := client(old).ListNodes(ctx)
 				if err != nil {
 					return err
 				}
 				ready := 0
 				for _, n := range nodes {
-					if n.Name == c.Hosts[old].Name && (n.Leader || !n.EtcdMember) {
-						return fmt.Errorf("nodes %+v", nodes)
+					if n.Name == c.Hosts[old].Name && (n.Leader || !n.EtcdMember || n.LastHeartbeat == nil || n.LastHeartbeat.Before(restarted)) {
+						return fmt.Errorf("%s: %+v", n.Name, n)
 					}
-					if n.Status == "Ready" {
+					if n.Status == api.NodeReady {
 						ready++
 					}
 				}
 				if ready != members+1 {
-					return fmt.Errorf("nodes %+v", nodes)
+					return fmt.Errorf("%d of %d nodes Ready", ready, members+1)
 				}
 				return nil
 			})

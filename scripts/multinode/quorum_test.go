@@ -212,7 +212,7 @@ func TestQuorum(t *testing.T) {
 			if last != nil && strings.Contains(last.Error(), "etcd quorum lost") {
 				return nil
 			}
-			return fmt.Errorf("write answered %v", last)
+			return fmt.Errorf("write answered: %w", last)
 		})
 		t.Logf("a write through %s with two members dead: %v", c.Hosts[survivor].Name, last)
 

@@ -433,6 +433,9 @@ type RolloutStatus struct {
 	// Rollout is the leader's record; its Generation lags Generation until
 	// the leader has planned the latest.
 	Rollout Rollout `json:"rollout"`
+	// Daemon is a DaemonService's node-by-node update (each node's step),
+	// when it has one.
+	Daemon *DaemonRollout `json:"daemon,omitempty"`
 }
 
 // RollbackResult is the answer of POST .../workloads/{name}/rollback.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/runtime"
 )
 
@@ -197,7 +198,9 @@ func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
 		go func() {
 			defer b.wg.Done()
 			var after []func(context.Context)
+			start := time.Now()
 			f.rec, after, f.err = b.run(req)
+			metrics.BuildFinished(buildResult(f.rec, f.err), time.Since(start))
 			b.mu.Lock()
 			delete(b.flights, key)
 			b.mu.Unlock()
@@ -247,6 +250,19 @@ func (b *Builder) Release(namespace, workload, commit string) {
 		close(ch)
 		delete(b.held, key)
 	}
+}
+
+// buildResult is the kat_build_duration_seconds result of a build.
+func buildResult(rec Record, err error) string {
+	switch {
+	case err != nil:
+		return metrics.ResultFailure
+	case rec.Existing:
+		return metrics.ResultExisting
+	case rec.CacheHit:
+		return metrics.ResultCacheHit
+	}
+	return metrics.ResultBuilt
 }
 
 // DefaultHold is Config.Hold's default.

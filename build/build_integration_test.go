@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 )
@@ -36,6 +37,7 @@ func TestBuildFromGit(t *testing.T) {
 	})
 	ns, wl := "default", randomName("bt-app")
 	b, recs := testBuilder(t, Config{}, ns, wl)
+	built, existing := buildCount(t, metrics.ResultBuilt), buildCount(t, metrics.ResultExisting)
 	req := Request{
 		Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit,
 		Spec: quadlet.BuildSpec{
@@ -85,6 +87,20 @@ func TestBuildFromGit(t *testing.T) {
 	if n := len(recs.History()); n != 2 {
 		t.Errorf("%d records after the no-op, want 2 (a no-op stores none)", n)
 	}
+	if b, e := buildCount(t, metrics.ResultBuilt)-built, buildCount(t, metrics.ResultExisting)-existing; b != 1 || e != 1 {
+		t.Errorf("kat_build_duration_seconds counted %v built and %v existing, want 1 and 1", b, e)
+	}
+}
+
+// buildCount is how many builds kat_build_duration_seconds counted with
+// result. The build tests are not parallel, so its moves are theirs.
+func buildCount(t *testing.T, result string) float64 {
+	t.Helper()
+	v, err := metrics.Value("kat_build_duration_seconds", map[string]string{"result": result})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func readLog(t *testing.T, b *Builder, ns, wl, commit string) string {
@@ -154,6 +170,7 @@ func TestBrokenDockerfile(t *testing.T) {
 	})
 	ns, wl := "default", randomName("bt-broken")
 	b, recs := testBuilder(t, Config{}, ns, wl)
+	failures := buildCount(t, metrics.ResultFailure)
 	rec, err := b.Build(context.Background(), Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit})
 	var fe *FailedError
 	if !errors.As(err, &fe) || !errors.Is(err, ErrFailed) {
@@ -178,6 +195,9 @@ func TestBrokenDockerfile(t *testing.T) {
 	}
 	if exists, _ := b.cfg.Podman.ImageExists(context.Background(), ImageName(ns, wl, commit)); exists {
 		t.Error("a failed build left an image")
+	}
+	if n := buildCount(t, metrics.ResultFailure) - failures; n != 1 {
+		t.Errorf("kat_build_duration_seconds counted %v failures, want 1", n)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 )
@@ -350,5 +351,27 @@ func TestLastLine(t *testing.T) {
 		if imageIDRE.MatchString(notID) {
 			t.Errorf("%q taken for an image ID", notID)
 		}
+	}
+}
+
+func TestBuildResult(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		rec  Record
+		err  error
+		want string
+	}{
+		{"built", Record{}, nil, metrics.ResultBuilt},
+		{"from the cache", Record{CacheHit: true}, nil, metrics.ResultCacheHit},
+		{"already there", Record{Existing: true}, nil, metrics.ResultExisting},
+		{"failed", Record{CacheHit: true}, errors.New("boom"), metrics.ResultFailure},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := buildResult(tc.rec, tc.err); got != tc.want {
+				t.Errorf("buildResult = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

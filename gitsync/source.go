@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -168,7 +169,11 @@ func (s *source) round(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	start := time.Now()
 	err := s.sync(ctx)
+	if err == nil {
+		metrics.GitSynced(s.spec.Name, metrics.ResultSuccess, start)
+	}
 	if err == nil || ctx.Err() != nil {
 		return
 	}
@@ -176,9 +181,11 @@ func (s *source) round(ctx context.Context) {
 	// apply compares every directory rather than trust the applied commit.
 	s.fullNext()
 	if errors.Is(err, errSuperseded) {
+		metrics.GitSynced(s.spec.Name, metrics.ResultSuperseded, start)
 		s.Trigger()
 		return
 	}
+	metrics.GitSynced(s.spec.Name, metrics.ResultFailure, start)
 	msg := gitx.NewRedactor(s.spec.URL).String(err.Error())
 	s.log.Warn().Str("error", msg).Msg("sync failed")
 	s.status.LastError = msg
@@ -204,7 +211,9 @@ func reasonOf(err error) string {
 }
 
 func (s *source) sync(ctx context.Context) error {
+	start := time.Now()
 	head, err := s.advance(ctx)
+	metrics.GitFetched(s.spec.Name, start, err)
 	if err != nil {
 		return err
 	}

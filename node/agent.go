@@ -15,6 +15,7 @@ import (
 
 	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/reconcile/agent"
@@ -129,7 +130,8 @@ func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, *pki.Se
 			}
 			return err
 		},
-		Logger: n.log.With().Str("component", "agent-api").Logger(),
+		Metrics: metrics.Handler(),
+		Logger:  n.log.With().Str("component", "agent-api").Logger(),
 	})
 	return &http.Server{Handler: h, TLSConfig: agentTLS.Config(), ReadHeaderTimeout: 10 * time.Second}, ln, agentTLS, nil
 }

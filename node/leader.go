@@ -11,6 +11,7 @@ import (
 	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/reconcile/agent"
 	"kat.dws.rip/kat/reconcile/leader"
@@ -70,6 +71,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
 		NodeOverlay:     n.recordOverlay,
+		Metrics:         metrics.Handler(),
 		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(),
 		Logger: n.log.With().Str("component", "api").Logger(),
 	})

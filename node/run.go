@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/reconcile"
 )
 
@@ -39,6 +40,7 @@ func (n *Node) leaseTTL() int64 {
 func (n *Node) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	if n.embed != nil {
+		defer metrics.SetEtcdStatus(n.etcdStatus)()
 		g.Go(func() error {
 			select {
 			case err := <-n.embed.Err():
@@ -65,4 +67,11 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return l.Run(ctx) })
 	return g.Wait()
+}
+
+// etcdStatus is the kat_etcd_ metrics' view of the embedded member.
+func (n *Node) etcdStatus() metrics.EtcdStatus {
+	s := n.embed.Status()
+	return metrics.EtcdStatus{IsLeader: s.IsLeader, HasLeader: s.HasLeader, IsLearner: s.IsLearner,
+		DBSizeBytes: s.DBSizeBytes, DBSizeInUseBytes: s.DBSizeInUseBytes, Members: s.Members}
 }

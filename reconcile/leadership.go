@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/store"
 )
 
@@ -116,6 +117,7 @@ func (l *Leadership) term(lctx context.Context) error {
 }
 
 func (l *Leadership) changed(leading bool) {
+	metrics.LeaderChanged(leading)
 	if l.OnChange != nil {
 		l.OnChange(leading)
 	}

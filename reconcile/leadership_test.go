@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store"
@@ -167,5 +168,44 @@ func TestLeadershipMovesLoops(t *testing.T) {
 	}
 	if id, err := a.st.GetLeader(context.Background()); err == nil {
 		t.Errorf("leader %q still recorded after both candidates stopped: Run must resign", id)
+	}
+}
+
+// TestLeadershipMetrics: kat_leader is 1 while the candidate leads, and
+// each term's start and end count as a leader change. Not parallel: the
+// families have no label of this test's own.
+func TestLeadershipMetrics(t *testing.T) {
+	value := func(family string, labels map[string]string) float64 {
+		t.Helper()
+		v, err := metrics.Value(family, labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	elected := map[string]string{"change": metrics.ChangeElected}
+	lost := map[string]string{"change": metrics.ChangeLost}
+	electedBefore, lostBefore := value("kat_leader_changes_total", elected), value("kat_leader_changes_total", lost)
+	emb := storetest.NewEmbedded(t)
+	c := newCandidate(t, emb.Client(), "m")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.l.Run(ctx) }()
+	poll.Until(t, 10*time.Second, "the candidate leads", func() bool {
+		running, _ := c.state()
+		return running == 2 && value("kat_leader", nil) == 1
+	})
+	if got := value("kat_leader_changes_total", elected) - electedBefore; got != 1 {
+		t.Errorf("elected changes moved by %v, want 1", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if value("kat_leader", nil) != 0 {
+		t.Error("kat_leader is still 1 after the candidate stopped")
+	}
+	if got := value("kat_leader_changes_total", lost) - lostBefore; got != 1 {
+		t.Errorf("lost changes moved by %v, want 1", got)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"kat.dws.rip/kat/internal/metrics"
 )
 
 // Outcome is how one webhook request ended: accepted, ignored, or the reason
@@ -85,6 +87,13 @@ func (c *counters) add(provider string, o Outcome) {
 	default:
 		c.lastRejected = now
 	}
+	metrics.Webhook(provider, string(o), o.Refused())
+}
+
+// Refused reports whether the request was refused (answered 4xx or 5xx);
+// accepted pushes, pings and ignored events were not.
+func (o Outcome) Refused() bool {
+	return o != OutcomeAccepted && o != OutcomePing && o != OutcomeIgnored
 }
 
 // Stats returns a snapshot of the counts of every provider and outcome.

@@ -35,19 +35,26 @@ type AgentConfig struct {
 	// digits) of workload ns/name on this node to w; an error wrapping
 	// ErrUnknownBuild is a 404. Default nil: every build log is a 404.
 	BuildLog func(ctx context.Context, ns, name, commit string, w io.Writer) error
-	Logger   zerolog.Logger
+	// Metrics, when set, serves GET /metrics (Prometheus text format) to
+	// anyone the port's mutual TLS admits. Default nil: not served.
+	Metrics http.Handler
+	Logger  zerolog.Logger
 }
 
 // AgentHandler returns the agent API's handler:
 //
 //	GET /v1alpha1/instances/{id}/logs?follow=true
 //	GET /v1alpha1/builds/{ns}/{name}/{commit}/log
+//	GET /metrics
 func AgentHandler(cfg AgentConfig) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	if cfg.Metrics != nil {
+		r.Get("/metrics", cfg.Metrics.ServeHTTP)
+	}
 	r.Get("/v1alpha1/instances/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
 		follow, err := boolQuery(r, "follow")
 		if err != nil {

@@ -75,6 +75,14 @@ func (s *Server) getWorkloadRollout(w http.ResponseWriter, r *http.Request) {
 			out.Outcome = e.Outcome
 		}
 	}
+	dr, err := s.cfg.Repo.GetDaemonRollout(r.Context(), ns, name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if dr != nil {
+		out.Daemon = &dr.DaemonRollout
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

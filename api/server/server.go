@@ -94,6 +94,10 @@ type ServerConfig struct {
 	// term, and again when the report changes. Default nil: reports'
 	// overlay is not recorded.
 	NodeOverlay func(ctx context.Context, node string, o api.NodeOverlay) error
+	// Metrics, when set, serves GET /metrics (Prometheus text format) to
+	// callers with the admin token or a client certificate of the cluster
+	// CA (authenticateMetrics). Default nil: not served.
+	Metrics http.Handler
 }
 
 // Server serves the v1alpha1 API.
@@ -164,6 +168,9 @@ func (s *Server) Handler() http.Handler {
 			Message: r.Method + " is not allowed on " + r.URL.Path})
 	})
 	r.Get("/healthz", s.health)
+	if s.cfg.Metrics != nil {
+		r.With(s.authenticateMetrics).Get("/metrics", s.cfg.Metrics.ServeHTTP)
+	}
 	if s.cfg.Webhooks != nil {
 		r.Handle("/v1alpha1/webhooks/{provider}", s.cfg.Webhooks)
 	}

@@ -201,8 +201,20 @@ func rolloutProgress(st *api.RolloutStatus) string {
 	}
 	var b strings.Builder
 	b.WriteString(s)
+	steps := map[string]api.DaemonRolloutNode{}
+	if d := st.Daemon; d != nil && d.TargetGeneration == ro.Generation {
+		for _, n := range d.Nodes {
+			steps[n.Node] = n
+		}
+	}
 	for _, n := range ro.Nodes {
 		fmt.Fprintf(&b, "\n  node %s: new %d/%d ready, old %d", n.Node, n.NewReady, n.New, n.Old)
+		if step, ok := steps[n.Node]; ok {
+			fmt.Fprintf(&b, ", %s", step.Step)
+			if step.Message != "" {
+				fmt.Fprintf(&b, " (%s)", firstLine(step.Message))
+			}
+		}
 	}
 	return b.String()
 }

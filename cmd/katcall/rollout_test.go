@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -173,5 +174,27 @@ func TestHistoryAndRollbackCommands(t *testing.T) {
 	}
 	if code, _, errOut := c.katcall("rollback", "workload", "default/roll", "--to-generation", "9"); code == 0 || !strings.Contains(errOut, "must be older") {
 		t.Errorf("rollback to a future generation: exit %d %s", code, errOut)
+	}
+}
+
+// TestRolloutProgressShowsDaemonSteps: a DaemonService's progress line has
+// each node's step of the node-by-node update (and why a node failed), only
+// for the generation being rolled out.
+func TestRolloutProgressShowsDaemonSteps(t *testing.T) {
+	st := &api.RolloutStatus{Asked: 3, Rollout: api.Rollout{Generation: 3,
+		Nodes: []api.RolloutNode{{Node: "n1", New: 1, NewReady: 1}, {Node: "n2", New: 1, Old: 1}, {Node: "n3", Old: 1}}},
+		Daemon: &api.DaemonRollout{TargetGeneration: 3, Nodes: []api.DaemonRolloutNode{
+			{Node: "n1", Step: api.NodeStepVerified}, {Node: "n2", Step: api.NodeStepFailed, Message: "verify: exit 1\nmore"},
+			{Node: "n3", Step: api.NodeStepPending}}}}
+	got := rolloutProgress(st)
+	for _, want := range []string{"node n1: new 1/1 ready, old 0, verified", "node n2: new 0/1 ready, old 1, failed (verify: exit 1)",
+		"node n3: new 0/0 ready, old 1, pending"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("progress lacks %q:\n%s", want, got)
+		}
+	}
+	st.Daemon.TargetGeneration = 2 // an older update's record
+	if got := rolloutProgress(st); strings.Contains(got, "verified") {
+		t.Errorf("progress shows the steps of another generation:\n%s", got)
 	}
 }

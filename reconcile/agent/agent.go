@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/runtime"
@@ -346,7 +347,9 @@ func (ag *Agent) Run(ctx context.Context) error {
 		if ag.retryList.Swap(false) {
 			reconcile.Poke(ag.listNow)
 		}
+		start := time.Now()
 		ag.pass(ctx, &wg)
+		metrics.ReconcilePass("agent", start, nil)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -960,8 +963,19 @@ func (ag *Agent) notifyIfChanged() {
 	ag.lastReports = reps
 	ag.mu.Unlock()
 	if changed {
+		metrics.SetInstances(ag.cfg.Node, instancesByPhase(reps))
 		ag.cfg.OnChange()
 	}
+}
+
+// instancesByPhase counts reps by phase, with every phase present.
+func instancesByPhase(reps []resources.InstanceStatus) map[string]int {
+	n := map[string]int{resources.InstancePending: 0, resources.InstanceRunning: 0,
+		resources.InstanceSucceeded: 0, resources.InstanceFailed: 0}
+	for _, r := range reps {
+		n[r.Phase]++
+	}
+	return n
 }
 
 // Conditions reports the node conditions the agent knows: RuntimeReady,

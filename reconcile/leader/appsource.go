@@ -15,6 +15,7 @@ import (
 
 	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
@@ -130,7 +131,7 @@ func (s *AppSources) run(ctx context.Context, v *view, sub *subscription) error 
 	defer t.Stop()
 	fromGit := map[string]workload{}
 	for {
-		keys, all := v.take(sub)
+		keys, all, _ := v.take(sub)
 		if all {
 			keys = v.desired.Keys()
 			clear(fromGit)
@@ -146,9 +147,12 @@ func (s *AppSources) run(ctx context.Context, v *view, sub *subscription) error 
 		// nor delete.
 		if len(fromGit) > 0 || v.apps.Len() > 0 {
 			ws := slices.SortedFunc(maps.Values(fromGit), func(a, b workload) int { return strings.Compare(a.Key(), b.Key()) })
-			if err := s.pass(ctx, ws); err != nil && ctx.Err() == nil {
+			start := time.Now()
+			err := s.pass(ctx, ws)
+			if err != nil && ctx.Err() == nil {
 				s.cfg.Logger.Warn().Err(err).Msg("app source pass failed")
 			}
+			metrics.ReconcilePass("appsources", start, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
@@ -155,29 +156,47 @@ func (l *Leader) loop(ctx context.Context, sub *subscription, name string, pass 
 		return nil
 	}
 	log := l.cfg.Logger.With().Str("component", name).Logger()
+	defer metrics.QueueDepth(name, 0) // no leader, no queue: a former leader shows none
 	t := time.NewTicker(l.cfg.Resync)
 	defer t.Stop()
 	for {
-		keys, all := l.view.take(sub)
+		keys, all, seen := l.view.take(sub)
 		if all || len(keys) > 0 {
 			if all {
 				keys = nil
 			}
+			metrics.QueueDepth(name, l.queueDepth(len(keys), all))
 			start := time.Now()
-			if err := pass(ctx, keys); err != nil && ctx.Err() == nil {
+			err := pass(ctx, keys)
+			if err != nil && ctx.Err() == nil {
 				log.Warn().Err(err).Msg("pass failed")
-				l.view.putBack(sub, keys, all)
+				l.view.putBack(sub, keys, all, seen)
 			}
 			log.Debug().Dur("took", time.Since(start)).Int("workloads", len(keys)).Bool("all", all).Msg("pass")
+			if ctx.Err() == nil {
+				metrics.ReconcilePass(name, start, err)
+				if err == nil {
+					metrics.ReconcileLatency(name, seen)
+				}
+				metrics.QueueDepth(name, l.queueDepth(l.view.pending(sub)))
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			l.view.putBack(sub, nil, true)
+			l.view.putBack(sub, nil, true, time.Now())
 		case <-sub.wake:
 		}
 	}
+}
+
+// queueDepth is how many workloads n dirty ones, or all, are.
+func (l *Leader) queueDepth(n int, all bool) int {
+	if all {
+		return len(l.view.desired.Keys())
+	}
+	return n
 }
 
 // placeOnce plans the assignments of the workloads keys (every workload and

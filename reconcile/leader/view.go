@@ -118,6 +118,9 @@ type subscription struct {
 	// Guarded by view.mu.
 	all   bool
 	dirty map[string]struct{}
+	// seen is when the first change since the last take was marked (for
+	// kat_reconcile_latency_seconds); zero when none was.
+	seen time.Time
 }
 
 func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout time.Duration, now func() time.Time) *view {
@@ -229,7 +232,16 @@ func (v *view) markDirty(kind factKind, keys ...string) {
 		for _, k := range keys {
 			s.dirty[k] = struct{}{}
 		}
+		s.markSeen(time.Now())
 		reconcile.Poke(s.wake)
+	}
+}
+
+// markSeen records t as when a change was first seen, unless an earlier
+// one waits. Call it with view.mu held.
+func (s *subscription) markSeen(t time.Time) {
+	if s.seen.IsZero() || t.Before(s.seen) {
+		s.seen = t
 	}
 }
 
@@ -241,17 +253,20 @@ func (v *view) markAll(kind factKind) {
 	for _, s := range v.subs {
 		if s.kinds[kind] {
 			s.all = true
+			s.markSeen(time.Now())
 			reconcile.Poke(s.wake)
 		}
 	}
 }
 
 // take returns the workloads dirty since the last take, sorted, or all when
-// every workload is; and forgets them.
-func (v *view) take(s *subscription) (keys []string, all bool) {
+// every workload is, and when the first of their changes was seen; and
+// forgets them.
+func (v *view) take(s *subscription) (keys []string, all bool, seen time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	all, s.all = s.all, false
+	seen, s.seen = s.seen, time.Time{}
 	if !all {
 		keys = make([]string, 0, len(s.dirty))
 		for k := range s.dirty {
@@ -260,15 +275,26 @@ func (v *view) take(s *subscription) (keys []string, all bool) {
 		slices.Sort(keys)
 	}
 	clear(s.dirty)
-	return keys, all
+	return keys, all, seen
 }
 
-// putBack marks keys (or every workload) dirty again without waking the
-// loop: a failed pass is retried on the next wake-up or resync.
-func (v *view) putBack(s *subscription, keys []string, all bool) {
+// pending returns how many workloads are dirty, or all when every one is.
+func (v *view) pending(s *subscription) (n int, all bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(s.dirty), s.all
+}
+
+// putBack marks keys (or every workload) dirty again, changed since seen,
+// without waking the loop: a failed pass is retried on the next wake-up or
+// resync.
+func (v *view) putBack(s *subscription, keys []string, all bool, seen time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	s.all = s.all || all
+	if all || len(keys) > 0 {
+		s.markSeen(seen)
+	}
 	for _, k := range keys {
 		s.dirty[k] = struct{}{}
 	}

@@ -156,6 +156,21 @@ func TestGitOpsThroughBinaries(t *testing.T) {
 	if r := c.Katcall(context.Background(), "get", "events"); r.Code != 0 || !strings.Contains(r.Stdout, "source/config") || !strings.Contains(r.Stdout, "default/hooked") {
 		t.Errorf("katcall get events lacks the applied commits: %s", r)
 	}
+	checkMetrics(t, c, []series{
+		{"kat_gitsync_fetch_duration_seconds", map[string]string{"source": "config", "result": "success"}},
+		{"kat_gitsync_sync_duration_seconds", map[string]string{"source": "config", "result": "success"}},
+		{"kat_webhooks_received_total", map[string]string{"provider": "github"}},
+		{"kat_webhooks_accepted_total", map[string]string{"provider": "github", "outcome": "accepted"}},
+		{"kat_webhooks_refused_total", map[string]string{"provider": "github", "reason": "bad_signature"}},
+		{"kat_reconcile_pass_duration_seconds", map[string]string{"loop": "placement", "result": "success"}},
+		{"kat_reconcile_pass_duration_seconds", map[string]string{"loop": "agent"}},
+		{"kat_reconcile_latency_seconds", map[string]string{"loop": "placement"}},
+		{"kat_instances", map[string]string{"node": c.Node, "phase": "Running"}},
+		{"kat_leader", nil},
+		{"kat_leader_changes_total", map[string]string{"change": "elected"}},
+		{"kat_etcd_is_leader", nil}, {"kat_etcd_has_leader", nil}, {"kat_etcd_members", nil}, {"kat_etcd_db_size_bytes", nil},
+		{"go_goroutines", nil}, {"process_resident_memory_bytes", nil},
+	})
 	ownershipThroughBinaries(t, c, remote)
 }
 

@@ -413,13 +413,13 @@ func output(ctx context.Context, name string, args ...string) (string, error) {
 }
 
 // outputCmd runs cmd, whose context bounds it, and returns its standard
-// output.
+// output, also when it fails (the error then carries its standard error).
 func outputCmd(cmd *exec.Cmd) (string, error) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, strings.TrimSpace(stderr.String()))
+		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return string(out), nil
 }

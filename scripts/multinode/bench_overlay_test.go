@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,11 +55,28 @@ func iperf(b *testing.B, server, client harness.Host, addr netip.Addr) float64 {
 		b.Fatal(err)
 	}
 	defer func() { _ = srv.Wait() }()
-	var out []byte
-	var err error
-	for range 50 { // until the server listens
+	type result struct {
+		Error string `json:"error"`
+		End   struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	var (
+		out []byte
+		err error
+		res result
+	)
+	// Until the server listens: iperf3 --json reports a refused
+	// connection in its output, and may exit 0 with it.
+	for range 50 {
 		out, err = client.Command(ctx, "iperf3", "--client", addr.String(), "--port", "5201", "--time", "5", "--json").Output()
-		if err == nil {
+		res = result{}
+		if jerr := json.Unmarshal(out, &res); jerr != nil && err == nil {
+			b.Fatalf("iperf3 output: %v\n%s", jerr, out)
+		}
+		if err == nil && !strings.Contains(res.Error, "Connection refused") {
 			break
 		}
 		select {
@@ -67,22 +85,8 @@ func iperf(b *testing.B, server, client harness.Host, addr netip.Addr) float64 {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if err != nil {
-		b.Fatalf("iperf3 to %s: %v: %s", addr, err, out)
-	}
-	var res struct {
-		Error string `json:"error"`
-		End   struct {
-			SumReceived struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		b.Fatalf("iperf3 output: %v", err)
-	}
-	if res.Error != "" || res.End.SumReceived.BitsPerSecond == 0 {
-		b.Fatalf("iperf3 to %s: %q, %v bit/s:\n%s", addr, res.Error, res.End.SumReceived.BitsPerSecond, out)
+	if err != nil || res.Error != "" || res.End.SumReceived.BitsPerSecond == 0 {
+		b.Fatalf("iperf3 to %s: %v, %q, %v bit/s:\n%s", addr, err, res.Error, res.End.SumReceived.BitsPerSecond, out)
 	}
 	return res.End.SumReceived.BitsPerSecond
 }

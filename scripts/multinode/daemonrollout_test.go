@@ -192,6 +192,12 @@ func TestDaemonServiceNodeByNode(t *testing.T) {
 				t.Errorf("katcall status does not show %q", want)
 			}
 		}
+		// rollout status ends at once (exit 1) and shows each node's step.
+		rout, err := c.Katcall(t.Context(), c.bin.Katcall, "rollout", "status", "default/dsroll", "--timeout", "1m")
+		t.Logf("katcall rollout status default/dsroll: %v\n%s", err, rout)
+		if err == nil || !strings.Contains(string(rout), "node node1: ") || !strings.Contains(string(rout), ", rolled back") {
+			t.Errorf("katcall rollout status after a failed node-by-node update: %v, want exit 1 and node1's step rolled back", err)
+		}
 	})
 
 	t.Run("a good version goes node by node, in order", func(t *testing.T) {

@@ -1,0 +1,200 @@
+package metrics
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Results of a Git fetch or sync, a reconcile pass and a build.
+const (
+	ResultSuccess    = "success"
+	ResultFailure    = "failure"
+	ResultSuperseded = "superseded" // a sync stopped for a newer commit
+	ResultBuilt      = "built"      // a build ran
+	ResultCacheHit   = "cache_hit"  // the image came from the cache registry
+	ResultExisting   = "existing"   // the image was on the node already
+)
+
+// Changes of this node's leadership (kat_leader_changes_total).
+const (
+	ChangeElected = "elected"
+	ChangeLost    = "lost"
+)
+
+// registry is the process's registry of KAT's metrics.
+var registry = prometheus.NewRegistry()
+
+// Buckets of the duration histograms, in seconds.
+var (
+	passBuckets  = prometheus.DefBuckets // .005 s to 10 s
+	gitBuckets   = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	buildBuckets = []float64{.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800}
+)
+
+var (
+	gitFetch = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kat_gitsync_fetch_duration_seconds",
+		Help:    "Time to bring a Git source's repository to its branch head (a fetch; for a file:// source, reading the head in place), by source and result.",
+		Buckets: gitBuckets,
+	}, []string{"source", "result"})
+	gitSync = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kat_gitsync_sync_duration_seconds",
+		Help:    "Time of one sync round of a Git source (fetch, diff, apply to etcd), by source and result (success, failure, superseded).",
+		Buckets: gitBuckets,
+	}, []string{"source", "result"})
+
+	webhooksReceived = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kat_webhooks_received_total",
+		Help: "Webhook requests received, by provider (github, gitlab, gitea, generic, unknown).",
+	}, []string{"provider"})
+	webhooksAccepted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kat_webhooks_accepted_total",
+		Help: "Webhook requests answered 2xx, by provider and outcome (accepted: a push was dispatched; ping; ignored_event).",
+	}, []string{"provider", "outcome"})
+	webhooksRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kat_webhooks_refused_total",
+		Help: "Webhook requests refused, by provider and reason (bad_signature, missing_signature, rate_limited, no_matching_source, ...).",
+	}, []string{"provider", "reason"})
+
+	reconcilePass = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kat_reconcile_pass_duration_seconds",
+		Help:    "Time of one pass of a reconcile loop (leader: placement, status, appsources; node: agent), by loop and result.",
+		Buckets: passBuckets,
+	}, []string{"loop", "result"})
+	reconcileQueue = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kat_reconcile_queue_depth",
+		Help: "Workloads waiting for a leader loop's pass: set when a pass starts (the workloads it takes) and when it ends (those changed meanwhile).",
+	}, []string{"loop"})
+	reconcileLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kat_reconcile_latency_seconds",
+		Help:    "Time from the first change a leader loop's pass acts on being seen to the end of that pass; loop=placement is the scheduling latency (a workload, node or instance change until the assignments are written).",
+		Buckets: passBuckets,
+	}, []string{"loop"})
+
+	builds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kat_build_duration_seconds",
+		Help:    "Time from a build request to its image on this node (waiting for a build slot included), by result (built, cache_hit, existing, failure).",
+		Buckets: buildBuckets,
+	}, []string{"result"})
+
+	instances = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kat_instances",
+		Help: "Instances assigned to a node, by node and phase (Pending, Running, Succeeded, Failed), as the node's agent sees them.",
+	}, []string{"node", "phase"})
+
+	isLeader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kat_leader",
+		Help: "1 while this node is the cluster's leader, else 0.",
+	})
+	leaderChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kat_leader_changes_total",
+		Help: "Changes of this node's leadership: elected (a term began) or lost (a term ended).",
+	}, []string{"change"})
+)
+
+// katCollectors are KAT's own families, each documented in the README.
+var katCollectors = []prometheus.Collector{
+	gitFetch, gitSync, webhooksReceived, webhooksAccepted, webhooksRefused,
+	reconcilePass, reconcileQueue, reconcileLatency, builds, instances, isLeader, leaderChanges,
+	etcd,
+}
+
+func init() {
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(katCollectors...)
+	for _, c := range []string{ChangeElected, ChangeLost} {
+		leaderChanges.WithLabelValues(c)
+	}
+}
+
+// Registry returns the registry of KAT's metrics.
+func Registry() *prometheus.Registry { return registry }
+
+// Handler serves the registry in the Prometheus text format. A collector
+// that fails does not hide the others' metrics.
+func Handler() http.Handler { return handler() }
+
+var handler = sync.OnceValue(func() http.Handler {
+	return promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry, ErrorHandling: promhttp.ContinueOnError})
+})
+
+// resultOf is ResultSuccess without err, ResultFailure with it.
+func resultOf(err error) string {
+	if err != nil {
+		return ResultFailure
+	}
+	return ResultSuccess
+}
+
+// GitFetched records one fetch of source that began at start.
+func GitFetched(source string, start time.Time, err error) {
+	gitFetch.WithLabelValues(source, resultOf(err)).Observe(time.Since(start).Seconds())
+}
+
+// GitSynced records one sync round of source that began at start; result
+// is ResultSuccess, ResultFailure or ResultSuperseded.
+func GitSynced(source, result string, start time.Time) {
+	gitSync.WithLabelValues(source, result).Observe(time.Since(start).Seconds())
+}
+
+// Webhook records one webhook request of provider that ended with outcome:
+// a reason for refusing it when refused.
+func Webhook(provider, outcome string, refused bool) {
+	webhooksReceived.WithLabelValues(provider).Inc()
+	if refused {
+		webhooksRefused.WithLabelValues(provider, outcome).Inc()
+	} else {
+		webhooksAccepted.WithLabelValues(provider, outcome).Inc()
+	}
+}
+
+// ReconcilePass records one pass of loop that began at start.
+func ReconcilePass(loop string, start time.Time, err error) {
+	reconcilePass.WithLabelValues(loop, resultOf(err)).Observe(time.Since(start).Seconds())
+}
+
+// QueueDepth sets how many workloads wait for loop's pass.
+func QueueDepth(loop string, n int) {
+	reconcileQueue.WithLabelValues(loop).Set(float64(n))
+}
+
+// ReconcileLatency records that loop's pass, which just ended, acted on a
+// change first seen at seen. A zero seen (a pass no change asked for, such
+// as a term's first) records nothing.
+func ReconcileLatency(loop string, seen time.Time) {
+	if seen.IsZero() {
+		return
+	}
+	reconcileLatency.WithLabelValues(loop).Observe(time.Since(seen).Seconds())
+}
+
+// BuildFinished records one build request that took d and ended with
+// result (ResultBuilt, ResultCacheHit, ResultExisting or ResultFailure).
+func BuildFinished(result string, d time.Duration) {
+	builds.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// SetInstances sets node's instance counts by phase. Pass every phase,
+// with 0 for those no instance is in, so none keeps a stale count.
+func SetInstances(node string, byPhase map[string]int) {
+	for phase, n := range byPhase {
+		instances.WithLabelValues(node, phase).Set(float64(n))
+	}
+}
+
+// LeaderChanged records that this node became the leader, or stopped
+// being it.
+func LeaderChanged(leading bool) {
+	if leading {
+		isLeader.Set(1)
+		leaderChanges.WithLabelValues(ChangeElected).Inc()
+		return
+	}
+	isLeader.Set(0)
+	leaderChanges.WithLabelValues(ChangeLost).Inc()
+}

@@ -1,0 +1,62 @@
+package leader
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"kat.dws.rip/kat/internal/metrics"
+	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// TestPassMetrics: the placement and status loops count their passes, a
+// workload applied during the term is placed with a scheduling latency
+// recorded, and the queue depth is exported. Not parallel: the loops'
+// labels are shared by every leader of the package's tests, and the counts
+// must move by this test's passes alone.
+func TestPassMetrics(t *testing.T) {
+	value := func(family string, labels map[string]string) float64 {
+		t.Helper()
+		v, err := metrics.Value(family, labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	placement := map[string]string{"loop": "placement", "result": metrics.ResultSuccess}
+	status := map[string]string{"loop": "status", "result": metrics.ResultSuccess}
+	failed := map[string]string{"loop": "placement", "result": metrics.ResultFailure}
+	latency := map[string]string{"loop": "placement"}
+	passes, statusPasses, latencies := value("kat_reconcile_pass_duration_seconds", placement),
+		value("kat_reconcile_pass_duration_seconds", status), value("kat_reconcile_latency_seconds", latency)
+	failures := value("kat_reconcile_pass_duration_seconds", failed)
+
+	e := newLeaderEnv(t)
+	_, stop := e.run(Config{})
+	defer stop()
+	// The term's first pass, over every workload, answers no change.
+	poll.Until(t, 10*time.Second, "the first placement pass", func() bool {
+		return value("kat_reconcile_pass_duration_seconds", placement) > passes
+	})
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), resources.APIOwner())
+	poll.Until(t, 10*time.Second, "two instances of web placed", func() bool { return len(e.assignments("web")) == 2 })
+	poll.Until(t, 10*time.Second, "a scheduling latency recorded", func() bool {
+		return value("kat_reconcile_latency_seconds", latency) > latencies
+	})
+	poll.Until(t, 10*time.Second, "status passes counted", func() bool {
+		return value("kat_reconcile_pass_duration_seconds", status) > statusPasses
+	})
+	if value("kat_reconcile_pass_duration_seconds", failed) != failures {
+		t.Error("a placement pass failed")
+	}
+	// The gauge is set at each pass; once the loop is idle nothing waits.
+	if n, err := testutil.GatherAndCount(metrics.Registry(), "kat_reconcile_queue_depth"); err != nil || n < 2 {
+		t.Errorf("kat_reconcile_queue_depth has %d series (%v), want placement's and status's", n, err)
+	}
+	poll.Until(t, 10*time.Second, "placement's queue empty", func() bool {
+		return value("kat_reconcile_queue_depth", map[string]string{"loop": "placement"}) == 0
+	})
+}

@@ -162,7 +162,7 @@ func (n *Node) promoteSelf(ctx context.Context) error {
 	// applied it too.
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	for n.embed.IsLearner() {
+	for n.embed.Status().IsLearner {
 		select {
 		case <-pctx.Done():
 			return fmt.Errorf("join the etcd quorum: wait until this member applies its promotion: %w", pctx.Err())

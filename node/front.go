@@ -101,7 +101,7 @@ func (f *apiFront) forward(w http.ResponseWriter, r *http.Request) {
 	ep, err := f.n.repo.GetLeaderEndpoint(ctx)
 	cancel()
 	switch {
-	case err != nil && f.n.embed != nil && !f.n.embed.HasLeader():
+	case err != nil && f.n.embed != nil && !f.n.embed.Status().HasLeader:
 		unavailable(w, fmt.Sprintf("etcd quorum lost: member %s reaches no majority of the etcd members, so the cluster has no leader and refuses every write until enough members are back", f.n.state.NodeName))
 		return
 	case err != nil:

@@ -219,16 +219,6 @@ func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
 // example after Close or when the member is removed from the cluster.
 func (e *Embedded) Stopped() <-chan struct{} { return e.etcd.Server.StopNotify() }
 
-// HasLeader reports whether the member knows a raft leader: false while
-// an election runs, and for as long as a majority of the members is
-// unreachable (the quorum is lost: nothing can be written).
-func (e *Embedded) HasLeader() bool { return e.etcd.Server.Leader() != 0 }
-
-// IsLearner reports whether the member is a learner (not a voter yet) as
-// far as it has applied the cluster's log: a learner serves no client
-// request.
-func (e *Embedded) IsLearner() bool { return e.etcd.Server.IsLearner() }
-
 // Close stops the member. It first closes the in-process client, then
 // stops etcd: client connections are closed (waiting up to the request
 // timeout for requests in flight), the server stops, then peer listeners

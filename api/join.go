@@ -42,6 +42,10 @@ type JoinRequest struct {
 	// port); refused (409) when the quorum has spec.etcdMembers members
 	// already.
 	EtcdPeer bool `json:"etcdPeer,omitempty"`
+	// AdminToken is the cluster's admin token, required with EtcdPeer: a
+	// member receives the CA key and the tokens, so the join token alone
+	// does not make one.
+	AdminToken string `json:"adminToken,omitempty"`
 }
 
 // JoinResponse is the leader's answer to a join: the node's certificate and

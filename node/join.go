@@ -260,6 +260,19 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 	if err != nil {
 		return nil, fmt.Errorf("--token-file %s: %w", o.TokenFile, err)
 	}
+	adminToken := ""
+	if o.EtcdPeer {
+		if o.AdminTokenFile == "" {
+			return nil, errors.New("--admin-token-file: required with --etcd-peer (a copy of the leader's DATA_DIR/admin.token: a member receives the cluster's CA key and tokens)")
+		}
+		b, err := os.ReadFile(o.AdminTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--admin-token-file: %w", err)
+		}
+		if adminToken = strings.TrimSpace(string(b)); adminToken == "" {
+			return nil, fmt.Errorf("--admin-token-file %s: empty", o.AdminTokenFile)
+		}
+	}
 	if st == nil {
 		st = &nodeState{NodeName: defaultNodeName(), NodeUID: uuid.NewString(), AdvertiseAddress: defaultAdvertiseAddress(), Role: roleWorker}
 		st.Cluster.Spec.AgentPort = quadlet.DefaultAgentPort
@@ -296,7 +309,7 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 	defer cancel()
 	req := api.JoinRequest{
 		NodeName: st.NodeName, NodeUID: st.NodeUID, CSR: string(csr), AdvertiseAddress: st.AdvertiseAddress,
-		AgentPort: st.Cluster.Spec.AgentPort, Labels: o.NodeLabels, EtcdPeer: o.EtcdPeer,
+		AgentPort: st.Cluster.Spec.AgentPort, Labels: o.NodeLabels, EtcdPeer: o.EtcdPeer, AdminToken: adminToken,
 	}
 	if overlay != nil {
 		req.WireGuardPublicKey, req.WireGuardPort = overlay.PublicKey, overlay.Port

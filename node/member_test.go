@@ -16,9 +16,10 @@ import (
 	"kat.dws.rip/kat/store/resources"
 )
 
-// TestJoinEtcdPeerBeyondQuorum: with spec.etcdMembers 1, a join with
-// --etcd-peer is refused with 409 naming the field, and nothing of the node
-// is written; the quorum keeps its one member.
+// TestJoinEtcdPeerBeyondQuorum: a join with --etcd-peer and a wrong admin
+// token is refused with 403; with spec.etcdMembers 1, one with the right
+// token is refused with 409 naming the field. Nothing of the node is
+// written; the quorum keeps its one member.
 func TestJoinEtcdPeerBeyondQuorum(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -32,10 +33,20 @@ func TestJoinEtcdPeerBeyondQuorum(t *testing.T) {
 		t.Errorf("lease of a single-member quorum: %d s, want %d s", ttl, leaseTTLSeconds)
 	}
 
+	// The join token alone makes no member: the admin token is needed.
+	wrong := filepath.Join(dir, "wrong.token")
+	must(t, os.WriteFile(wrong, []byte("not-the-admin-token\n"), 0o600))
 	wo := workerOptions(t, t.TempDir(), "m2", o, filepath.Join(o.DataDir, "join.token"))
-	wo.EtcdPeer = true
+	wo.EtcdPeer, wo.AdminTokenFile = true, wrong
 	_, err := Open(t.Context(), wo, zerolog.Nop())
 	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusForbidden || !strings.Contains(err.Error(), "adminToken") {
+		t.Fatalf("join --etcd-peer with a wrong admin token: %v, want 403 naming adminToken", err)
+	}
+
+	wo = workerOptions(t, t.TempDir(), "m2", o, filepath.Join(o.DataDir, "join.token"))
+	wo.EtcdPeer, wo.AdminTokenFile = true, filepath.Join(o.DataDir, "admin.token")
+	_, err = Open(t.Context(), wo, zerolog.Nop())
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict || !strings.Contains(err.Error(), "spec.etcdMembers is 1") {
 		t.Fatalf("join --etcd-peer beyond spec.etcdMembers: %v, want 409 naming spec.etcdMembers", err)
 	}

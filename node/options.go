@@ -52,6 +52,10 @@ type Options struct {
 	// (--etcd-peer): the node becomes a member that may lead. Default: a
 	// worker.
 	EtcdPeer bool
+	// AdminTokenFile holds the cluster's admin token (--admin-token-file,
+	// a copy of the leader's DATA_DIR/admin.token): required with EtcdPeer
+	// on the first join, as a member receives the CA key and the tokens.
+	AdminTokenFile string
 	// TokenFile holds the join token (--token-file), as init writes it to
 	// DATA_DIR/join.token. Needed on the first join only.
 	TokenFile string

@@ -241,7 +241,7 @@ func (c *Cluster) StartAgent(ctx context.Context, i int, opts AgentOptions) (*Ag
 		if _, err := os.Stat(filepath.Join(h.DataDir, "node.json")); errors.Is(err, fs.ErrNotExist) {
 			args = append(args, "--token-file", filepath.Join(c.Hosts[0].DataDir, "join.token"))
 			if i < opts.EtcdMembers {
-				args = append(args, "--etcd-peer")
+				args = append(args, "--etcd-peer", "--admin-token-file", filepath.Join(c.Hosts[0].DataDir, "admin.token"))
 			}
 		}
 	}

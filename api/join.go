@@ -152,7 +152,8 @@ func fetchCA(ctx context.Context, u *url.URL) ([]byte, error) {
 		return nil, fmt.Errorf("fetch the cluster CA from %s: %w", u.Host, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch the cluster CA from %s: %s: %s", u.Host, resp.Status, strings.TrimSpace(string(b)))
+		return nil, &Error{StatusCode: resp.StatusCode, Code: CodeUnavailable,
+			Message: fmt.Sprintf("fetch the cluster CA from %s: %s: %s", u.Host, resp.Status, strings.TrimSpace(string(b)))}
 	}
 	return b, nil
 }

@@ -314,7 +314,7 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 	if overlay != nil {
 		req.WireGuardPublicKey, req.WireGuardPort = overlay.PublicKey, overlay.Port
 	}
-	resp, err := api.Join(ctx, "https://"+o.LeaderAPI, tok, req)
+	resp, err := joinRetrying(ctx, "https://"+o.LeaderAPI, tok, req)
 	if err != nil {
 		return nil, err
 	}
@@ -368,6 +368,32 @@ func saveMemberSecrets(d dataDir, m *api.JoinMember) error {
 		}
 	}
 	return nil
+}
+
+// joinRetryDelay is the pause before a join answered "no leader now" is
+// sent again.
+const joinRetryDelay = time.Second
+
+// joinRetrying sends the join until it is answered, retrying while the
+// API answers a server error (an election is under way, the member asked
+// forwards to a leader that just died, or the leader's term ended during
+// the join), until ctx ends. A join is safe to repeat: the leader admits
+// the same node (UID) again, and an etcd member it added already is kept.
+func joinRetrying(ctx context.Context, server string, tok pki.JoinToken, req api.JoinRequest) (*api.JoinResponse, error) {
+	for {
+		resp, err := api.Join(ctx, server, tok, req)
+		var apiErr *api.Error
+		if err == nil || !errors.As(err, &apiErr) || apiErr.StatusCode < http.StatusInternalServerError {
+			return resp, err
+		}
+		t := time.NewTimer(joinRetryDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
 }
 
 // loadWorkerPKI reads a joined node's CA certificate (it has no CA key) and

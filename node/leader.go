@@ -92,6 +92,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 			release()
 			return nil
 		}},
+		n.watchLease(n.leaseTTL(lctx)),
 		{Name: "desired", Run: desired.Run},
 		{Name: "gitsync", Run: gitops.Run},
 	}, append(secretLoops, loops.Loops()...)...), nil

@@ -29,7 +29,7 @@ func TestJoinEtcdPeerBeyondQuorum(t *testing.T) {
 	o := testOptions(t, dir)
 	o.ConfigPath = cfg
 	leader := runLeaderWith(t, o)
-	if ttl := leader.leaseTTL(); ttl != leaseTTLSeconds {
+	if ttl := leader.leaseTTL(t.Context()); ttl != leaseTTLSeconds {
 		t.Errorf("lease of a single-member quorum: %d s, want %d s", ttl, leaseTTLSeconds)
 	}
 

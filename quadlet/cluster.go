@@ -41,8 +41,9 @@ type ClusterSpec struct {
 	// EtcdMembers is the size of the embedded etcd quorum: the init node
 	// and up to EtcdMembers-1 nodes that join with --etcd-peer; a further
 	// --etcd-peer join is refused. 1, 3 or 5. Default 3. With more than
-	// one, the leader's lease is 2 s, so that a member takes over within
-	// about 5 s of the leader's death.
+	// one, etcd's election timeout is 500 ms and, once a second member has
+	// joined, the leader's lease 2 s, so that a member takes over within
+	// about 4 s of the leader's death.
 	EtcdMembers int `json:"etcdMembers" yaml:"etcdMembers"`
 	// VolumeBasePath is where agents keep SimpleClusterStorage volumes.
 	// Default "/var/lib/kat/volumes".

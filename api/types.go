@@ -261,6 +261,9 @@ type Status struct {
 	Phases     map[string]int `json:"phases"`
 	// Sources are the Git sources with their status.
 	Sources []Source `json:"sources"`
+	// Backup is the leader's record of its etcd snapshots; nil before the
+	// first attempt.
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 // Instance is one instance of a workload: where it is assigned and what its

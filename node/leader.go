@@ -57,6 +57,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		return nil, err
 	}
 	secret, secretLoops := n.webhookSecret()
+	backup, backupLoops := n.backups()
 	hooks, err := webhook.NewHandler(webhook.HandlerConfig{
 		Secret: secret, Dispatcher: webhook.Fanout(gitops, loops.AppSources()), Logger: n.log,
 	})
@@ -67,13 +68,15 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	if err != nil {
 		return nil, err
 	}
+	auditLog := n.log.With().Str("component", "audit").Logger()
 	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
 		NodeOverlay:     n.recordOverlay,
+		Backup:          backup,
 		Metrics:         metrics.Handler(),
 		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(),
-		Logger: n.log.With().Str("component", "api").Logger(),
+		Logger: n.log.With().Str("component", "api").Logger(), AuditLogger: &auditLog,
 	})
 	if err != nil {
 		return nil, err
@@ -95,7 +98,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		n.watchLease(n.leaseTTL(lctx)),
 		{Name: "desired", Run: desired.Run},
 		{Name: "gitsync", Run: gitops.Run},
-	}, append(secretLoops, loops.Loops()...)...), nil
+	}, append(append(secretLoops, backupLoops...), loops.Loops()...)...), nil
 }
 
 // registerSelf ensures the cluster's base namespaces, registers this node,

@@ -130,6 +130,11 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	if !created && info.UID != st.ClusterUID {
 		return nil, fmt.Errorf("the state store belongs to cluster %s, but %s was initialised for cluster %s", info.UID, d, st.ClusterUID)
 	}
+	if st.ResetTokens {
+		if err := n.takeOverTokens(ctx); err != nil {
+			return nil, err
+		}
+	}
 	hash, err := n.repo.AdminTokenHash(ctx)
 	if err != nil {
 		return nil, err

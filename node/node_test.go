@@ -50,13 +50,29 @@ func testOptions(t *testing.T, dir string) Options {
 	agent.Podman = filepath.Join(dir, "no-podman")
 	agent.BuildDir = filepath.Join(t.TempDir(), "builds")
 	return Options{
-		ConfigPath: filepath.Join("testdata", "cluster.kat"), DataDir: filepath.Join(dir, "data"),
+		ConfigPath: testClusterKat(t, dir), DataDir: filepath.Join(dir, "data"),
 		NodeName: "n1", AdvertiseAddress: "127.0.0.1",
 		APIPort: p[0], AgentPort: p[1], EtcdClientPort: p[2], EtcdPeerPort: p[3], Agent: agent,
 		// The tests' nodes share the machine's network namespace: no
 		// WireGuard device (scripts/multinode tests the overlay).
 		Overlay: OverlayOptions{Mode: "off"},
 	}
+}
+
+// testClusterKat writes testdata/cluster.kat with its backupPath in dir
+// (the leader snapshots etcd there, not into the machine's
+// /var/lib/kat/backups) and returns its path.
+func testClusterKat(t *testing.T, dir string) string {
+	t.Helper()
+	b := readFile(t, filepath.Join("testdata", "cluster.kat"))
+	path := filepath.Join(dir, "test-cluster.kat")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, fmt.Appendf(b, "  backupPath: %s\n", filepath.Join(dir, "backups")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // reopen closes n and opens its data directory again without cluster.kat

@@ -29,10 +29,7 @@ func TestRunReloadsFilesWithoutARestart(t *testing.T) {
 	secretFile := filepath.Join(dir, "webhook.secret")
 	writeAtomic(t, secretFile, "first\n")
 	repoURL := "file://" + filepath.Join(dir, "config.git")
-	base, err := os.ReadFile(filepath.Join("testdata", "cluster.kat"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := readFile(t, testClusterKat(t, dir))
 	config := filepath.Join(dir, "cluster.kat")
 	writeAtomic(t, config, string(base)+fmt.Sprintf("  gitops:\n    repository: %s\n    webhookSecretFile: %s\n", repoURL, secretFile))
 	o := testOptions(t, dir)

@@ -52,6 +52,11 @@ type nodeState struct {
 	// initialised before the overlay existed has none and runs with the
 	// defaults.
 	Overlay *OverlayOptions `json:"overlay,omitempty"`
+	// ResetTokens is set by kat-agent restore without --from-data-dir: the
+	// next start makes this directory's new admin and join tokens the
+	// cluster's (the snapshot holds only the old ones' hashes), then
+	// clears it.
+	ResetTokens bool `json:"resetTokens,omitempty"`
 }
 
 // overlay is the node's overlay configuration with the defaults filled in.

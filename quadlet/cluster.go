@@ -54,6 +54,9 @@ type ClusterSpec struct {
 	// BackupIntervalMinutes is the time between snapshots (>= 1). Default
 	// 30.
 	BackupIntervalMinutes int `json:"backupIntervalMinutes" yaml:"backupIntervalMinutes"`
+	// BackupRetention is how many snapshots the leader keeps in BackupPath
+	// (>= 1); older ones are deleted. Default 5.
+	BackupRetention int `json:"backupRetention" yaml:"backupRetention"`
 	// AgentTickSeconds is the agents' heartbeat interval (>= 1). Default 15.
 	AgentTickSeconds int `json:"agentTickSeconds" yaml:"agentTickSeconds"`
 	// NodeLossTimeoutSeconds is the silence after which a node is NotReady
@@ -104,6 +107,7 @@ const (
 	DefaultVolumeBasePath         = "/var/lib/kat/volumes"
 	DefaultBackupPath             = "/var/lib/kat/backups"
 	DefaultBackupIntervalMinutes  = 30
+	DefaultBackupRetention        = 5
 	DefaultAgentTickSeconds       = 15
 	DefaultNodeLossTimeoutSeconds = 60
 	DefaultGitOpsBranch           = "main"
@@ -160,6 +164,7 @@ func defaultCluster(s *ClusterSpec, c *checker) {
 		s.BackupPath = DefaultBackupPath
 	}
 	setDefault(c, "spec.backupIntervalMinutes", &s.BackupIntervalMinutes, DefaultBackupIntervalMinutes)
+	setDefault(c, "spec.backupRetention", &s.BackupRetention, DefaultBackupRetention)
 	setDefault(c, "spec.agentTickSeconds", &s.AgentTickSeconds, DefaultAgentTickSeconds)
 	setDefault(c, "spec.nodeLossTimeoutSeconds", &s.NodeLossTimeoutSeconds, DefaultNodeLossTimeoutSeconds)
 	if g := s.GitOps; g != nil {
@@ -211,6 +216,7 @@ func validateCluster(c *checker, s *ClusterSpec) {
 	c.check("spec.volumeBasePath", s.VolumeBasePath, cleanAbsPath)
 	c.check("spec.backupPath", s.BackupPath, cleanAbsPath)
 	c.atLeast("spec.backupIntervalMinutes", s.BackupIntervalMinutes, 1)
+	c.atLeast("spec.backupRetention", s.BackupRetention, 1)
 	c.atLeast("spec.agentTickSeconds", s.AgentTickSeconds, 1)
 	if s.NodeLossTimeoutSeconds <= s.AgentTickSeconds {
 		c.errorf("spec.nodeLossTimeoutSeconds", "must be more than agentTickSeconds (%d), got %d", s.AgentTickSeconds, s.NodeLossTimeoutSeconds)

@@ -34,6 +34,7 @@ func TestParseClusterConfigurationDefaults(t *testing.T) {
 		VolumeBasePath:         "/var/lib/kat/volumes",
 		BackupPath:             "/var/lib/kat/backups",
 		BackupIntervalMinutes:  30,
+		BackupRetention:        5,
 		AgentTickSeconds:       15,
 		NodeLossTimeoutSeconds: 60,
 	}
@@ -117,6 +118,9 @@ func TestParseClusterConfigurationInvalid(t *testing.T) {
 		{"etcd members even", minimalCluster + "  etcdMembers: 2\n", "cluster.kat:8: spec.etcdMembers: must be 1, 3 or 5 (an odd quorum size), got 2"},
 		{"etcd members zero", minimalCluster + "  etcdMembers: 0\n", "cluster.kat:8: spec.etcdMembers: must be 1, 3 or 5 (an odd quorum size), got 0"},
 		{"backup interval zero", minimalCluster + "  backupIntervalMinutes: 0\n", "cluster.kat:8: spec.backupIntervalMinutes: must be at least 1"},
+		{"backup retention zero", minimalCluster + "  backupRetention: 0\n", "cluster.kat:8: spec.backupRetention: must be at least 1, got 0"},
+		{"backup retention negative", minimalCluster + "  backupRetention: -2\n", "cluster.kat:8: spec.backupRetention: must be at least 1, got -2"},
+		{"backup retention not a number", minimalCluster + "  backupRetention: five\n", "cluster.kat:8: spec.backupRetention"},
 		{"tick zero", minimalCluster + "  agentTickSeconds: 0\n", "cluster.kat:8: spec.agentTickSeconds: must be at least 1"},
 		{"node loss before tick", minimalCluster + "  nodeLossTimeoutSeconds: 10\n", "cluster.kat:8: spec.nodeLossTimeoutSeconds: must be more than agentTickSeconds (15), got 10"},
 		{"name missing", strings.Replace(minimalCluster, "  name: homelab\n", "  labels: {a: b}\n", 1), "cluster.kat:3: metadata.name: is required"},
@@ -187,5 +191,18 @@ func TestParseNamespace(t *testing.T) {
 				t.Errorf("error = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseClusterConfigurationBackups(t *testing.T) {
+	t.Parallel()
+	yaml := minimalCluster + "  backupPath: /srv/kat-backups\n  backupIntervalMinutes: 60\n  backupRetention: 12\n"
+	cc, err := ParseClusterConfiguration("cluster.kat", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cc.Spec
+	if s.BackupPath != "/srv/kat-backups" || s.BackupIntervalMinutes != 60 || s.BackupRetention != 12 {
+		t.Errorf("backups = %q every %d min keeping %d", s.BackupPath, s.BackupIntervalMinutes, s.BackupRetention)
 	}
 }

@@ -33,10 +33,12 @@ if [ ! -d "$repo" ]; then
   echo "created the config repo $repo from examples-repo"
 fi
 repo=$(cd "$repo" && pwd)
-# cluster.kat, with spec.gitops pointing at the config repo.
+# cluster.kat, with spec.gitops pointing at the config repo and etcd
+# snapshots beside the data directory.
 cluster=$data/cluster.kat
 {
   cat "$root/examples-repo/cluster.kat"
+  printf '  backupPath: %s\n' "$(cd "$(dirname "$data")" && pwd)/backups"
   printf '  gitops:\n    repository: file://%s\n    branch: main\n    path: .\n    pollIntervalSeconds: 10\n' "$repo"
 } >"$cluster"
 pidfile=$data/kat-agent.pid

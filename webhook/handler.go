@@ -181,6 +181,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, provider string)
 		rej := reject(OutcomeMalformed, http.StatusBadRequest, codeBadRequest, "malformed %s push payload: %v", provider, err)
 		return 0, okBody{}, rej
 	}
+	observePush(r.Context(), push)
 	h.log.Debug().Str("hop", "webhook-received").Str("ref", push.Ref).Str("commit", push.After).Msg("hop")
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.DispatchTimeout)
 	defer cancel()

@@ -89,3 +89,20 @@ func Fanout(ds ...Dispatcher) Dispatcher {
 		return total, errors.Join(errs...)
 	})
 }
+
+type pushObserverKey struct{}
+
+// WithPushObserver returns a copy of ctx carrying fn: a [Handler] serving a
+// request of that context calls fn with the push the request carried, once
+// its signature is verified and its payload parsed, before dispatching it.
+// The API server's audit log names the pushed repository this way.
+func WithPushObserver(ctx context.Context, fn func(Push)) context.Context {
+	return context.WithValue(ctx, pushObserverKey{}, fn)
+}
+
+// observePush calls the observer of ctx, if any, with p.
+func observePush(ctx context.Context, p Push) {
+	if fn, ok := ctx.Value(pushObserverKey{}).(func(Push)); ok && fn != nil {
+		fn(p)
+	}
+}

@@ -169,5 +169,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	if st.Backup, err = s.cfg.Repo.BackupStatus(ctx); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	writeJSON(w, http.StatusOK, st)
 }

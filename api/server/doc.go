@@ -26,6 +26,7 @@
 //	POST   /v1alpha1/nodes/{node}/status              a node's heartbeat (node certificate or token)
 //	PUT    /v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}   a node's build record (node certificate or token)
 //	POST   /v1alpha1/nodes/{node}/events              an event a node reports (node certificate or token)
+//	GET    /v1alpha1/audit                            the audit log: ?limit= (default 100), ?actor=, ?resource=
 //
 // # Errors
 //
@@ -47,4 +48,20 @@
 // routes a node writes its facts with also take a client certificate of the
 // cluster CA whose common name is {node}: a worker's etcd user may not write,
 // so this is the only way its facts reach etcd, and only its own.
+//
+// # Audit log
+//
+// Every mutating call (POST, PUT, PATCH, DELETE) and every webhook is
+// recorded after it was answered, in the capped etcd list under
+// /kat/audit/ (resources.AppendAudit, ServerConfig.AuditKeep entries) and
+// as one log line of ServerConfig.AuditLogger: the actor (the credential
+// that authenticated it: "admin", "node:NAME", "webhook:PROVIDER",
+// "join-token" or "anonymous"), the verb, the object, the status and a
+// refusal's message; never a token, a secret or a body. Node heartbeats
+// and the events nodes report are left out (auditExcluded), and so are 429
+// answers and requests that match no route; calls without a valid
+// credential are stored at most AuditUnauthenticatedLimit a minute (all
+// are logged). The answer waits for the etcd
+// write at most two seconds; a failed write is logged and changes nothing
+// else. A refused request changes no state but this log.
 package server

@@ -232,6 +232,7 @@ func (s *Server) authenticateNode(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 &&
 			r.TLS.VerifiedChains[0][0].Subject.CommonName == chi.URLParam(r, "node") {
+			noteActor(r, "node:"+chi.URLParam(r, "node"))
 			next.ServeHTTP(w, r)
 			return
 		}

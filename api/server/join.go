@@ -59,6 +59,8 @@ func (s *Server) postJoin(w http.ResponseWriter, r *http.Request) {
 			Message: "invalid join token: use the token kat-agent init printed (or katcall token rotate issued last)"})
 		return
 	}
+	noteActor(r, api.ActorJoinToken)
+	noteName(r, req.NodeName)
 	if req.EtcdPeer && !resources.TokenMatches(s.cfg.AdminTokenHash, req.AdminToken) {
 		if s.authFailures != nil {
 			s.authFailures.OnLimit(headerSink{}, r, addr)

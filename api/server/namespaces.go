@@ -82,6 +82,7 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	noteName(r, doc.Metadata.Name)
 	ns, err := s.cfg.Repo.CreateNamespace(r.Context(), doc.Metadata.Name, doc.Metadata.Labels)
 	if err != nil {
 		writeError(w, errorFor(err))

@@ -94,10 +94,24 @@ type ServerConfig struct {
 	// term, and again when the report changes. Default nil: reports'
 	// overlay is not recorded.
 	NodeOverlay func(ctx context.Context, node string, o api.NodeOverlay) error
+	// Backup takes an etcd snapshot now, for POST api.BackupPath (katcall
+	// backup). Default nil: that endpoint answers 503.
+	Backup func(ctx context.Context) (*api.Backup, error)
 	// Metrics, when set, serves GET /metrics (Prometheus text format) to
 	// callers with the admin token or a client certificate of the cluster
 	// CA (authenticateMetrics). Default nil: not served.
 	Metrics http.Handler
+	// AuditKeep is how many entries the audit log keeps in etcd (the
+	// oldest go first). Default resources.DefaultAuditKeep (1000).
+	AuditKeep int
+	// AuditLogger receives one line per audit entry. Default: Logger.
+	AuditLogger *zerolog.Logger
+	// AuditUnauthenticatedLimit is how many entries of calls that showed
+	// no valid credential (actor anonymous, a webhook refused before its
+	// signature was checked) the audit log stores in etcd per minute;
+	// past it they are only logged, so that nobody without a credential
+	// can push operators' calls out of the list. Default 60.
+	AuditUnauthenticatedLimit int
 }
 
 // Server serves the v1alpha1 API.
@@ -109,6 +123,11 @@ type Server struct {
 	// (recordOverlay).
 	overlaysMu sync.Mutex
 	overlays   map[string]api.NodeOverlay
+	// auditLog is AuditLogger, or Logger.
+	auditLog zerolog.Logger
+	// auditUnauthenticated limits the stored entries of unauthenticated
+	// calls (AuditUnauthenticatedLimit).
+	auditUnauthenticated *httprate.RateLimiter
 }
 
 // NewServer checks cfg, applies defaults and returns a Server.
@@ -137,10 +156,21 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.AuditKeep <= 0 {
+		cfg.AuditKeep = resources.DefaultAuditKeep
+	}
+	if cfg.AuditUnauthenticatedLimit <= 0 {
+		cfg.AuditUnauthenticatedLimit = DefaultAuditUnauthenticated
+	}
 	s := &Server{cfg: cfg}
 	if cfg.AuthFailureLimit > 0 {
 		s.authFailures = httprate.NewRateLimiter(cfg.AuthFailureLimit, time.Minute)
 	}
+	s.auditLog = cfg.Logger
+	if cfg.AuditLogger != nil {
+		s.auditLog = *cfg.AuditLogger
+	}
+	s.auditUnauthenticated = httprate.NewRateLimiter(cfg.AuditUnauthenticatedLimit, time.Minute)
 	return s, nil
 }
 
@@ -149,6 +179,7 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.ClientIPFromRemoteAddr)
 	r.Use(s.accessLog)
+	r.Use(s.audit(r))
 	r.Use(middleware.Recoverer)
 	if s.cfg.RateLimit > 0 {
 		r.Use(httprate.LimitBy(s.cfg.RateLimit, time.Second,
@@ -191,6 +222,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/status", s.status)
 		r.Get("/config/cluster", s.clusterConfig)
 		r.Get("/cluster/servers", s.clusterServers)
+		r.Post("/cluster/backup", s.postBackup)
 		r.Get("/nodes", s.listNodes)
 		r.Get("/nodes/{node}", s.getNode)
 		r.Delete("/nodes/{node}", s.deleteNode)
@@ -229,6 +261,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/sync", s.syncSources)
 		r.Get("/events", s.listEvents)
 		r.Get("/jobs", s.listJobRuns)
+		r.Get("/audit", s.listAudit)
 	})
 	return r
 }
@@ -255,6 +288,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, &api.Error{StatusCode: http.StatusUnauthorized, Code: api.CodeUnauthorized,
 				Message: "invalid bearer token"})
 		default:
+			noteActor(r, api.ActorAdmin)
 			next.ServeHTTP(w, r)
 		}
 	})

@@ -147,6 +147,7 @@ func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName s
 		writeError(w, errorFor(err))
 		return
 	}
+	noteName(r, q.Name())
 	if q.Namespace() != ns {
 		writeError(w, invalidQuadlet(quadlet.ErrorList{{File: quadlet.WorkloadFile, Field: "metadata.namespace",
 			Message: fmt.Sprintf("names namespace %q but the request is for namespace %q", q.Namespace(), ns)}}))

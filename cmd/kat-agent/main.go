@@ -26,6 +26,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newInitCommand(), newJoinCommand())
+	root.AddCommand(newRestoreCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "kat-agent:", err)
 		os.Exit(1)

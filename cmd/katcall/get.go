@@ -13,15 +13,16 @@ import (
 type getOptions struct {
 	namespace string
 	output    string
+	audit     auditFlags
 }
 
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:               "get workloads|namespaces|nodes|sources|events|jobs [NAME]",
-		Short:             "List workloads, namespaces, nodes, Git sources, recent events or the runs of Jobs",
+		Use:               "get workloads|namespaces|nodes|sources|events|jobs|audit [NAME]",
+		Short:             "List workloads, namespaces, nodes, Git sources, recent events, the runs of Jobs or the audit log",
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "events", "jobs"),
+		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "events", "jobs", "audit"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(o.output)
 			if err != nil {
@@ -35,15 +36,23 @@ func newGetCommand(g *globals) *cobra.Command {
 			if len(args) == 2 {
 				name = args[1]
 			}
+			q, err := o.audit.query(cmd, kind, name, o.namespace)
+			if err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
+			}
+			if kind == "audit" {
+				return runGetAudit(cmd.Context(), c, g, q, f)
 			}
 			return runGet(cmd.Context(), c, g, kind, name, o.namespace, f)
 		},
 	}
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "only this namespace (default: all)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	o.audit.register(cmd)
 	return cmd
 }
 
@@ -62,8 +71,10 @@ func resourceKind(s string) (string, error) {
 		return "events", nil
 	case "jobs", "job", "runs":
 		return "jobs", nil
+	case "audit":
+		return "audit", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, events or jobs", s)
+	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, events, jobs or audit", s)
 }
 
 func runGet(ctx context.Context, c *api.Client, g *globals, kind, name, ns string, f outputFormat) error {

@@ -38,6 +38,7 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.AddCommand(newApplyCommand(g), newGetCommand(g), newDeleteCommand(g), newStatusCommand(g))
 	root.AddCommand(newSourceCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
 	root.AddCommand(newDiffCommand(g))
+	root.AddCommand(newBackupCommand(g))
 	root.AddCommand(newLogsCommand(g))
 	root.AddCommand(newHistoryCommand(g), newRollbackCommand(g), newRolloutCommand(g))
 	root.AddCommand(

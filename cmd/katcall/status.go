@@ -67,6 +67,7 @@ func runStatus(ctx context.Context, c *api.Client, g *globals, f outputFormat) e
 	}
 	fmt.Fprintf(w, "Namespaces: %d (%s)\n", len(st.Namespaces), strings.Join(names, ", "))
 	fmt.Fprintf(w, "Workloads:  %d%s\n", len(st.Workloads), phaseSummary(st.Phases))
+	fmt.Fprintf(w, "Backup:     %s\n", backupLine(st.Backup, now))
 	if len(st.Nodes) > 0 {
 		fmt.Fprintln(w)
 		if err := nodeTable(g, st.Nodes, now); err != nil {

@@ -95,13 +95,27 @@ var (
 		Name: "kat_leader_changes_total",
 		Help: "Changes of this node's leadership: elected (a term began) or lost (a term ended).",
 	}, []string{"change"})
+
+	backupDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kat_backup_duration_seconds",
+		Help:    "Time to write and check one etcd snapshot as leader (scheduled or katcall backup), by result (success, failure).",
+		Buckets: gitBuckets,
+	}, []string{"result"})
+	backupLastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kat_backup_last_success_timestamp_seconds",
+		Help: "Unix time of the last etcd snapshot this node wrote and checked as leader; 0 before the first.",
+	})
+	backupSize = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kat_backup_size_bytes",
+		Help: "Size of the last etcd snapshot this node wrote as leader.",
+	})
 )
 
 // katCollectors are KAT's own families, each documented in the README.
 var katCollectors = []prometheus.Collector{
 	gitFetch, gitSync, webhooksReceived, webhooksAccepted, webhooksRefused,
 	reconcilePass, reconcileQueue, reconcileLatency, builds, instances, isLeader, leaderChanges,
-	etcd,
+	etcd, backupDuration, backupLastSuccess, backupSize,
 }
 
 func init() {
@@ -197,4 +211,14 @@ func LeaderChanged(leading bool) {
 	}
 	isLeader.Set(0)
 	leaderChanges.WithLabelValues(ChangeLost).Inc()
+}
+
+// BackupFinished records one etcd snapshot that began at start: its size
+// when it succeeded (err nil), its failure otherwise.
+func BackupFinished(start time.Time, size int64, err error) {
+	backupDuration.WithLabelValues(resultOf(err)).Observe(time.Since(start).Seconds())
+	if err == nil {
+		backupLastSuccess.Set(float64(time.Now().Unix()))
+		backupSize.Set(float64(size))
+	}
 }

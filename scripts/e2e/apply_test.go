@@ -190,6 +190,7 @@ func TestInvalidInputIsRefusedAndChangesNothing(t *testing.T) {
 	if after := specsOf(afterWs); after != before {
 		t.Fatalf("refused input changed the workloads:\nbefore %s\nafter %s", before, after)
 	}
+	checkAuditShowsApplies(t, c)
 }
 
 type hostileCase struct {

@@ -156,6 +156,7 @@ func TestGitOpsThroughBinaries(t *testing.T) {
 	if r := c.Katcall(context.Background(), "get", "events"); r.Code != 0 || !strings.Contains(r.Stdout, "source/config") || !strings.Contains(r.Stdout, "default/hooked") {
 		t.Errorf("katcall get events lacks the applied commits: %s", r)
 	}
+	checkAuditShowsWebhooks(t, c, remote.url)
 	checkMetrics(t, c, []series{
 		{"kat_gitsync_fetch_duration_seconds", map[string]string{"source": "config", "result": "success"}},
 		{"kat_gitsync_sync_duration_seconds", map[string]string{"source": "config", "result": "success"}},

@@ -119,7 +119,9 @@ func nextClusterCIDR() string {
 func NetworkName(node string) string { return "kat-" + node }
 
 // config returns the cluster.kat kat-agent starts with: c.Config itself, or,
-// when it has testdata's clusterCIDR, a copy with the cluster's own.
+// when it has testdata's clusterCIDR, a copy with the cluster's own and,
+// unless it sets one, a backupPath in the data directory (BackupDir), so
+// that no test writes snapshots into the machine's /var/lib/kat/backups.
 func (c *Cluster) config() (string, error) {
 	b, err := os.ReadFile(c.Config)
 	if err != nil || !bytes.Contains(b, []byte(testdataClusterCIDR)) {
@@ -129,9 +131,17 @@ func (c *Cluster) config() (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
+	lines := c.clusterCIDR
+	if !bytes.Contains(b, []byte("backupPath:")) {
+		lines += "\n  backupPath: " + c.BackupDir()
+	}
 	path := filepath.Join(dir, filepath.Base(c.Config))
-	return path, os.WriteFile(path, bytes.Replace(b, []byte(testdataClusterCIDR), []byte(c.clusterCIDR), 1), 0o600)
+	return path, os.WriteFile(path, bytes.Replace(b, []byte(testdataClusterCIDR), []byte(lines), 1), 0o600)
 }
+
+// BackupDir is where the leader writes etcd snapshots when the cluster
+// started from a cluster.kat of testdata (see config).
+func (c *Cluster) BackupDir() string { return filepath.Join(c.DataDir, "backups") }
 
 // KatcallConfig is the path of the katcall configuration init writes.
 func (c *Cluster) KatcallConfig() string { return filepath.Join(c.DataDir, "katcall.yaml") }
@@ -291,8 +301,11 @@ func (c *Cluster) Running() bool {
 func (c *Cluster) Tail(n int) string {
 	b, _ := os.ReadFile(c.LogPath())
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	// The API's access log (a test's polls) would hide what the node did.
-	lines = slices.DeleteFunc(lines, func(l string) bool { return strings.Contains(l, `"message":"api request"`) })
+	// The API's access log (a test's polls) and audit log would hide what
+	// the node did.
+	lines = slices.DeleteFunc(lines, func(l string) bool {
+		return strings.Contains(l, `"message":"api request"`) || strings.Contains(l, `"component":"audit"`)
+	})
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

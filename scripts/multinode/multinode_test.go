@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -314,6 +316,36 @@ func TestCluster(t *testing.T) {
 	t.Run("a worker's credentials cannot write desired state", func(t *testing.T) {
 		checkWorkerRefused(t, c.Cluster, c.Hosts[1])
 	})
+
+	t.Run("the audit log shows the joins and the drain", func(t *testing.T) {
+		checkAuditJoinsAndDrain(t, c)
+	})
+}
+
+// checkAuditJoinsAndDrain reads katcall get audit node: node2 and node3
+// joined with the join token, and the admin drained node2.
+func checkAuditJoinsAndDrain(t *testing.T, c *testCluster) {
+	t.Helper()
+	out, err := c.Katcall(t.Context(), c.bin.Katcall, "get", "audit", "node", "--limit", "1000", "-o", "json")
+	if err != nil {
+		t.Fatalf("katcall get audit node: %v", err)
+	}
+	var es []struct {
+		Actor, Verb, Name string
+		Status            int
+	}
+	if err := json.Unmarshal([]byte(out), &es); err != nil {
+		t.Fatalf("katcall get audit -o json: %v\n%s", err, out)
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, fmt.Sprintf("%s %s %s %d", e.Actor, e.Verb, e.Name, e.Status))
+	}
+	for _, want := range []string{"join-token join node2 200", "join-token join node3 200", "admin drain node2 200"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("katcall get audit node lacks %q:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
 }
 
 // checkWorkerRefused uses the node certificate and key in worker's data dir

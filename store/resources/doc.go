@@ -31,4 +31,10 @@
 // Each workload records its owner: "api" or "git" (source, path, commit). An API
 // write to a Git-owned workload is refused with an [*OwnershipError] unless
 // forced, which also marks the workload suspended from Git management.
+//
+// # Capped lists
+//
+// Events (/kat/events/, [Repo.AppendEvent]) and the API's audit log
+// (/kat/audit/, [Repo.AppendAudit]) are lists whose keys sort by time; each
+// append deletes the oldest entries beyond the list's cap.
 package resources

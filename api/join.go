@@ -37,6 +37,15 @@ type JoinRequest struct {
 	// WireGuardPort is the UDP port the node's overlay device listens on,
 	// at its advertise address; required with WireGuardPublicKey.
 	WireGuardPort int `json:"wireGuardPort,omitempty"`
+	// EtcdPeer asks to join the embedded etcd quorum (kat-agent join
+	// --etcd-peer), at https://AdvertiseAddress:etcdPeerPort (cluster.kat's
+	// port); refused (409) when the quorum has spec.etcdMembers members
+	// already.
+	EtcdPeer bool `json:"etcdPeer,omitempty"`
+	// AdminToken is the cluster's admin token, required with EtcdPeer: a
+	// member receives the CA key and the tokens, so the join token alone
+	// does not make one.
+	AdminToken string `json:"adminToken,omitempty"`
 }
 
 // JoinResponse is the leader's answer to a join: the node's certificate and
@@ -52,6 +61,28 @@ type JoinResponse struct {
 	// EtcdEndpoints are the etcd client URLs the node connects to with its
 	// certificate.
 	EtcdEndpoints []string `json:"etcdEndpoints"`
+	// Member is set for a node admitted to the etcd quorum (EtcdPeer): what
+	// it needs to start its etcd member and to lead.
+	Member *JoinMember `json:"member,omitempty"`
+}
+
+// JoinMember is what the leader hands a node joining the etcd quorum over
+// the join's verified connection: the cluster's secrets a member holds.
+type JoinMember struct {
+	// MemberID is the node's etcd member ID, in hex.
+	MemberID string `json:"memberID"`
+	// InitialCluster is etcd's initial cluster of the member:
+	// "name=peerURL,..." of every member, the node included.
+	InitialCluster string `json:"initialCluster"`
+	// CAKey is the cluster CA's PEM private key: a member signs the
+	// certificates of nodes that join while it leads.
+	CAKey string `json:"caKey"`
+	// AdminToken is the cluster's admin token, for the katcall.yaml a
+	// member writes.
+	AdminToken string `json:"adminToken"`
+	// JoinToken is the join token (as join.token holds it), for the
+	// member's own join.token.
+	JoinToken string `json:"joinToken"`
 }
 
 // CACertPath is where the API serves the cluster CA certificate, to anyone:
@@ -121,7 +152,8 @@ func fetchCA(ctx context.Context, u *url.URL) ([]byte, error) {
 		return nil, fmt.Errorf("fetch the cluster CA from %s: %w", u.Host, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch the cluster CA from %s: %s: %s", u.Host, resp.Status, strings.TrimSpace(string(b)))
+		return nil, &Error{StatusCode: resp.StatusCode, Code: CodeUnavailable,
+			Message: fmt.Sprintf("fetch the cluster CA from %s: %s: %s", u.Host, resp.Status, strings.TrimSpace(string(b)))}
 	}
 	return b, nil
 }

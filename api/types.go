@@ -121,10 +121,13 @@ const (
 
 // Node is a node's registration and last heartbeat.
 type Node struct {
-	Name             string            `json:"name"`
-	UID              string            `json:"uid"`
-	Status           string            `json:"status"`
-	Leader           bool              `json:"leader"`
+	Name   string `json:"name"`
+	UID    string `json:"uid"`
+	Status string `json:"status"`
+	Leader bool   `json:"leader"`
+	// EtcdMember marks a member of the embedded etcd quorum (the init node
+	// and the nodes that joined with --etcd-peer): it may lead.
+	EtcdMember       bool              `json:"etcdMember"`
 	AdvertiseAddress string            `json:"advertiseAddress"`
 	APIPort          int               `json:"apiPort"`
 	AgentPort        int               `json:"agentPort"`

@@ -171,11 +171,16 @@ func TestWorkerLeastPrivilege(t *testing.T) {
 			}
 			return nil
 		}
-		if err := get(leader.leaf); err != nil {
-			t.Fatalf("the member's own certificate at its peer URL: %v", err)
+		peerPaths := pki.PathsIn(leader.dir.pkiDir(), "etcd-peer")
+		peerLeaf := &pki.Leaf{CertPEM: readFile(t, peerPaths.Cert), KeyPEM: readFile(t, peerPaths.Key)}
+		if err := get(peerLeaf); err != nil {
+			t.Fatalf("the member's peer certificate at its peer URL: %v", err)
 		}
 		if err := get(w.leaf); err == nil {
 			t.Error("a worker's certificate was served at the peer URL")
+		}
+		if err := get(leader.leaf); err == nil {
+			t.Error("a node certificate (not the peer certificate) was served at the peer URL")
 		}
 	})
 

@@ -23,8 +23,17 @@
 //
 // # Leadership
 //
-// Every node campaigns; the leader (reconcile.Leadership) ensures the
-// cluster's base records, records its API endpoint, serves the API and runs
-// Git sync, app-repository resolution, placement and workload status until
-// it loses leadership.
+// The init node and the etcd members (kat-agent join --etcd-peer) campaign;
+// workers do not. The leader (reconcile.Leadership) ensures the cluster's
+// base records, records its API endpoint, serves the API and runs Git sync,
+// app-repository resolution, placement and workload status until it loses
+// leadership. Every member listens on the API port all along: while it does
+// not lead, it forwards requests to the leader etcd names (apiFront).
+//
+// # etcd members
+//
+// A member joins as an etcd learner the leader adds (within cluster.kat's
+// spec.etcdMembers), with the CA key and tokens the join answer hands it,
+// and promotes itself once caught up. Deleting a member node removes it
+// from the etcd quorum first (ForgetNode).
 package node

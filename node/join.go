@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,12 +23,23 @@ import (
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
 
 // roleWorker marks the state of a node that joined a cluster: it runs an
 // agent, not an etcd member nor a leader candidate.
 const roleWorker = "worker"
+
+// roleMember marks the state of a node that joined a cluster's etcd
+// quorum (join --etcd-peer): it runs an etcd member, campaigns for the
+// leadership and serves the API (forwarding to the leader while it does
+// not lead).
+const roleMember = "member"
+
+// memberSyncInterval is how often etcd clients of other members' URLs
+// refresh them from the member list.
+const memberSyncInterval = 30 * time.Second
 
 // joinTimeout bounds the exchange with the leader when a node joins.
 const joinTimeout = time.Minute
@@ -89,6 +103,13 @@ func (n *Node) rotateJoinToken(ctx context.Context) (string, error) {
 // resources.WorkerGrants) and signs its certificate, whose names (CN =
 // node name, its address) the leader sets, never the request.
 func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinResponse, error) {
+	spec := n.state.Cluster.Spec
+	peerURL := "https://" + net.JoinHostPort(req.AdvertiseAddress, strconv.Itoa(spec.EtcdPeerPort))
+	if req.EtcdPeer {
+		if err := n.checkMemberRoom(ctx, req.NodeName, peerURL); err != nil {
+			return nil, err
+		}
+	}
 	certPEM, err := n.ca.SignCSR([]byte(req.CSR), nodeLeafRequest(req.NodeName, req.AdvertiseAddress))
 	if err != nil {
 		return nil, fmt.Errorf("sign the certificate of node %q: %w", req.NodeName, err)
@@ -96,6 +117,10 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 	reg := resources.NodeRegistration{
 		Name: req.NodeName, UID: req.NodeUID, AdvertiseAddress: req.AdvertiseAddress,
 		AgentPort: req.AgentPort, Labels: nodeLabels(req.NodeName, req.Labels), JoinedAt: time.Now().UTC(),
+		EtcdMember: req.EtcdPeer,
+	}
+	if req.EtcdPeer {
+		reg.APIPort = spec.APIPort
 	}
 	if err := n.repo.RegisterJoiningNode(ctx, reg); err != nil {
 		if errors.Is(err, resources.ErrNodeNameTaken) {
@@ -113,7 +138,63 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 	if err := n.ensureNodeNetwork(ctx, req.NodeName, req.AdvertiseAddress, overlay); err != nil {
 		return nil, err
 	}
-	return &api.JoinResponse{Certificate: string(certPEM), CA: string(n.ca.CertPEM), EtcdEndpoints: n.etcdClientURLs()}, nil
+	resp := &api.JoinResponse{Certificate: string(certPEM), CA: string(n.ca.CertPEM), EtcdEndpoints: n.etcdClientURLs(ctx)}
+	if req.EtcdPeer {
+		if resp.Member, err = n.addMember(ctx, req.NodeName, peerURL); err != nil {
+			return nil, err
+		}
+		// katcall on this node may fail over to the new member too.
+		if err := n.writeOwnKatcallConfig(ctx); err != nil {
+			n.log.Warn().Err(err).Msg("katcall.yaml does not list the new member")
+		}
+	}
+	return resp, nil
+}
+
+// checkMemberRoom refuses (409) an --etcd-peer join the etcd quorum has no
+// room for, before anything is written: an external etcd, a full quorum
+// (cluster.kat spec.etcdMembers) or another member still joining.
+func (n *Node) checkMemberRoom(ctx context.Context, name, peerURL string) error {
+	if n.etcd == nil || n.embed == nil {
+		return &api.Error{StatusCode: http.StatusConflict, Code: api.CodeConflict,
+			Message: "join --etcd-peer: this cluster's etcd is external (--etcd-endpoints): its members are managed outside KAT; join without --etcd-peer"}
+	}
+	err := n.etcd.CheckRoom(ctx, name, peerURL, n.state.Cluster.Spec.Members())
+	switch {
+	case errors.Is(err, store.ErrQuorumFull):
+		return &api.Error{StatusCode: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf(
+			"join --etcd-peer: cluster.kat spec.etcdMembers is %d and %v: join without --etcd-peer, or delete a member first (katcall delete node)",
+			n.state.Cluster.Spec.Members(), err)}
+	case errors.Is(err, store.ErrMemberJoining):
+		return &api.Error{StatusCode: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf(
+			"join --etcd-peer: %v: members join one at a time; retry once it runs (or delete it if it never will)", err)}
+	case errors.Is(err, store.ErrInvalidArgument):
+		return &api.Error{StatusCode: http.StatusConflict, Code: api.CodeConflict, Message: "join --etcd-peer: " + err.Error()}
+	}
+	return err
+}
+
+// addMember adds node name's etcd member as a learner (it promotes itself
+// once it runs) and returns what the member needs: the initial cluster,
+// the CA key, the admin and join tokens.
+func (n *Node) addMember(ctx context.Context, name, peerURL string) (*api.JoinMember, error) {
+	caKey, err := os.ReadFile(pki.PathsIn(n.dir.pkiDir(), "ca").Key)
+	if err != nil {
+		return nil, fmt.Errorf("read the CA key for etcd member %s: %w", name, err)
+	}
+	joinTok, err := os.ReadFile(n.dir.joinToken())
+	if err != nil {
+		return nil, fmt.Errorf("read the join token for etcd member %s: %w", name, err)
+	}
+	id, initial, err := n.etcd.AddLearner(ctx, name, peerURL, n.state.Cluster.Spec.Members())
+	if err != nil {
+		return nil, err
+	}
+	n.log.Info().Str("node", name).Str("peer_url", peerURL).Str("member_id", strconv.FormatUint(id, 16)).Msg("added an etcd learner")
+	return &api.JoinMember{
+		MemberID: strconv.FormatUint(id, 16), InitialCluster: initial, CAKey: string(caKey),
+		AdminToken: n.admin, JoinToken: strings.TrimSpace(string(joinTok)),
+	}, nil
 }
 
 // nodeLeafRequest names a node's certificate: CN and DNS name the node's
@@ -135,14 +216,31 @@ func nodeLabels(name string, given map[string]string) map[string]string {
 	return labels
 }
 
-// etcdClientURLs are the etcd URLs other nodes reach: the embedded etcd on
-// the advertise address, or the external etcd's endpoints.
-func (n *Node) etcdClientURLs() []string {
+// etcdClientURLs are the etcd URLs other nodes reach: every embedded
+// member's advertised client URL (this node's first), or the external
+// etcd's endpoints.
+func (n *Node) etcdClientURLs(ctx context.Context) []string {
 	if len(n.state.EtcdEndpoints) > 0 {
 		return n.state.EtcdEndpoints
 	}
 	port := strconv.Itoa(n.state.Cluster.Spec.EtcdClientPort)
-	return []string{"https://" + net.JoinHostPort(n.state.AdvertiseAddress, port)}
+	urls := []string{"https://" + net.JoinHostPort(n.state.AdvertiseAddress, port)}
+	if n.etcd == nil {
+		return urls
+	}
+	ms, err := n.etcd.Members(ctx)
+	if err != nil {
+		n.log.Warn().Err(err).Msg("list etcd members for a joining node: it gets this member's URL only")
+		return urls
+	}
+	for _, m := range ms {
+		for _, u := range m.ClientURLs {
+			if !slices.Contains(urls, u) {
+				urls = append(urls, u)
+			}
+		}
+	}
+	return urls
 }
 
 // joinCluster is a joining node's side: it makes a key, asks the leader at
@@ -161,6 +259,19 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 	tok, err := pki.ParseJoinToken(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("--token-file %s: %w", o.TokenFile, err)
+	}
+	adminToken := ""
+	if o.EtcdPeer {
+		if o.AdminTokenFile == "" {
+			return nil, errors.New("--admin-token-file: required with --etcd-peer (a copy of the leader's DATA_DIR/admin.token: a member receives the cluster's CA key and tokens)")
+		}
+		b, err := os.ReadFile(o.AdminTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--admin-token-file: %w", err)
+		}
+		if adminToken = strings.TrimSpace(string(b)); adminToken == "" {
+			return nil, fmt.Errorf("--admin-token-file %s: empty", o.AdminTokenFile)
+		}
 	}
 	if st == nil {
 		st = &nodeState{NodeName: defaultNodeName(), NodeUID: uuid.NewString(), AdvertiseAddress: defaultAdvertiseAddress(), Role: roleWorker}
@@ -198,12 +309,12 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 	defer cancel()
 	req := api.JoinRequest{
 		NodeName: st.NodeName, NodeUID: st.NodeUID, CSR: string(csr), AdvertiseAddress: st.AdvertiseAddress,
-		AgentPort: st.Cluster.Spec.AgentPort, Labels: o.NodeLabels,
+		AgentPort: st.Cluster.Spec.AgentPort, Labels: o.NodeLabels, EtcdPeer: o.EtcdPeer, AdminToken: adminToken,
 	}
 	if overlay != nil {
 		req.WireGuardPublicKey, req.WireGuardPort = overlay.PublicKey, overlay.Port
 	}
-	resp, err := api.Join(ctx, "https://"+o.LeaderAPI, tok, req)
+	resp, err := joinRetrying(ctx, "https://"+o.LeaderAPI, tok, req)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +334,17 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 	if err := pki.WriteFileAtomic(ca.Cert, []byte(resp.CA), 0o644); err != nil {
 		return nil, err
 	}
+	if m := resp.Member; m != nil {
+		if err := saveMemberSecrets(d, m); err != nil {
+			return nil, err
+		}
+		// A member runs the embedded etcd: EtcdEndpoints would name an
+		// external one.
+		st.Role, st.InitialCluster, st.MemberID = roleMember, m.InitialCluster, m.MemberID
+		st.MemberClientURLs, st.EtcdEndpoints = resp.EtcdEndpoints, nil
+	} else if o.EtcdPeer {
+		return nil, errors.New("join --etcd-peer: the leader admitted the node as a worker (it runs a version without etcd membership)")
+	}
 	if err := pki.WriteFileAtomic(node.Cert, []byte(resp.Certificate), 0o644); err != nil {
 		return nil, err
 	}
@@ -230,6 +352,48 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 		return nil, err
 	}
 	return st, nil
+}
+
+// saveMemberSecrets writes what the leader handed a joining etcd member:
+// the CA key, the admin token and the join token.
+func saveMemberSecrets(d dataDir, m *api.JoinMember) error {
+	for _, f := range []struct{ path, content string }{
+		{pki.PathsIn(d.pkiDir(), "ca").Key, m.CAKey}, {d.adminToken(), m.AdminToken + "\n"}, {d.joinToken(), m.JoinToken + "\n"},
+	} {
+		if strings.TrimSpace(f.content) == "" {
+			return fmt.Errorf("join --etcd-peer: the leader sent no content for %s", f.path)
+		}
+		if err := pki.WriteFileAtomic(f.path, []byte(f.content), 0o600); err != nil {
+			return fmt.Errorf("save what the leader handed the etcd member: %w", err)
+		}
+	}
+	return nil
+}
+
+// joinRetryDelay is the pause before a join answered "no leader now" is
+// sent again.
+const joinRetryDelay = time.Second
+
+// joinRetrying sends the join until it is answered, retrying while the
+// API answers a server error (an election is under way, the member asked
+// forwards to a leader that just died, or the leader's term ended during
+// the join), until ctx ends. A join is safe to repeat: the leader admits
+// the same node (UID) again, and an etcd member it added already is kept.
+func joinRetrying(ctx context.Context, server string, tok pki.JoinToken, req api.JoinRequest) (*api.JoinResponse, error) {
+	for {
+		resp, err := api.Join(ctx, server, tok, req)
+		var apiErr *api.Error
+		if err == nil || !errors.As(err, &apiErr) || apiErr.StatusCode < http.StatusInternalServerError {
+			return resp, err
+		}
+		t := time.NewTimer(joinRetryDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
 }
 
 // loadWorkerPKI reads a joined node's CA certificate (it has no CA key) and

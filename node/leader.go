@@ -2,11 +2,9 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -27,7 +25,7 @@ import (
 // when lctx ends.
 func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	spec := n.state.Cluster.Spec
-	apiURL := "https://" + net.JoinHostPort(n.state.AdvertiseAddress, strconv.Itoa(spec.APIPort))
+	apiURL := n.apiURL()
 	if err := n.registerSelf(lctx, apiURL); err != nil {
 		return nil, err
 	}
@@ -83,37 +81,21 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Agents report with their node certificate; Git hosts' webhooks may
-	// speak TLS 1.2 only.
-	apiTLS, err := n.serverTLS(tls.VerifyClientCertIfGiven, tls.VersionTLS12, "api")
-	if err != nil {
+	// The node's API listener (apiFront) serves the term's handler from
+	// now on, before katcall.yaml says where the API is.
+	release := n.front.lead(lctx, srv.Handler())
+	if err := n.writeOwnKatcallConfig(lctx); err != nil {
+		release()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(spec.APIPort)))
-	if err != nil {
-		return nil, fmt.Errorf("listen for the API on port %d: %w", spec.APIPort, err)
-	}
-	httpSrv := &http.Server{
-		Handler: srv.Handler(), TLSConfig: apiTLS.Config(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return lctx },
-	}
-	others, err := n.memberServers(lctx, apiURL)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	if err := writeKatcallConfig(n.dir.katcallConfig(), katcallConfig{
-		Server: apiURL, Servers: others, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
-	}); err != nil {
-		ln.Close()
-		return nil, err
-	}
+	n.log.Info().Str("url", apiURL).Str("katcall_config", n.dir.katcallConfig()).Msg("serving API")
 	return append([]reconcile.Loop{
 		{Name: "api", Run: func(ctx context.Context) error {
-			n.log.Info().Str("url", apiURL).Str("katcall_config", n.dir.katcallConfig()).Msg("serving API")
-			return serveTLS(ctx, httpSrv, ln, "API")
+			<-ctx.Done()
+			release()
+			return nil
 		}},
-		{Name: "api-tls", Run: apiTLS.Run},
+		n.watchLease(n.leaseTTL(lctx)),
 		{Name: "desired", Run: desired.Run},
 		{Name: "gitsync", Run: gitops.Run},
 	}, append(append(secretLoops, backupLoops...), loops.Loops()...)...), nil
@@ -177,6 +159,26 @@ func (n *Node) memberServers(ctx context.Context, self string) ([]string, error)
 		}
 	}
 	return out, nil
+}
+
+// apiURL is the URL of this node's API.
+func (n *Node) apiURL() string {
+	return "https://" + net.JoinHostPort(n.state.AdvertiseAddress, strconv.Itoa(n.state.Cluster.Spec.APIPort))
+}
+
+// writeOwnKatcallConfig writes DATA_DIR/katcall.yaml: this member's API
+// first (while it does not lead it forwards to the leader), then every
+// other member's known now. The leader writes it at the start of each
+// term and when a member joins, a member when it joins.
+func (n *Node) writeOwnKatcallConfig(ctx context.Context) error {
+	self := n.apiURL()
+	others, err := n.memberServers(ctx, self)
+	if err != nil {
+		return err
+	}
+	return writeKatcallConfig(n.dir.katcallConfig(), katcallConfig{
+		Server: self, Servers: others, Token: n.admin, CertificateAuthorityData: string(n.ca.CertPEM),
+	})
 }
 
 // appPollInterval is how often the leader resolves app repositories without

@@ -42,6 +42,8 @@ type Node struct {
 	// etcd is the administrator's client of the embedded etcd (the same
 	// store as st); nil on a worker and with an external etcd.
 	etcd *store.Etcd
+	// front serves the API on a node that may lead (Run sets it).
+	front *apiFront
 	// closers run in reverse order after the store closed.
 	closers []func() error
 }
@@ -60,10 +62,17 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	if err != nil {
 		return nil, err
 	}
+	joined := false
 	switch {
 	case o.Join:
-		return openWorker(ctx, o, d, st, log)
-	case st != nil && st.Role == roleWorker:
+		joined = st == nil || !st.Joined
+		if st, err = joinOrResume(ctx, &o, d, st, log); err != nil {
+			return nil, err
+		}
+		if st.Role == roleWorker {
+			return openWorker(ctx, o, d, st, log)
+		}
+	case st != nil && st.Role != "":
 		return nil, fmt.Errorf("%s holds a node that joined a cluster: run kat-agent join --data-dir %s to resume it", d, d)
 	}
 	resumed := st != nil
@@ -81,9 +90,11 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	n = &Node{dir: d, state: st, log: log, opts: o}
+	// An error return sets n to nil: close what was opened through opened.
+	opened := n
 	defer func() {
 		if err != nil {
-			n.Close()
+			opened.Close()
 		}
 	}()
 	if err := n.ensurePKI(); err != nil {
@@ -133,14 +144,19 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	}
 	n.log.Info().Str("cluster_uid", info.UID).Str("node", st.NodeName).Bool("resumed", resumed).Bool("created", created).
 		Msg("cluster state ready")
+	if joined {
+		if err := n.writeOwnKatcallConfig(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
-// openWorker opens a node that joins, or has joined, a cluster: it asks
-// the leader to admit it unless it was admitted before (then no token is
-// needed), and dials the cluster's etcd with its certificate.
-func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log zerolog.Logger) (n *Node, err error) {
-	if st != nil && st.Role != roleWorker {
+// joinOrResume returns the state of a node that joins, or has joined, a
+// cluster: it asks the leader to admit it unless it was admitted before
+// (then no token is needed).
+func joinOrResume(ctx context.Context, o *Options, d dataDir, st *nodeState, log zerolog.Logger) (_ *nodeState, err error) {
+	if st != nil && st.Role == "" {
 		return nil, fmt.Errorf("%s holds a node that created its cluster (kat-agent init): it cannot join another; use a new --data-dir", d)
 	}
 	if (st == nil || !st.Joined) && o.LeaderAPI == "" {
@@ -150,26 +166,38 @@ func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log ze
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	if st == nil || !st.Joined {
-		if st, err = joinCluster(ctx, &o, d, st); err != nil {
+		if st, err = joinCluster(ctx, o, d, st); err != nil {
 			return nil, err
 		}
-		log.Info().Str("leader_api", o.LeaderAPI).Str("node", st.NodeName).Str("cluster_uid", st.ClusterUID).Msg("joined the cluster")
-	} else {
-		if o.LeaderAPI != "" || o.TokenFile != "" {
-			log.Info().Msg("data directory has joined its cluster already: resuming; --leader-api and --token-file are not needed")
-		}
-		if o.NodeName != "" && o.NodeName != st.NodeName {
-			return nil, fmt.Errorf("--node-name: %s joined as node %q; its name cannot change", d, st.NodeName)
-		}
-		st.applyOptions(&o)
-		if err := saveNodeState(d, st); err != nil {
-			return nil, err
-		}
+		log.Info().Str("leader_api", o.LeaderAPI).Str("node", st.NodeName).Str("cluster_uid", st.ClusterUID).
+			Bool("etcd_member", st.Role == roleMember).Msg("joined the cluster")
+		return st, nil
 	}
+	if o.LeaderAPI != "" || o.TokenFile != "" {
+		log.Info().Msg("data directory has joined its cluster already: resuming; --leader-api and --token-file are not needed")
+	}
+	if o.NodeName != "" && o.NodeName != st.NodeName {
+		return nil, fmt.Errorf("--node-name: %s joined as node %q; its name cannot change", d, st.NodeName)
+	}
+	if o.EtcdPeer && st.Role == roleWorker {
+		return nil, fmt.Errorf("--etcd-peer: %s joined as a worker, which cannot become an etcd member: delete the node (katcall delete node %s) and join with a new --data-dir", d, st.NodeName)
+	}
+	st.applyOptions(o)
+	if err := saveNodeState(d, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// openWorker opens a worker that joined its cluster: it dials the
+// cluster's etcd with its certificate.
+func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log zerolog.Logger) (n *Node, err error) {
 	n = &Node{dir: d, state: st, log: log, opts: o}
+	// An error return sets n to nil: close what was opened through opened.
+	opened := n
 	defer func() {
 		if err != nil {
-			n.Close()
+			opened.Close()
 		}
 	}()
 	if err := n.loadWorkerPKI(); err != nil {
@@ -182,7 +210,10 @@ func openWorker(ctx context.Context, o Options, d dataDir, st *nodeState, log ze
 	if err != nil {
 		return nil, err
 	}
-	if n.st, err = store.Dial(ctx, store.DialConfig{Endpoints: st.EtcdEndpoints, TLS: tlsCfg}); err != nil {
+	// Every member's client URL, kept current, so that a dead member does
+	// not cut the worker off.
+	dial := store.DialConfig{Endpoints: st.EtcdEndpoints, TLS: tlsCfg, AutoSyncInterval: memberSyncInterval}
+	if n.st, err = store.Dial(ctx, dial); err != nil {
 		return nil, fmt.Errorf("connect to the cluster's etcd at %s: %w", strings.Join(st.EtcdEndpoints, ","), err)
 	}
 	n.repo = resources.New(n.st, n.repoOptions()...)
@@ -247,19 +278,34 @@ func (n *Node) openStore(ctx context.Context) error {
 	peerURL := "https://" + net.JoinHostPort(host, strconv.Itoa(spec.EtcdPeerPort))
 	nodePaths, caPaths := pki.PathsIn(n.dir.pkiDir(), "node"), pki.PathsIn(n.dir.pkiDir(), "ca")
 	tlsFiles := &store.TLSFiles{CertFile: nodePaths.Cert, KeyFile: nodePaths.Key, TrustedCAFile: caPaths.Cert}
-	// Only members may be peers: a worker's certificate is of the same CA.
-	peerTLS := *tlsFiles
-	peerTLS.AllowedCNs = []string{n.state.NodeName}
-	e, err := store.StartEmbedded(ctx, store.EmbedConfig{
+	peerTLS, err := n.peerTLS()
+	if err != nil {
+		return err
+	}
+	cfg := store.EmbedConfig{
 		Name: n.state.NodeName, DataDir: n.dir.etcdDir(),
 		ListenClientURLs: clientURLs, AdvertiseClientURLs: clientURLs[:1],
 		ListenPeerURLs: []string{peerURL}, AdvertisePeerURLs: []string{peerURL},
-		ClientTLS: tlsFiles, PeerTLS: &peerTLS, LogOutput: etcdLog,
-	})
+		ClientTLS: tlsFiles, PeerTLS: peerTLS, LogOutput: etcdLog,
+	}
+	if n.state.Cluster.Spec.Members() > 1 {
+		cfg.ElectionMs = quorumElectionMs
+	}
+	if n.state.InitialCluster != "" {
+		// A member that joined: its first start joins the existing
+		// cluster; later ones read the membership from its data.
+		cfg.InitialCluster, cfg.ClusterState = n.state.InitialCluster, "existing"
+	}
+	e, err := store.StartEmbedded(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("start embedded etcd: %w", err)
 	}
 	n.embed = e
+	if n.state.Role == roleMember && !n.state.Promoted {
+		if err := n.promoteSelf(ctx); err != nil {
+			return err
+		}
+	}
 	// etcd authentication is on (ensureAccess), so the in-process client,
 	// which carries no user, cannot be used.
 	if n.etcd, err = n.rootClient(ctx); err != nil {

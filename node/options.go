@@ -48,6 +48,14 @@ type Options struct {
 	// LeaderAPI is the host:port of the leader's API a node joins through
 	// (--leader-api). Needed on the first join only.
 	LeaderAPI string
+	// EtcdPeer makes a first join join the embedded etcd quorum too
+	// (--etcd-peer): the node becomes a member that may lead. Default: a
+	// worker.
+	EtcdPeer bool
+	// AdminTokenFile holds the cluster's admin token (--admin-token-file,
+	// a copy of the leader's DATA_DIR/admin.token): required with EtcdPeer
+	// on the first join, as a member receives the CA key and the tokens.
+	AdminTokenFile string
 	// TokenFile holds the join token (--token-file), as init writes it to
 	// DATA_DIR/join.token. Needed on the first join only.
 	TokenFile string

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -10,8 +11,58 @@ import (
 	"kat.dws.rip/kat/reconcile"
 )
 
-// leaseTTLSeconds is the leader lease: a dead leader is replaced this fast.
-const leaseTTLSeconds = 5
+// Leader leases: a dead leader is replaced about this fast (plus the
+// raft election when the etcd leader died with it). A quorum of several
+// members gets etcd's shortest lease, so that another member leads within
+// about 5 s; a single member, which nobody replaces, the longer one,
+// which a process stalled by a busy machine is less likely to lose.
+const (
+	leaseTTLSeconds       = 5
+	quorumLeaseTTLSeconds = 2
+)
+
+// quorumElectionMs is the etcd election timeout of a quorum of several
+// members (cluster.kat spec.etcdMembers above 1): half etcd's default, so
+// that the raft leader's death costs about 1 s of the failover instead of
+// 2 s (detection, then every lease extended by as much).
+const quorumElectionMs = 500
+
+// leaseCheckInterval is how often the leader checks that its lease still
+// suits the etcd quorum's size.
+const leaseCheckInterval = 2 * time.Second
+
+// leaseTTL is the leader lease for the etcd quorum as it is now: the short
+// one once it has several members.
+func (n *Node) leaseTTL(ctx context.Context) int64 {
+	if n.etcd == nil || n.state.Cluster.Spec.Members() == 1 {
+		return leaseTTLSeconds
+	}
+	ms, err := n.etcd.Members(ctx)
+	if err != nil || len(ms) < 2 {
+		return leaseTTLSeconds
+	}
+	return quorumLeaseTTLSeconds
+}
+
+// watchLease is a leader loop: it ends the term (to campaign again with the
+// short lease) once a member has joined a quorum the term's lease was
+// chosen for alone.
+func (n *Node) watchLease(ttl int64) reconcile.Loop {
+	return reconcile.Loop{Name: "lease", Run: func(ctx context.Context) error {
+		t := time.NewTicker(leaseCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			if now := n.leaseTTL(ctx); now != ttl && ctx.Err() == nil {
+				return fmt.Errorf("the etcd quorum has other members now: campaigning again with a %d s lease (was %d s)", now, ttl)
+			}
+		}
+	}}
+}
 
 // Run runs the node until ctx ends: the agent side (its loop, API and
 // heartbeat) and a campaign for leadership, leading while elected. It returns
@@ -36,8 +87,12 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.state.Role == roleWorker {
 		return g.Wait() // a worker is no leader candidate
 	}
+	// The API listens while the node does not lead too: it forwards to
+	// the leader then.
+	n.front = newAPIFront(n)
+	g.Go(func() error { return n.front.run(ctx) })
 	l := &reconcile.Leadership{
-		Store: n.st, ID: n.state.NodeName, LeaseTTLSeconds: leaseTTLSeconds, Term: n.leaderTerm,
+		Store: n.st, ID: n.state.NodeName, LeaseTTL: n.leaseTTL, Term: n.leaderTerm,
 		Logger: n.log.With().Str("component", "leadership").Logger(),
 	}
 	g.Go(func() error { return l.Run(ctx) })

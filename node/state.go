@@ -28,9 +28,20 @@ type nodeState struct {
 	AdvertiseAddress string                       `json:"advertiseAddress"`
 	EtcdEndpoints    []string                     `json:"etcdEndpoints,omitempty"`
 	Cluster          quadlet.ClusterConfiguration `json:"cluster"`
-	// Role is "" for a node that created the cluster (init) and
-	// roleWorker for one that joined it.
+	// Role is "" for a node that created the cluster (init), roleWorker
+	// for one that joined it and roleMember for one that joined its etcd
+	// quorum (join --etcd-peer).
 	Role string `json:"role,omitempty"`
+	// InitialCluster is the etcd initial cluster a member that joined
+	// starts its etcd with the first time (later starts read the
+	// membership from DATA_DIR/etcd).
+	InitialCluster string `json:"initialCluster,omitempty"`
+	// MemberID is a joined member's etcd member ID (hex), and
+	// MemberClientURLs the other members' etcd client URLs when it
+	// joined: until Promoted, the member asks them to promote it.
+	MemberID         string   `json:"memberID,omitempty"`
+	MemberClientURLs []string `json:"memberClientURLs,omitempty"`
+	Promoted         bool     `json:"promoted,omitempty"`
 	// Joined says a worker's join was admitted (its certificate is in
 	// pki/); until then a restart asks the leader again.
 	Joined bool `json:"joined,omitempty"`

@@ -38,6 +38,13 @@ type ClusterSpec struct {
 	EtcdPeerPort int `json:"etcdPeerPort" yaml:"etcdPeerPort"`
 	// EtcdClientPort is etcd's client port. Default 2379.
 	EtcdClientPort int `json:"etcdClientPort" yaml:"etcdClientPort"`
+	// EtcdMembers is the size of the embedded etcd quorum: the init node
+	// and up to EtcdMembers-1 nodes that join with --etcd-peer; a further
+	// --etcd-peer join is refused. 1, 3 or 5. Default 3. With more than
+	// one, etcd's election timeout is 500 ms and, once a second member has
+	// joined, the leader's lease 2 s, so that a member takes over within
+	// about 4 s of the leader's death.
+	EtcdMembers int `json:"etcdMembers" yaml:"etcdMembers"`
 	// VolumeBasePath is where agents keep SimpleClusterStorage volumes.
 	// Default "/var/lib/kat/volumes".
 	VolumeBasePath string `json:"volumeBasePath" yaml:"volumeBasePath"`
@@ -96,6 +103,7 @@ const (
 	DefaultAPIPort                = 9115
 	DefaultEtcdPeerPort           = 2380
 	DefaultEtcdClientPort         = 2379
+	DefaultEtcdMembers            = 3
 	DefaultVolumeBasePath         = "/var/lib/kat/volumes"
 	DefaultBackupPath             = "/var/lib/kat/backups"
 	DefaultBackupIntervalMinutes  = 30
@@ -148,6 +156,7 @@ func defaultCluster(s *ClusterSpec, c *checker) {
 	setDefault(c, "spec.apiPort", &s.APIPort, DefaultAPIPort)
 	setDefault(c, "spec.etcdPeerPort", &s.EtcdPeerPort, DefaultEtcdPeerPort)
 	setDefault(c, "spec.etcdClientPort", &s.EtcdClientPort, DefaultEtcdClientPort)
+	setDefault(c, "spec.etcdMembers", &s.EtcdMembers, DefaultEtcdMembers)
 	if s.VolumeBasePath == "" {
 		s.VolumeBasePath = DefaultVolumeBasePath
 	}
@@ -200,6 +209,9 @@ func validateCluster(c *checker, s *ClusterSpec) {
 			c.errorf(path, "port %d is already used by %s", p.port, other)
 		}
 		used[p.port] = p.field
+	}
+	if m := s.EtcdMembers; m != 1 && m != 3 && m != 5 {
+		c.errorf("spec.etcdMembers", "must be 1, 3 or 5 (an odd quorum size), got %d", m)
 	}
 	c.check("spec.volumeBasePath", s.VolumeBasePath, cleanAbsPath)
 	c.check("spec.backupPath", s.BackupPath, cleanAbsPath)
@@ -268,4 +280,13 @@ func (s *ClusterSpec) ClusterPrefix() netip.Prefix {
 func (s *ClusterSpec) ServicePrefix() netip.Prefix {
 	p, _ := netip.ParsePrefix(s.ServiceCIDR)
 	return p
+}
+
+// Members is EtcdMembers, DefaultEtcdMembers for a spec saved before the
+// field existed.
+func (s *ClusterSpec) Members() int {
+	if s.EtcdMembers == 0 {
+		return DefaultEtcdMembers
+	}
+	return s.EtcdMembers
 }

@@ -40,6 +40,10 @@ type Leadership struct {
 	// LeaseTTLSeconds is the election lease: a leader that dies is replaced
 	// this long after. Default store.DefaultLeaseTTLSeconds.
 	LeaseTTLSeconds int64
+	// LeaseTTL, when set, is asked for the lease before each campaign
+	// instead of LeaseTTLSeconds (it may change, as the etcd quorum
+	// grows).
+	LeaseTTL func(ctx context.Context) int64
 	// Term prepares each term and returns its loops. Required.
 	Term Term
 	// RetryDelay is the pause before campaigning again after a failed
@@ -65,7 +69,11 @@ func (l *Leadership) Run(ctx context.Context) error {
 		delay = time.Second
 	}
 	for ctx.Err() == nil {
-		lctx, err := l.Store.Campaign(ctx, l.ID, l.LeaseTTLSeconds)
+		ttl := l.LeaseTTLSeconds
+		if l.LeaseTTL != nil {
+			ttl = l.LeaseTTL(ctx)
+		}
+		lctx, err := l.Store.Campaign(ctx, l.ID, ttl)
 		if err != nil {
 			if ctx.Err() != nil {
 				break

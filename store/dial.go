@@ -33,6 +33,11 @@ type DialConfig struct {
 	// DialTimeout bounds connecting and the reachability check. Default
 	// DefaultDialTimeout (5s).
 	DialTimeout time.Duration
+	// AutoSyncInterval, when set, refreshes the endpoints from the etcd
+	// cluster's member list this often, so that a client of a cluster of
+	// several members keeps reaching it when members come and go. Default
+	// 0: the endpoints stay as given.
+	AutoSyncInterval time.Duration
 }
 
 // Dial connects to an external etcd cluster and checks that it answers a
@@ -47,9 +52,10 @@ func Dial(ctx context.Context, cfg DialConfig) (*Etcd, error) {
 	}
 	eps := strings.Join(cfg.Endpoints, ",")
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   cfg.Endpoints,
-		TLS:         cfg.TLS,
-		DialTimeout: timeout,
+		Endpoints:        cfg.Endpoints,
+		TLS:              cfg.TLS,
+		DialTimeout:      timeout,
+		AutoSyncInterval: cfg.AutoSyncInterval,
 		// Detect dead connections (a partitioned member) within ~40s.
 		DialKeepAliveTime:    30 * time.Second,
 		DialKeepAliveTimeout: 10 * time.Second,

@@ -132,6 +132,12 @@ type EmbedConfig struct {
 	// UnsafeNoFsync skips fsync. For tests only: a crash can lose or corrupt
 	// data. Default false.
 	UnsafeNoFsync bool
+	// ElectionMs is the raft election timeout: a follower that hears
+	// nothing from the leader this long starts an election, and a new
+	// raft leader extends every lease by as much. At least five
+	// heartbeats (500). Default etcd's, 1000. Every member of a cluster
+	// should use the same.
+	ElectionMs uint
 	// SnapshotCatchUpEntries is how many applied raft entries the member
 	// keeps in memory for slow followers. Default
 	// DefaultSnapshotCatchUpEntries.

@@ -82,6 +82,13 @@ func (c EmbedConfig) etcdConfig() (*embed.Config, error) {
 	cfg.AutoCompactionRetention = orDefault(c.AutoCompactionRetention, DefaultAutoCompactionRetention)
 	cfg.EnableGRPCGateway = false
 	cfg.UnsafeNoFsync = c.UnsafeNoFsync
+	if c.ElectionMs != 0 {
+		// etcd wants the election timeout at least five heartbeats.
+		if c.ElectionMs < 5*cfg.TickMs {
+			return nil, fmt.Errorf("%w: ElectionMs %d must be at least %d (five heartbeats of %d ms)", ErrInvalidConfig, c.ElectionMs, 5*cfg.TickMs, cfg.TickMs)
+		}
+		cfg.ElectionMs = c.ElectionMs
+	}
 	cfg.SnapshotCatchUpEntries = c.SnapshotCatchUpEntries
 	if cfg.SnapshotCatchUpEntries == 0 {
 		cfg.SnapshotCatchUpEntries = DefaultSnapshotCatchUpEntries

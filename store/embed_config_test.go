@@ -25,3 +25,34 @@ func TestEtcdConfigSnapshotCatchUpEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestEtcdConfigElectionMs: etcd's election timeout unless given; one of
+// fewer than five heartbeats is refused.
+func TestEtcdConfigElectionMs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		given   uint
+		want    uint
+		wantErr bool
+	}{
+		{"default", 0, 1000, false},
+		{"given", 500, 500, false},
+		{"under five heartbeats", 300, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := EmbedConfig{DataDir: t.TempDir(), ElectionMs: tc.given}.etcdConfig()
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("ElectionMs %d accepted", tc.given)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ElectionMs != tc.want {
+				t.Errorf("ElectionMs = %d, want %d", cfg.ElectionMs, tc.want)
+			}
+		})
+	}
+}

@@ -90,7 +90,7 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 		v := api.Node{
 			Name: reg.Name, UID: reg.UID, Status: api.NodeUnknown, AdvertiseAddress: reg.AdvertiseAddress,
 			APIPort: reg.APIPort, AgentPort: reg.AgentPort, Labels: reg.Labels, JoinedAt: reg.JoinedAt,
-			Leader: leader != nil && leader.Node == reg.Name,
+			Leader: leader != nil && leader.Node == reg.Name, EtcdMember: reg.EtcdMember,
 			Taints: reg.Taints, Unschedulable: reg.Unschedulable, Draining: reg.Draining,
 		}
 		reported := map[string]string{}

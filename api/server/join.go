@@ -61,6 +61,14 @@ func (s *Server) postJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	noteActor(r, api.ActorJoinToken)
 	noteName(r, req.NodeName)
+	if req.EtcdPeer && !resources.TokenMatches(s.cfg.AdminTokenHash, req.AdminToken) {
+		if s.authFailures != nil {
+			s.authFailures.OnLimit(headerSink{}, r, addr)
+		}
+		writeError(w, &api.Error{StatusCode: http.StatusForbidden, Code: api.CodeForbidden,
+			Message: "join --etcd-peer: adminToken: missing or wrong: an etcd member receives the cluster's CA key and tokens, so it must also hold the admin token (--admin-token-file, a copy of the leader's DATA_DIR/admin.token)"})
+		return
+	}
 	if problems := checkJoinRequest(&req); len(problems) > 0 {
 		writeError(w, &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeInvalid,
 			Message: "join request: " + problems[0].Field + ": " + problems[0].Message, Details: problems})

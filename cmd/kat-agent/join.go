@@ -19,6 +19,12 @@ certificate (its common name is the node name) and registers the node; the node
 then runs its agent in the foreground, reaching the cluster's etcd with that
 certificate.
 
+With --etcd-peer (and --admin-token-file) the node also joins the embedded etcd quorum (up to cluster.kat's
+spec.etcdMembers, default 3): the leader adds it as an etcd learner and hands it the
+CA key and the cluster's tokens; it promotes itself to a voting member once caught
+up, campaigns for the leadership, serves the API (forwarding to the leader while it
+does not lead) and writes DATA_DIR/katcall.yaml. Members join one at a time.
+
 Run again on the same data directory, join resumes the node without the token.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -29,6 +35,8 @@ Run again on the same data directory, join resumes the node without the token.`,
 	f := cmd.Flags()
 	f.StringVar(&o.LeaderAPI, "leader-api", "", "HOST:PORT of the leader's API (required on the first join)")
 	f.StringVar(&o.TokenFile, "token-file", "", "file with the join token: a copy of the leader's DATA_DIR/join.token (required on the first join)")
+	f.BoolVar(&o.EtcdPeer, "etcd-peer", false, "join the embedded etcd quorum as a member that may lead (first join only; refused when the quorum is full; needs --admin-token-file)")
+	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file with the cluster's admin token, a copy of the leader's DATA_DIR/admin.token (required with --etcd-peer: a member receives the CA key and the tokens)")
 	f.StringVar(&o.DataDir, "data-dir", "/var/lib/kat", "directory for this node's certificate, key and state")
 	addNodeFlags(f, &o, &lf, "9116")
 	return cmd

@@ -325,8 +325,11 @@ func nodeTable(g *globals, nodes []api.Node, now time.Time) error {
 	t := newTable(g.stdout, "NAME", "STATUS", "ROLE", "LABELS", "TAINTS", "ALLOCATABLE", "REQUESTED", "INSTANCES", "HEARTBEAT")
 	for _, n := range nodes {
 		role := "agent"
-		if n.Leader {
+		switch {
+		case n.Leader:
 			role = "leader"
+		case n.EtcdMember:
+			role = "member"
 		}
 		hb := "-"
 		if n.HeartbeatAgeSeconds != nil {

@@ -56,7 +56,8 @@ func newRealCluster(t *testing.T) *realCluster {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"n1", "n2"} {
-		reg := resources.NodeRegistration{Name: n, Labels: map[string]string{resources.NodeNameLabel: n}}
+		// n2 is an etcd member (it may lead); n1 a worker.
+		reg := resources.NodeRegistration{Name: n, Labels: map[string]string{resources.NodeNameLabel: n}, EtcdMember: n == "n2"}
 		if err := repo.PutNodeRegistration(ctx, reg); err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +140,7 @@ func TestNodeCommands(t *testing.T) {
 	if strings.Join(row[:8], " ") != "n1 Ready,Cordoned agent zone=a gpu=yes:NoSchedule 2/4Gi 1500m/1280Mi 3" || !strings.HasSuffix(row[8], "s") {
 		t.Fatalf("n1 row: %q", lines[1])
 	}
-	if row := strings.Fields(lines[2]); strings.Join(row, " ") != "n2 Unknown,Draining agent - - -/- 0/0 0 -" {
+	if row := strings.Fields(lines[2]); strings.Join(row, " ") != "n2 Unknown,Draining member - - -/- 0/0 0 -" {
 		t.Fatalf("n2 row: %q", lines[2])
 	}
 

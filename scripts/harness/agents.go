@@ -42,6 +42,11 @@ type AgentOptions struct {
 	BaseImageScript string
 	// ReadyTimeout bounds the wait for every node to be Ready. Default 3 min.
 	ReadyTimeout time.Duration
+	// EtcdMembers, when more than 1, goes into cluster.kat as
+	// spec.etcdMembers, and hosts 2 to EtcdMembers join with --etcd-peer,
+	// one after the other (each Ready before the next joins). Default 0:
+	// cluster.kat's default, and every other host joins as a worker.
+	EtcdMembers int
 	// Start is how many hosts StartAgents starts, the first ones; the
 	// others can join later with StartAgent. Default 0: every host.
 	Start int
@@ -127,6 +132,9 @@ spec:
   nodeLossTimeoutSeconds: %d
 `, c.Name, APIPort, filepath.Join(c.Hosts[0].Dir, "volumes"), filepath.Join(c.Hosts[0].Dir, "backups"),
 		opts.AgentTickSeconds, opts.NodeLossTimeoutSeconds)
+	if opts.EtcdMembers > 1 {
+		kat += fmt.Sprintf("  etcdMembers: %d\n", opts.EtcdMembers)
+	}
 	if err := os.WriteFile(c.ClusterKat(), []byte(kat), 0o600); err != nil {
 		return nil, fmt.Errorf("harness %s: write cluster.kat: %w", c.Name, err)
 	}
@@ -150,7 +158,8 @@ spec:
 			return agents, err
 		}
 		agents = append(agents, a)
-		if i == 0 {
+		switch {
+		case i == 0:
 			// The join token is written before the API serves: wait for
 			// the API, as katcall reaches it, before anyone joins.
 			if err := waitAgents(ctx, agents, time.Minute, "the leader's API to answer katcall status", func() error {
@@ -159,9 +168,19 @@ spec:
 			}); err != nil {
 				return agents, fmt.Errorf("harness %s: %w", c.Name, err)
 			}
+		case i < opts.EtcdMembers:
+			// etcd members join one at a time.
+			if err := c.waitReady(ctx, agents, opts, i+1); err != nil {
+				return agents, err
+			}
 		}
 	}
-	err := waitAgents(ctx, agents, opts.ReadyTimeout, fmt.Sprintf("%d Ready nodes", len(hosts)), func() error {
+	return agents, c.waitReady(ctx, agents, opts, len(hosts))
+}
+
+// waitReady waits until katcall lists want nodes, every one Ready.
+func (c *Cluster) waitReady(ctx context.Context, agents []*Agent, opts AgentOptions, want int) error {
+	err := waitAgents(ctx, agents, opts.ReadyTimeout, fmt.Sprintf("%d Ready nodes", want), func() error {
 		nodes, err := c.Nodes(ctx, opts.Katcall)
 		if err != nil {
 			return err
@@ -171,15 +190,15 @@ spec:
 				return fmt.Errorf("nodes %v", nodes)
 			}
 		}
-		if len(nodes) != len(hosts) {
+		if len(nodes) != want {
 			return fmt.Errorf("nodes %v", nodes)
 		}
 		return nil
 	})
 	if err != nil {
-		return agents, fmt.Errorf("harness %s: %w", c.Name, err)
+		return fmt.Errorf("harness %s: %w", c.Name, err)
 	}
-	return agents, nil
+	return nil
 }
 
 // waitAgents polls cond until it returns nil, one of agents ends, or
@@ -221,6 +240,9 @@ func (c *Cluster) StartAgent(ctx context.Context, i int, opts AgentOptions) (*Ag
 		args = []string{"join", "--leader-api", c.LeaderAPI()}
 		if _, err := os.Stat(filepath.Join(h.DataDir, "node.json")); errors.Is(err, fs.ErrNotExist) {
 			args = append(args, "--token-file", filepath.Join(c.Hosts[0].DataDir, "join.token"))
+			if i < opts.EtcdMembers {
+				args = append(args, "--etcd-peer", "--admin-token-file", filepath.Join(c.Hosts[0].DataDir, "admin.token"))
+			}
 		}
 	}
 	args = append(args, "--data-dir", h.DataDir, "--node-name", h.Name, "--advertise-address", h.Addr.String(),
@@ -264,10 +286,12 @@ func (c *Cluster) StartAgent(ctx context.Context, i int, opts AgentOptions) (*Ag
 
 // Node is what the harness reads of katcall get nodes -o json.
 type Node struct {
-	Name      string            `json:"name"`
-	Status    string            `json:"status"`
-	Labels    map[string]string `json:"labels"`
-	Instances int               `json:"instances"`
+	Name       string            `json:"name"`
+	Status     string            `json:"status"`
+	Leader     bool              `json:"leader"`
+	EtcdMember bool              `json:"etcdMember"`
+	Labels     map[string]string `json:"labels"`
+	Instances  int               `json:"instances"`
 }
 
 func (n Node) String() string { return n.Name + ":" + n.Status }

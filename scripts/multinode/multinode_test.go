@@ -65,6 +65,9 @@ type clusterSpec struct {
 	hosts, start int
 	// noImage skips building the base image in every host's Podman.
 	noImage bool
+	// members is cluster.kat's spec.etcdMembers: hosts 2 to members join
+	// with --etcd-peer (0: every other host is a worker).
+	members int
 }
 
 // startCluster brings up the hosts of spec running kat-agent, every started
@@ -108,7 +111,7 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		AgentTickSeconds: tickSeconds, NodeLossTimeoutSeconds: nodeLossSeconds,
 		BaseImageScript: filepath.Join(e2e.RepoRoot(), "scripts", "build-base-image.sh"),
 		Labels:          map[string]map[string]string{},
-		Start:           spec.start,
+		Start:           spec.start, EtcdMembers: spec.members,
 	}
 	if spec.noImage {
 		tc.opts.BaseImageScript = ""

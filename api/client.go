@@ -154,14 +154,17 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 // maxRateLimitRetries bounds how often a request answered 429 is sent again.
 const maxRateLimitRetries = 8
 
-// send sends a request to the server in use, and to the others in turn
-// while the answer says another server may do better (failoverable): for up
-// to the failover timeout when there are several, once round otherwise. The
-// server that answers is the one the next request tries first.
+// send sends a request to the server in use, and, when there are several,
+// to the others in turn while the answer says another may do better
+// (failoverable), for up to the failover timeout. The server that answers
+// is the one the next request tries first.
 func (c *Client) send(ctx context.Context, hc *http.Client, method, path string, query url.Values, body []byte, header http.Header) (*http.Response, error) {
 	deadline := time.Now().Add(c.failover)
 	backoff := 200 * time.Millisecond
-	var failures []string
+	var (
+		failures []string
+		last     error
+	)
 	for {
 		first := int(c.cur.Load())
 		for i := range c.bases {
@@ -176,6 +179,9 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 				req.Header.Set("Authorization", "Bearer "+c.token)
 			}
 			resp, err := c.sendTo(ctx, hc, req, body)
+			if len(c.bases) == 1 {
+				return resp, err // nothing to fail over to: the answer as it is
+			}
 			why, again := failoverable(method, resp, err)
 			if !again || ctx.Err() != nil {
 				if err == nil {
@@ -184,9 +190,15 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 				return resp, err
 			}
 			failures = append(failures, base.Host+": "+why)
+			if err != nil {
+				last = err
+			} else {
+				last = &Error{StatusCode: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: why}
+			}
 		}
-		if len(c.bases) == 1 || time.Now().Add(backoff).After(deadline) {
-			return nil, fmt.Errorf("%s %s: no API server could answer (%s)", method, path, strings.Join(lastN(failures, len(c.bases)), "; "))
+		if time.Now().Add(backoff).After(deadline) {
+			return nil, fmt.Errorf("%s %s: none of the %d API servers could answer (%s): %w", method, path, len(c.bases),
+				strings.Join(lastN(failures, len(c.bases)), "; "), last)
 		}
 		select {
 		case <-ctx.Done():
@@ -203,21 +215,22 @@ func lastN(s []string, n int) []string { return s[max(0, len(s)-n):] }
 // failoverable says whether another server may answer where this one
 // failed, and how it failed: a server that could not be reached (a request
 // that was never sent, or, for a method safe to repeat, one whose answer was
-// lost), or one that answered 503 Unavailable because it has no leader to
-// serve for. A failed response's body is consumed.
+// lost), or a member that answered unavailable: 503 because it has no
+// leader to serve for, or, for a method safe to repeat, 502 because
+// forwarding to the leader failed. A failed response's body is consumed.
 func failoverable(method string, resp *http.Response, err error) (string, bool) {
+	repeatable := method == http.MethodGet || method == http.MethodHead || method == http.MethodPut || method == http.MethodDelete
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
 			return err.Error(), true
 		}
-		switch method {
-		case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete:
-			return err.Error(), true
-		}
-		return "", false
+		return err.Error(), repeatable
 	}
-	if resp.StatusCode != http.StatusServiceUnavailable {
+	// A member answers 502 unavailable when forwarding to the leader
+	// failed, perhaps after the request reached it: only a repeatable
+	// request goes on.
+	if resp.StatusCode != http.StatusServiceUnavailable && (resp.StatusCode != http.StatusBadGateway || !repeatable) {
 		return "", false
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

@@ -126,7 +126,7 @@ func TestClientFailsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err = alone.ListWorkloads(ctx, ""); err == nil || !strings.Contains(err.Error(), "no leader") || noLeaderHits.Load() != hits+1 {
+	if _, err = alone.ListWorkloads(ctx, ""); statusOf(err) != http.StatusServiceUnavailable || !strings.Contains(err.Error(), "no leader") || noLeaderHits.Load() != hits+1 {
 		t.Fatalf("one server without a leader: %v after %d tries; want one try and its message", err, noLeaderHits.Load()-hits)
 	}
 }

@@ -59,9 +59,13 @@ func (f *apiFront) run(ctx context.Context) error {
 	}
 	// Agents report with their node certificate; Git hosts' webhooks may
 	// speak TLS 1.2 only.
-	srv := &http.Server{Handler: f, TLSConfig: apiTLS.Config(), ReadHeaderTimeout: 10 * time.Second}
 	defer f.tr.CloseIdleConnections()
 	g, gctx := errgroup.WithContext(ctx)
+	// Requests in flight when the node stops see their context end (as
+	// the leader's requests do when its term ends), so that shutting down
+	// never waits on a forward or a handler that would outlast the grace.
+	srv := &http.Server{Handler: f, TLSConfig: apiTLS.Config(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return gctx }}
 	g.Go(func() error { return apiTLS.Run(gctx) })
 	g.Go(func() error { return serveTLS(gctx, srv, ln, "API") })
 	return g.Wait()

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -10,12 +11,14 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 )
 
 // ForwardedByHeader names the member that forwarded a request to the
@@ -30,8 +33,9 @@ const leaderLookupTimeout = 3 * time.Second
 
 // apiFront is the API listener of a node that may lead (the init node and
 // etcd members). While the node leads it serves the leader's handler (lead);
-// otherwise it forwards every request to the leader that etcd names, as a
-// reverse proxy, so katcall, webhooks and agents may call any member.
+// otherwise it forwards every request but a scrape of /metrics, which it
+// answers itself, to the leader that etcd names, as a reverse proxy, so
+// katcall, webhooks and agents may call any member.
 type apiFront struct {
 	n    *Node
 	term atomic.Pointer[http.Handler]
@@ -91,7 +95,35 @@ func (f *apiFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		(*h).ServeHTTP(w, r)
 		return
 	}
+	if r.URL.Path == "/metrics" {
+		// A scrape asks for this member's figures (its etcd member
+		// status, its leadership), not the leader's.
+		f.metrics(w, r)
+		return
+	}
 	f.forward(w, r)
+}
+
+// metrics serves this node's /metrics while it does not lead, with the
+// leader's rules: a client certificate of the cluster CA (the TLS
+// configuration verified it) or the admin bearer token.
+func (f *apiFront) metrics(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeAPIError(w, &api.Error{StatusCode: http.StatusMethodNotAllowed, Code: api.CodeBadRequest,
+			Message: r.Method + " is not allowed on " + r.URL.Path})
+		return
+	}
+	token, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	switch {
+	case r.TLS != nil && len(r.TLS.VerifiedChains) > 0:
+	case bearer && f.n.admin != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(f.n.admin)) == 1:
+	default:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kat"`)
+		writeAPIError(w, &api.Error{StatusCode: http.StatusUnauthorized, Code: api.CodeUnauthorized,
+			Message: "/metrics needs the admin bearer token or a client certificate of the cluster CA"})
+		return
+	}
+	metrics.Handler().ServeHTTP(w, r)
 }
 
 // forward passes r to the leader etcd names, or answers 503 saying why

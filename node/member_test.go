@@ -67,22 +67,25 @@ func TestAPIFrontForwards(t *testing.T) {
 	leader, o := runLeader(t, t.TempDir())
 	token := strings.TrimSpace(string(readFile(t, filepath.Join(o.DataDir, "admin.token"))))
 	front := func(name string) *httptest.Server {
-		n := &Node{state: &nodeState{NodeName: name}, repo: leader.repo, ca: leader.ca}
+		n := &Node{state: &nodeState{NodeName: name}, repo: leader.repo, ca: leader.ca, admin: token}
 		srv := httptest.NewServer(newAPIFront(n))
 		t.Cleanup(srv.Close)
 		return srv
 	}
-	get := func(srv *httptest.Server, hdr http.Header) (int, string) {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1alpha1/nodes", nil)
+	getPath := func(srv *httptest.Server, path string, hdr http.Header) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+path, nil)
 		must(t, err)
 		req.Header = hdr
-		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := srv.Client().Do(req)
 		must(t, err)
 		defer resp.Body.Close()
 		var b strings.Builder
 		_, _ = io.Copy(&b, resp.Body)
 		return resp.StatusCode, b.String()
+	}
+	get := func(srv *httptest.Server, hdr http.Header) (int, string) {
+		hdr.Set("Authorization", "Bearer "+token)
+		return getPath(srv, "/v1alpha1/nodes", hdr)
 	}
 
 	member := front("n2")
@@ -94,5 +97,16 @@ func TestAPIFrontForwards(t *testing.T) {
 	}
 	if code, body := get(front("n1"), http.Header{}); code != http.StatusServiceUnavailable || !strings.Contains(body, "election") {
 		t.Errorf("a member the leader endpoint names while it does not lead: %d %s, want 503 (election under way)", code, body)
+	}
+
+	// A scrape of /metrics gets the member's own figures, even while
+	// there is no leader to forward to, with the leader's credentials.
+	if code, body := getPath(front("n1"), "/metrics", http.Header{"Authorization": {"Bearer " + token}}); code != http.StatusOK || !strings.Contains(body, "# TYPE kat_leader gauge") {
+		t.Errorf("GET /metrics with the admin token at a member that does not lead, during an election: %d, want 200 and its own kat_ families\n%.300s", code, body)
+	}
+	for _, hdr := range []http.Header{{}, {"Authorization": {"Bearer wrong"}}} {
+		if code, body := getPath(member, "/metrics", hdr); code != http.StatusUnauthorized || strings.Contains(body, "kat_leader") {
+			t.Errorf("GET /metrics at a member with Authorization %q: %d %.200s, want 401", hdr.Get("Authorization"), code, body)
+		}
 	}
 }

@@ -246,8 +246,9 @@ func TestLoopsWorkOnWhatChanged(t *testing.T) {
 	}
 	// No periodic pass over every workload while the steps run: on a
 	// busy machine the test outlasts DefaultResync, and a resync plans
-	// every workload by design.
-	l, stop := e.run(Config{Resync: time.Hour})
+	// every workload by design; nor a pass for n1 lost, whose heartbeats
+	// (from the test's start) would go stale after the default 60 s.
+	l, stop := e.run(Config{Resync: time.Hour, NodeLossTimeout: time.Hour})
 	defer stop()
 	statusVersions := func() map[string]int64 {
 		kvs, err := e.repo.Store().List(e.ctx, resources.StatusPrefix())

@@ -75,7 +75,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		NodeOverlay:     n.recordOverlay,
 		Backup:          backup,
 		Metrics:         metrics.Handler(),
-		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(),
+		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(), Forwarder: loops.IsMemberAddress,
 		Logger: n.log.With().Str("component", "api").Logger(), AuditLogger: &auditLog,
 	})
 	if err != nil {

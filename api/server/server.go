@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,14 @@ type ServerConfig struct {
 	// even one with the right token, is answered 429 until the rate falls, so
 	// the token cannot be guessed. Default 20; negative disables it.
 	AuthFailureLimit int
+	// Forwarder, when set, reports whether a request's TCP peer is an etcd
+	// member that forwards the API to the leader. From such a peer the
+	// client's address is the last X-Forwarded-For entry, the one the
+	// member set, so that the rate limit, the blocking of failed
+	// authentication and the audit count the client, never the member
+	// that every client of it shares. Any other peer's header is ignored:
+	// a client cannot choose its address. Default nil: none.
+	Forwarder func(peer netip.Addr) bool
 	// Logger receives one line per request: info for writes, debug for reads.
 	Logger zerolog.Logger
 	// Now replaces time.Now, for tests.
@@ -177,6 +186,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // Handler returns the HTTP handler of the whole API.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(s.forwardedClient)
 	r.Use(middleware.ClientIPFromRemoteAddr)
 	r.Use(s.accessLog)
 	r.Use(s.audit(r))
@@ -292,6 +302,40 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// forwardedClient gives a request that a member forwarded (see
+// ServerConfig.Forwarder) the remote address of the client it came from.
+func (s *Server) forwardedClient(next http.Handler) http.Handler {
+	if s.cfg.Forwarder == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if client, ok := s.forwardedFor(r); ok {
+			r = r.WithContext(r.Context()) // a shallow copy
+			r.RemoteAddr = netip.AddrPortFrom(client, 0).String()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// forwardedFor returns the client address a forwarding member recorded in
+// r, when r's peer is one.
+func (s *Server) forwardedFor(r *http.Request) (netip.Addr, bool) {
+	xff := r.Header.Values("X-Forwarded-For")
+	if len(xff) == 0 {
+		return netip.Addr{}, false
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil || !s.cfg.Forwarder(peer.Addr().Unmap()) {
+		return netip.Addr{}, false
+	}
+	entries := strings.Split(xff[len(xff)-1], ",")
+	client, err := netip.ParseAddr(strings.TrimSpace(entries[len(entries)-1]))
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return client.Unmap().WithZone(""), true
 }
 
 // refuseBlocked answers 429 when the request's address has failed

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -456,6 +457,59 @@ func TestAuthFailuresBlockTheAddress(t *testing.T) {
 	}
 	if code, _ := f.raw(t, http.MethodGet, "/healthz", "", nil); code != http.StatusOK {
 		t.Fatalf("health endpoint blocked too: %d", code)
+	}
+}
+
+// TestAuthFailuresBlockTheForwardedClient: through a member that forwards
+// to the leader, the failures block the client the member names in
+// X-Forwarded-For, not the member every other client shares; a peer that
+// is no member cannot escape the blocking by naming another address.
+func TestAuthFailuresBlockTheForwardedClient(t *testing.T) {
+	t.Parallel()
+	get := func(f *fixture, xff, bearer string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, f.srv.URL+"/v1alpha1/workloads", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		if xff != "" {
+			req.Header.Set("X-Forwarded-For", xff)
+		}
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name   string
+		member bool
+		// after three wrong tokens from 203.0.113.5: the right token from
+		// that client, from another client, and from the peer itself
+		want [3]int
+	}{
+		{"the peer is a member that forwards", true, [3]int{http.StatusTooManyRequests, http.StatusOK, http.StatusOK}},
+		{"the peer is no member", false, [3]int{http.StatusTooManyRequests, http.StatusTooManyRequests, http.StatusTooManyRequests}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *server.ServerConfig) {
+				c.AuthFailureLimit = 3
+				c.Forwarder = func(peer netip.Addr) bool { return tc.member && peer == netip.MustParseAddr("127.0.0.1") }
+			})
+			for i := range 3 {
+				// A forwarded header may carry entries the client
+				// wrote: the member's own (the last) counts.
+				if code := get(f, "198.51.100.9, 203.0.113.5", "guess"); code != http.StatusUnauthorized {
+					t.Fatalf("wrong token #%d: %d, want 401", i+1, code)
+				}
+			}
+			got := [3]int{get(f, "203.0.113.5", token), get(f, "203.0.113.6", token), get(f, "", token)}
+			if got != tc.want {
+				t.Errorf("the right token from the blocked client, another client and the peer: %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

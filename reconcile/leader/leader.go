@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -530,3 +531,8 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 // TermStart is when this leader's term began, as its placement counts
 // heartbeats from it (resources.HeartbeatInTerm).
 func (l *Leader) TermStart() time.Time { return l.view.termStart }
+
+// IsMemberAddress reports whether a is the advertised address of a
+// registered etcd member (which forwards API requests to the leader); false
+// until the leader's view has synced.
+func (l *Leader) IsMemberAddress(a netip.Addr) bool { return l.view.memberAddress(a) }

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -250,5 +251,40 @@ func TestLeaderTermGraceForNodes(t *testing.T) {
 	}
 	poll.Until(t, 10*time.Second, "web replaced on n1 once the grace ran out", func() bool {
 		return e.onNodes("web") == "n1:1"
+	})
+}
+
+// TestIsMemberAddress: the API server trusts the forwarded client address
+// of etcd members only, as registered now.
+func TestIsMemberAddress(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	for _, r := range []resources.NodeRegistration{
+		{Name: "m2", UID: "uid-m2", AdvertiseAddress: "10.0.0.2", EtcdMember: true},
+		{Name: "w3", UID: "uid-w3", AdvertiseAddress: "10.0.0.3"},
+	} {
+		if err := e.repo.PutNodeRegistration(e.ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, stop := e.run(Config{})
+	defer stop()
+	poll.Until(t, 10*time.Second, "the view knows member m2", func() bool {
+		return l.IsMemberAddress(netip.MustParseAddr("10.0.0.2"))
+	})
+	for _, a := range []string{"10.0.0.3", "10.0.0.4", "::ffff:10.0.0.3"} {
+		if l.IsMemberAddress(netip.MustParseAddr(a)) {
+			t.Errorf("%s counts as a member's address", a)
+		}
+	}
+	if !l.IsMemberAddress(netip.MustParseAddr("::ffff:10.0.0.2")) {
+		t.Error("m2's address in IPv4-mapped form does not count")
+	}
+	// A member deleted (or no longer a member) is trusted no more.
+	if err := e.repo.PutNodeRegistration(e.ctx, resources.NodeRegistration{Name: "m2", UID: "uid-m2", AdvertiseAddress: "10.0.0.2"}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "m2 no longer trusted", func() bool {
+		return !l.IsMemberAddress(netip.MustParseAddr("10.0.0.2"))
 	})
 }

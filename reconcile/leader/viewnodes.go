@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -124,6 +125,18 @@ func (v *view) node(reg resources.NodeRegistration) resources.Node {
 	}
 	n.Heartbeat = resources.HeartbeatInTerm(resources.LastHeartbeat(beat, n.Status), v.termStart)
 	return n
+}
+
+// memberAddress reports whether a is the advertised address of a
+// registered etcd member.
+func (v *view) memberAddress(a netip.Addr) bool {
+	regs, _ := v.regs.Snapshot()
+	for _, r := range regs {
+		if m, err := netip.ParseAddr(r.AdvertiseAddress); err == nil && r.EtcdMember && m.Unmap() == a.Unmap() {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeReady reports whether node name is registered and Ready at now.

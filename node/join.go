@@ -41,6 +41,10 @@ const roleMember = "member"
 // refresh them from the member list.
 const memberSyncInterval = 30 * time.Second
 
+// endpointsCheckInterval is how often a worker compares the etcd URLs its
+// client knows with those node.json holds.
+const endpointsCheckInterval = 10 * time.Second
+
 // joinTimeout bounds the exchange with the leader when a node joins.
 const joinTimeout = time.Minute
 

@@ -85,6 +85,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return n.runAgent(ctx) })
 	if n.state.Role == roleWorker {
+		g.Go(func() error { return n.keepEtcdEndpoints(ctx, endpointsCheckInterval) })
 		return g.Wait() // a worker is no leader candidate
 	}
 	// The API listens while the node does not lead too: it forwards to

@@ -74,6 +74,12 @@ func Dial(ctx context.Context, cfg DialConfig) (*Etcd, error) {
 		}
 		return nil, fmt.Errorf("dial etcd at %s: check reachability: %w", eps, err)
 	}
+	if cfg.AutoSyncInterval > 0 {
+		// The members' URLs now, not after the first interval: the
+		// endpoints given may be those of when the node joined. A failure
+		// keeps them; the automatic sync tries again.
+		_ = cli.Sync(cctx)
+	}
 	return New(cli, WithOwnedClient()), nil
 }
 

@@ -50,6 +50,13 @@ type AgentOptions struct {
 	// Start is how many hosts StartAgents starts, the first ones; the
 	// others can join later with StartAgent. Default 0: every host.
 	Start int
+	// ConfigRepo, when set, goes into cluster.kat as spec.gitops.repository
+	// (branch main) with ConfigPollSeconds as its pollIntervalSeconds
+	// (default cluster.kat's 30) and WebhookSecretFile, when set, as its
+	// webhookSecretFile. Every host shares the machine's file system, so a
+	// file:// repository and the secret file are the same on every member.
+	ConfigRepo, WebhookSecretFile string
+	ConfigPollSeconds             int
 }
 
 // Agent is the kat-agent process of one host started by this process.
@@ -134,6 +141,15 @@ spec:
 		opts.AgentTickSeconds, opts.NodeLossTimeoutSeconds)
 	if opts.EtcdMembers > 1 {
 		kat += fmt.Sprintf("  etcdMembers: %d\n", opts.EtcdMembers)
+	}
+	if opts.ConfigRepo != "" {
+		if opts.ConfigPollSeconds == 0 {
+			opts.ConfigPollSeconds = 30
+		}
+		kat += fmt.Sprintf("  gitops:\n    repository: %q\n    branch: main\n    pollIntervalSeconds: %d\n", opts.ConfigRepo, opts.ConfigPollSeconds)
+		if opts.WebhookSecretFile != "" {
+			kat += fmt.Sprintf("    webhookSecretFile: %q\n", opts.WebhookSecretFile)
+		}
 	}
 	if err := os.WriteFile(c.ClusterKat(), []byte(kat), 0o600); err != nil {
 		return nil, fmt.Errorf("harness %s: write cluster.kat: %w", c.Name, err)

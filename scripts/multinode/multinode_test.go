@@ -68,6 +68,9 @@ type clusterSpec struct {
 	// members is cluster.kat's spec.etcdMembers: hosts 2 to members join
 	// with --etcd-peer (0: every other host is a worker).
 	members int
+	// hooks, when set, makes cluster.kat follow hooks.config with webhooks
+	// signed by hooks.secret, polling every hookPollSeconds.
+	hooks *hookRepos
 }
 
 // startCluster brings up the hosts of spec running kat-agent, every started
@@ -112,6 +115,11 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		BaseImageScript: filepath.Join(e2e.RepoRoot(), "scripts", "build-base-image.sh"),
 		Labels:          map[string]map[string]string{},
 		Start:           spec.start, EtcdMembers: spec.members,
+	}
+	if spec.hooks != nil {
+		tc.opts.ConfigRepo = "file://" + spec.hooks.config.bare
+		tc.opts.WebhookSecretFile = spec.hooks.secretFile
+		tc.opts.ConfigPollSeconds = hookPollSeconds
 	}
 	if spec.noImage {
 		tc.opts.BaseImageScript = ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -31,9 +32,11 @@ const failoverKills = 5
 func TestQuorum(t *testing.T) {
 	requirePrereqs(t)
 	const members = 3
-	c := startCluster(t, clusterSpec{name: "qm", hosts: members + 1, noImage: true, members: members})
+	hooks := newHookRepos(t)
+	c := startCluster(t, clusterSpec{name: "qm", hosts: members + 1, noImage: true, members: members, hooks: hooks})
 	token := strings.TrimSpace(string(readHostFile(t, c.Hosts[0], "admin.token")))
 	caPEM := readHostFile(t, c.Hosts[0], filepath.Join("pki", "ca.crt"))
+	web := memberHTTP(t, caPEM)
 	// client reaches host i's API only: no failing over to another
 	// member, so that what each member answers shows.
 	client := func(i int) *api.Client {
@@ -99,6 +102,39 @@ func TestQuorum(t *testing.T) {
 				t.Errorf("%s's katcall.yaml: server %s, servers %v; want %s first and node1's API among the others", c.Hosts[i].Name, kc.Server, kc.Servers, self)
 			}
 		}
+		// Every member's API port serves its own metrics: one says it
+		// leads, and each sees the three etcd members.
+		leading := 0
+		for i := range members {
+			m, err := scrape(t, web, c.Hosts[i], token)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			if v, _ := sample(m, "kat_leader"); v == "1" {
+				leading++
+			}
+			if v, _ := sample(m, "kat_etcd_members"); v != "3" {
+				t.Errorf("%s's API /metrics: kat_etcd_members %q, want 3", c.Hosts[i].Name, v)
+			}
+		}
+		if leading != 1 {
+			t.Errorf("%d members' API /metrics say kat_leader 1, want 1: a member that does not lead must answer with its own", leading)
+		}
+		// The leader resolves the app repository of a workload built
+		// from Git.
+		c.applyApp(t, hooks)
+		want := hooks.app.head(t)
+		poll.UntilErr(t, time.Minute, "the leader resolves default/app's branch", func() error {
+			ws, err := c.defaultWorkloads(t.Context())
+			if err != nil {
+				return err
+			}
+			if got := ws["app"].Status.SourceCommit; got != want {
+				return fmt.Errorf("default/app's source commit %q, want %s", got, want)
+			}
+			return nil
+		})
 	})
 	if t.Failed() {
 		return
@@ -164,6 +200,43 @@ func TestQuorum(t *testing.T) {
 		slices.Sort(sorted)
 		t.Logf("failover after kill -9 of the leader: p50 %s worst %s over %d tries %v (lease 2 s)",
 			sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), len(took), took)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("after the failovers, webhooks to a member that does not lead reach the new leader's config-repo sync and app-repo resolution", func(t *testing.T) {
+		follower := (c.leaderIndex(t) + 1) % members
+		appHead := hooks.app.commitEmpty(t, "v2")
+		if err := hooks.config.commitWorkload("hooked"); err != nil {
+			t.Fatal(err)
+		}
+		// Both repositories are polled every hookPollSeconds, and the
+		// leader's term began before these commits: only the webhooks
+		// explain a sync now.
+		sent := time.Now()
+		for _, repo := range []*configRepo{hooks.config, hooks.app} {
+			if code := postPush(t, web, c.Hosts[follower], "file://"+repo.bare, hooks.secret); code != http.StatusAccepted {
+				t.Fatalf("signed webhook for %s to %s, which does not lead: %d, want 202", repo.bare, c.Hosts[follower].Name, code)
+			}
+		}
+		if code := postPush(t, web, c.Hosts[follower], "file://"+hooks.config.bare, []byte("wrong secret")); code != http.StatusUnauthorized {
+			t.Errorf("webhook signed with another secret to %s: %d, want 401", c.Hosts[follower].Name, code)
+		}
+		poll.UntilErr(t, time.Minute, "the config repo's new workload synced and default/app resolved to the new commit", func() error {
+			ws, err := c.defaultWorkloads(t.Context())
+			if err != nil {
+				return err
+			}
+			if _, ok := ws["hooked"]; !ok {
+				return errors.New("default/hooked, committed to the config repo, is not there")
+			}
+			if got := ws["app"].Status.SourceCommit; got != appHead {
+				return fmt.Errorf("default/app's source commit %q, want %s", got, appHead)
+			}
+			return nil
+		})
+		t.Logf("webhooks through %s: the config repo synced and the app repo resolved %s after they were sent", c.Hosts[follower].Name, time.Since(sent).Round(time.Millisecond))
 	})
 	if t.Failed() {
 		return
@@ -249,6 +322,13 @@ func TestQuorum(t *testing.T) {
 		return
 	}
 
+	t.Run("a worker that knew one member learns the others, and restarts while that member is down", func(t *testing.T) {
+		c.workerLearnsMembers(t, client, members)
+	})
+	if t.Failed() {
+		return
+	}
+
 	t.Run("deleting a member node removes it from the etcd quorum first", func(t *testing.T) {
 		leader := c.leaderIndex(t)
 		gone := (leader + 1) % members
@@ -289,6 +369,14 @@ func TestQuorum(t *testing.T) {
 		if got := c.nodes(t); len(got) != members {
 			t.Errorf("nodes after deleting %s: %+v", c.Hosts[gone].Name, got)
 		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	// Last: it blocks the machine's address for a minute.
+	t.Run("failed authentication through a member blocks the client, not the member", func(t *testing.T) {
+		blockedThroughMember(t, c, web, token)
 	})
 }
 

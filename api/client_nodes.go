@@ -79,3 +79,22 @@ func (c *Client) RotateJoinToken(ctx context.Context) (string, error) {
 
 // JoinTokenPath is where katcall token rotate asks for a new join token.
 const JoinTokenPath = "/v1alpha1/join-token"
+
+// MetricsCertPath is where katcall metrics-cert asks for a metrics
+// certificate.
+const MetricsCertPath = "/v1alpha1/metrics-certificates"
+
+// IssueMetricsCert asks the leader to sign csrPEM as the metrics
+// certificate of scraper name (see MetricsCertPrefix), valid for days (0:
+// DefaultMetricsCertDays).
+func (c *Client) IssueMetricsCert(ctx context.Context, name string, csrPEM []byte, days int) (*MetricsCertResponse, error) {
+	b, err := json.Marshal(MetricsCertRequest{Name: name, CSR: string(csrPEM), ValidityDays: days})
+	if err != nil {
+		return nil, fmt.Errorf("encode metrics certificate request: %w", err)
+	}
+	var out MetricsCertResponse
+	if err := c.do(ctx, http.MethodPost, MetricsCertPath, nil, b, "application/json", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -226,6 +226,43 @@ type JoinTokenResponse struct {
 	Token string `json:"token"`
 }
 
+// MetricsCertPrefix begins the common name of a metrics certificate
+// (POST /v1alpha1/metrics-certificates): a client certificate of the
+// cluster CA that may scrape /metrics on every node's agent port and every
+// member's API port, and nothing else. Node names are DNS labels, so no
+// node's certificate has it.
+const MetricsCertPrefix = "kat-metrics:"
+
+// MetricsCertRequest is the body of POST /v1alpha1/metrics-certificates.
+type MetricsCertRequest struct {
+	// Name names the scraper (a DNS label, such as "prometheus"); the
+	// certificate's common name is MetricsCertPrefix + Name.
+	Name string `json:"name"`
+	// CSR is a PEM-encoded certificate signing request for the scraper's
+	// key; only its key is used (the names are the leader's choice).
+	CSR string `json:"csr"`
+	// ValidityDays is how long the certificate is valid, 1 to
+	// MaxMetricsCertDays. Default DefaultMetricsCertDays. Nothing revokes
+	// a metrics certificate before it expires.
+	ValidityDays int `json:"validityDays,omitempty"`
+}
+
+// Validity of metrics certificates, in days.
+const (
+	DefaultMetricsCertDays = 365
+	MaxMetricsCertDays     = 5 * 365
+)
+
+// MetricsCertResponse is the answer of POST /v1alpha1/metrics-certificates.
+type MetricsCertResponse struct {
+	// Certificate is the PEM-encoded client certificate.
+	Certificate string `json:"certificate"`
+	// CA is the cluster CA's certificate (PEM), to verify the nodes' ports.
+	CA string `json:"ca"`
+	// NotAfter is when the certificate expires.
+	NotAfter time.Time `json:"notAfter"`
+}
+
 // Leader is the current leader.
 type Leader struct {
 	Node   string    `json:"node"`

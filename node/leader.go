@@ -72,6 +72,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	srv, err := server.NewServer(server.ServerConfig{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
+		SignMetricsCert: n.signMetricsCert,
 		NodeOverlay:     n.recordOverlay,
 		Backup:          backup,
 		Metrics:         metrics.Handler(),

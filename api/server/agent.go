@@ -36,7 +36,9 @@ type AgentConfig struct {
 	// ErrUnknownBuild is a 404. Default nil: every build log is a 404.
 	BuildLog func(ctx context.Context, ns, name, commit string, w io.Writer) error
 	// Metrics, when set, serves GET /metrics (Prometheus text format) to
-	// anyone the port's mutual TLS admits. Default nil: not served.
+	// anyone the port's mutual TLS admits, metrics certificates (see
+	// api.MetricsCertPrefix) included; they get 403 on every other route.
+	// Default nil: not served.
 	Metrics http.Handler
 	Logger  zerolog.Logger
 }
@@ -49,6 +51,7 @@ type AgentConfig struct {
 func AgentHandler(cfg AgentConfig) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	r.Use(metricsCertScrapesOnly)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -74,6 +74,7 @@ var auditRoutes = map[string]auditRoute{
 	"PATCH /v1alpha1/nodes/{node}/labels":                    {"label", "node"},
 	"PATCH /v1alpha1/nodes/{node}/taints":                    {"taint", "node"},
 	"POST /v1alpha1/join-token":                              {"rotate", "join-token"},
+	"POST " + api.MetricsCertPath:                            {"issue", "metrics-certificate"},
 	"POST /v1alpha1/namespaces":                              {"create", "namespace"},
 	"PUT /v1alpha1/namespaces/{ns}":                          {"apply", "namespace"},
 	"DELETE /v1alpha1/namespaces/{ns}":                       {"delete", "namespace"},

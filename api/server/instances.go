@@ -230,7 +230,7 @@ func (n *reportedNodes) forget(node string) {
 func (s *Server) authenticateNode(next http.Handler) http.Handler {
 	token := s.authenticate(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 &&
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 && !isMetricsCert(r) &&
 			r.TLS.VerifiedChains[0][0].Subject.CommonName == chi.URLParam(r, "node") {
 			noteActor(r, "node:"+chi.URLParam(r, "node"))
 			next.ServeHTTP(w, r)

@@ -97,6 +97,11 @@ type ServerConfig struct {
 	// admits nodes, and returns it whole (katjoin1.SECRET.FINGERPRINT).
 	// Default nil: POST /v1alpha1/join-token answers 503.
 	RotateJoinToken func(ctx context.Context) (string, error)
+	// SignMetricsCert signs csrPEM (checked) as the client certificate of
+	// the scraper name, with the common name api.MetricsCertPrefix+name,
+	// valid for validity, and returns it PEM-encoded. Default nil: POST
+	// api.MetricsCertPath answers 503.
+	SignMetricsCert func(ctx context.Context, name string, csrPEM []byte, validity time.Duration) ([]byte, error)
 	// NodeOverlay records a node's WireGuard public key and port, from
 	// its status reports, in the cluster's overlay records (the node's
 	// subnet, key and endpoint). It is called once per node and leader
@@ -191,6 +196,7 @@ func (s *Server) Handler() http.Handler {
 	r.Use(s.accessLog)
 	r.Use(s.audit(r))
 	r.Use(middleware.Recoverer)
+	r.Use(metricsCertScrapesOnly)
 	if s.cfg.RateLimit > 0 {
 		r.Use(httprate.LimitBy(s.cfg.RateLimit, time.Second,
 			func(r *http.Request) (string, error) {
@@ -242,6 +248,7 @@ func (s *Server) Handler() http.Handler {
 		r.Patch("/nodes/{node}/labels", s.patchNodeLabels)
 		r.Patch("/nodes/{node}/taints", s.patchNodeTaints)
 		r.Post("/join-token", s.rotateJoinToken)
+		r.Post("/metrics-certificates", s.issueMetricsCert)
 		r.Get("/namespaces", s.listNamespaces)
 		r.Post("/namespaces", s.createNamespace)
 		r.Get("/namespaces/{ns}", s.getNamespace)

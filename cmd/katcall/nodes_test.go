@@ -17,6 +17,7 @@ import (
 	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/internal/testenv"
+	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
@@ -28,6 +29,8 @@ import (
 type realCluster struct {
 	repo   *resources.Repo
 	config string
+	// ca signs metrics certificates, as the leader's cluster CA does.
+	ca *pki.CA
 }
 
 func newRealCluster(t *testing.T) *realCluster {
@@ -42,7 +45,15 @@ func newRealCluster(t *testing.T) *realCluster {
 	if _, _, err := repo.InitCluster(ctx, resources.ClusterInit{UID: "uid", Config: *cfg, AdminToken: "admin", JoinToken: "j"}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.NewServer(server.ServerConfig{Repo: repo, AdminTokenHash: resources.HashToken("admin"), RateLimit: -1})
+	ca, err := pki.NewCA("kat-test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.NewServer(server.ServerConfig{Repo: repo, AdminTokenHash: resources.HashToken("admin"), RateLimit: -1,
+		CACertPEM: ca.CertPEM,
+		SignMetricsCert: func(_ context.Context, name string, csrPEM []byte, validity time.Duration) ([]byte, error) {
+			return ca.SignCSR(csrPEM, pki.LeafRequest{CommonName: api.MetricsCertPrefix + name, Validity: validity})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +88,7 @@ func newRealCluster(t *testing.T) *realCluster {
 	if _, err := repo.WriteAssignments(ctx, as, nil); err != nil {
 		t.Fatal(err)
 	}
-	return &realCluster{repo: repo, config: config}
+	return &realCluster{repo: repo, config: config, ca: ca}
 }
 
 // nodes renders every node's registration and status, to compare.

@@ -44,6 +44,6 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.AddCommand(
 		newNodeActionCommand(g, "cordon", "Mark a node unschedulable: it gets no new instance", "cordoned", (*api.Client).CordonNode),
 		newNodeActionCommand(g, "uncordon", "Make a node schedulable again (ending a drain)", "uncordoned", (*api.Client).UncordonNode),
-		newDrainCommand(g), newLabelCommand(g), newTaintCommand(g), newTokenCommand(g))
+		newDrainCommand(g), newLabelCommand(g), newTaintCommand(g), newTokenCommand(g), newMetricsCertCommand(g))
 	return root, g
 }

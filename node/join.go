@@ -92,7 +92,13 @@ func (n *Node) rotateJoinToken(ctx context.Context) (string, error) {
 	if err := pki.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write the new join token: %w", err)
 	}
-	if err := n.repo.SetJoinToken(ctx, secret); err != nil {
+	// Sealed with the CA key, so that whichever member leads later can
+	// bring its DATA_DIR/join.token up to date (syncJoinToken).
+	sealed, err := n.ca.Seal(joinTokenSealPurpose, []byte(tok))
+	if err != nil {
+		return "", err
+	}
+	if err := n.repo.SetJoinToken(ctx, secret, sealed); err != nil {
 		if rerr := pki.WriteFileAtomic(path, old, 0o600); rerr != nil {
 			return "", fmt.Errorf("%w (and putting back %s failed: %w)", err, path, rerr)
 		}
@@ -100,6 +106,47 @@ func (n *Node) rotateJoinToken(ctx context.Context) (string, error) {
 	}
 	n.log.Info().Str("token_file", path).Msg("join token rotated")
 	return tok, nil
+}
+
+// joinTokenSealPurpose names the join token's sealed copy in etcd.
+const joinTokenSealPurpose = "join token"
+
+// syncJoinToken rewrites DATA_DIR/join.token with the join token the last
+// rotation sealed in etcd when the file holds another (the token was
+// rotated while another member led), so that the file of the node that
+// leads is always the token that admits nodes. Without a sealed copy (no
+// rotation since init, whose token every member received as it joined) it
+// does nothing.
+func (n *Node) syncJoinToken(ctx context.Context) error {
+	sealed, hash, err := n.repo.SealedJoinToken(ctx)
+	if errors.Is(err, resources.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the join token rotated last: %w", err)
+	}
+	plain, err := n.ca.Open(joinTokenSealPurpose, sealed)
+	if err != nil {
+		return fmt.Errorf("read the join token rotated last: %w", err)
+	}
+	tok, err := pki.ParseJoinToken(string(plain))
+	if err != nil {
+		return fmt.Errorf("read the join token rotated last: %w", err)
+	}
+	if !resources.TokenMatches(hash, tok.Secret) {
+		return errors.New("the join token rotated last does not match the stored hash: keeping DATA_DIR/join.token")
+	}
+	n.joinMu.Lock()
+	defer n.joinMu.Unlock()
+	path := n.dir.joinToken()
+	if cur, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(cur)) == tok.String() {
+		return nil
+	}
+	if err := pki.WriteFileAtomic(path, []byte(tok.String()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the join token rotated last: %w", err)
+	}
+	n.log.Info().Str("token_file", path).Msg("join token file brought up to date: the token was rotated while another member led")
+	return nil
 }
 
 // admit is the leader's side of a join (server.Joiner): it registers the

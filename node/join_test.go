@@ -231,4 +231,28 @@ func TestRotateJoinToken(t *testing.T) {
 	if _, err := leader.repo.GetNodeRegistration(ctx, "w1"); err != nil {
 		t.Fatalf("w1 joined with the new token but is not registered: %v", err)
 	}
+
+	// etcd holds the rotated token sealed with the CA key, never in the
+	// clear; a member that did not lead then (its file is the old token)
+	// brings its file up to date when it leads.
+	sealed, _, err := leader.repo.SealedJoinToken(ctx)
+	must(t, err)
+	if strings.Contains(string(sealed), tok.Secret) {
+		t.Error("etcd holds the rotated join secret in the clear")
+	}
+	must(t, os.WriteFile(tokenFile, oldText, 0o600))
+	must(t, leader.syncJoinToken(ctx))
+	if got := strings.TrimSpace(string(readFile(t, tokenFile))); got != printed {
+		t.Errorf("join.token after a term's start: %q, want the rotated %q", got, printed)
+	}
+	// Tokens replaced (a restore without the old credentials): the sealed
+	// copy goes, and a term's start leaves the file alone.
+	must(t, leader.repo.ReplaceTokens(ctx, "new-admin", "new-join"))
+	if _, _, err := leader.repo.SealedJoinToken(ctx); !errors.Is(err, resources.ErrNotFound) {
+		t.Errorf("the sealed join token after the tokens were replaced: %v, want not found", err)
+	}
+	must(t, leader.syncJoinToken(ctx))
+	if got := strings.TrimSpace(string(readFile(t, tokenFile))); got != printed {
+		t.Errorf("join.token after the tokens were replaced: %q, want it left alone", got)
+	}
 }

@@ -33,6 +33,9 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := n.syncJoinToken(lctx); err != nil {
+		n.log.Warn().Err(err).Msg("join token file not brought up to date")
+	}
 	if g := spec.GitOps; g != nil {
 		created, err := gitsync.EnsureClusterSource(lctx, n.repo, g)
 		switch {

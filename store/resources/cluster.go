@@ -99,15 +99,36 @@ func (r *Repo) JoinTokenHash(ctx context.Context) (string, error) {
 }
 
 // SetJoinToken replaces the stored hash of the join secret with the hash of
-// secret: from then on only secret admits a node.
-func (r *Repo) SetJoinToken(ctx context.Context, secret string) error {
+// secret, and the sealed copy of the join token with sealed, in one
+// transaction: from then on only secret admits a node, and every etcd
+// member can bring its DATA_DIR/join.token up to date from sealed (see
+// SealedJoinToken). A nil sealed deletes the sealed copy.
+func (r *Repo) SetJoinToken(ctx context.Context, secret string, sealed []byte) error {
 	if secret == "" {
 		return errors.New("set join token: empty secret")
 	}
-	if err := r.st.Put(ctx, keyJoinTokenHash, []byte(HashToken(secret))); err != nil {
+	ops := []store.Op{{Type: store.OpPut, Key: keyJoinTokenHash, Value: []byte(HashToken(secret))}}
+	if sealed != nil {
+		ops = append(ops, store.Op{Type: store.OpPut, Key: keyJoinTokenSealed, Value: sealed})
+	} else {
+		ops = append(ops, store.Op{Type: store.OpDelete, Key: keyJoinTokenSealed})
+	}
+	if _, err := r.st.DoTransaction(ctx, nil, ops, nil); err != nil {
 		return fmt.Errorf("store the join token hash: %w", err)
 	}
 	return nil
+}
+
+// SealedJoinToken returns the join token sealed with the cluster CA's key
+// by the last rotation (pki.CA.Seal), and the hash of the join secret it
+// was stored with; ErrNotFound when no rotation stored one.
+func (r *Repo) SealedJoinToken(ctx context.Context) (sealed []byte, hash string, err error) {
+	kv, err := r.st.Get(ctx, keyJoinTokenSealed)
+	if err != nil {
+		return nil, "", fmt.Errorf("read %s: %w", keyJoinTokenSealed, notFoundAs(err))
+	}
+	hash, err = r.JoinTokenHash(ctx)
+	return kv.Value, hash, err
 }
 
 // LeaderEndpoint is what the leader publishes about itself.

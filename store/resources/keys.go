@@ -13,6 +13,7 @@ const (
 	keyLeaderEndpoint  = "/kat/config/leader_endpoint"
 	keyAdminTokenHash  = "/kat/config/admin_token_sha256"
 	keyJoinTokenHash   = "/kat/config/join_token_sha256"
+	keyJoinTokenSealed = "/kat/config/join_token_sealed"
 	prefixNamespaces   = "/kat/namespaces/"
 	prefixDesired      = "/kat/workloads/desired/"
 	prefixArchive      = "/kat/workloads/archive/"

@@ -46,6 +46,8 @@ func (r *Repo) ReplaceTokens(ctx context.Context, adminToken, joinSecret string)
 	ops := []store.Op{
 		{Type: store.OpPut, Key: keyAdminTokenHash, Value: []byte(HashToken(adminToken))},
 		{Type: store.OpPut, Key: keyJoinTokenHash, Value: []byte(HashToken(joinSecret))},
+		// Sealed with the old CA's key, for the old secret.
+		{Type: store.OpDelete, Key: keyJoinTokenSealed},
 	}
 	if _, err := r.st.DoTransaction(ctx, nil, ops, nil); err != nil {
 		return fmt.Errorf("replace the admin and join token hashes: %w", err)

@@ -27,10 +27,11 @@ type series struct {
 func (s series) String() string { return fmt.Sprintf("%s%v", s.family, s.labels) }
 
 // checkMetrics scrapes /metrics on the cluster's API port (with the admin
-// token) and agent port (with the node's certificate) until each series
-// of atLeastOne is at least 1 on both, and checks what the ports refuse
-// and that etcd's own families stay out. It is called by a test whose
-// cluster synced a Git source, took webhooks and ran a workload.
+// token, and with a metrics certificate katcall metrics-cert issued) and
+// agent port (with that certificate, and with the node's) until each
+// series of atLeastOne is at least 1 on each, and checks what the ports
+// refuse and that etcd's own families stay out. It is called by a test
+// whose cluster synced a Git source, took webhooks and ran a workload.
 func checkMetrics(t *testing.T, c *Cluster, atLeastOne []series) {
 	t.Helper()
 	cfg := readKatcallConfig(t, c)
@@ -39,7 +40,15 @@ func checkMetrics(t *testing.T, c *Cluster, atLeastOne []series) {
 		t.Fatal("katcall.yaml holds no CA certificate")
 	}
 	pkiDir := filepath.Join(c.DataDir, "pki")
-	cert, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, "node.crt"), filepath.Join(pkiDir, "node.key"))
+	nodeCert, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, "node.crt"), filepath.Join(pkiDir, "node.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	if r := c.Katcall(t.Context(), "metrics-cert", "prom", "--out-dir", certDir); r.Code != 0 {
+		t.Fatalf("katcall metrics-cert: %s", r)
+	}
+	scrapeCert, err := tls.LoadX509KeyPair(filepath.Join(certDir, "prom.crt"), filepath.Join(certDir, "prom.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +56,18 @@ func checkMetrics(t *testing.T, c *Cluster, atLeastOne []series) {
 		return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12}}}
 	}
+	agentURL := "https://127.0.0.1:" + strconv.Itoa(c.AgentPort())
 	apiPort := cfg.Server + "/metrics"
-	agentPort := "https://127.0.0.1:" + strconv.Itoa(c.AgentPort()) + "/metrics"
+	agentPort := agentURL + "/metrics"
 
 	if code, _, err := scrapeMetrics(client(), apiPort, ""); err != nil || code != http.StatusUnauthorized {
 		t.Errorf("API port /metrics without token or certificate: %d %v, want 401", code, err)
+	}
+	// The metrics certificate scrapes, and nothing else.
+	for _, u := range []string{agentURL + "/v1alpha1/instances/x/logs", cfg.Server + "/v1alpha1/nodes"} {
+		if code, _, err := scrapeMetrics(client(scrapeCert), u, ""); err != nil || code != http.StatusForbidden {
+			t.Errorf("GET %s with the metrics certificate: %d %v, want 403", u, code, err)
+		}
 	}
 	ports := []struct {
 		name   string
@@ -59,8 +75,10 @@ func checkMetrics(t *testing.T, c *Cluster, atLeastOne []series) {
 		client *http.Client
 		bearer string
 	}{
-		{"API port", apiPort, client(), cfg.Token},
-		{"agent port", agentPort, client(cert), ""},
+		{"API port with the admin token", apiPort, client(), cfg.Token},
+		{"API port with the metrics certificate", apiPort, client(scrapeCert), ""},
+		{"agent port with the metrics certificate", agentPort, client(scrapeCert), ""},
+		{"agent port with the node's certificate", agentPort, client(nodeCert), ""},
 	}
 	for _, p := range ports {
 		poll.UntilErr(t, 60*time.Second, "the kat_ families on the "+p.name, func() error {

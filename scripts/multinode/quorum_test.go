@@ -141,6 +141,9 @@ func TestQuorum(t *testing.T) {
 	}
 
 	t.Run("kill -9 of the leader: another member leads and serves the API", func(t *testing.T) {
+		// A join token rotated now: each new leader's DATA_DIR/join.token
+		// must be it, though only the leader of now writes it.
+		rotated := strings.TrimSpace(c.katcall(t, "token", "rotate"))
 		var took []time.Duration
 		for try := range failoverKills {
 			old := c.leaderIndex(t)
@@ -174,6 +177,10 @@ func TestQuorum(t *testing.T) {
 				t.Fatal("kat-agent exited cleanly after SIGKILL")
 			}
 			t.Logf("try %d: killed %s's kat-agent, %s led and served the API %s later", try+1, c.Hosts[old].Name, leader, took[try].Round(time.Millisecond))
+			lh := c.Hosts[slices.IndexFunc(c.Hosts, func(h harness.Host) bool { return h.Name == leader })]
+			if got := strings.TrimSpace(string(readHostFile(t, lh, "join.token"))); got != rotated {
+				t.Errorf("the new leader %s's join.token is %.20q..., want the token rotated before the kills", leader, got)
+			}
 
 			// The old leader, restarted, rejoins as a follower; the
 			// worker reports to the new leader all along.

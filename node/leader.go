@@ -36,6 +36,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	if err := n.syncJoinToken(lctx); err != nil {
 		n.log.Warn().Err(err).Msg("join token file not brought up to date")
 	}
+	n.warnMissingClusterFiles("as it starts to lead")
 	if g := spec.GitOps; g != nil {
 		created, err := gitsync.EnsureClusterSource(lctx, n.repo, g)
 		switch {

@@ -88,6 +88,10 @@ func (n *Node) Run(ctx context.Context) error {
 		g.Go(func() error { return n.keepEtcdEndpoints(ctx, endpointsCheckInterval) })
 		return g.Wait() // a worker is no leader candidate
 	}
+	if n.state.Role == roleMember {
+		// Before it ever leads: the operator sees it as the member joins.
+		n.warnMissingClusterFiles("as an etcd member, which may lead")
+	}
 	// The API listens while the node does not lead too: it forwards to
 	// the leader then.
 	n.front = newAPIFront(n)

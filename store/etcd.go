@@ -214,6 +214,39 @@ func (s *Etcd) Scan(ctx context.Context, prefix string, fn func(KV) error) (int6
 	}
 }
 
+// Count returns how many keys start with prefix, reading no value.
+func (s *Etcd) Count(ctx context.Context, prefix string) (int64, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, fmt.Errorf("count prefix %q: %w", prefix, err)
+	}
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("count prefix %q: %w", prefix, err)
+	}
+	return resp.Count, nil
+}
+
+// FirstKeys returns the first n keys (sorted) that start with prefix,
+// without their values.
+func (s *Etcd) FirstKeys(ctx context.Context, prefix string, n int) ([]string, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, fmt.Errorf("list keys of prefix %q: %w", prefix, err)
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(n)),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("list keys of prefix %q: %w", prefix, err)
+	}
+	keys := make([]string, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		keys[i] = string(kv.Key)
+	}
+	return keys, nil
+}
+
 // Revision returns the current store revision.
 func (s *Etcd) Revision(ctx context.Context) (int64, error) {
 	if err := s.checkOpen(); err != nil {

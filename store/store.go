@@ -130,6 +130,11 @@ type StateStore interface {
 	// ListWithRevision is List that also returns the store revision the
 	// listing reflects: Watch from that revision + 1 misses no change.
 	ListWithRevision(ctx context.Context, prefix string) ([]KV, int64, error)
+	// Count returns how many keys start with prefix, reading no value.
+	Count(ctx context.Context, prefix string) (int64, error)
+	// FirstKeys returns the first n keys (sorted) that start with prefix,
+	// without their values.
+	FirstKeys(ctx context.Context, prefix string, n int) ([]string, error)
 	// Scan calls fn for every key that starts with prefix, sorted by key,
 	// all at one store revision, which it returns, without holding them all
 	// at once. An error from fn stops the scan and is returned.

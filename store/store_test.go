@@ -163,6 +163,16 @@ func TestList(t *testing.T) {
 			if rev != cur {
 				t.Fatalf("list revision %d, store revision %d", rev, cur)
 			}
+			if n, err := st.Count(ctx, tc.prefix); err != nil || n != int64(len(tc.want)) {
+				t.Errorf("Count(%q) = %d, %v; want %d", tc.prefix, n, err, len(tc.want))
+			}
+			for _, n := range []int{0, 1, 2, 10} {
+				keys, err := st.FirstKeys(ctx, tc.prefix, n)
+				want := tc.want[:min(n, len(tc.want))]
+				if err != nil || !slices.Equal(keys, want) && len(keys)+len(want) > 0 {
+					t.Errorf("FirstKeys(%q, %d) = %q, %v; want %q", tc.prefix, n, keys, err, want)
+				}
+			}
 		})
 	}
 }

@@ -34,8 +34,8 @@ func TestAuditLogIsCapped(t *testing.T) {
 }
 
 // BenchmarkAppendAuditFull measures one entry appended to a full audit log
-// of DefaultAuditKeep entries (a write, a listing and a trim), what each
-// audited API call adds.
+// of DefaultAuditKeep entries (a write, a count of the keys and the trim of
+// the oldest), what each audited API call adds.
 func BenchmarkAppendAuditFull(b *testing.B) {
 	ctx := context.Background()
 	r := resources.New(storetest.New(b))

@@ -36,14 +36,19 @@ func (r *Repo) appendCapped(ctx context.Context, prefix, what string, t time.Tim
 	if keep <= 0 {
 		return nil
 	}
-	kvs, err := r.st.List(ctx, prefix)
+	// Counted and trimmed by key alone: the entries' values stay unread.
+	n, err := r.st.Count(ctx, prefix)
 	if err != nil {
-		return fmt.Errorf("list the %s: %w", what, err)
+		return fmt.Errorf("count the %s: %w", what, err)
 	}
-	if extra := len(kvs) - keep; extra > 0 {
-		ops := make([]store.Op, 0, extra)
-		for _, kv := range kvs[:extra] {
-			ops = append(ops, store.Op{Type: store.OpDelete, Key: kv.Key})
+	if extra := int(n) - keep; extra > 0 {
+		keys, err := r.st.FirstKeys(ctx, prefix, extra)
+		if err != nil {
+			return fmt.Errorf("list the oldest of the %s: %w", what, err)
+		}
+		ops := make([]store.Op, 0, len(keys))
+		for _, k := range keys {
+			ops = append(ops, store.Op{Type: store.OpDelete, Key: k})
 		}
 		if _, err := r.st.DoTransaction(ctx, nil, ops, nil); err != nil {
 			return fmt.Errorf("trim the %s: %w", what, err)

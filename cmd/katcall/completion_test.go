@@ -36,6 +36,7 @@ func TestCompletesNames(t *testing.T) {
 		{[]string{"delete", "node", ""}, []string{"n1", "n2"}},
 		{[]string{"label", "node", ""}, []string{"n1", "n2"}},
 		{[]string{"cordon", "n1", ""}, nil},
+		{[]string{"metrics-cert", ""}, nil},
 	} {
 		if got := complete(tc.args...); !slices.Equal(got, tc.want) {
 			t.Errorf("__complete %q = %q, want %q", tc.args, got, tc.want)

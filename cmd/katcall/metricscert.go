@@ -82,7 +82,10 @@ keep the key as you would a token, and choose --days to match.`,
 			return nil
 		},
 	}
+	// NAME is new to the cluster: nothing to complete.
+	cmd.ValidArgsFunction = cobra.NoFileCompletions
 	cmd.Flags().StringVar(&outDir, "out-dir", ".", "directory to write NAME.crt, NAME.key and ca.crt into")
+	_ = cmd.MarkFlagDirname("out-dir")
 	cmd.Flags().IntVar(&days, "days", api.DefaultMetricsCertDays, "how many days the certificate is valid")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace NAME.crt and NAME.key when they exist")
 	return cmd

@@ -203,10 +203,13 @@ func (p *Podman) Exec(ctx context.Context, id string, cmdline []string, timeout 
 	}
 	defer cancel()
 	var out cappedBuffer
-	var stderr bytes.Buffer
+	var stderr bytes.Buffer // the tail of both streams: podman's own error is last
 	cmd := p.command(runCtx, args...)
-	cmd.Stdout = &out
-	cmd.Stderr = io.MultiWriter(&out, &tailWriter{buf: &stderr, max: maxStderr})
+	// One writer, so one pipe for both streams (os/exec shares it when
+	// Stdout == Stderr): the output keeps the order the command wrote it
+	// in, as a terminal shows it.
+	w := io.MultiWriter(&out, &tailWriter{buf: &stderr, max: maxStderr})
+	cmd.Stdout, cmd.Stderr = w, w
 	err := cmd.Run()
 	res := ExecResult{Output: out.Bytes(), Truncated: out.truncated}
 	if runCtx.Err() != nil {

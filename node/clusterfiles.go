@@ -16,15 +16,9 @@ func missingClusterFiles(spec quadlet.ClusterSpec) []string {
 		return nil
 	}
 	var out []string
-	for _, f := range []struct{ field, path string }{
-		{"webhookSecretFile", g.WebhookSecretFile}, {"tokenFile", g.TokenFile}, {"sshKeyFile", g.SSHKeyFile},
-		{"knownHostsFile", g.KnownHostsFile}, {"keyringFile", g.KeyringFile},
-	} {
-		if f.path == "" {
-			continue
-		}
-		if fh, err := os.Open(f.path); err != nil {
-			out = append(out, fmt.Sprintf("spec.gitops.%s %s: %v", f.field, f.path, err))
+	for _, f := range g.Files() {
+		if fh, err := os.Open(f.Path); err != nil {
+			out = append(out, fmt.Sprintf("spec.gitops.%s %s: %v", f.Field, f.Path, err))
 		} else {
 			fh.Close()
 		}

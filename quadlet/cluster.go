@@ -95,6 +95,27 @@ type GitOpsConfig struct {
 	KeyringFile string `json:"keyringFile,omitempty" yaml:"keyringFile,omitempty"`
 }
 
+// GitOpsFile is a file GitOpsConfig names: its field and path.
+type GitOpsFile struct {
+	Field, Path string
+}
+
+// Files lists the files g names (webhookSecretFile, tokenFile,
+// sshKeyFile, knownHostsFile, keyringFile), those set only, in that order:
+// the leader reads them.
+func (g *GitOpsConfig) Files() []GitOpsFile {
+	var out []GitOpsFile
+	for _, f := range []GitOpsFile{
+		{"webhookSecretFile", g.WebhookSecretFile}, {"tokenFile", g.TokenFile}, {"sshKeyFile", g.SSHKeyFile},
+		{"knownHostsFile", g.KnownHostsFile}, {"keyringFile", g.KeyringFile},
+	} {
+		if f.Path != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Cluster defaults (spec §3.9).
 const (
 	DefaultNodeSubnetBits         = 7
@@ -231,15 +252,8 @@ func validateCluster(c *checker, s *ClusterSpec) {
 			c.check(p+".path", g.Path, relPath)
 		}
 		c.atLeast(p+".pollIntervalSeconds", g.PollIntervalSeconds, minPollIntervalSeconds)
-		if g.WebhookSecretFile != "" {
-			c.check(p+".webhookSecretFile", g.WebhookSecretFile, cleanAbsPath)
-		}
-		for _, f := range []struct{ field, v string }{
-			{"tokenFile", g.TokenFile}, {"sshKeyFile", g.SSHKeyFile}, {"knownHostsFile", g.KnownHostsFile}, {"keyringFile", g.KeyringFile},
-		} {
-			if f.v != "" {
-				c.check(p+"."+f.field, f.v, cleanAbsPath)
-			}
+		for _, f := range g.Files() {
+			c.check(p+"."+f.Field, f.Path, cleanAbsPath)
 		}
 		if (g.SSHKeyFile == "") != (g.KnownHostsFile == "") {
 			c.errorf(p, "sshKeyFile and knownHostsFile must be given together")

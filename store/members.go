@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -124,14 +125,14 @@ func planLearner(have []Member, name, peerURL string, maxMembers int) (uint64, e
 			}
 			taken = m.Name
 		}
-		names = append(names, cmp(m.Name, "(starting)"))
+		names = append(names, cmp.Or(m.Name, "(starting)"))
 	}
 	if len(have) >= maxMembers {
 		return 0, fmt.Errorf("%w: it has %d of %d members (%s)", ErrQuorumFull, len(have), maxMembers, strings.Join(names, ", "))
 	}
 	for _, m := range have {
 		if m.Learner {
-			return 0, fmt.Errorf("%w: %s is not promoted yet", ErrMemberJoining, cmp(m.Name, strings.Join(m.PeerURLs, ",")))
+			return 0, fmt.Errorf("%w: %s is not promoted yet", ErrMemberJoining, cmp.Or(m.Name, strings.Join(m.PeerURLs, ",")))
 		}
 	}
 	if taken != "" {
@@ -228,12 +229,4 @@ func (s *Etcd) RemoveMember(ctx context.Context, name, peerURL string) (bool, er
 		return true, nil
 	}
 	return false, nil
-}
-
-// cmp returns a, or b when a is empty.
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/subtle"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -11,14 +10,15 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/internal/metrics"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // ForwardedByHeader names the member that forwarded a request to the
@@ -42,12 +42,21 @@ type apiFront struct {
 	// tr reaches the leader's API: the cluster CA, and no client
 	// certificate, so that a forwarded request carries no node's identity.
 	tr *http.Transport
+	// metrics answers scrapes while the node does not lead, with the
+	// API's authentication of them.
+	metrics http.Handler
 }
 
-func newAPIFront(n *Node) *apiFront {
+func newAPIFront(n *Node) (*apiFront, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: n.ca.Pool(), MinVersion: tls.VersionTLS12}
-	return &apiFront{n: n, tr: tr}
+	// The node's admin token is the cluster's (Open checks it).
+	srv, err := server.NewServer(server.ServerConfig{Repo: n.repo, AdminTokenHash: resources.HashToken(n.admin),
+		Metrics: metrics.Handler(), Logger: n.log.With().Str("component", "api").Logger()})
+	if err != nil {
+		return nil, fmt.Errorf("serve /metrics on the API port: %w", err)
+	}
+	return &apiFront{n: n, tr: tr, metrics: srv.MetricsHandler()}, nil
 }
 
 // run listens on the API port and serves until ctx ends.
@@ -98,32 +107,10 @@ func (f *apiFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/metrics" {
 		// A scrape asks for this member's figures (its etcd member
 		// status, its leadership), not the leader's.
-		f.metrics(w, r)
+		f.metrics.ServeHTTP(w, r)
 		return
 	}
 	f.forward(w, r)
-}
-
-// metrics serves this node's /metrics while it does not lead, with the
-// leader's rules: a client certificate of the cluster CA (the TLS
-// configuration verified it) or the admin bearer token.
-func (f *apiFront) metrics(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		writeAPIError(w, &api.Error{StatusCode: http.StatusMethodNotAllowed, Code: api.CodeBadRequest,
-			Message: r.Method + " is not allowed on " + r.URL.Path})
-		return
-	}
-	token, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	switch {
-	case r.TLS != nil && len(r.TLS.VerifiedChains) > 0:
-	case bearer && f.n.admin != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(f.n.admin)) == 1:
-	default:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="kat"`)
-		writeAPIError(w, &api.Error{StatusCode: http.StatusUnauthorized, Code: api.CodeUnauthorized,
-			Message: "/metrics needs the admin bearer token or a client certificate of the cluster CA"})
-		return
-	}
-	metrics.Handler().ServeHTTP(w, r)
 }
 
 // forward passes r to the leader etcd names, or answers 503 saying why

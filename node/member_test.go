@@ -68,7 +68,9 @@ func TestAPIFrontForwards(t *testing.T) {
 	token := strings.TrimSpace(string(readFile(t, filepath.Join(o.DataDir, "admin.token"))))
 	front := func(name string) *httptest.Server {
 		n := &Node{state: &nodeState{NodeName: name}, repo: leader.repo, ca: leader.ca, admin: token}
-		srv := httptest.NewServer(newAPIFront(n))
+		f, err := newAPIFront(n)
+		must(t, err)
+		srv := httptest.NewServer(f)
 		t.Cleanup(srv.Close)
 		return srv
 	}

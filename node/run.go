@@ -68,6 +68,15 @@ func (n *Node) watchLease(ttl int64) reconcile.Loop {
 // heartbeat) and a campaign for leadership, leading while elected. It returns
 // nil once everything it started has stopped; containers keep running.
 func (n *Node) Run(ctx context.Context) error {
+	if n.state.Role != roleWorker {
+		// The API listens while the node does not lead too: it forwards
+		// to the leader then.
+		front, err := newAPIFront(n)
+		if err != nil {
+			return err
+		}
+		n.front = front
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	if n.embed != nil {
 		defer metrics.SetEtcdStatus(n.etcdStatus)()
@@ -92,9 +101,6 @@ func (n *Node) Run(ctx context.Context) error {
 		// Before it ever leads: the operator sees it as the member joins.
 		n.warnMissingClusterFiles("as an etcd member, which may lead")
 	}
-	// The API listens while the node does not lead too: it forwards to
-	// the leader then.
-	n.front = newAPIFront(n)
 	g.Go(func() error { return n.front.run(ctx) })
 	l := &reconcile.Leadership{
 		Store: n.st, ID: n.state.NodeName, LeaseTTL: n.leaseTTL, Term: n.leaderTerm,

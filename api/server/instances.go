@@ -230,8 +230,7 @@ func (n *reportedNodes) forget(node string) {
 func (s *Server) authenticateNode(next http.Handler) http.Handler {
 	token := s.authenticate(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 && !isMetricsCert(r) &&
-			r.TLS.VerifiedChains[0][0].Subject.CommonName == chi.URLParam(r, "node") {
+		if cn, ok := peerCN(r); ok && !isMetricsCert(r) && cn == chi.URLParam(r, "node") {
 			noteActor(r, "node:"+chi.URLParam(r, "node"))
 			next.ServeHTTP(w, r)
 			return

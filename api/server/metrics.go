@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
@@ -20,7 +23,7 @@ import (
 func (s *Server) authenticateMetrics(next http.Handler) http.Handler {
 	token := s.authenticate(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		if _, ok := peerCN(r); ok {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -88,11 +91,40 @@ func checkMetricsCertRequest(req api.MetricsCertRequest) []api.FieldDetail {
 	return out
 }
 
+// peerCN is the common name of the client certificate that r's TLS
+// configuration verified, and whether there is one.
+func peerCN(r *http.Request) (string, bool) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return "", false
+	}
+	return r.TLS.VerifiedChains[0][0].Subject.CommonName, true
+}
+
 // isMetricsCert reports whether r came with a metrics certificate (see
 // api.MetricsCertPrefix) that the TLS configuration verified.
 func isMetricsCert(r *http.Request) bool {
-	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 &&
-		strings.HasPrefix(r.TLS.VerifiedChains[0][0].Subject.CommonName, api.MetricsCertPrefix)
+	cn, ok := peerCN(r)
+	return ok && strings.HasPrefix(cn, api.MetricsCertPrefix)
+}
+
+// MetricsHandler serves ServerConfig.Metrics at GET /metrics alone, with
+// the API's authentication of a scrape (a client certificate of the
+// cluster CA, or the admin token with the blocking of failed attempts): a
+// member that does not lead answers scrapes with its own figures so.
+func (s *Server) MetricsHandler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.ClientIPFromRemoteAddr)
+	jsonRouteErrors(r)
+	s.routeMetrics(r)
+	return r
+}
+
+// routeMetrics serves ServerConfig.Metrics, when set, at GET /metrics to
+// the callers authenticateMetrics admits.
+func (s *Server) routeMetrics(r chi.Router) {
+	if s.cfg.Metrics != nil {
+		r.With(s.authenticateMetrics).Get("/metrics", s.cfg.Metrics.ServeHTTP)
+	}
 }
 
 // metricsCertScrapesOnly answers 403 to a metrics certificate anywhere but

@@ -207,17 +207,9 @@ func (s *Server) Handler() http.Handler {
 					Message: "too many requests from this address, slow down"})
 			})))
 	}
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &api.Error{StatusCode: http.StatusMethodNotAllowed, Code: api.CodeBadRequest,
-			Message: r.Method + " is not allowed on " + r.URL.Path})
-	})
+	jsonRouteErrors(r)
 	r.Get("/healthz", s.health)
-	if s.cfg.Metrics != nil {
-		r.With(s.authenticateMetrics).Get("/metrics", s.cfg.Metrics.ServeHTTP)
-	}
+	s.routeMetrics(r)
 	if s.cfg.Webhooks != nil {
 		r.Handle("/v1alpha1/webhooks/{provider}", s.cfg.Webhooks)
 	}
@@ -308,6 +300,18 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			noteActor(r, api.ActorAdmin)
 			next.ServeHTTP(w, r)
 		}
+	})
+}
+
+// jsonRouteErrors makes r answer an unknown path 404 and a method a path
+// does not take 405, as the API's JSON errors.
+func jsonRouteErrors(r chi.Router) {
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &api.Error{StatusCode: http.StatusMethodNotAllowed, Code: api.CodeBadRequest,
+			Message: r.Method + " is not allowed on " + r.URL.Path})
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/internal/metrics"
+	"kat.dws.rip/kat/internal/metrics/metricstest"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 )
@@ -96,11 +97,7 @@ func TestBuildFromGit(t *testing.T) {
 // result. The build tests are not parallel, so its moves are theirs.
 func buildCount(t *testing.T, result string) float64 {
 	t.Helper()
-	v, err := metrics.Value("kat_build_duration_seconds", map[string]string{"result": result})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return metricstest.Value(t, "kat_build_duration_seconds", map[string]string{"result": result})
 }
 
 func readLog(t *testing.T, b *Builder, ns, wl, commit string) string {

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"kat.dws.rip/kat/internal/metrics"
+	"kat.dws.rip/kat/internal/metrics/metricstest"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store"
@@ -175,14 +176,7 @@ func TestLeadershipMovesLoops(t *testing.T) {
 // each term's start and end count as a leader change. Not parallel: the
 // families have no label of this test's own.
 func TestLeadershipMetrics(t *testing.T) {
-	value := func(family string, labels map[string]string) float64 {
-		t.Helper()
-		v, err := metrics.Value(family, labels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	value := func(family string, labels map[string]string) float64 { return metricstest.Value(t, family, labels) }
 	elected := map[string]string{"change": metrics.ChangeElected}
 	lost := map[string]string{"change": metrics.ChangeLost}
 	electedBefore, lostBefore := value("kat_leader_changes_total", elected), value("kat_leader_changes_total", lost)

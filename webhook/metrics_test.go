@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"kat.dws.rip/kat/internal/metrics"
+	"kat.dws.rip/kat/internal/metrics/metricstest"
 )
 
 // TestMetricsCountReceivedAcceptedRefused: every request counts as
@@ -28,7 +28,7 @@ func TestMetricsCountReceivedAcceptedRefused(t *testing.T) {
 	}
 	before := make([]float64, len(series))
 	for i, s := range series {
-		before[i] = metricValue(t, s.family, s.labels)
+		before[i] = metricstest.Value(t, s.family, s.labels)
 	}
 	for _, req := range []struct {
 		header http.Header
@@ -45,17 +45,8 @@ func TestMetricsCountReceivedAcceptedRefused(t *testing.T) {
 		}
 	}
 	for i, s := range series {
-		if got := metricValue(t, s.family, s.labels) - before[i]; got != s.want {
+		if got := metricstest.Value(t, s.family, s.labels) - before[i]; got != s.want {
 			t.Errorf("%s%v moved by %v, want %v", s.family, s.labels, got, s.want)
 		}
 	}
-}
-
-func metricValue(t *testing.T, family string, labels map[string]string) float64 {
-	t.Helper()
-	v, err := metrics.Value(family, labels)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }

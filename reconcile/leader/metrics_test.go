@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"kat.dws.rip/kat/internal/metrics"
+	"kat.dws.rip/kat/internal/metrics/metricstest"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -18,14 +19,7 @@ import (
 // labels are shared by every leader of the package's tests, and the counts
 // must move by this test's passes alone.
 func TestPassMetrics(t *testing.T) {
-	value := func(family string, labels map[string]string) float64 {
-		t.Helper()
-		v, err := metrics.Value(family, labels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	value := func(family string, labels map[string]string) float64 { return metricstest.Value(t, family, labels) }
 	placement := map[string]string{"loop": "placement", "result": metrics.ResultSuccess}
 	status := map[string]string{"loop": "status", "result": metrics.ResultSuccess}
 	failed := map[string]string{"loop": "placement", "result": metrics.ResultFailure}

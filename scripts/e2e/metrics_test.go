@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/poll"
 )
 
@@ -93,7 +94,7 @@ func checkMetrics(t *testing.T, c *Cluster, atLeastOne []series) {
 				}
 			}
 			for _, s := range atLeastOne {
-				if v := seriesValue(fams[s.family], s.labels); v < 1 {
+				if v := metrics.Sum(fams[s.family], s.labels); v < 1 {
 					return fmt.Errorf("%s = %v, want >= 1", s, v)
 				}
 			}
@@ -123,23 +124,4 @@ func scrapeMetrics(client *http.Client, url, bearer string) (int, map[string]*dt
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	return resp.StatusCode, fams, err
-}
-
-// seriesValue sums the series of f whose labels include labels: counters'
-// and gauges' values, histograms' counts.
-func seriesValue(f *dto.MetricFamily, labels map[string]string) float64 {
-	var sum float64
-	for _, m := range f.GetMetric() {
-		match := 0
-		for _, lp := range m.GetLabel() {
-			if v, ok := labels[lp.GetName()]; ok && v == lp.GetValue() {
-				match++
-			}
-		}
-		if match != len(labels) {
-			continue
-		}
-		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-	}
-	return sum
 }

@@ -40,7 +40,7 @@ func (s *Server) issueMetricsCert(w http.ResponseWriter, r *http.Request) {
 			Message: "this server cannot issue metrics certificates: ask the leader's API"})
 		return
 	}
-	req, ok := readNodeChange(s, w, r, jsonBody, "metrics certificate request", checkMetricsCertRequest)
+	req, ok := readChecked(s, w, r, jsonBody, "metrics certificate request", checkMetricsCertRequest)
 	if !ok {
 		return
 	}

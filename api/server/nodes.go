@@ -131,7 +131,7 @@ var mergePatchBody = []string{"application/merge-patch+json", "application/json"
 // sets a label, "k": null removes it (a label it does not have is no
 // error).
 func (s *Server) patchNodeLabels(w http.ResponseWriter, r *http.Request) {
-	change, ok := readNodeChange(s, w, r, mergePatchBody, "label change", checkLabelChange)
+	change, ok := readChecked(s, w, r, mergePatchBody, "label change", checkLabelChange)
 	if !ok {
 		return
 	}
@@ -206,7 +206,7 @@ func labelValueProblem(v, reserved string) string {
 
 // patchNodeTaints adds and removes a node's taints (api.TaintChange).
 func (s *Server) patchNodeTaints(w http.ResponseWriter, r *http.Request) {
-	change, ok := readNodeChange(s, w, r, jsonBody, "taint change", checkTaintChange)
+	change, ok := readChecked(s, w, r, jsonBody, "taint change", checkTaintChange)
 	if !ok {
 		return
 	}
@@ -291,9 +291,9 @@ func applyTaintChange(node string, cur []api.Taint, change api.TaintChange) ([]a
 	return out, nil
 }
 
-// readNodeChange reads a change (what) of one of the accepted media types
-// and checks it; it answers the request itself when the change is refused.
-func readNodeChange[T any](s *Server, w http.ResponseWriter, r *http.Request, accepted []string, what string, check func(T) []api.FieldDetail) (T, bool) {
+// readChecked reads a JSON body (what) of one of the accepted media types
+// and checks it; it answers the request itself when the body is refused.
+func readChecked[T any](s *Server, w http.ResponseWriter, r *http.Request, accepted []string, what string, check func(T) []api.FieldDetail) (T, bool) {
 	var change T
 	if apiErr := s.readStrictJSON(w, r, accepted, what, &change); apiErr != nil {
 		writeError(w, apiErr)

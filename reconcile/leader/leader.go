@@ -81,6 +81,10 @@ type Leader struct {
 	// tests and benchmarks.
 	placementPasses, statusPasses atomic.Int64
 	planned, derived              atomic.Int64
+	// busy counts the passes under way and subs are the subscriptions of
+	// the loops that make them, for tests that wait for quiet (idle).
+	busy atomic.Int64
+	subs []*subscription
 	// rng breaks the scheduler's ties; only the placement loop uses it.
 	rng *rand.Rand
 }
@@ -133,6 +137,7 @@ func (l *Leader) Loops() []reconcile.Loop {
 	apps := l.view.subscribe(factDesired)
 	// The records loop is the records' only writer, like the status loop.
 	dns := l.view.subscribe(factAssignments, factInstances, factNodes)
+	l.subs = []*subscription{placement, status}
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
 		{Name: "placement", Run: func(ctx context.Context) error {
@@ -161,6 +166,7 @@ func (l *Leader) loop(ctx context.Context, sub *subscription, name string, pass 
 	t := time.NewTicker(l.cfg.Resync)
 	defer t.Stop()
 	for {
+		l.busy.Add(1) // before take: idle never sees work taken but not done
 		keys, all, seen := l.view.take(sub)
 		if all || len(keys) > 0 {
 			if all {
@@ -182,6 +188,7 @@ func (l *Leader) loop(ctx context.Context, sub *subscription, name string, pass 
 				metrics.QueueDepth(name, l.queueDepth(l.view.pending(sub)))
 			}
 		}
+		l.busy.Add(-1)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -190,6 +197,20 @@ func (l *Leader) loop(ctx context.Context, sub *subscription, name string, pass 
 		case <-sub.wake:
 		}
 	}
+}
+
+// idle reports whether no placement or status pass is under way and none
+// has work waiting.
+func (l *Leader) idle() bool {
+	if l.busy.Load() > 0 {
+		return false
+	}
+	for _, s := range l.subs {
+		if n, all := l.view.pending(s); n > 0 || all {
+			return false
+		}
+	}
+	return true
 }
 
 // queueDepth is how many workloads n dirty ones, or all, are.

@@ -206,9 +206,12 @@ func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
 		var p, s int64
 		poll.Until(t, 10*time.Second, "the loops settle", func() bool {
 			p0, s0 := l.placementPasses.Load(), l.statusPasses.Load()
+			if !l.idle() {
+				return false
+			}
 			time.Sleep(100 * time.Millisecond) //nolint:forbidigo // a quiet period is what is measured
 			p, s = l.placementPasses.Load(), l.statusPasses.Load()
-			return p == p0 && s == s0
+			return p == p0 && s == s0 && l.idle()
 		})
 		return p, s
 	}
@@ -269,8 +272,11 @@ func TestLoopsWorkOnWhatChanged(t *testing.T) {
 		t.Helper()
 		poll.Until(t, 10*time.Second, "the loops settle", func() bool {
 			p0, s0 := l.placementPasses.Load(), l.statusPasses.Load()
+			if !l.idle() {
+				return false
+			}
 			time.Sleep(100 * time.Millisecond) //nolint:forbidigo // a quiet period is what is measured
-			return l.placementPasses.Load() == p0 && l.statusPasses.Load() == s0
+			return l.placementPasses.Load() == p0 && l.statusPasses.Load() == s0 && l.idle()
 		})
 	}
 	steps := []struct {

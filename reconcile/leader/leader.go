@@ -454,6 +454,9 @@ func (l *Leader) sleepUntil(ctx context.Context, timer *time.Timer, next time.Ti
 	return true
 }
 
+// statusChunk is how many derived statuses a status pass writes at once.
+const statusChunk = 500
+
 // statusOnce derives the status of the workloads keys (every workload when
 // keys is nil) from the view's facts and writes those that changed, several
 // to a transaction. It is the only writer of workload statuses. A pass over
@@ -467,6 +470,20 @@ func (l *Leader) statusOnce(ctx context.Context, keys []string) error {
 	now := l.cfg.Now().UTC()
 	inUse := map[string]bool{}
 	var writes []resources.StatusWrite
+	var last int64 // the revision of the last write
+	flush := func() error {
+		if len(writes) == 0 {
+			return nil
+		}
+		// A write refused because the meta moved on is followed by the
+		// meta's watch event, which marks the workload dirty again.
+		_, rev, err := l.cfg.Repo.WriteWorkloadStatuses(ctx, writes)
+		if err != nil {
+			return fmt.Errorf("write workload statuses: %w", err)
+		}
+		last, writes = max(last, rev), writes[:0]
+		return nil
+	}
 	for _, k := range keys {
 		w, ok := l.view.workload(k)
 		if !ok || w.Spec == nil {
@@ -481,23 +498,24 @@ func (l *Leader) statusOnce(ctx context.Context, keys []string) error {
 		}
 		writes = append(writes, resources.StatusWrite{Namespace: w.Meta.Namespace, Name: w.Meta.Name, Status: st,
 			MetaVersion: w.MetaVersion, StatusVersion: prev.version})
+		// A pass over thousands writes as it goes: it never holds more
+		// than statusChunk statuses at once.
+		if len(writes) == statusChunk {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
 	}
 	if full {
 		l.view.specs.keepOnly(inUse)
 	}
-	if len(writes) == 0 {
+	if last == 0 {
 		return nil
 	}
-	// A write refused because the meta moved on is followed by the meta's
-	// watch event, which marks the workload dirty again.
-	_, rev, err := l.cfg.Repo.WriteWorkloadStatuses(ctx, writes)
-	if err != nil {
-		return fmt.Errorf("write workload statuses: %w", err)
-	}
-	if rev == 0 {
-		return nil
-	}
-	return l.view.statuses.WaitRevision(ctx, rev)
+	return l.view.statuses.WaitRevision(ctx, last)
 }
 
 // factsOf assembles the facts of one workload from the view; the reports

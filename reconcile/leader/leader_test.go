@@ -315,6 +315,67 @@ func TestLoopsWorkOnWhatChanged(t *testing.T) {
 	}
 }
 
+// TestStatusPassWritesInChunks: a pass over more workloads than
+// statusChunk writes every status, the last chunk's too, and each once.
+func TestStatusPassWritesInChunks(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	n := 2*statusChunk + 7
+	reqs := make([]resources.ApplyRequest, n)
+	for i := range n {
+		q, err := quadlet.ParseWorkload(workloadFiles(t, fmt.Sprintf("w%04d", i), quadlet.TypeService, 0, "v1"), quadlet.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs[i] = resources.ApplyRequest{Quadlet: q, Owner: resources.APIOwner()}
+	}
+	outs, err := e.repo.ApplyWorkloads(e.ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range outs {
+		if o.Err != nil {
+			t.Fatalf("apply %d: %v", i, o.Err)
+		}
+	}
+	_, rev, err := e.repo.Store().ListWithRevision(e.ctx, resources.StatusPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := e.repo.Store().Watch(e.ctx, resources.StatusPrefix(), rev+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, stop := e.run(Config{Resync: time.Hour, NodeLossTimeout: time.Hour})
+	defer stop()
+	writes := map[string]int{}
+	for len(writes) < n {
+		select {
+		case ev := <-events:
+			writes[ev.KV.Key]++
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of %d statuses written", len(writes), n)
+		}
+	}
+	poll.Until(t, 10*time.Second, "the loops idle", l.idle)
+	for more := true; more; {
+		select {
+		case ev := <-events:
+			writes[ev.KV.Key]++
+		default:
+			more = false
+		}
+	}
+	for k, w := range writes {
+		if w != 1 {
+			t.Errorf("%s written %d times, want once", k, w)
+		}
+	}
+	if st := e.status(fmt.Sprintf("w%04d", n-1)); st.Phase != resources.PhaseReady || st.Desired != 0 {
+		t.Errorf("the last workload's status: %+v, want Ready with 0 desired", st)
+	}
+}
+
 // TestAppSourcesLoop: a Git workload's ref is resolved and recorded; a failed
 // resolution shows as SourceResolved=False on the workload (derived by the
 // status loop) and goes once it resolves; a matching webhook brings the new

@@ -338,6 +338,7 @@ func (l *Leader) writeRollouts(ctx context.Context, desired []workload, plan Ass
 		metaVersion[w.Key()] = w.MetaVersion
 	}
 	writes := make([]resources.RolloutWrite, 0, len(plan.Rollouts))
+	var events []resources.Event
 	for _, k := range slices.Sorted(maps.Keys(plan.Rollouts)) {
 		ro := plan.Rollouts[k]
 		ns, name := resources.SplitKey(k)
@@ -349,12 +350,15 @@ func (l *Leader) writeRollouts(ctx context.Context, desired []workload, plan Ass
 			if out == resources.OutcomeFailed && ro.Failure != nil {
 				ev.Type, ev.Reason, ev.Message = resources.EventWarning, "RolloutFailed", ro.Failure.Message
 			}
-			if err := l.cfg.Repo.AppendEvent(ctx, ev); err != nil {
-				log.Warn().Err(err).Str("workload", k).Msg("cannot record the rollout's event")
-			}
+			events = append(events, ev)
 			log.Info().Str("workload", k).Int64("generation", ro.Generation).Str("outcome", out).
 				Dur("took", ro.CompletedAt.Sub(ro.StartedAt)).Msg("rollout ended")
 		}
+	}
+	// One write for the pass's events: a pass over thousands of new
+	// workloads ends thousands of rollouts.
+	if err := l.cfg.Repo.AppendEvents(ctx, events); err != nil {
+		log.Warn().Err(err).Int("events", len(events)).Msg("cannot record the rollouts' events")
 	}
 	rev, err := l.cfg.Repo.WriteRollouts(ctx, writes)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -22,16 +23,58 @@ func cappedKey(prefix string, t time.Time) string {
 	return fmt.Sprintf("%s%020d-%06d", prefix, t.UnixNano(), cappedSeq.Add(1)%1_000_000)
 }
 
+// cappedEntry is one entry to append to a capped list: its time and value.
+type cappedEntry struct {
+	t time.Time
+	v any
+}
+
 // appendCapped writes v as the entry of time t under prefix and deletes the
 // oldest entries beyond keep (none when keep <= 0). what names the list in
 // errors ("events").
 func (r *Repo) appendCapped(ctx context.Context, prefix, what string, t time.Time, v any, keep int) error {
-	op, err := putJSON(cappedKey(prefix, t), v)
-	if err != nil {
-		return err
+	return r.appendCappedMany(ctx, prefix, what, []cappedEntry{{t, v}}, keep)
+}
+
+// appendCappedMany is appendCapped of several entries: written a
+// transaction of up to maxOpsPerTxn at a time, the list trimmed once. Of
+// more entries than keep, only the newest keep are written: the others
+// would be trimmed at once.
+func (r *Repo) appendCappedMany(ctx context.Context, prefix, what string, entries []cappedEntry, keep int) error {
+	if len(entries) == 0 {
+		return nil
 	}
-	if err := r.st.Put(ctx, op.Key, op.Value); err != nil {
-		return fmt.Errorf("append to the %s: %w", what, err)
+	if keep > 0 && len(entries) > keep {
+		entries = slices.Clone(entries)
+		slices.SortStableFunc(entries, func(a, b cappedEntry) int { return a.t.Compare(b.t) })
+		entries = entries[len(entries)-keep:]
+	}
+	ops := make([]store.Op, 0, min(len(entries), maxOpsPerTxn))
+	bytes := 0
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		if _, err := r.st.DoTransaction(ctx, nil, ops, nil); err != nil {
+			return fmt.Errorf("append to the %s: %w", what, err)
+		}
+		ops, bytes = ops[:0], 0
+		return nil
+	}
+	for _, e := range entries {
+		op, err := putJSON(cappedKey(prefix, e.t), e.v)
+		if err != nil {
+			return err
+		}
+		if len(ops) == maxOpsPerTxn || bytes+len(op.Key)+len(op.Value) > maxTxnBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		ops, bytes = append(ops, op), bytes+len(op.Key)+len(op.Value)
+	}
+	if err := flush(); err != nil {
+		return err
 	}
 	if keep <= 0 {
 		return nil
@@ -41,16 +84,20 @@ func (r *Repo) appendCapped(ctx context.Context, prefix, what string, t time.Tim
 	if err != nil {
 		return fmt.Errorf("count the %s: %w", what, err)
 	}
-	if extra := int(n) - keep; extra > 0 {
-		keys, err := r.st.FirstKeys(ctx, prefix, extra)
-		if err != nil {
-			return fmt.Errorf("list the oldest of the %s: %w", what, err)
+	extra := int(n) - keep
+	if extra <= 0 {
+		return nil
+	}
+	keys, err := r.st.FirstKeys(ctx, prefix, extra)
+	if err != nil {
+		return fmt.Errorf("list the oldest of the %s: %w", what, err)
+	}
+	for chunk := range slices.Chunk(keys, maxOpsPerTxn) {
+		dels := make([]store.Op, len(chunk))
+		for i, k := range chunk {
+			dels[i] = store.Op{Type: store.OpDelete, Key: k}
 		}
-		ops := make([]store.Op, 0, len(keys))
-		for _, k := range keys {
-			ops = append(ops, store.Op{Type: store.OpDelete, Key: k})
-		}
-		if _, err := r.st.DoTransaction(ctx, nil, ops, nil); err != nil {
+		if _, err := r.st.DoTransaction(ctx, nil, dels, nil); err != nil {
 			return fmt.Errorf("trim the %s: %w", what, err)
 		}
 	}

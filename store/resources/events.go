@@ -11,13 +11,24 @@ const DefaultEventKeep = 500
 // AppendEvent records ev (its Time defaults to now) and deletes the oldest
 // events beyond DefaultEventKeep.
 func (r *Repo) AppendEvent(ctx context.Context, ev Event) error {
-	if ev.Time.IsZero() {
-		ev.Time = r.now().UTC()
+	return r.AppendEvents(ctx, []Event{ev})
+}
+
+// AppendEvents records evs, in order, as AppendEvent does, several to a
+// transaction: a pass that ends thousands of rollouts records their events
+// in a few writes, not thousands.
+func (r *Repo) AppendEvents(ctx context.Context, evs []Event) error {
+	entries := make([]cappedEntry, len(evs))
+	for i, ev := range evs {
+		if ev.Time.IsZero() {
+			ev.Time = r.now().UTC()
+		}
+		if ev.Type == "" {
+			ev.Type = EventNormal
+		}
+		entries[i] = cappedEntry{ev.Time, ev}
 	}
-	if ev.Type == "" {
-		ev.Type = EventNormal
-	}
-	return r.appendCapped(ctx, prefixEvents, "events", ev.Time, ev, DefaultEventKeep)
+	return r.appendCappedMany(ctx, prefixEvents, "events", entries, DefaultEventKeep)
 }
 
 // ListEvents returns the newest limit events (all when limit <= 0), oldest

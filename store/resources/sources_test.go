@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"kat.dws.rip/kat/store/resources"
 )
@@ -71,6 +73,55 @@ func TestEventsAreCapped(t *testing.T) {
 	last, err := r.ListEvents(ctx, 3)
 	if err != nil || len(last) != 3 || last[2].Message != fmt.Sprint(resources.DefaultEventKeep+4) {
 		t.Fatalf("ListEvents(3) = %+v, %v", last, err)
+	}
+}
+
+// TestAppendEventsBatches: AppendEvents writes more events than one
+// transaction holds, in order; given more than the list keeps, the list
+// holds the newest by time, whatever their order in the call, and the
+// trim of more keys than one transaction holds works.
+func TestAppendEventsBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r, _ := newRepo(t)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	batch := func(from, n int) []resources.Event {
+		evs := make([]resources.Event, n)
+		for i := range n {
+			evs[i] = resources.Event{Time: base.Add(time.Duration(from+i) * time.Second), Object: "workload/ns/w", Reason: "RolloutSucceeded", Message: fmt.Sprint(from + i)}
+		}
+		return evs
+	}
+	if err := r.AppendEvents(ctx, batch(0, 250)); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := r.ListEvents(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 250 || evs[0].Message != "0" || evs[249].Message != "249" {
+		t.Fatalf("after 250: %d events from %q to %q", len(evs), evs[0].Message, evs[len(evs)-1].Message)
+	}
+	// 700 more, newest first: 450 of the old ones and 250 of these go.
+	more := batch(250, 700)
+	slices.Reverse(more)
+	if err := r.AppendEvents(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err = r.ListEvents(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != resources.DefaultEventKeep || evs[0].Message != fmt.Sprint(950-resources.DefaultEventKeep) || evs[len(evs)-1].Message != "949" {
+		t.Fatalf("kept %d events from %q to %q; want the newest %d, %d to 949", len(evs), evs[0].Message, evs[len(evs)-1].Message,
+			resources.DefaultEventKeep, 950-resources.DefaultEventKeep)
+	}
+	for i := 1; i < len(evs); i++ {
+		if !evs[i-1].Time.Before(evs[i].Time) {
+			t.Fatalf("events %d and %d out of order: %v, %v", i-1, i, evs[i-1].Time, evs[i].Time)
+		}
+	}
+	if err := r.AppendEvents(ctx, nil); err != nil {
+		t.Fatalf("AppendEvents(nil) = %v", err)
 	}
 }
 

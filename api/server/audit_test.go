@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -286,6 +287,27 @@ func (s failAudit) Put(ctx context.Context, key string, value []byte) error {
 		return errAuditDown
 	}
 	return s.StateStore.Put(ctx, key, value)
+}
+
+func (s failAudit) DoTransaction(ctx context.Context, checks []store.Compare, onSuccess, onFailure []store.Op) (bool, error) {
+	if touchesAudit(onSuccess) || touchesAudit(onFailure) {
+		return false, errAuditDown
+	}
+	return s.StateStore.DoTransaction(ctx, checks, onSuccess, onFailure)
+}
+
+func (s failAudit) Txn(ctx context.Context, checks []store.Compare, onSuccess, onFailure []store.Op) (*store.TxnResult, error) {
+	if touchesAudit(onSuccess) || touchesAudit(onFailure) {
+		return nil, errAuditDown
+	}
+	return s.StateStore.Txn(ctx, checks, onSuccess, onFailure)
+}
+
+// touchesAudit reports whether one of ops writes an audit key.
+func touchesAudit(ops []store.Op) bool {
+	return slices.ContainsFunc(ops, func(op store.Op) bool {
+		return op.Type != store.OpGet && strings.HasPrefix(op.Key, resources.AuditPrefix())
+	})
 }
 
 // TestAuditWriteFailureStillAnswers: when the entry cannot be stored, the

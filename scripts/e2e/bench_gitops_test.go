@@ -222,6 +222,9 @@ func startGitOpsCluster(b *testing.B, dir string, base *scaleRepo) (*Cluster, []
 		if err := c.Stop(60 * time.Second); err != nil {
 			b.Errorf("stop kat-agent: %v\n%s", err, c.Tail(20))
 		}
+		if err := RemoveNodeContainers(c.Node); err != nil { // and its network
+			b.Errorf("clean up: %v", err)
+		}
 	})
 	return c, secret
 }

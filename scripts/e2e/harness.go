@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,12 +109,51 @@ const testdataClusterCIDR = "clusterCIDR: 10.123.0.0/16"
 // clusterCIDRs counts the /16s handed out: 10.130.0.0/16 to 10.249.0.0/16,
 // which no route of these machines covers and which the examples' cluster
 // (10.100.0.0/16, task up) does not meet, starting at an offset of the
-// process's so that two test processes seldom meet.
+// process's so that two test processes seldom meet, and passing over those
+// a Podman network of the machine already uses (one another test process
+// holds, or one a killed run left).
 var clusterCIDRs atomic.Int64
 
-func nextClusterCIDR() string {
-	i := (int64(os.Getpid()) + clusterCIDRs.Add(1)) % 120
-	return fmt.Sprintf("clusterCIDR: 10.%d.0.0/16", 130+i)
+func nextClusterCIDR() string { return pickClusterCIDR(podmanSubnets()) }
+
+// pickClusterCIDR is nextClusterCIDR's choice given the subnets in use:
+// the next /16 that meets none of them, or the next one when all do.
+func pickClusterCIDR(used []netip.Prefix) string {
+	var p netip.Prefix
+	for range 120 {
+		i := (int64(os.Getpid()) + clusterCIDRs.Add(1)) % 120
+		p = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(130 + i), 0, 0}), 16)
+		if !slices.ContainsFunc(used, p.Overlaps) {
+			break
+		}
+	}
+	return "clusterCIDR: " + p.String()
+}
+
+// podmanSubnets lists the subnets of the machine's Podman networks (none
+// when podman is missing or fails: the cluster then reports the clash).
+func podmanSubnets() []netip.Prefix {
+	out, err := exec.Command("podman", "network", "ls", "--format", "json").Output()
+	if err != nil {
+		return nil
+	}
+	var nets []struct {
+		Subnets []struct {
+			Subnet string `json:"subnet"`
+		} `json:"subnets"`
+	}
+	if json.Unmarshal(out, &nets) != nil {
+		return nil
+	}
+	var subnets []netip.Prefix
+	for _, n := range nets {
+		for _, s := range n.Subnets {
+			if p, err := netip.ParsePrefix(s.Subnet); err == nil {
+				subnets = append(subnets, p)
+			}
+		}
+	}
+	return subnets
 }
 
 // NetworkName is the Podman network of the node's instances.

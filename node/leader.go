@@ -123,10 +123,7 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 		APIPort: spec.APIPort, AgentPort: spec.AgentPort, JoinedAt: now,
 		Labels: nodeLabels(n.state.NodeName, n.state.Labels), EtcdMember: true,
 	}
-	if old, err := n.repo.GetNodeRegistration(ctx, reg.Name); err == nil {
-		reg = resources.KeepOperatorFields(*old, reg)
-	}
-	if err := n.repo.PutNodeRegistration(ctx, reg); err != nil {
+	if err := n.repo.RegisterSelf(ctx, reg); err != nil {
 		return err
 	}
 	st, err := n.repo.GetNodeStatus(ctx, n.state.NodeName)

@@ -148,6 +148,26 @@ func (r *Repo) PutNodeRegistration(ctx context.Context, reg NodeRegistration) er
 	return nil
 }
 
+// RegisterSelf records the registration of a node that registers itself
+// as it starts to lead: a new one as it is, or, over an old one,
+// KeepOperatorFields of both. The write happens only while the
+// registration is as read, so a cordon, drain, taint or label the
+// operator sets meanwhile is kept, not overwritten.
+func (r *Repo) RegisterSelf(ctx context.Context, reg NodeRegistration) error {
+	_, err := updateJSON(ctx, r, NodeRegistrationKey(reg.Name), func(cur *NodeRegistration, ver int64) error {
+		if ver == 0 {
+			*cur = reg
+			return nil
+		}
+		*cur = KeepOperatorFields(*cur, reg)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("register node %q: %w", reg.Name, err)
+	}
+	return nil
+}
+
 // ErrNodeNameTaken means a node name is registered to a node of another
 // UID.
 var ErrNodeNameTaken = errors.New("node name taken")

@@ -2,11 +2,14 @@ package resources_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
+	"sync"
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -77,5 +80,62 @@ func TestUpdateAndDeleteNode(t *testing.T) {
 	}
 	if err := r.DeleteNode(ctx, "n1"); !errors.Is(err, resources.ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// cordonBetween is the real store, except that the first read of a node's
+// registration is followed at once by the operator's cordon of it: what a
+// read-then-put registration would overwrite.
+type cordonBetween struct {
+	store.StateStore
+	key  string
+	once sync.Once
+}
+
+func (s *cordonBetween) Get(ctx context.Context, key string) (*store.KV, error) {
+	kv, err := s.StateStore.Get(ctx, key)
+	if key == s.key {
+		s.once.Do(func() {
+			var reg resources.NodeRegistration
+			if err := json.Unmarshal(kv.Value, &reg); err != nil {
+				panic(err)
+			}
+			reg.Unschedulable = true
+			b, _ := json.Marshal(reg)
+			if err := s.Put(ctx, key, b); err != nil {
+				panic(err)
+			}
+		})
+	}
+	return kv, err
+}
+
+// TestRegisterSelfKeepsAConcurrentCordon: a leader that registers itself
+// again keeps the operator's fields, a cordon made between its read and its
+// write included; a new registration is written as it is.
+func TestRegisterSelfKeepsAConcurrentCordon(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, st := newRepo(t)
+	joined := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := resources.New(&cordonBetween{StateStore: st, key: resources.NodeRegistrationKey("n1")})
+	first := resources.NodeRegistration{Name: "n1", UID: "u1", Labels: map[string]string{"zone": "a"}, JoinedAt: joined, EtcdMember: true}
+	if err := resources.New(st).RegisterSelf(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := resources.New(st).GetNodeRegistration(ctx, "n1"); err != nil || got.Unschedulable || !got.JoinedAt.Equal(joined) {
+		t.Fatalf("new registration: %+v, %v", got, err)
+	}
+	again := first
+	again.JoinedAt, again.Labels = joined.Add(time.Hour), map[string]string{"zone": "b"}
+	if err := r.RegisterSelf(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.GetNodeRegistration(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Unschedulable || !got.JoinedAt.Equal(joined) || got.Labels["zone"] != "b" {
+		t.Fatalf("after registering again with a cordon in between: %+v, want cordoned, joined %v, zone b", got, joined)
 	}
 }

@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -54,10 +55,11 @@ func instanceRange(subnet netip.Prefix) (first, last netip.Addr, ok bool) {
 	}
 	p := subnet.Masked()
 	b := p.Addr().As4()
-	n := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	n := binary.BigEndian.Uint32(b[:])
 	n |= 1<<(32-p.Bits()) - 1 // broadcast
 	n--                       // the last instance address
-	return p.Addr().Next().Next(), netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), true
+	binary.BigEndian.PutUint32(b[:], n)
+	return p.Addr().Next().Next(), netip.AddrFrom4(b), true
 }
 
 // NewPool returns the pool of subnet with held already taken. cooling are

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -250,10 +251,11 @@ func FirstFreeSubnet(clusterCIDR netip.Prefix, subnetBits int, taken []netip.Pre
 		return netip.Prefix{}, fmt.Errorf("node subnet bits %d with cluster CIDR %s give /%d (want 1 to 30-%d)", subnetBits, cidr, bits, cidr.Bits())
 	}
 	size := uint32(1) << (32 - bits)
-	base := v4(cidr.Addr())
+	b := cidr.Addr().As4()
+	base := binary.BigEndian.Uint32(b[:])
 	for i := uint32(0); i < 1<<subnetBits; i++ {
-		a := base + i*size
-		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), bits)
+		binary.BigEndian.PutUint32(b[:], base+i*size)
+		cand := netip.PrefixFrom(netip.AddrFrom4(b), bits)
 		free := true
 		for _, t := range taken {
 			if t.Overlaps(cand) {
@@ -266,9 +268,4 @@ func FirstFreeSubnet(clusterCIDR netip.Prefix, subnetBits int, taken []netip.Pre
 		}
 	}
 	return netip.Prefix{}, fmt.Errorf("%w: all %d /%d subnets of %s are held (raise nodeSubnetBits or widen clusterCIDR)", ErrSubnetsExhausted, 1<<subnetBits, bits, cidr)
-}
-
-func v4(a netip.Addr) uint32 {
-	b := a.As4()
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }

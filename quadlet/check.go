@@ -86,6 +86,13 @@ func (c *checker) atLeast(path string, value, minimum int) {
 	}
 }
 
+// between reports a number outside minimum..maximum.
+func (c *checker) between(path string, value, minimum, maximum int) {
+	if value < minimum || value > maximum {
+		c.errorf(path, "must be %d to %d, got %d", minimum, maximum, value)
+	}
+}
+
 // check reports problems found by a validation function returning a message.
 func (c *checker) check(path, value string, validate func(string) string) {
 	if msg := validate(value); msg != "" {

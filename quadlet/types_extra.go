@@ -98,15 +98,18 @@ type JobSpec struct {
 	// CRON_TZ are in the leader's local time zone. Default none: the job runs
 	// once.
 	Schedule string `json:"schedule,omitempty" yaml:"schedule,omitempty"`
-	// Completions is the number of successful runs wanted (>= 1). Default 1.
+	// Completions is the number of instances of a run that must exit 0 (1
+	// to MaxJobInstances). Default 1.
 	Completions int `json:"completions" yaml:"completions"`
-	// Parallelism is the most instances running at once (>= 1). Default 1.
+	// Parallelism is the most instances running at once (1 to
+	// MaxJobInstances). Default 1.
 	Parallelism int `json:"parallelism" yaml:"parallelism"`
 	// ActiveDeadlineSeconds bounds one run of the job (> 0). Default none.
 	ActiveDeadlineSeconds int `json:"activeDeadlineSeconds,omitempty" yaml:"activeDeadlineSeconds,omitempty"`
 	// BackoffLimit is the number of failed instances a run retries with a
-	// new instance (>= 0): a run makes at most Completions + BackoffLimit
-	// instances and fails at failure BackoffLimit + 1. Default 3.
+	// new instance (0 to MaxJobInstances): a run makes at most Completions
+	// + BackoffLimit instances and fails at failure BackoffLimit + 1.
+	// Default 3.
 	BackoffLimit int `json:"backoffLimit" yaml:"backoffLimit"`
 	// ConcurrencyPolicy says what a scheduled firing does while an earlier
 	// run is still active: ConcurrencyAllow starts another run,

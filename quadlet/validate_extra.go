@@ -90,15 +90,22 @@ func validateLoadBalancer(c *checker, lb *VirtualLoadBalancer) {
 	}
 }
 
+// MaxJobInstances bounds a JobDefinition's completions, parallelism and
+// backoffLimit.
+const MaxJobInstances = 1000
+
 func validateJob(c *checker, j *JobDefinition) {
 	c.checkHeader(KindJobDefinition)
 	s := &j.Spec
 	if s.Schedule != "" {
 		c.check("spec.schedule", s.Schedule, cronSchedule)
 	}
-	c.atLeast("spec.completions", s.Completions, 1)
-	c.atLeast("spec.parallelism", s.Parallelism, 1)
-	c.atLeast("spec.backoffLimit", s.BackoffLimit, 0)
+	// A run's record lists each of its instances, at most completions +
+	// backoffLimit: MaxJobInstances bounds it far below etcd's limit on a
+	// value (1.5 MiB).
+	c.between("spec.completions", s.Completions, 1, MaxJobInstances)
+	c.between("spec.parallelism", s.Parallelism, 1, MaxJobInstances)
+	c.between("spec.backoffLimit", s.BackoffLimit, 0, MaxJobInstances)
 	if c.has("spec.activeDeadlineSeconds") {
 		c.atLeast("spec.activeDeadlineSeconds", s.ActiveDeadlineSeconds, 1)
 	}

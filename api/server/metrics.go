@@ -70,8 +70,8 @@ func checkMetricsCertRequest(req api.MetricsCertRequest) []api.FieldDetail {
 	if req.ValidityDays < 0 || req.ValidityDays > api.MaxMetricsCertDays {
 		out = append(out, api.FieldDetail{Field: "validityDays", Message: fmt.Sprintf("must be 1 to %d (0: %d), got %d", api.MaxMetricsCertDays, api.DefaultMetricsCertDays, req.ValidityDays)})
 	}
-	if !quadlet.IsDNSLabel(req.Name) {
-		out = append(out, api.FieldDetail{Field: "name", Message: fmt.Sprintf("%q is not a DNS label (lowercase letters, digits and '-', at most 63)", req.Name)})
+	if msg := quadlet.DNSLabelProblem(req.Name); msg != "" {
+		out = append(out, api.FieldDetail{Field: "name", Message: msg})
 	}
 	block, _ := pem.Decode([]byte(req.CSR))
 	switch {

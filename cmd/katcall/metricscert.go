@@ -35,8 +35,8 @@ keep the key as you would a token, and choose --days to match.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if !quadlet.IsDNSLabel(name) {
-				return fmt.Errorf("NAME: %q is not a DNS label (lowercase letters, digits and '-', at most 63)", name)
+			if msg := quadlet.DNSLabelProblem(name); msg != "" {
+				return fmt.Errorf("NAME: %s", msg)
 			}
 			if days < 1 || days > api.MaxMetricsCertDays {
 				return fmt.Errorf("--days: must be 1 to %d, got %d", api.MaxMetricsCertDays, days)

@@ -186,8 +186,9 @@ type assignmentWrite struct {
 // txnsInFlight bounds the transactions WriteAssignments has in flight.
 const txnsInFlight = 4
 
-// txnsInBatches writes ops in transactions of up to maxOpsPerTxn, up to
-// txnsInFlight at once, and returns the highest revision they made.
+// txnsInBatches writes ops in transactions of up to maxOpsPerTxn ops and
+// maxTxnBytes, up to txnsInFlight at once, and returns the highest
+// revision they made.
 func (r *Repo) txnsInBatches(ctx context.Context, ops []store.Op) (int64, error) {
 	ws := make([]assignmentWrite, len(ops))
 	for i, op := range ops {
@@ -196,9 +197,10 @@ func (r *Repo) txnsInBatches(ctx context.Context, ops []store.Op) (int64, error)
 	return r.writesInBatches(ctx, ws)
 }
 
-// writesInBatches writes ws in transactions of up to maxOpsPerTxn ops (the
-// ops of one write stay together, and commit only while its check holds),
-// up to txnsInFlight at once, and returns the highest revision they made.
+// writesInBatches writes ws in transactions of up to maxOpsPerTxn ops and
+// maxTxnBytes of keys and values (the ops of one write stay together, and
+// commit only while its check holds), up to txnsInFlight at once, and
+// returns the highest revision they made.
 func (r *Repo) writesInBatches(ctx context.Context, ws []assignmentWrite) (int64, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(txnsInFlight)
@@ -207,8 +209,13 @@ func (r *Repo) writesInBatches(ctx context.Context, ws []assignmentWrite) (int64
 	for len(ws) > 0 {
 		var checks []store.Compare
 		var ops []store.Op
-		n := 0
+		n, size := 0, 0
 		for ; n < len(ws) && len(ops)+len(ws[n].ops) <= maxOpsPerTxn; n++ {
+			w := opsBytes(nil, ws[n].ops)
+			if n > 0 && size+w > maxTxnBytes {
+				break
+			}
+			size += w
 			ops = append(ops, ws[n].ops...)
 			if c := ws[n].check; c != nil {
 				checks = append(checks, *c)

@@ -36,10 +36,10 @@ func (r *Repo) appendCapped(ctx context.Context, prefix, what string, t time.Tim
 	return r.appendCappedMany(ctx, prefix, what, []cappedEntry{{t, v}}, keep)
 }
 
-// appendCappedMany is appendCapped of several entries: written a
-// transaction of up to maxOpsPerTxn at a time, the list trimmed once. Of
-// more entries than keep, only the newest keep are written: the others
-// would be trimmed at once.
+// appendCappedMany is appendCapped of several entries: written in
+// transactions of up to maxOpsPerTxn (txnsInBatches), the list trimmed
+// once. Of more entries than keep, only the newest keep are written: the
+// others would be trimmed at once.
 func (r *Repo) appendCappedMany(ctx context.Context, prefix, what string, entries []cappedEntry, keep int) error {
 	if len(entries) == 0 {
 		return nil
@@ -49,32 +49,16 @@ func (r *Repo) appendCappedMany(ctx context.Context, prefix, what string, entrie
 		slices.SortStableFunc(entries, func(a, b cappedEntry) int { return a.t.Compare(b.t) })
 		entries = entries[len(entries)-keep:]
 	}
-	ops := make([]store.Op, 0, min(len(entries), maxOpsPerTxn))
-	bytes := 0
-	flush := func() error {
-		if len(ops) == 0 {
-			return nil
-		}
-		if _, err := r.st.DoTransaction(ctx, nil, ops, nil); err != nil {
-			return fmt.Errorf("append to the %s: %w", what, err)
-		}
-		ops, bytes = ops[:0], 0
-		return nil
-	}
-	for _, e := range entries {
+	ops := make([]store.Op, len(entries))
+	for i, e := range entries {
 		op, err := putJSON(cappedKey(prefix, e.t), e.v)
 		if err != nil {
 			return err
 		}
-		if len(ops) == maxOpsPerTxn || bytes+len(op.Key)+len(op.Value) > maxTxnBytes {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		ops, bytes = append(ops, op), bytes+len(op.Key)+len(op.Value)
+		ops[i] = op
 	}
-	if err := flush(); err != nil {
-		return err
+	if _, err := r.txnsInBatches(ctx, ops); err != nil {
+		return fmt.Errorf("append to the %s: %w", what, err)
 	}
 	if keep <= 0 {
 		return nil
@@ -92,14 +76,12 @@ func (r *Repo) appendCappedMany(ctx context.Context, prefix, what string, entrie
 	if err != nil {
 		return fmt.Errorf("list the oldest of the %s: %w", what, err)
 	}
-	for chunk := range slices.Chunk(keys, maxOpsPerTxn) {
-		dels := make([]store.Op, len(chunk))
-		for i, k := range chunk {
-			dels[i] = store.Op{Type: store.OpDelete, Key: k}
-		}
-		if _, err := r.st.DoTransaction(ctx, nil, dels, nil); err != nil {
-			return fmt.Errorf("trim the %s: %w", what, err)
-		}
+	dels := make([]store.Op, len(keys))
+	for i, k := range keys {
+		dels[i] = store.Op{Type: store.OpDelete, Key: k}
+	}
+	if _, err := r.txnsInBatches(ctx, dels); err != nil {
+		return fmt.Errorf("trim the %s: %w", what, err)
 	}
 	return nil
 }

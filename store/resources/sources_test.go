@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +123,18 @@ func TestAppendEventsBatches(t *testing.T) {
 	}
 	if err := r.AppendEvents(ctx, nil); err != nil {
 		t.Fatalf("AppendEvents(nil) = %v", err)
+	}
+	// 100 events of 20 KiB: 2 MiB, more than etcd takes in one request,
+	// so the batches are bounded by bytes too.
+	big := batch(950, 100)
+	for i := range big {
+		big[i].Message = strings.Repeat("x", 20<<10)
+	}
+	if err := r.AppendEvents(ctx, big); err != nil {
+		t.Fatalf("100 events of 20 KiB: %v", err)
+	}
+	if last, err := r.ListEvents(ctx, 1); err != nil || len(last) != 1 || !last[0].Time.Equal(big[99].Time) {
+		t.Fatalf("after the large events: %+v, %v", last, err)
 	}
 }
 

@@ -51,9 +51,9 @@ type AgentOptions struct {
 	// others can join later with StartAgent. Default 0: every host.
 	Start int
 	// ConfigRepo, when set, goes into cluster.kat as spec.gitops.repository
-	// (branch main) with ConfigPollSeconds as its pollIntervalSeconds
-	// (default cluster.kat's 30) and WebhookSecretFile, when set, as its
-	// webhookSecretFile. Every host shares the machine's file system, so a
+	// (branch main), with ConfigPollSeconds, when set, as its
+	// pollIntervalSeconds (cluster.kat's default otherwise) and
+	// WebhookSecretFile, when set, as its webhookSecretFile. Every host shares the machine's file system, so a
 	// file:// repository and the secret file are the same on every member.
 	ConfigRepo, WebhookSecretFile string
 	ConfigPollSeconds             int
@@ -143,10 +143,10 @@ spec:
 		kat += fmt.Sprintf("  etcdMembers: %d\n", opts.EtcdMembers)
 	}
 	if opts.ConfigRepo != "" {
-		if opts.ConfigPollSeconds == 0 {
-			opts.ConfigPollSeconds = 30
+		kat += fmt.Sprintf("  gitops:\n    repository: %q\n    branch: main\n", opts.ConfigRepo)
+		if opts.ConfigPollSeconds != 0 {
+			kat += fmt.Sprintf("    pollIntervalSeconds: %d\n", opts.ConfigPollSeconds)
 		}
-		kat += fmt.Sprintf("  gitops:\n    repository: %q\n    branch: main\n    pollIntervalSeconds: %d\n", opts.ConfigRepo, opts.ConfigPollSeconds)
 		if opts.WebhookSecretFile != "" {
 			kat += fmt.Sprintf("    webhookSecretFile: %q\n", opts.WebhookSecretFile)
 		}

@@ -28,11 +28,13 @@ func BenchmarkGitSync1000(b *testing.B) {
 	c1 := r.Commit("1000 workloads", nil)
 	srv, url := newGitServer(b, r)
 	ctx := context.Background()
+	tip, iter := c1, 0 // the remote's head and the iteration: each commits to it
 	for b.Loop() {
+		iter++
 		e := newEnv(b)
 		start := time.Now()
 		e.addSource(resources.SourceSpec{URL: url})
-		if st := e.waitApplied("config", c1); st.Workloads != dirs {
+		if st := e.waitApplied("config", tip); st.Workloads != dirs {
 			b.Fatalf("initial sync: %d workloads, want %d", st.Workloads, dirs)
 		}
 		initial := time.Since(start)
@@ -44,7 +46,7 @@ func BenchmarkGitSync1000(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			r.workload("apps/"+name, "default", name, 2+i)
+			r.workload("apps/"+name, "default", name, 1+iter*commits+i) // new at every iteration
 			head := r.Commit("change "+name, nil)
 			t0 := time.Now()
 			n, err := e.m.DispatchPush(ctx, webhook.Push{Provider: "generic", RepoURLs: []string{url}, Ref: "refs/heads/main", After: head})
@@ -58,6 +60,7 @@ func BenchmarkGitSync1000(b *testing.B) {
 				b.Fatalf("commit %d not applied within 60s", i)
 			}
 			e.waitApplied("config", head)
+			tip = head
 		}
 		slices.Sort(lat)
 

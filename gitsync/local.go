@@ -19,7 +19,7 @@ import (
 // workloads) is read straight into its caller's buffer rather than copied
 // into the cache.
 const (
-	localCacheBytes  = 1 * cache.MiByte
+	localCacheBytes  = 256 * cache.KiByte
 	localLargeObject = 64 << 10
 )
 

@@ -49,11 +49,22 @@ type Repo struct {
 	inPlace bool
 }
 
+// Object cache of a repository's storage. go-git's default, 96 MiB per
+// repository, would let every config repository and build clone keep that
+// much of what it read (more in Go's overhead: the cache counts object
+// sizes only), although a sync or a checkout reads most objects once. The
+// cache is for delta bases and the trees walked again; an object larger than
+// largeObject is read without it.
+const (
+	objectCacheBytes = 4 * cache.MiByte
+	largeObject      = 256 << 10
+)
+
 // storage opens the objects in dir for one owner: pack files stay open
 // between reads until Close.
 func storage(dir string) *filesystem.Storage {
-	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
-		filesystem.Options{ExclusiveAccess: true, KeepDescriptors: true})
+	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(objectCacheBytes),
+		filesystem.Options{ExclusiveAccess: true, KeepDescriptors: true, LargeObjectThreshold: largeObject})
 }
 
 // Open opens the bare repository in dir as it is when its origin is

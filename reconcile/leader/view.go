@@ -129,7 +129,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		beats:       store.NewCache(st, resources.NodeHeartbeatPrefix(), decodeJSON[resources.NodeHeartbeat]),
 		lossTimeout: lossTimeout, now: now, termStart: now(), beatWake: make(chan struct{}, 1), scheduling: map[string]Scheduling{},
 		wakes: map[string]time.Time{}, wakesChanged: make(chan struct{}, 1),
-		rollouts:       store.NewCache(st, resources.RolloutsPrefix(), decodeJSON[resources.Rollout]),
+		rollouts:       store.NewCache(st, resources.RolloutsPrefix(), decodeRollout),
 		specs:          newSpecCache(),
 		desired:        desired,
 		assigns:        store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
@@ -192,6 +192,12 @@ func decodeJSON[T any](kv store.KV) (T, bool) {
 	return v, json.Unmarshal(kv.Value, &v) == nil
 }
 
+func decodeRollout(kv store.KV) (resources.Rollout, bool) {
+	r, ok := decodeJSON[resources.Rollout](kv)
+	resources.InternRollout(&r)
+	return r, ok
+}
+
 func decodeSourceStatus(kv store.KV) (resources.SourceStatus, bool) {
 	if !strings.HasSuffix(kv.Key, "/status") {
 		return resources.SourceStatus{}, false
@@ -201,6 +207,7 @@ func decodeSourceStatus(kv store.KV) (resources.SourceStatus, bool) {
 
 func decodeStatus(kv store.KV) (storedStatus, bool) {
 	st, ok := decodeJSON[resources.WorkloadStatus](kv)
+	st.Intern()
 	return storedStatus{status: st, version: kv.Version}, ok
 }
 
@@ -274,9 +281,18 @@ func (v *view) take(s *subscription) (keys []string, all bool, seen time.Time) {
 		}
 		slices.Sort(keys)
 	}
-	clear(s.dirty)
+	if len(s.dirty) > bigDirty {
+		// clear keeps a map's buckets: after a pass over thousands of
+		// workloads, a new map lets them go.
+		s.dirty = map[string]struct{}{}
+	} else {
+		clear(s.dirty)
+	}
 	return keys, all, seen
 }
+
+// bigDirty is the size of a dirty set that take replaces rather than clears.
+const bigDirty = 256
 
 // pending returns how many workloads are dirty, or all when every one is.
 func (v *view) pending(s *subscription) (n int, all bool) {

@@ -74,6 +74,7 @@ func decodeDesiredEntry(kv store.KV) (desiredEntry, bool) {
 	if err := json.Unmarshal(kv.Value, &m); err != nil {
 		return desiredEntry{}, false
 	}
+	m.Intern()
 	return desiredEntry{meta: &m, version: kv.Version}, true
 }
 

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -353,8 +354,9 @@ func (r *scaleRepo) pushOne(b *testing.B, client *api.Client, hook func(*scaleRe
 
 // procMemory is a process's resident set size now and at its peak, and
 // what the resident set is now: anonymous memory (the Go heap, etcd's
-// index) and file pages (etcd's memory-mapped database).
-type procMemory struct{ rss, peak, anon, file int64 }
+// index) and file pages, of which the executable's and etcd's
+// memory-mapped database's.
+type procMemory struct{ rss, peak, anon, file, exe, db int64 }
 
 func readProcMemory(tb testing.TB, pid int) procMemory {
 	tb.Helper()
@@ -369,11 +371,54 @@ func readProcMemory(tb testing.TB, pid int) procMemory {
 		}
 		*f.v = v
 	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	byPath, err := residentByMapping(pid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m.exe = byPath[exe]
+	for p, n := range byPath {
+		if strings.HasSuffix(p, "/member/snap/db") {
+			m.db += n
+		}
+	}
 	return m
 }
 
+// residentByMapping sums /proc/PID/smaps's Rss by mapped file path.
+func residentByMapping(pid int) (map[string]int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	path := ""
+	for line := range strings.Lines(string(raw)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			// A mapping's header: range, perms, offset, device, inode[, path].
+			path = ""
+			if len(f) >= 6 {
+				path = f[5]
+			}
+		case len(f) == 3 && f[0] == "Rss:" && path != "":
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("smaps of %d: %q: %w", pid, line, err)
+			}
+			out[path] += kb << 10
+		}
+	}
+	return out, nil
+}
+
 func (m procMemory) String() string {
-	return fmt.Sprintf("%.1f MiB (peak %.1f MiB; anonymous %.1f MiB, file %.1f MiB)", mib(m.rss), mib(m.peak), mib(m.anon), mib(m.file))
+	return fmt.Sprintf("%.1f MiB (peak %.1f MiB; anonymous %.1f MiB, file %.1f MiB: executable %.1f MiB, etcd database %.1f MiB)",
+		mib(m.rss), mib(m.peak), mib(m.anon), mib(m.file), mib(m.exe), mib(m.db))
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }

@@ -259,9 +259,11 @@ func (c *Cluster) pprofAddress() string { return "127.0.0.1:" + strconv.Itoa(c.p
 
 // SaveHeapProfile writes the agent's heap profile to
 // $KAT_AGENT_HEAPPROFILE_DIR/{node}-{name}.pprof when that variable is set
-// (the agent then serves its profiles), and does nothing otherwise.
+// (the agent then serves its profiles), and does nothing otherwise. The
+// text profile {name}-memstats is taken after a forced collection, so its
+// HeapAlloc is the live heap.
 func (c *Cluster) SaveHeapProfile(name string) error {
-	if err := c.saveProfile(name+"-memstats", "heap?debug=1"); err != nil {
+	if err := c.saveProfile(name+"-memstats", "heap?debug=1&gc=1"); err != nil {
 		return err
 	}
 	return c.saveProfile(name, "heap")

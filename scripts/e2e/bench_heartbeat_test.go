@@ -35,11 +35,14 @@ func BenchmarkLeaderHeartbeatCPU(b *testing.B) {
 	benchHeartbeats(b, 50, time.Second, 20)
 }
 
-// BenchmarkLeaderHeartbeat1000Nodes is the same with 1,000 simulated nodes,
-// each beating at the default agentTickSeconds (15 s), for two ticks: what
-// a leader of a large cluster handles all the time.
+// BenchmarkLeaderHeartbeat1000Nodes is the same with 1,000 simulated nodes
+// for two ticks: what a leader of a large cluster handles all the time.
+// Each beats every 8 s, not at the default agentTickSeconds (15 s): the test
+// cluster loses a node silent for 10 s (testdata/cluster.kat), and a node
+// lost and back is a pass over every workload, not a heartbeat's cost. That
+// is about twice the default's rate; the figure per heartbeat compares.
 func BenchmarkLeaderHeartbeat1000Nodes(b *testing.B) {
-	benchHeartbeats(b, 1000, time.Duration(quadlet.DefaultAgentTickSeconds)*time.Second, 2)
+	benchHeartbeats(b, 1000, 8*time.Second, 2)
 }
 
 // benchHeartbeats joins nodes simulated nodes to a real leader of
@@ -56,17 +59,27 @@ func benchHeartbeats(b *testing.B, nodes int, tick time.Duration, rounds int) {
 		applyConcurrently(b, client, archives, 4)
 		sims := simulatedNodes(b, c, nodes)
 		// Every node beats once first (the leader writes each first
-		// status), then the leader settles.
-		for _, n := range sims {
-			n.beat(b, 0)
+		// status), then the leader settles. Then every node beats again
+		// and the leader settles again: settling may outlast the node-loss
+		// timeout, and a node the leader lost that beats again is a change
+		// (a pass over every workload), which must not fall into the
+		// measured heartbeats.
+		for range 2 {
+			for _, n := range sims {
+				n.beat(b, 0)
+			}
+			waitIdle(b, c.PID())
 		}
-		waitIdle(b, c.PID())
-		period := time.Duration(rounds) * tick
+		// The leader's CPU while idle, over less than the node-loss timeout
+		// (testdata/cluster.kat: 10 s): a node silent for longer is lost,
+		// and its next beat wakes a pass over every workload, which would
+		// be counted as the heartbeats' cost.
+		idle := min(time.Duration(rounds)*tick, 5*time.Second)
 		idleStart, err := cpuTicks(c.PID())
 		if err != nil {
 			b.Fatal(err)
 		}
-		time.Sleep(period) //nolint:forbidigo // the idle period is what is measured
+		time.Sleep(idle) //nolint:forbidigo // the idle period is what is measured
 		idleEnd, _ := cpuTicks(c.PID())
 		start := idleEnd
 		gap := tick / time.Duration(nodes)
@@ -88,7 +101,7 @@ func benchHeartbeats(b *testing.B, nodes int, tick time.Duration, rounds int) {
 			b.Fatal(err)
 		}
 		rss, _ := RSS(c.PID())
-		busy := ticksToMs(end-start) - ticksToMs(idleEnd-idleStart)*float64(elapsed)/float64(period)
+		busy := ticksToMs(end-start) - ticksToMs(idleEnd-idleStart)*float64(elapsed)/float64(idle)
 		perBeat := busy / float64(len(latencies))
 		slices.Sort(latencies)
 		p50, p99 := latencies[len(latencies)/2], latencies[len(latencies)*99/100]

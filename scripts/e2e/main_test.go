@@ -36,8 +36,14 @@ func sharedBinaries(testing.TB) Binaries { return binaries }
 // sharedBinaries) and starts a cluster in t.TempDir(), stopping it at the end.
 func StartTestCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return startClusterFrom(t, filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "cluster.kat"))
+}
+
+// startClusterFrom is StartTestCluster with the cluster.kat at path.
+func startClusterFrom(t testing.TB, path string) *Cluster {
+	t.Helper()
 	bin := sharedBinaries(t)
-	c, err := NewCluster(bin, t.TempDir(), filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "cluster.kat"))
+	c, err := NewCluster(bin, t.TempDir(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

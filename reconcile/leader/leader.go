@@ -80,7 +80,9 @@ type Leader struct {
 	// workloads placement planned and statuses the status loop derived, for
 	// tests and benchmarks.
 	placementPasses, statusPasses atomic.Int64
-	planned, derived              atomic.Int64
+	// lossScans counts the node-loss clock's looks at every node.
+	lossScans        atomic.Int64
+	planned, derived atomic.Int64
 	// busy counts the passes under way and subs are the subscriptions of
 	// the loops that make them, for tests that wait for quiet (idle).
 	busy atomic.Int64
@@ -416,7 +418,8 @@ func (l *Leader) wakeClock(ctx context.Context) error {
 
 // nodeLossClock wakes placement over every workload when a Ready node
 // turns NotReady (no etcd key changes then): it wakes at the first moment
-// one would, and after every heartbeat, and compares the Ready nodes with
+// one would (a heartbeat since only makes that moment early) and when a
+// node registers, goes or turns fresh, and compares the Ready nodes with
 // those it saw last, until ctx ends.
 func (l *Leader) nodeLossClock(ctx context.Context) error {
 	if err := l.view.waitSynced(ctx); err != nil {
@@ -426,6 +429,7 @@ func (l *Leader) nodeLossClock(ctx context.Context) error {
 	defer timer.Stop()
 	var seen map[string]bool
 	for {
+		l.lossScans.Add(1)
 		ready, next := l.view.readyNodes(l.cfg.Now())
 		for n := range seen {
 			if !ready[n] {

@@ -216,13 +216,18 @@ func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
 		return p, s
 	}
 	p0, s0 := settled()
-	parses := l.view.specs.parseCount()
+	parses, scans := l.view.specs.parseCount(), l.lossScans.Load()
 	for ts := int64(2); ts < 22; ts++ {
 		e.report(ts, reps...)
 	}
 	p1, s1 := settled()
 	if p1 != p0 || s1 != s0 {
 		t.Errorf("20 unchanged heartbeats woke %d placement and %d status passes, want none", p1-p0, s1-s0)
+	}
+	// Nor does the node-loss clock look at every node on each of them:
+	// its next wake-up is the node's loss, a minute away.
+	if n := l.lossScans.Load() - scans; n != 0 {
+		t.Errorf("20 heartbeats of a Ready node made the node-loss clock look at every node %d times, want none", n)
 	}
 	// A changed instance does wake them.
 	reps[0].Phase, reps[0].State = resources.InstanceFailed, "exited"

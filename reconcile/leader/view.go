@@ -94,8 +94,12 @@ type view struct {
 	// termStart is when the view was made: no node that heartbeat before
 	// is lost until lossTimeout after it.
 	termStart time.Time
-	// beatWake is poked on every heartbeat: the node-loss clock then
-	// looks again for the next node to go NotReady.
+	// beatWake is poked when a node registers, goes, or turns fresh (it
+	// beats after being lost, or for the first time): the node-loss clock
+	// then looks again for the next node to go NotReady. Another heartbeat
+	// only moves its node's loss later, so the clock's next wake-up stays
+	// early enough without one: a thousand nodes' beats do not make it
+	// look at every node each time.
 	beatWake chan struct{}
 
 	mu   sync.Mutex
@@ -154,7 +158,10 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	v.apps.SetIndex(func(key string, _, _ *resources.AppSource) {
 		v.markDirty(factAppSources, strings.TrimPrefix(key, resources.AppSourcesPrefix()))
 	})
-	v.regs.SetIndex(func(string, *resources.NodeRegistration, *resources.NodeRegistration) { v.markAll(factNodes) })
+	v.regs.SetIndex(func(string, *resources.NodeRegistration, *resources.NodeRegistration) {
+		v.markAll(factNodes)
+		reconcile.Poke(v.beatWake)
+	})
 	v.beats.SetIndex(v.heartbeatChanged)
 	v.builds.SetIndex(v.buildChanged)
 	v.sources.SetIndex(v.sourceChanged)

@@ -64,8 +64,8 @@ func applyUsage(nodes []sched.Node, usage map[string]*nodeUsage) {
 // again makes every workload's placement look again (one that turns
 // NotReady changes no key: the node-loss clock wakes placement then).
 func (v *view) heartbeatChanged(_ string, old, new *resources.NodeHeartbeat) {
-	reconcile.Poke(v.beatWake)
 	if new == nil {
+		reconcile.Poke(v.beatWake)
 		return
 	}
 	now := v.now()
@@ -78,6 +78,7 @@ func (v *view) heartbeatChanged(_ string, old, new *resources.NodeHeartbeat) {
 	}
 	if !fresh(old) && fresh(new) {
 		v.markAll(factNodes)
+		reconcile.Poke(v.beatWake)
 	}
 }
 

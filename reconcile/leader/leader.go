@@ -80,9 +80,9 @@ type Leader struct {
 	// workloads placement planned and statuses the status loop derived, for
 	// tests and benchmarks.
 	placementPasses, statusPasses atomic.Int64
+	planned, derived              atomic.Int64
 	// lossScans counts the node-loss clock's looks at every node.
-	lossScans        atomic.Int64
-	planned, derived atomic.Int64
+	lossScans atomic.Int64
 	// busy counts the passes under way and subs are the subscriptions of
 	// the loops that make them, for tests that wait for quiet (idle).
 	busy atomic.Int64

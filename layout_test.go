@@ -26,7 +26,7 @@ const module = "kat.dws.rip/kat"
 // (scripts/harness is shared by the end-to-end tests and task cluster:up).
 var layers = []string{
 	"cmd", "node", "api/server", "reconcile/leader", "reconcile/agent", "reconcile",
-	"gitsync", "webhook", "build", "netstack", "runtime", "store", "gitx", "quadlet", "api", "pki", "internal",
+	"gitsync", "webhook", "build", "netstack", "runtime", "store", "gitx", "apiclient", "quadlet", "api", "pki", "internal",
 }
 
 // goPackageDirs returns every directory of the module holding Go files,

@@ -1,16 +1,9 @@
 package api
 
 import (
-	"context"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 )
-
-// AuditPath is the audit log's endpoint (admin token only).
-const AuditPath = "/v1alpha1/audit"
 
 // Actors of audit entries besides "node:NAME" and "webhook:PROVIDER".
 const (
@@ -78,20 +71,4 @@ type AuditQuery struct {
 	// Resource keeps entries whose Object is this or starts with it
 	// followed by "/": "workload", "workload/default", "node/n2".
 	Resource string
-}
-
-// ListAudit returns the newest audit entries matching q, oldest first.
-func (c *Client) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
-	v := url.Values{}
-	if q.Limit != 0 {
-		v.Set("limit", strconv.Itoa(q.Limit))
-	}
-	if q.Actor != "" {
-		v.Set("actor", q.Actor)
-	}
-	if q.Resource != "" {
-		v.Set("resource", q.Resource)
-	}
-	var out []AuditEntry
-	return out, c.do(ctx, http.MethodGet, AuditPath, v, nil, "", &out)
 }

@@ -1,14 +1,8 @@
 package api
 
 import (
-	"context"
-	"net/http"
 	"time"
 )
-
-// BackupPath is where katcall backup asks the leader for a snapshot now
-// (POST, admin token).
-const BackupPath = "/v1alpha1/cluster/backup"
 
 // Backup is one etcd snapshot the leader wrote and checked.
 type Backup struct {
@@ -34,10 +28,4 @@ type BackupStatus struct {
 	LastAttempt time.Time `json:"lastAttempt"`
 	// Error is why the last attempt failed; empty when it succeeded.
 	Error string `json:"error,omitempty"`
-}
-
-// Backup asks the leader to write a snapshot now and returns it.
-func (c *Client) Backup(ctx context.Context) (*Backup, error) {
-	var b Backup
-	return &b, c.do(ctx, http.MethodPost, BackupPath, nil, nil, "", &b)
 }

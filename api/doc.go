@@ -1,12 +1,10 @@
-// Package api is KAT's v1alpha1 API as a client sees it: the wire types
-// (spec §8, the same records etcd holds for nodes, instances, sources and
-// events) and the [Client] that katcall and agents use. It imports neither
-// etcd nor go-git, so katcall stays small; the server is package
-// api/server.
+// Package api is KAT's model: every record the v1alpha1 API carries and etcd
+// stores, defined once, with its small methods and enumeration constants,
+// and the API's request and response bodies, its paths and its error body
+// ([Error]). The store (store/resources), the leader, the agent, the server
+// (apiserver), the client (apiclient) and katcall all use these types as
+// they are. It imports the standard library only.
 //
-//	c, err := api.NewClient(api.ClientConfig{Server: url, Token: token, CAData: caPEM})
-//	ws, err := c.ListWorkloads(ctx, "")
-//
-// Errors the server answers come back as *[Error], with the HTTP status, a
-// short code and, for a refused Quadlet, every invalid field.
+// The JSON field names are the wire's and etcd's: renaming one breaks the
+// clients and the data of running clusters.
 package api

@@ -1,9 +1,6 @@
 package api
 
 import (
-	"context"
-	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -109,15 +106,4 @@ type JobRunInstance struct {
 // stopped).
 func (i JobRunInstance) Done() bool {
 	return i.State == RunInstanceSucceeded || i.State == RunInstanceFailed || i.State == RunInstanceStopped
-}
-
-// ListJobRuns returns the runs of every Job, of namespace ns when it is not
-// empty, sorted by namespace, name and start time.
-func (c *Client) ListJobRuns(ctx context.Context, ns string) ([]JobRun, error) {
-	q := url.Values{}
-	if ns != "" {
-		q.Set("namespace", ns)
-	}
-	var out []JobRun
-	return out, c.do(ctx, http.MethodGet, "/v1alpha1/jobs", q, nil, "", &out)
 }

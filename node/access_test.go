@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -109,7 +110,7 @@ func TestWorkerLeastPrivilege(t *testing.T) {
 	t.Run("API writes", func(t *testing.T) {
 		ep, err := leader.repo.GetLeaderEndpoint(ctx)
 		must(t, err)
-		c, err := api.NewClient(api.ClientConfig{Server: ep.APIURL, CAData: w.ca.CertPEM, ClientCert: w.leaf})
+		c, err := apiclient.New(apiclient.Config{Server: ep.APIURL, CAData: w.ca.CertPEM, ClientCert: w.leaf})
 		must(t, err)
 		record := func(node string) []byte {
 			b, err := json.Marshal(map[string]string{"node": node, "namespace": "default", "workload": "web", "commit": commit, "state": "Succeeded"})
@@ -189,7 +190,7 @@ func TestWorkerLeastPrivilege(t *testing.T) {
 		// user (ServerConfig.ForgetNode) with its records.
 		var kc katcallConfig
 		must(t, yaml.Unmarshal(readFile(t, leader.KatcallConfigPath()), &kc))
-		admin, err := api.NewClient(api.ClientConfig{Server: kc.Server, Token: kc.Token, CAData: []byte(kc.CertificateAuthorityData)})
+		admin, err := apiclient.New(apiclient.Config{Server: kc.Server, Token: kc.Token, CAData: []byte(kc.CertificateAuthorityData)})
 		must(t, err)
 		must(t, admin.DeleteNode(ctx, "w1", true))
 		if _, err := w.repo.ListAssignments(ctx, "w1"); !errors.Is(err, store.ErrPermissionDenied) {
@@ -208,7 +209,7 @@ func TestJoinRefusesReservedName(t *testing.T) {
 	csr, _, err := pki.NewCSR("root", nil, nil)
 	must(t, err)
 	ctx := t.Context()
-	_, err = api.Join(ctx, fmt.Sprintf("https://127.0.0.1:%d", lo.APIPort), tok, api.JoinRequest{
+	_, err = apiclient.Join(ctx, fmt.Sprintf("https://127.0.0.1:%d", lo.APIPort), tok, api.JoinRequest{
 		NodeName: store.RootUser, NodeUID: "u", CSR: string(csr), AdvertiseAddress: "127.0.0.1", AgentPort: 1,
 	})
 	var apiErr *api.Error

@@ -20,6 +20,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
@@ -432,7 +433,7 @@ const joinRetryDelay = time.Second
 // the same node (UID) again, and an etcd member it added already is kept.
 func joinRetrying(ctx context.Context, server string, tok pki.JoinToken, req api.JoinRequest) (*api.JoinResponse, error) {
 	for {
-		resp, err := api.Join(ctx, server, tok, req)
+		resp, err := apiclient.Join(ctx, server, tok, req)
 		var apiErr *api.Error
 		if err == nil || !errors.As(err, &apiErr) || apiErr.StatusCode < http.StatusInternalServerError {
 			return resp, err

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
@@ -194,7 +195,7 @@ func TestRotateJoinToken(t *testing.T) {
 	}
 	var kc katcallConfig
 	must(t, yaml.Unmarshal(readFile(t, leader.KatcallConfigPath()), &kc))
-	admin, err := api.NewClient(api.ClientConfig{Server: kc.Server, Token: kc.Token, CAData: []byte(kc.CertificateAuthorityData)})
+	admin, err := apiclient.New(apiclient.Config{Server: kc.Server, Token: kc.Token, CAData: []byte(kc.CertificateAuthorityData)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store"
 )
@@ -26,7 +27,7 @@ func TestMetricsCertScrapesOnly(t *testing.T) {
 	ep, err := leader.repo.GetLeaderEndpoint(ctx)
 	must(t, err)
 	token := strings.TrimSpace(string(readFile(t, filepath.Join(lo.DataDir, "admin.token"))))
-	admin, err := api.NewClient(api.ClientConfig{Server: ep.APIURL, Token: token, CAData: leader.ca.CertPEM})
+	admin, err := apiclient.New(apiclient.Config{Server: ep.APIURL, Token: token, CAData: leader.ca.CertPEM})
 	must(t, err)
 	// The common name asked for is ignored: the leader names it.
 	csrPEM, keyPEM, err := pki.NewCSR("n1", []string{"n1"}, nil)
@@ -50,7 +51,7 @@ func TestMetricsCertScrapesOnly(t *testing.T) {
 			t.Errorf("metrics certificate %q, %d days, csr %.30q: %v, want 400 naming %s", tc.name, tc.days, tc.csr, err, tc.field)
 		}
 	}
-	anonymous, err := api.NewClient(api.ClientConfig{Server: ep.APIURL, CAData: leader.ca.CertPEM})
+	anonymous, err := apiclient.New(apiclient.Config{Server: ep.APIURL, CAData: leader.ca.CertPEM})
 	must(t, err)
 	var apiErr *api.Error
 	if _, err := anonymous.IssueMetricsCert(ctx, "prom", csrPEM, 0); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {

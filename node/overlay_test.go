@@ -13,6 +13,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
@@ -46,7 +47,7 @@ func TestOverlayRecords(t *testing.T) {
 	join := func(name, pub string, port int) error {
 		csr, _, err := pki.NewCSR(name, nil, nil)
 		must(t, err)
-		_, err = api.Join(ctx, fmt.Sprintf("https://127.0.0.1:%d", lo.APIPort), tok, api.JoinRequest{
+		_, err = apiclient.Join(ctx, fmt.Sprintf("https://127.0.0.1:%d", lo.APIPort), tok, api.JoinRequest{
 			NodeName: name, NodeUID: "uid-" + name, CSR: string(csr), AdvertiseAddress: "192.0.2.7", AgentPort: 9116,
 			WireGuardPublicKey: pub, WireGuardPort: port,
 		})

@@ -15,6 +15,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -93,11 +94,11 @@ func TestAuditRecordsWhoDidWhat(t *testing.T) {
 	f, logs := auditFixture(t, nil)
 	const marker = "body-marker-7f3a"
 	wl := strings.Replace(workloadKat("web", "", 1), "command: [/bin/true]", "command: [/bin/true], env: [{name: MARK, value: "+marker+"}]", 1)
-	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": wl}), api.ApplyOptions{}); err != nil {
+	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": wl}), apiclient.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	bad := workloadKat("broken", "", -1)
-	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": bad}), api.ApplyOptions{}); statusOf(err) != http.StatusUnprocessableEntity {
+	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": bad}), apiclient.ApplyOptions{}); statusOf(err) != http.StatusUnprocessableEntity {
 		t.Fatalf("apply of an invalid workload: %v, want 422", err)
 	}
 	if _, err := f.client.ListWorkloads(ctx, ""); err != nil { // a read: not recorded
@@ -203,7 +204,7 @@ func TestAuditQuery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)}), api.ApplyOptions{}); err != nil {
+	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)}), apiclient.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if code := f.postWebhook(t, "https://git.example/a.git", webhookSecret); code != http.StatusAccepted {

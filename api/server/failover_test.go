@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -73,7 +73,7 @@ func TestClientFailsOver(t *testing.T) {
 	noLeader.StartTLS()
 	t.Cleanup(noLeader.Close)
 
-	c, err := api.NewClient(api.ClientConfig{Server: dead, Servers: []string{noLeader.URL, f.srv.URL}, Token: token, CAData: ca})
+	c, err := apiclient.New(apiclient.Config{Server: dead, Servers: []string{noLeader.URL, f.srv.URL}, Token: token, CAData: ca})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestClientFailsOver(t *testing.T) {
 	hangUp.TLS = f.srv.TLS
 	hangUp.StartTLS()
 	t.Cleanup(hangUp.Close)
-	c2, err := api.NewClient(api.ClientConfig{Server: hangUp.URL, Servers: []string{f.srv.URL}, Token: token, CAData: ca})
+	c2, err := apiclient.New(apiclient.Config{Server: hangUp.URL, Servers: []string{f.srv.URL}, Token: token, CAData: ca})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestClientFailsOver(t *testing.T) {
 
 	// A client of one server tries it once (however long the failover
 	// timeout), and the error names it.
-	one, err := api.NewClient(api.ClientConfig{Server: dead, Token: token, CAData: ca, FailoverTimeout: time.Hour})
+	one, err := apiclient.New(apiclient.Config{Server: dead, Token: token, CAData: ca, FailoverTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestClientFailsOver(t *testing.T) {
 		t.Fatalf("one dead server: %v; want an error naming it", err)
 	}
 	hits := noLeaderHits.Load()
-	alone, err := api.NewClient(api.ClientConfig{Server: noLeader.URL, Token: token, CAData: ca, FailoverTimeout: time.Hour})
+	alone, err := apiclient.New(apiclient.Config{Server: noLeader.URL, Token: token, CAData: ca, FailoverTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -106,7 +107,7 @@ func newAgentFixture(t *testing.T, agent server.AgentConfig) *fixture {
 		t.Fatal(err)
 	}
 	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "default", 1)}),
-		api.ApplyOptions{}); err != nil {
+		apiclient.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -44,7 +44,7 @@ func TestNodeReportsWithItsCertificate(t *testing.T) {
 // nodeClient serves f's repository over mutual TLS (as the leader does:
 // client certificates verified when given) and returns a client holding the
 // certificate of node name and no token.
-func nodeClient(t *testing.T, f *fixture, name string) *api.Client {
+func nodeClient(t *testing.T, f *fixture, name string) *apiclient.Client {
 	t.Helper()
 	ca, err := pki.NewCA("test-ca")
 	if err != nil {
@@ -69,7 +69,7 @@ func nodeClient(t *testing.T, f *fixture, name string) *api.Client {
 	srv.TLS.ClientAuth = tls.VerifyClientCertIfGiven
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	client, err := api.NewClient(api.ClientConfig{Server: srv.URL, CAData: ca.CertPEM, ClientCert: issue(name)})
+	client, err := apiclient.New(apiclient.Config{Server: srv.URL, CAData: ca.CertPEM, ClientCert: issue(name)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -29,7 +30,7 @@ const token = "test-admin-token"
 
 type fixture struct {
 	srv    *httptest.Server
-	client *api.Client
+	client *apiclient.Client
 	repo   *resources.Repo
 	st     store.StateStore
 }
@@ -66,7 +67,7 @@ spec: {clusterCIDR: 10.100.0.0/16, serviceCIDR: 10.96.0.0/16}
 	srv := httptest.NewTLSServer(s.Handler())
 	t.Cleanup(srv.Close)
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	c, err := api.NewClient(api.ClientConfig{Server: srv.URL, Token: token, CAData: caPEM})
+	c, err := apiclient.New(apiclient.Config{Server: srv.URL, Token: token, CAData: caPEM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,22 +199,22 @@ func TestWorkloadLifecycle(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	arch := archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 2)})
-	res, err := f.client.ApplyWorkload(ctx, "default", "", arch, api.ApplyOptions{CreateOnly: true})
+	res, err := f.client.ApplyWorkload(ctx, "default", "", arch, apiclient.ApplyOptions{CreateOnly: true})
 	if err != nil || !res.Created || res.Workload.Generation != 1 || res.Workload.Namespace != "default" {
 		t.Fatalf("create: %+v, %v", res, err)
 	}
 	if res.Workload.Status.Desired != 2 || res.Workload.Status.Phase != "Pending" || res.Workload.Owner.Kind != "api" {
 		t.Fatalf("status after create: %+v", res.Workload)
 	}
-	_, err = f.client.ApplyWorkload(ctx, "default", "", arch, api.ApplyOptions{CreateOnly: true})
+	_, err = f.client.ApplyWorkload(ctx, "default", "", arch, apiclient.ApplyOptions{CreateOnly: true})
 	if code := statusOf(err); code != http.StatusConflict {
 		t.Fatalf("second POST: %v (status %d), want 409", err, code)
 	}
-	res, err = f.client.ApplyWorkload(ctx, "default", "web", arch, api.ApplyOptions{})
+	res, err = f.client.ApplyWorkload(ctx, "default", "web", arch, apiclient.ApplyOptions{})
 	if err != nil || res.Changed || res.Workload.Generation != 1 {
 		t.Fatalf("identical PUT: %+v, %v; want unchanged generation 1", res, err)
 	}
-	res, err = f.client.ApplyWorkload(ctx, "default", "web", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "default", 3)}), api.ApplyOptions{})
+	res, err = f.client.ApplyWorkload(ctx, "default", "web", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "default", 3)}), apiclient.ApplyOptions{})
 	if err != nil || !res.Changed || res.Workload.Generation != 2 {
 		t.Fatalf("changed PUT: %+v, %v; want generation 2", res, err)
 	}
@@ -240,7 +241,7 @@ func TestRefusedRequestsChangeNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, func(c *server.ServerConfig) { c.MaxArchiveBytes = 4 << 10 })
-	if _, err := f.client.ApplyWorkload(ctx, "default", "web", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)}), api.ApplyOptions{}); err != nil {
+	if _, err := f.client.ApplyWorkload(ctx, "default", "web", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)}), apiclient.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.repo.ApplyWorkload(ctx, resources.ApplyRequest{
@@ -309,7 +310,7 @@ func TestInvalidQuadletDetails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	_, err := f.client.ApplyWorkload(context.Background(), "default", "web",
-		archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", -1)}), api.ApplyOptions{})
+		archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", -1)}), apiclient.ApplyOptions{})
 	var e *api.Error
 	if !errors.As(err, &e) || e.StatusCode != http.StatusUnprocessableEntity || len(e.Details) == 0 {
 		t.Fatalf("err = %v, want a 422 with details", err)
@@ -367,7 +368,7 @@ func TestNamespacesAndStatus(t *testing.T) {
 	if err != nil || ns.Name != "team-a" || ns.Labels["owner"] != "ops" {
 		t.Fatalf("create namespace: %+v, %v", ns, err)
 	}
-	if _, err := f.client.ApplyWorkload(ctx, "team-a", "", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)}), api.ApplyOptions{}); err != nil {
+	if _, err := f.client.ApplyWorkload(ctx, "team-a", "", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "", 1)}), apiclient.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.client.DeleteNamespace(ctx, "team-a"); statusOf(err) != http.StatusConflict {

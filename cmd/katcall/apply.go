@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -72,7 +73,7 @@ type applyItem struct {
 	archive   string // tar.gz path, for workloads
 }
 
-func runApply(ctx context.Context, c *api.Client, g *globals, o *applyOptions) error {
+func runApply(ctx context.Context, c *apiclient.Client, g *globals, o *applyOptions) error {
 	items, err := collect(o.path)
 	if err != nil {
 		return err
@@ -164,7 +165,7 @@ func collect(path string) ([]applyItem, error) {
 
 // applyOne uploads one item and returns what to print and, for a workload,
 // what the API answered.
-func applyOne(ctx context.Context, c *api.Client, o *applyOptions, it applyItem) (string, *api.Workload, error) {
+func applyOne(ctx context.Context, c *apiclient.Client, o *applyOptions, it applyItem) (string, *api.Workload, error) {
 	if it.namespace != nil {
 		ns, err := quadlet.ParseNamespace(filepath.Base(it.label), it.namespace)
 		if err != nil {
@@ -199,7 +200,7 @@ func applyOne(ctx context.Context, c *api.Client, o *applyOptions, it applyItem)
 	if ns == "" {
 		ns = peekNamespace(files[quadlet.WorkloadFile])
 	}
-	res, err := c.ApplyWorkload(ctx, ns, "", archive, api.ApplyOptions{Force: o.force})
+	res, err := c.ApplyWorkload(ctx, ns, "", archive, apiclient.ApplyOptions{Force: o.force})
 	if err != nil {
 		return "", nil, err
 	}

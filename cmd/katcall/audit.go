@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 // auditFlags are get's flags for the audit log.
@@ -47,7 +48,7 @@ func (f *auditFlags) query(cmd *cobra.Command, kind, name, namespace string) (ap
 }
 
 // runGetAudit lists the newest audit entries matching q, oldest first.
-func runGetAudit(ctx context.Context, c *api.Client, g *globals, q api.AuditQuery, f outputFormat) error {
+func runGetAudit(ctx context.Context, c *apiclient.Client, g *globals, q api.AuditQuery, f outputFormat) error {
 	es, err := c.ListAudit(ctx, q)
 	if err != nil {
 		return err

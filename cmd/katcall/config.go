@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/pki"
 )
 
@@ -43,7 +43,7 @@ func configPath(flag string) (string, error) {
 }
 
 // loadConfig reads and checks the configuration file.
-func loadConfig(flag string) (*api.ClientConfig, string, error) {
+func loadConfig(flag string) (*apiclient.Config, string, error) {
 	path, err := configPath(flag)
 	if err != nil {
 		return nil, "", err
@@ -67,16 +67,16 @@ func loadConfig(flag string) (*api.ClientConfig, string, error) {
 	case fc.Token == "":
 		return nil, path, fmt.Errorf("configuration %s: token: missing", path)
 	}
-	return &api.ClientConfig{Server: fc.Server, Servers: fc.Servers, Token: fc.Token, CAData: []byte(fc.CertificateAuthorityData)}, path, nil
+	return &apiclient.Config{Server: fc.Server, Servers: fc.Servers, Token: fc.Token, CAData: []byte(fc.CertificateAuthorityData)}, path, nil
 }
 
 // client builds an API client from the configuration.
-func (g *globals) client() (*api.Client, error) {
+func (g *globals) client() (*apiclient.Client, error) {
 	cfg, path, err := loadConfig(g.configPath)
 	if err != nil {
 		return nil, err
 	}
-	c, err := api.NewClient(*cfg)
+	c, err := apiclient.New(*cfg)
 	if err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", path, err)
 	}

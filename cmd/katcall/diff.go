@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -71,14 +72,14 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on an error
 	return cmd
 }
 
-// clusterView is what diff reads from the cluster; *api.Client has it.
+// clusterView is what diff reads from the cluster; *apiclient.Client has it.
 type clusterView interface {
 	ListNamespaces(ctx context.Context) ([]api.Namespace, error)
 	GetWorkload(ctx context.Context, ns, name string) (*api.Workload, error)
 	GetWorkloadFile(ctx context.Context, ns, name, file string) ([]byte, error)
 }
 
-var _ clusterView = (*api.Client)(nil)
+var _ clusterView = (*apiclient.Client)(nil)
 
 // change says what applying one item would do.
 type change byte

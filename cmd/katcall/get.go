@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 type getOptions struct {
@@ -77,7 +78,7 @@ func resourceKind(s string) (string, error) {
 	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, events, jobs or audit", s)
 }
 
-func runGet(ctx context.Context, c *api.Client, g *globals, kind, name, ns string, f outputFormat) error {
+func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns string, f outputFormat) error {
 	now := time.Now()
 	switch kind {
 	case "sources":

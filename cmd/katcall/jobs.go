@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 // runGetJobs lists the runs of every Job (of namespace ns, of Job name),
 // oldest first per Job.
-func runGetJobs(ctx context.Context, c *api.Client, g *globals, name, ns string, f outputFormat, now time.Time) error {
+func runGetJobs(ctx context.Context, c *apiclient.Client, g *globals, name, ns string, f outputFormat, now time.Time) error {
 	runs, err := c.ListJobRuns(ctx, ns)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 // nodeNameLabel is the label every node carries with its own name; the
@@ -24,7 +25,7 @@ const (
 	defaultDrainPoll    = 2 * time.Second
 )
 
-func newNodeActionCommand(g *globals, verb, short, done string, act func(*api.Client, context.Context, string) (*api.Node, error)) *cobra.Command {
+func newNodeActionCommand(g *globals, verb, short, done string, act func(*apiclient.Client, context.Context, string) (*api.Node, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:               verb + " NODE",
 		Short:             short,
@@ -107,7 +108,7 @@ instances finish. With --wait it reports progress until nothing is left, and fai
 
 // waitDrained polls node until it has no active instance, printing a line
 // each time what is left changes, and fails when o.timeout passes first.
-func waitDrained(ctx context.Context, c *api.Client, g *globals, node string, o *drainOptions) error {
+func waitDrained(ctx context.Context, c *apiclient.Client, g *globals, node string, o *drainOptions) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	tick := time.NewTicker(o.poll)
@@ -181,7 +182,7 @@ func newLabelCommand(g *globals) *cobra.Command {
 		Args:              minArgs(3, "node NODE KEY=VALUE... or KEY-..."),
 		ValidArgsFunction: completeKindThenName(g, "node"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runNodeChange(cmd.Context(), g, "label", args, parseLabelArgs, (*api.Client).LabelNode)
+			return runNodeChange(cmd.Context(), g, "label", args, parseLabelArgs, (*apiclient.Client).LabelNode)
 		},
 	}
 }
@@ -189,7 +190,7 @@ func newLabelCommand(g *globals) *cobra.Command {
 // runNodeChange runs `katcall VERB node NODE ARG...`: it parses the ARGs
 // into a change and sends it with send.
 func runNodeChange[T any](ctx context.Context, g *globals, verb string, args []string, parse func([]string) (T, error),
-	send func(*api.Client, context.Context, string, T) (*api.Node, error)) error {
+	send func(*apiclient.Client, context.Context, string, T) (*api.Node, error)) error {
 	kind, err := resourceKind(args[0])
 	if err != nil || kind != "nodes" {
 		return fmt.Errorf("%s: %q: only nodes can be given %ss here (workloads take theirs from their Quadlet files)", verb, args[0], verb)
@@ -250,7 +251,7 @@ node fits. Adding a taint whose key and effect the node has already needs --over
 				change.Overwrite = overwrite
 				return change, err
 			}
-			return runNodeChange(cmd.Context(), g, "taint", args, parse, (*api.Client).TaintNode)
+			return runNodeChange(cmd.Context(), g, "taint", args, parse, (*apiclient.Client).TaintNode)
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace a taint of the same key and effect")

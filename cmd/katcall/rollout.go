@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 // Exit codes of katcall rollout status and apply --wait.
@@ -148,7 +149,7 @@ rolled back or was superseded, and 2 when --timeout passed first.`,
 // waitRollout prints the rollout of workload ns/name's generation gen (0:
 // the current one) whenever its progress changes, until it ends or timeout
 // passes.
-func waitRollout(ctx context.Context, c *api.Client, g *globals, ns, name string, gen int64, timeout time.Duration) error {
+func waitRollout(ctx context.Context, c *apiclient.Client, g *globals, ns, name string, gen int64, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := ""

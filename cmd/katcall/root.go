@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 // globals are the flags every command shares.
@@ -16,7 +16,7 @@ type globals struct {
 	// used is the API client the command made (client), and usedConfig
 	// the file it came from: run refreshes the file's servers when the
 	// client had to fail over.
-	used       *api.Client
+	used       *apiclient.Client
 	usedConfig string
 }
 
@@ -42,8 +42,8 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.AddCommand(newLogsCommand(g))
 	root.AddCommand(newHistoryCommand(g), newRollbackCommand(g), newRolloutCommand(g))
 	root.AddCommand(
-		newNodeActionCommand(g, "cordon", "Mark a node unschedulable: it gets no new instance", "cordoned", (*api.Client).CordonNode),
-		newNodeActionCommand(g, "uncordon", "Make a node schedulable again (ending a drain)", "uncordoned", (*api.Client).UncordonNode),
+		newNodeActionCommand(g, "cordon", "Mark a node unschedulable: it gets no new instance", "cordoned", (*apiclient.Client).CordonNode),
+		newNodeActionCommand(g, "uncordon", "Make a node schedulable again (ending a drain)", "uncordoned", (*apiclient.Client).UncordonNode),
 		newDrainCommand(g), newLabelCommand(g), newTaintCommand(g), newTokenCommand(g), newMetricsCertCommand(g))
 	return root, g
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 func newSourceCommand(g *globals) *cobra.Command {
@@ -178,7 +179,7 @@ func newSuspendCommand(g *globals, suspend bool) *cobra.Command {
 	}
 }
 
-func runGetSources(ctx context.Context, c *api.Client, g *globals, name string, f outputFormat) error {
+func runGetSources(ctx context.Context, c *apiclient.Client, g *globals, name string, f outputFormat) error {
 	srcs, err := c.ListSources(ctx)
 	if err != nil {
 		return err
@@ -240,7 +241,7 @@ func short12(s string) string {
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
 
-func runGetEvents(ctx context.Context, c *api.Client, g *globals, f outputFormat) error {
+func runGetEvents(ctx context.Context, c *apiclient.Client, g *globals, f outputFormat) error {
 	evs, err := c.ListEvents(ctx, 50)
 	if err != nil {
 		return err

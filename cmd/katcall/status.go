@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 func newStatusCommand(g *globals) *cobra.Command {
@@ -38,7 +39,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-func runStatus(ctx context.Context, c *api.Client, g *globals, f outputFormat) error {
+func runStatus(ctx context.Context, c *apiclient.Client, g *globals, f outputFormat) error {
 	st, err := c.Status(ctx)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 // workloadRef splits NAMESPACE/NAME.
@@ -22,7 +23,7 @@ func workloadRef(s string) (ns, name string, err error) {
 }
 
 // runWorkloadStatus shows one workload and its instances.
-func runWorkloadStatus(ctx context.Context, c *api.Client, g *globals, ref string, f outputFormat) error {
+func runWorkloadStatus(ctx context.Context, c *apiclient.Client, g *globals, ref string, f outputFormat) error {
 	ns, name, err := workloadRef(ref)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
@@ -28,7 +29,7 @@ type LeaderLink struct {
 	cert   *pki.Leaf
 	mu     sync.Mutex
 	url    string
-	client *api.Client
+	client *apiclient.Client
 }
 
 var _ build.RecordStore = (*LeaderLink)(nil)
@@ -40,7 +41,7 @@ func NewLeaderLink(node string, repo *resources.Repo, caPEM []byte, cert *pki.Le
 }
 
 // leader returns a client of the current leader's API and its URL.
-func (l *LeaderLink) leader(ctx context.Context) (*api.Client, string, error) {
+func (l *LeaderLink) leader(ctx context.Context) (*apiclient.Client, string, error) {
 	ep, err := l.repo.GetLeaderEndpoint(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("find the leader: %w", err)
@@ -48,7 +49,7 @@ func (l *LeaderLink) leader(ctx context.Context) (*api.Client, string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.client == nil || l.url != ep.APIURL {
-		c, err := api.NewClient(api.ClientConfig{Server: ep.APIURL, CAData: l.caPEM, ClientCert: l.cert, Timeout: reportTimeout})
+		c, err := apiclient.New(apiclient.Config{Server: ep.APIURL, CAData: l.caPEM, ClientCert: l.cert, Timeout: reportTimeout})
 		if err != nil {
 			return nil, "", fmt.Errorf("reach the leader at %s: %w", ep.APIURL, err)
 		}

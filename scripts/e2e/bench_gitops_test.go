@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/webhook"
 )
@@ -236,7 +236,7 @@ func startGitOpsCluster(b *testing.B, dir string, base *scaleRepo) (*Cluster, []
 
 // waitSourceApplied waits until source r applied its head with all its
 // workloads: they are in etcd, so the API shows them.
-func waitSourceApplied(b *testing.B, client *api.Client, r *scaleRepo) {
+func waitSourceApplied(b *testing.B, client *apiclient.Client, r *scaleRepo) {
 	b.Helper()
 	head := r.head(b)
 	poll.UntilErr(b, scaleTimeout, "source "+r.name+" applies "+head[:12], func() error {
@@ -252,7 +252,7 @@ func waitSourceApplied(b *testing.B, client *api.Client, r *scaleRepo) {
 }
 
 // checkListed fails unless the API lists all of source r's workloads.
-func checkListed(b *testing.B, client *api.Client, r *scaleRepo) {
+func checkListed(b *testing.B, client *apiclient.Client, r *scaleRepo) {
 	b.Helper()
 	ws, err := client.ListWorkloads(context.Background(), "default")
 	if err != nil {
@@ -311,7 +311,7 @@ func webhookSender(b *testing.B, c *Cluster, secret []byte) func(r *scaleRepo, h
 // returns the time until the API shows the workload's new generation, and
 // until its status observes it. It returns once the source applied the
 // commit, so the next commit starts from a leader at rest.
-func (r *scaleRepo) pushOne(b *testing.B, client *api.Client, hook func(*scaleRepo, string), i int) (visible, observed time.Duration) {
+func (r *scaleRepo) pushOne(b *testing.B, client *apiclient.Client, hook func(*scaleRepo, string), i int) (visible, observed time.Duration) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), scaleTimeout)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
 )
@@ -181,7 +182,7 @@ func simulatedNodes(tb testing.TB, c *Cluster, n int) []*simNode {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		resp, err := api.Join(ctx, apiURL, tok, api.JoinRequest{NodeName: name, NodeUID: name, CSR: string(csr),
+		resp, err := apiclient.Join(ctx, apiURL, tok, api.JoinRequest{NodeName: name, NodeUID: name, CSR: string(csr),
 			AdvertiseAddress: "127.0.0.1", AgentPort: 1})
 		if err != nil {
 			tb.Fatalf("join %s: %v", name, err)

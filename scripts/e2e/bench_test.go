@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -32,7 +32,7 @@ func BenchmarkApplyWorkloads(b *testing.B) {
 		}
 		start := time.Now()
 		for i, a := range archives {
-			if _, err := client.ApplyWorkload(context.Background(), "default", "", a, api.ApplyOptions{}); err != nil {
+			if _, err := client.ApplyWorkload(context.Background(), "default", "", a, apiclient.ApplyOptions{}); err != nil {
 				b.Fatalf("apply %d: %v", i, err)
 			}
 		}
@@ -60,7 +60,7 @@ func BenchmarkApplyWorkloads(b *testing.B) {
 	}
 }
 
-func applyConcurrently(b *testing.B, client *api.Client, archives [][]byte, workers int) {
+func applyConcurrently(b *testing.B, client *apiclient.Client, archives [][]byte, workers int) {
 	b.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -70,7 +70,7 @@ func applyConcurrently(b *testing.B, client *api.Client, archives [][]byte, work
 		go func() {
 			defer wg.Done()
 			for a := range next {
-				if _, err := client.ApplyWorkload(context.Background(), "default", "", a, api.ApplyOptions{}); err != nil {
+				if _, err := client.ApplyWorkload(context.Background(), "default", "", a, apiclient.ApplyOptions{}); err != nil {
 					errs <- err
 					return
 				}
@@ -88,7 +88,7 @@ func applyConcurrently(b *testing.B, client *api.Client, archives [][]byte, work
 	}
 }
 
-func clientFor(tb testing.TB, c *Cluster) *api.Client {
+func clientFor(tb testing.TB, c *Cluster) *apiclient.Client {
 	tb.Helper()
 	var cfg struct {
 		Server string `yaml:"server"`
@@ -102,7 +102,7 @@ func clientFor(tb testing.TB, c *Cluster) *api.Client {
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
 		tb.Fatal(err)
 	}
-	client, err := api.NewClient(api.ClientConfig{Server: cfg.Server, Token: cfg.Token, CAData: []byte(cfg.CA)})
+	client, err := apiclient.New(apiclient.Config{Server: cfg.Server, Token: cfg.Token, CAData: []byte(cfg.CA)})
 	if err != nil {
 		tb.Fatal(err)
 	}

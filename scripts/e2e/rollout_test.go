@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 )
 
 // rollWorkload is a 3-replica Service of busybox httpd on port serving
@@ -84,10 +85,10 @@ func readKatcallConfig(t *testing.T, c *Cluster) katcallFile {
 }
 
 // apiClient is an API client with the cluster's katcall configuration.
-func apiClient(t *testing.T, c *Cluster) *api.Client {
+func apiClient(t *testing.T, c *Cluster) *apiclient.Client {
 	t.Helper()
 	cfg := readKatcallConfig(t, c)
-	cl, err := api.NewClient(api.ClientConfig{Server: cfg.Server, Token: cfg.Token, CAData: []byte(cfg.CA)})
+	cl, err := apiclient.New(apiclient.Config{Server: cfg.Server, Token: cfg.Token, CAData: []byte(cfg.CA)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ type listFollower struct {
 	firstFailure   string
 }
 
-func followList(ctx context.Context, t *testing.T, cl *api.Client, ns, name string) (*listFollower, func()) {
+func followList(ctx context.Context, t *testing.T, cl *apiclient.Client, ns, name string) (*listFollower, func()) {
 	t.Helper()
 	f := &listFollower{bodies: map[string]int{}}
 	var eps atomic.Pointer[[]string]

@@ -23,6 +23,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/scripts/harness"
 	"kat.dws.rip/kat/webhook"
@@ -259,7 +260,7 @@ func blockedThroughMember(t *testing.T, c *testCluster, web *http.Client, token 
 // only member x, which does not lead. Restarted, the worker records every
 // member's etcd URL there; then x dies and the worker restarts again, and
 // must come back Ready through the others. x is restarted as a follower.
-func (c *testCluster) workerLearnsMembers(t *testing.T, client func(int) *api.Client, members int) {
+func (c *testCluster) workerLearnsMembers(t *testing.T, client func(int) *apiclient.Client, members int) {
 	t.Helper()
 	worker := members
 	w := c.Hosts[worker]

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/scripts/harness"
 )
@@ -39,8 +40,8 @@ func TestQuorum(t *testing.T) {
 	web := memberHTTP(t, caPEM)
 	// client reaches host i's API only: no failing over to another
 	// member, so that what each member answers shows.
-	client := func(i int) *api.Client {
-		cl, err := api.NewClient(api.ClientConfig{
+	client := func(i int) *apiclient.Client {
+		cl, err := apiclient.New(apiclient.Config{
 			Server: "https://" + netip.AddrPortFrom(c.Hosts[i].Addr, harness.APIPort).String(),
 			Token:  token, CAData: caPEM, Timeout: 5 * time.Second,
 		})
@@ -258,7 +259,7 @@ func TestQuorum(t *testing.T) {
 	}
 
 	t.Run("two of three members dead: writes stop with a clear error, nothing is lost when they return", func(t *testing.T) {
-		label := func(cl *api.Client, v string) error {
+		label := func(cl *apiclient.Client, v string) error {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			_, err := cl.LabelNode(ctx, "node1", map[string]*string{"quorum": &v})
@@ -392,7 +393,7 @@ func TestQuorum(t *testing.T) {
 // leader) and waits until its own API answers (cl reaches only it,
 // forwarding to the leader) and lists it as a member that does not lead,
 // with a heartbeat sent since the restart, and every node Ready.
-func (c *testCluster) restartAsFollower(t *testing.T, i int, cl *api.Client, members int) {
+func (c *testCluster) restartAsFollower(t *testing.T, i int, cl *apiclient.Client, members int) {
 	t.Helper()
 	a, err := c.StartAgent(t.Context(), i, c.opts)
 	if err != nil {

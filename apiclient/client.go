@@ -1,4 +1,4 @@
-package api
+package apiclient
 
 import (
 	"bytes"
@@ -17,11 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/pki"
 )
 
-// ClientConfig says how to reach and authenticate to the API.
-type ClientConfig struct {
+// Config says how to reach and authenticate to the API.
+type Config struct {
 	// Server is the API base URL, e.g. https://10.0.0.1:9115.
 	Server string
 	// Token is the admin bearer token.
@@ -58,8 +59,8 @@ type Client struct {
 	failover time.Duration
 }
 
-// NewClient checks cfg and returns a Client.
-func NewClient(cfg ClientConfig) (*Client, error) {
+// New checks cfg and returns a Client.
+func New(cfg Config) (*Client, error) {
 	var bases []*url.URL
 	tls := false
 	for _, s := range append([]string{cfg.Server}, cfg.Servers...) {
@@ -131,7 +132,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("read response of %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode >= 400 {
-		apiErr := &Error{StatusCode: resp.StatusCode}
+		apiErr := &api.Error{StatusCode: resp.StatusCode}
 		if json.Unmarshal(data, apiErr) != nil || apiErr.Message == "" {
 			apiErr.Code = http.StatusText(resp.StatusCode)
 			apiErr.Message = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
@@ -193,7 +194,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 			if err != nil {
 				last = err
 			} else {
-				last = &Error{StatusCode: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: why}
+				last = &api.Error{StatusCode: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: why}
 			}
 		}
 		if time.Now().Add(backoff).After(deadline) {
@@ -235,8 +236,8 @@ func failoverable(method string, resp *http.Response, err error) (string, bool) 
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	var apiErr Error
-	if json.Unmarshal(data, &apiErr) == nil && apiErr.Code == CodeUnavailable {
+	var apiErr api.Error
+	if json.Unmarshal(data, &apiErr) == nil && apiErr.Code == api.CodeUnavailable {
 		return apiErr.Message, true
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
@@ -278,45 +279,45 @@ func (c *Client) Health(ctx context.Context) error {
 }
 
 // Status returns the cluster summary.
-func (c *Client) Status(ctx context.Context) (*Status, error) {
-	var st Status
+func (c *Client) Status(ctx context.Context) (*api.Status, error) {
+	var st api.Status
 	return &st, c.do(ctx, http.MethodGet, "/v1alpha1/status", nil, nil, "", &st)
 }
 
 // ClusterConfig returns the sanitised cluster configuration.
-func (c *Client) ClusterConfig(ctx context.Context) (*ClusterConfig, error) {
-	var cc ClusterConfig
+func (c *Client) ClusterConfig(ctx context.Context) (*api.ClusterConfig, error) {
+	var cc api.ClusterConfig
 	return &cc, c.do(ctx, http.MethodGet, "/v1alpha1/config/cluster", nil, nil, "", &cc)
 }
 
 // ClusterServers returns the API URLs of the cluster's members, the
 // leader's first.
-func (c *Client) ClusterServers(ctx context.Context) (*ClusterServers, error) {
-	var cs ClusterServers
+func (c *Client) ClusterServers(ctx context.Context) (*api.ClusterServers, error) {
+	var cs api.ClusterServers
 	return &cs, c.do(ctx, http.MethodGet, "/v1alpha1/cluster/servers", nil, nil, "", &cs)
 }
 
 // ListNodes returns every node.
-func (c *Client) ListNodes(ctx context.Context) ([]Node, error) {
-	var out []Node
+func (c *Client) ListNodes(ctx context.Context) ([]api.Node, error) {
+	var out []api.Node
 	return out, c.do(ctx, http.MethodGet, "/v1alpha1/nodes", nil, nil, "", &out)
 }
 
 // ListNamespaces returns every namespace.
-func (c *Client) ListNamespaces(ctx context.Context) ([]Namespace, error) {
-	var out []Namespace
+func (c *Client) ListNamespaces(ctx context.Context) ([]api.Namespace, error) {
+	var out []api.Namespace
 	return out, c.do(ctx, http.MethodGet, "/v1alpha1/namespaces", nil, nil, "", &out)
 }
 
 // CreateNamespace creates a namespace from a namespace.kat document.
-func (c *Client) CreateNamespace(ctx context.Context, doc []byte) (*Namespace, error) {
-	var ns Namespace
+func (c *Client) CreateNamespace(ctx context.Context, doc []byte) (*api.Namespace, error) {
+	var ns api.Namespace
 	return &ns, c.do(ctx, http.MethodPost, "/v1alpha1/namespaces", nil, doc, "application/yaml", &ns)
 }
 
 // PutNamespace creates a namespace or replaces its labels.
-func (c *Client) PutNamespace(ctx context.Context, name string, doc []byte) (*Namespace, error) {
-	var ns Namespace
+func (c *Client) PutNamespace(ctx context.Context, name string, doc []byte) (*api.Namespace, error) {
+	var ns api.Namespace
 	return &ns, c.do(ctx, http.MethodPut, "/v1alpha1/namespaces/"+url.PathEscape(name), nil, doc, "application/yaml", &ns)
 }
 
@@ -327,18 +328,18 @@ func (c *Client) DeleteNamespace(ctx context.Context, name string) error {
 
 // ListWorkloads returns the workloads of ns, or of all namespaces when ns is
 // empty.
-func (c *Client) ListWorkloads(ctx context.Context, ns string) ([]Workload, error) {
+func (c *Client) ListWorkloads(ctx context.Context, ns string) ([]api.Workload, error) {
 	path := "/v1alpha1/workloads"
 	if ns != "" {
 		path = workloadsPath(ns)
 	}
-	var out []Workload
+	var out []api.Workload
 	return out, c.do(ctx, http.MethodGet, path, nil, nil, "", &out)
 }
 
 // GetWorkload returns one workload.
-func (c *Client) GetWorkload(ctx context.Context, ns, name string) (*Workload, error) {
-	var w Workload
+func (c *Client) GetWorkload(ctx context.Context, ns, name string) (*api.Workload, error) {
+	var w api.Workload
 	return &w, c.do(ctx, http.MethodGet, workloadsPath(ns)+"/"+url.PathEscape(name), nil, nil, "", &w)
 }
 
@@ -359,7 +360,7 @@ type ApplyOptions struct {
 
 // ApplyWorkload uploads a tar.gz Quadlet directory as workload ns/name. With
 // an empty name the name comes from workload.kat.
-func (c *Client) ApplyWorkload(ctx context.Context, ns, name string, archive []byte, opts ApplyOptions) (*ApplyResult, error) {
+func (c *Client) ApplyWorkload(ctx context.Context, ns, name string, archive []byte, opts ApplyOptions) (*api.ApplyResult, error) {
 	q := url.Values{}
 	if opts.Force {
 		q.Set("force", "true")
@@ -371,17 +372,17 @@ func (c *Client) ApplyWorkload(ctx context.Context, ns, name string, archive []b
 	if opts.CreateOnly {
 		method, path = http.MethodPost, workloadsPath(ns)
 	}
-	var res ApplyResult
+	var res api.ApplyResult
 	return &res, c.do(ctx, method, path, q, archive, "application/gzip", &res)
 }
 
 // DeleteWorkload deletes a workload; force is needed for a Git-owned one.
-func (c *Client) DeleteWorkload(ctx context.Context, ns, name string, force bool) (*Workload, error) {
+func (c *Client) DeleteWorkload(ctx context.Context, ns, name string, force bool) (*api.Workload, error) {
 	q := url.Values{}
 	if force {
 		q.Set("force", "true")
 	}
-	var w Workload
+	var w api.Workload
 	return &w, c.do(ctx, http.MethodDelete, workloadsPath(ns)+"/"+url.PathEscape(name), q, nil, "", &w)
 }
 

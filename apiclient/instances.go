@@ -1,4 +1,4 @@
-package api
+package apiclient
 
 import (
 	"context"
@@ -8,16 +8,18 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"kat.dws.rip/kat/api"
 )
 
 // WorkloadStatus returns a workload with its instances.
-func (c *Client) WorkloadStatus(ctx context.Context, ns, name string) (*WorkloadDetail, error) {
-	var d WorkloadDetail
+func (c *Client) WorkloadStatus(ctx context.Context, ns, name string) (*api.WorkloadDetail, error) {
+	var d api.WorkloadDetail
 	return &d, c.do(ctx, http.MethodGet, workloadsPath(ns)+"/"+url.PathEscape(name)+"/status", nil, nil, "", &d)
 }
 
 // PostNodeStatus reports a node's status (the agent heartbeat).
-func (c *Client) PostNodeStatus(ctx context.Context, st NodeStatus) error {
+func (c *Client) PostNodeStatus(ctx context.Context, st api.NodeStatus) error {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode node status: %w", err)
@@ -57,7 +59,7 @@ func (c *Client) streamLogs(ctx context.Context, ns, name string, q url.Values, 
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		apiErr := &Error{StatusCode: resp.StatusCode}
+		apiErr := &api.Error{StatusCode: resp.StatusCode}
 		if json.Unmarshal(data, apiErr) != nil || apiErr.Message == "" {
 			apiErr.Code, apiErr.Message = http.StatusText(resp.StatusCode), what+": "+resp.Status
 		}
@@ -79,7 +81,7 @@ func (c *Client) PutNodeBuildRecord(ctx context.Context, node, ns, name, commit 
 }
 
 // PostNodeEvent records an event node reports (the leader sets its time).
-func (c *Client) PostNodeEvent(ctx context.Context, node string, ev Event) error {
+func (c *Client) PostNodeEvent(ctx context.Context, node string, ev api.Event) error {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
@@ -89,29 +91,29 @@ func (c *Client) PostNodeEvent(ctx context.Context, node string, ev Event) error
 
 // WorkloadHistory lists a workload's archived generations with their
 // outcomes, oldest first.
-func (c *Client) WorkloadHistory(ctx context.Context, ns, name string) ([]HistoryEntry, error) {
-	var h []HistoryEntry
+func (c *Client) WorkloadHistory(ctx context.Context, ns, name string) ([]api.HistoryEntry, error) {
+	var h []api.HistoryEntry
 	return h, c.do(ctx, http.MethodGet, workloadsPath(ns)+"/"+url.PathEscape(name)+"/history", nil, nil, "", &h)
 }
 
 // WorkloadRollout returns the rollout of a workload's current generation
 // and the outcome of generation gen (0: the current one).
-func (c *Client) WorkloadRollout(ctx context.Context, ns, name string, gen int64) (*RolloutStatus, error) {
+func (c *Client) WorkloadRollout(ctx context.Context, ns, name string, gen int64) (*api.RolloutStatus, error) {
 	var q url.Values
 	if gen > 0 {
 		q = url.Values{"generation": {strconv.FormatInt(gen, 10)}}
 	}
-	var st RolloutStatus
+	var st api.RolloutStatus
 	return &st, c.do(ctx, http.MethodGet, workloadsPath(ns)+"/"+url.PathEscape(name)+"/rollout", q, nil, "", &st)
 }
 
 // RollbackWorkload applies the files of generation to (0: the previous one
 // that rolled out successfully) again as a new generation.
-func (c *Client) RollbackWorkload(ctx context.Context, ns, name string, to int64) (*RollbackResult, error) {
+func (c *Client) RollbackWorkload(ctx context.Context, ns, name string, to int64) (*api.RollbackResult, error) {
 	var q url.Values
 	if to > 0 {
 		q = url.Values{"toGeneration": {strconv.FormatInt(to, 10)}}
 	}
-	var res RollbackResult
+	var res api.RollbackResult
 	return &res, c.do(ctx, http.MethodPost, workloadsPath(ns)+"/"+url.PathEscape(name)+"/rollback", q, nil, "", &res)
 }

@@ -1,0 +1,25 @@
+package api
+
+// The API's paths that more than one side names.
+
+// AuditPath is the audit log's endpoint (admin token only).
+const AuditPath = "/v1alpha1/audit"
+
+// BackupPath is where katcall backup asks the leader for a snapshot now
+// (POST, admin token).
+const BackupPath = "/v1alpha1/cluster/backup"
+
+// CACertPath is where the API serves the cluster CA certificate, to anyone:
+// a joining node fetches it and checks its fingerprint against the join
+// token before it sends the token's secret.
+const CACertPath = "/v1alpha1/cluster/ca"
+
+// JoinPath is where a node asks to join.
+const JoinPath = "/v1alpha1/join"
+
+// JoinTokenPath is where katcall token rotate asks for a new join token.
+const JoinTokenPath = "/v1alpha1/join-token"
+
+// MetricsCertPath is where katcall metrics-cert asks for a metrics
+// certificate.
+const MetricsCertPath = "/v1alpha1/metrics-certificates"

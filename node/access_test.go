@@ -187,7 +187,7 @@ func TestWorkerLeastPrivilege(t *testing.T) {
 
 	t.Run("forgotten", func(t *testing.T) {
 		// katcall delete node --force: the route removes the node's etcd
-		// user (ServerConfig.ForgetNode) with its records.
+		// user (apiserver.Config.ForgetNode) with its records.
 		var kc katcallConfig
 		must(t, yaml.Unmarshal(readFile(t, leader.KatcallConfigPath()), &kc))
 		admin, err := apiclient.New(apiclient.Config{Server: kc.Server, Token: kc.Token, CAData: []byte(kc.CertificateAuthorityData)})

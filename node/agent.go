@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/pki"
@@ -115,18 +115,18 @@ func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, *pki.Se
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("listen for the agent API on port %d: %w", port, err)
 	}
-	h := server.AgentHandler(server.AgentConfig{
+	h := apiserver.AgentHandler(apiserver.AgentConfig{
 		Logs: func(ctx context.Context, id string, follow bool, w io.Writer) error {
 			err := ag.Logs(ctx, id, follow, w)
 			if errors.Is(err, agent.ErrUnknownInstance) {
-				return fmt.Errorf("%w: %w", server.ErrUnknownInstance, err)
+				return fmt.Errorf("%w: %w", apiserver.ErrUnknownInstance, err)
 			}
 			return err
 		},
 		BuildLog: func(_ context.Context, ns, name, commit string, w io.Writer) error {
 			err := ag.BuildLog(ns, name, commit, w)
 			if errors.Is(err, build.ErrLogNotFound) || errors.Is(err, build.ErrInvalid) || errors.Is(err, agent.ErrNoBuilder) {
-				return fmt.Errorf("%w: %w", server.ErrUnknownBuild, err)
+				return fmt.Errorf("%w: %w", apiserver.ErrUnknownBuild, err)
 			}
 			return err
 		},

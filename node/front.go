@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -51,7 +51,7 @@ func newAPIFront(n *Node) (*apiFront, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: n.ca.Pool(), MinVersion: tls.VersionTLS12}
 	// The node's admin token is the cluster's (Open checks it).
-	srv, err := server.NewServer(server.ServerConfig{Repo: n.repo, AdminTokenHash: resources.HashToken(n.admin),
+	srv, err := apiserver.New(apiserver.Config{Repo: n.repo, AdminTokenHash: resources.HashToken(n.admin),
 		Metrics: metrics.Handler(), Logger: n.log.With().Str("component", "api").Logger()})
 	if err != nil {
 		return nil, fmt.Errorf("serve /metrics on the API port: %w", err)

@@ -19,8 +19,8 @@ import (
 	"github.com/google/uuid"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/apiclient"
+	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
@@ -73,7 +73,7 @@ func ensureJoinToken(path string, ca *pki.CA) (string, error) {
 }
 
 // rotateJoinToken issues a new join secret with the cluster CA's
-// fingerprint (server.ServerConfig.RotateJoinToken): it rewrites
+// fingerprint (apiserver.Config.RotateJoinToken): it rewrites
 // DATA_DIR/join.token, then stores the secret's hash, from which moment only
 // the new token admits nodes. When the hash cannot be stored, the old file
 // is put back and the old token stays valid.
@@ -150,7 +150,7 @@ func (n *Node) syncJoinToken(ctx context.Context) error {
 	return nil
 }
 
-// admit is the leader's side of a join (server.Joiner): it registers the
+// admit is the leader's side of a join (apiserver.Joiner): it registers the
 // node, gives it its etcd user (a worker's read-only rights, see
 // resources.WorkerGrants) and signs its certificate, whose names (CN =
 // node name, its address) the leader sets, never the request.
@@ -176,7 +176,7 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 	}
 	if err := n.repo.RegisterJoiningNode(ctx, reg); err != nil {
 		if errors.Is(err, resources.ErrNodeNameTaken) {
-			return nil, fmt.Errorf("%w: %w", server.ErrNodeNameTaken, err)
+			return nil, fmt.Errorf("%w: %w", apiserver.ErrNodeNameTaken, err)
 		}
 		return nil, err
 	}

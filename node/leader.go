@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/internal/metrics"
@@ -73,7 +73,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		return nil, err
 	}
 	auditLog := n.log.With().Str("component", "audit").Logger()
-	srv, err := server.NewServer(server.ServerConfig{
+	srv, err := apiserver.New(apiserver.Config{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
 		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
 		SignMetricsCert: n.signMetricsCert,

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/api/server"
+	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/pki"
@@ -49,7 +49,7 @@ func newRealCluster(t *testing.T) *realCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.NewServer(server.ServerConfig{Repo: repo, AdminTokenHash: resources.HashToken("admin"), RateLimit: -1,
+	s, err := apiserver.New(apiserver.Config{Repo: repo, AdminTokenHash: resources.HashToken("admin"), RateLimit: -1,
 		CACertPEM: ca.CertPEM,
 		SignMetricsCert: func(_ context.Context, name string, csrPEM []byte, validity time.Duration) ([]byte, error) {
 			return ca.SignCSR(csrPEM, pki.LeafRequest{CommonName: api.MetricsCertPrefix + name, Validity: validity})

@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/api/server"
 	"kat.dws.rip/kat/apiclient"
+	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/scripts/harness"
 	"kat.dws.rip/kat/webhook"
@@ -194,7 +194,7 @@ func sample(scraped, series string) (string, bool) {
 	return "", false
 }
 
-// blockedThroughMember fails authentication server.DefaultAuthFailures
+// blockedThroughMember fails authentication apiserver.DefaultAuthFailures
 // times from the machine through a member that does not lead: the leader
 // then refuses the machine, also with the right token and also directly,
 // while another client of the same member (from the worker's namespace,
@@ -226,16 +226,16 @@ func blockedThroughMember(t *testing.T, c *testCluster, web *http.Client, token 
 		return resp.StatusCode
 	}
 	member := c.Hosts[follower]
-	for i := range server.DefaultAuthFailures {
+	for i := range apiserver.DefaultAuthFailures {
 		if code := get(web, member, "wrong"); code != http.StatusUnauthorized {
 			t.Fatalf("wrong token #%d through %s: %d, want 401", i+1, member.Name, code)
 		}
 	}
 	if code := get(web, member, token); code != http.StatusTooManyRequests {
-		t.Errorf("the right token through %s after %d failures: %d, want 429", member.Name, server.DefaultAuthFailures, code)
+		t.Errorf("the right token through %s after %d failures: %d, want 429", member.Name, apiserver.DefaultAuthFailures, code)
 	}
 	if code := get(web, c.Hosts[leader], token); code != http.StatusTooManyRequests {
-		t.Errorf("the right token at the leader %s after %d failures through %s: %d, want 429 (the leader blocks the client's address)", c.Hosts[leader].Name, server.DefaultAuthFailures, member.Name, code)
+		t.Errorf("the right token at the leader %s after %d failures through %s: %d, want 429 (the leader blocks the client's address)", c.Hosts[leader].Name, apiserver.DefaultAuthFailures, member.Name, code)
 	}
 	// The worker's namespace is another client of the member: its
 	// connection is dialled there (on InNetns's thread) and used here.

@@ -1,0 +1,68 @@
+// Package apiserver is the leader's v1alpha1 HTTP API server (spec §8):
+// routing (chi), authentication, size and rate limits, the error format, and
+// the agent API each node serves on its agent port. The records it serves
+// are package api's; the client is package apiclient, which links neither
+// this package nor etcd.
+//
+//	srv, err := apiserver.New(apiserver.Config{Repo: repo, AdminTokenHash: hash})
+//	httpSrv := &http.Server{Handler: srv.Handler(), TLSConfig: tlsCfg}
+//
+// # Endpoints
+//
+//	GET    /healthz                                   no authentication
+//	GET    /v1alpha1/status                           cluster summary for katcall status
+//	GET    /v1alpha1/namespaces                       POST creates (body: namespace.kat)
+//	GET    /v1alpha1/namespaces/{ns}                  PUT replaces labels, DELETE removes an empty one
+//	GET    /v1alpha1/workloads                        every namespace
+//	GET    /v1alpha1/n/{ns}/workloads                 POST creates, PUT creates or updates (body: tar.gz of a Quadlet directory)
+//	GET    /v1alpha1/n/{ns}/workloads/{name}          PUT creates or updates, DELETE removes
+//	GET    /v1alpha1/n/{ns}/workloads/{name}/files/{file}
+//	GET    /v1alpha1/config/cluster                   the cluster configuration, sanitised
+//	GET    /v1alpha1/nodes                            and /v1alpha1/nodes/{node}
+//	DELETE /v1alpha1/nodes/{node}                     ?force=true: even a Ready node with instances
+//	POST   /v1alpha1/nodes/{node}/cordon              also uncordon, drain (no body)
+//	PATCH  /v1alpha1/nodes/{node}/labels              JSON merge patch: {"k": "v", "gone": null}
+//	PATCH  /v1alpha1/nodes/{node}/taints              {"add": [taint], "remove": [{key, effect}], "overwrite": bool}
+//	POST   /v1alpha1/join-token                       a new join token; the old one stops working
+//	POST   /v1alpha1/nodes/{node}/status              a node's heartbeat (node certificate or token)
+//	PUT    /v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}   a node's build record (node certificate or token)
+//	POST   /v1alpha1/nodes/{node}/events              an event a node reports (node certificate or token)
+//	GET    /v1alpha1/audit                            the audit log: ?limit= (default 100), ?actor=, ?resource=
+//
+// # Errors
+//
+// Every error is a JSON body {"error": code, "message": details}, with
+// "details" listing each invalid field (file, line, field, message) when a
+// Quadlet was refused. Status codes: 400 malformed request or archive, 401
+// missing or wrong bearer token, 404 unknown namespace, workload or file, 409
+// conflict (already exists, owned by Git, namespace not empty), 413 body or
+// archive too large, 415 a body whose Content-Type the endpoint does not take
+// (archives: application/gzip; namespace.kat: application/yaml; the rest:
+// application/json; label changes also application/merge-patch+json), 422 a Quadlet that does not validate, 429 rate limited.
+// A refused request changes no state.
+//
+// # Authentication
+//
+// Every endpoint but /healthz needs "Authorization: Bearer TOKEN" with the
+// admin token printed by kat-agent init. Only the token's SHA-256 is kept in
+// etcd, and it is compared in constant time. The /v1alpha1/nodes/{node}/...
+// routes a node writes its facts with also take a client certificate of the
+// cluster CA whose common name is {node}: a worker's etcd user may not write,
+// so this is the only way its facts reach etcd, and only its own.
+//
+// # Audit log
+//
+// Every mutating call (POST, PUT, PATCH, DELETE) and every webhook is
+// recorded after it was answered, in the capped etcd list under
+// /kat/audit/ (resources.AppendAudit, Config.AuditKeep entries) and
+// as one log line of Config.AuditLogger: the actor (the credential
+// that authenticated it: "admin", "node:NAME", "webhook:PROVIDER",
+// "join-token" or "anonymous"), the verb, the object, the status and a
+// refusal's message; never a token, a secret or a body. Node heartbeats
+// and the events nodes report are left out (auditExcluded), and so are 429
+// answers and requests that match no route; calls without a valid
+// credential are stored at most AuditUnauthenticatedLimit a minute (all
+// are logged). The answer waits for the etcd
+// write at most two seconds; a failed write is logged and changes nothing
+// else. A refused request changes no state but this log.
+package apiserver

@@ -1,0 +1,168 @@
+package apiserver_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
+	"kat.dws.rip/kat/apiserver"
+	"kat.dws.rip/kat/store/resources"
+)
+
+func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newAgentFixture(t, apiserver.AgentConfig{
+		Logs: func(_ context.Context, id string, follow bool, w io.Writer) error {
+			if id != "web-1" {
+				return fmt.Errorf("%w: %s", apiserver.ErrUnknownInstance, id)
+			}
+			_, err := fmt.Fprintf(w, "hello from %s follow=%v\n", id, follow)
+			return err
+		},
+	})
+	if _, err := f.repo.WriteAssignments(ctx, []resources.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default",
+		Workload: "web", Image: "img", CreatedAt: time.Now()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The node reports its instance; the workload status shows it.
+	st := resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), WorkloadInstances: []resources.InstanceStatus{{
+		InstanceID: "web-1", ContainerID: "c1", State: "running", Phase: resources.InstanceRunning,
+		HealthStatus: resources.HealthHealthy, Restarts: 2, Image: "img"}}}
+	if err := f.client.PostNodeStatus(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.client.WorkloadStatus(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Instances) != 1 || !reflect.DeepEqual(d.Instances[0], api.Instance{InstanceID: "web-1", Node: "n1", ContainerID: "c1", State: "running",
+		Phase: resources.InstanceRunning, Health: resources.HealthHealthy, Restarts: 2, Image: "img", Ready: true}) {
+		t.Fatalf("instances = %+v", d.Instances)
+	}
+
+	var buf bytes.Buffer
+	if err := f.client.Logs(ctx, "default", "web", "", true, &buf); err != nil || buf.String() != "hello from web-1 follow=true\n" {
+		t.Fatalf("logs = %q, %v", buf.String(), err)
+	}
+	if err := f.client.Logs(ctx, "default", "web", "nope", false, &buf); !isStatus(err, http.StatusNotFound) {
+		t.Fatalf("logs of an unknown instance: %v, want 404", err)
+	}
+
+	// Bad reports change nothing.
+	st.NodeName = "other"
+	if code, _ := f.raw(t, http.MethodPost, "/v1alpha1/nodes/n1/status", token, mustJSON(t, st)); code != http.StatusBadRequest {
+		t.Fatalf("mismatched node name: %d, want 400", code)
+	}
+	if code, _ := f.raw(t, http.MethodPost, "/v1alpha1/nodes/other/status", token, mustJSON(t, st)); code != http.StatusNotFound {
+		t.Fatalf("unregistered node: %d, want 404", code)
+	}
+	if code, _ := f.raw(t, http.MethodPost, "/v1alpha1/nodes/n1/status", "", []byte("{")); code != http.StatusUnauthorized {
+		t.Fatalf("no credentials: %d, want 401", code)
+	}
+}
+
+func isStatus(err error, code int) bool { return statusOf(err) == code }
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// newAgentFixture is a fixture whose server reaches a TLS agent serving
+// agent (a node n1 registered at it), with the workload default/web
+// applied.
+func newAgentFixture(t *testing.T, agent apiserver.AgentConfig) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	agentSrv := httptest.NewTLSServer(apiserver.AgentHandler(agent))
+	t.Cleanup(agentSrv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(agentSrv.Certificate())
+	f := newFixture(t, func(c *apiserver.Config) {
+		c.AgentTransport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	})
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(agentSrv.URL, "https://"))
+	p, _ := strconv.Atoi(port)
+	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", AdvertiseAddress: host, AgentPort: p}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "default", 1)}),
+		apiclient.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestHeartbeatWritesStatusOnlyOnChange: a heartbeat that changes nothing
+// but its time updates the node's heartbeat and leaves its status record
+// alone (so nothing that follows statuses is woken); a changed report is
+// written; a node whose registration went is refused at its next beat.
+func TestHeartbeatWritesStatusOnlyOnChange(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", JoinedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	version := func(key string) int64 {
+		kv, err := f.st.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("get %s: %v", key, err)
+		}
+		return kv.Version
+	}
+	st := resources.NodeStatus{NodeName: "n1", Timestamp: 100, WorkloadInstances: []resources.InstanceStatus{{InstanceID: "i1", Phase: resources.InstanceRunning}}}
+	if err := f.client.PostNodeStatus(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	statusVer, beatVer := version(resources.NodeStatusKey("n1")), version(resources.NodeHeartbeatKey("n1"))
+	for ts := int64(101); ts < 105; ts++ {
+		st.Timestamp = ts
+		if err := f.client.PostNodeStatus(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := version(resources.NodeStatusKey("n1")); v != statusVer {
+		t.Errorf("unchanged heartbeats rewrote the status (version %d, was %d)", v, statusVer)
+	}
+	if v := version(resources.NodeHeartbeatKey("n1")); v <= beatVer {
+		t.Errorf("heartbeats did not move the heartbeat record")
+	}
+	nodes, err := f.client.ListNodes(ctx)
+	if err != nil || len(nodes) != 1 || nodes[0].LastHeartbeat == nil || nodes[0].LastHeartbeat.Unix() != 104 {
+		t.Fatalf("nodes = %+v, %v; want the last heartbeat at 104", nodes, err)
+	}
+	st.WorkloadInstances[0].Phase = resources.InstanceFailed
+	if err := f.client.PostNodeStatus(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(resources.NodeStatusKey("n1")); v == statusVer {
+		t.Error("a changed report was not written")
+	}
+	if err := f.st.Delete(ctx, resources.NodeRegistrationKey("n1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.PostNodeStatus(ctx, st); !isStatus(err, http.StatusNotFound) {
+		t.Fatalf("heartbeat of a node whose registration went: %v, want 404", err)
+	}
+}

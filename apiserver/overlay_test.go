@@ -1,0 +1,100 @@
+package apiserver_test
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiserver"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// TestStatusReportsRecordTheOverlay: a node's status report with its
+// WireGuard key and port reaches Config.NodeOverlay the first time and
+// when it changes, not on every beat; a failed call is retried with the
+// next report; an invalid key or port is a 400 naming the field and records
+// nothing.
+func TestStatusReportsRecordTheOverlay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var calls []api.NodeOverlay
+	fail := true
+	f := newFixture(t, func(c *apiserver.Config) {
+		c.NodeOverlay = func(_ context.Context, node string, o api.NodeOverlay) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if node != "n1" {
+				t.Errorf("NodeOverlay called for %q", node)
+			}
+			calls = append(calls, o)
+			if fail {
+				fail = false
+				return resources.ErrConflict
+			}
+			return nil
+		}
+	})
+	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", AdvertiseAddress: "192.0.2.1", AgentPort: 9116}); err != nil {
+		t.Fatal(err)
+	}
+	key, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov := api.NodeOverlay{PublicKey: key.PublicKey().String(), Port: 51820}
+	report := func(o *api.NodeOverlay) error {
+		return f.client.PostNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), Overlay: o})
+	}
+	if err := report(&ov); err == nil {
+		t.Fatal("a report whose overlay could not be recorded succeeded")
+	}
+	for range 3 {
+		if err := report(&ov); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := ov
+	moved.Port = 51821
+	if err := report(&moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := report(nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := append([]api.NodeOverlay(nil), calls...)
+	mu.Unlock()
+	if want := []api.NodeOverlay{ov, ov, moved}; !reflect.DeepEqual(got, want) {
+		t.Errorf("NodeOverlay calls %v, want %v (failed, retried, changed)", got, want)
+	}
+
+	for _, tc := range []struct {
+		name string
+		o    api.NodeOverlay
+		want string
+	}{
+		{"not a key", api.NodeOverlay{PublicKey: "hello", Port: 51820}, "overlay.publicKey"},
+		{"no port", api.NodeOverlay{PublicKey: ov.PublicKey}, "overlay.port"},
+		{"port without key", api.NodeOverlay{Port: 51820}, "overlay.port"},
+	} {
+		o := tc.o
+		code, apiErr := f.raw(t, http.MethodPost, "/v1alpha1/nodes/n1/status", token,
+			mustJSON(t, resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), Overlay: &o}))
+		if code != http.StatusBadRequest || len(apiErr.Details) == 0 || !strings.Contains(apiErr.Details[0].Field, tc.want) {
+			t.Errorf("%s: %d %+v, want 400 naming %s", tc.name, code, apiErr, tc.want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 3 {
+		t.Errorf("refused reports called NodeOverlay: %v", calls[3:])
+	}
+}

@@ -1,0 +1,238 @@
+package apiserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"kat.dws.rip/kat/api"
+
+	"github.com/go-chi/chi/v5"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+func toAPIWorkload(w resources.Workload) api.Workload {
+	m, st := w.Meta, w.Status
+	conds := st.Conditions
+	if st.Phase == "" {
+		// The leader's status loop has not derived a status yet (it does
+		// within moments of an apply).
+		st.Phase = api.PhasePending
+		conds = []api.Condition{{Type: "Ready", Status: api.ConditionFalse, Reason: api.PhasePending,
+			Message: "waiting for the leader to derive the status", LastTransitionTime: m.UpdatedAt}}
+	}
+	if conds == nil {
+		conds = []api.Condition{}
+	}
+	return api.Workload{
+		Namespace: m.Namespace, Name: m.Name, UID: m.UID, Type: m.Type, Generation: m.Generation,
+		SpecHash: m.SpecHash, Owner: m.Owner, Suspended: m.Suspended, Files: m.Files,
+		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
+		Status: api.WorkloadStatus{
+			ObservedGeneration: st.ObservedGeneration, AppliedGeneration: st.AppliedGeneration, Phase: st.Phase, Desired: st.Desired, Ready: st.Ready,
+			Conditions: conds, LastError: st.LastError, SourceCommit: st.SourceCommit,
+			Unplaced: st.Unplaced, UnplacedReason: st.UnplacedReason, LastRun: st.LastRun, NextRunTime: st.NextRunTime,
+		},
+	}
+}
+
+func toAPIWorkloads(ws []resources.Workload) []api.Workload {
+	out := make([]api.Workload, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, toAPIWorkload(w))
+	}
+	return out
+}
+
+func (s *Server) listAllWorkloads(w http.ResponseWriter, r *http.Request) {
+	ws, err := s.cfg.Repo.ListWorkloads(r.Context(), "")
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSONList(w, http.StatusOK, ws, toAPIWorkload)
+}
+
+func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
+	ns, ok := s.namespaceParam(w, r)
+	if !ok {
+		return
+	}
+	if _, err := s.cfg.Repo.GetNamespace(r.Context(), ns); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	ws, err := s.cfg.Repo.ListWorkloads(r.Context(), ns)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSONList(w, http.StatusOK, ws, toAPIWorkload)
+}
+
+func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) {
+	ns, name, ok := s.workloadParams(w, r)
+	if !ok {
+		return
+	}
+	wl, err := s.cfg.Repo.GetWorkload(r.Context(), ns, name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIWorkload(*wl))
+}
+
+func (s *Server) getWorkloadFile(w http.ResponseWriter, r *http.Request) {
+	ns, name, ok := s.workloadParams(w, r)
+	if !ok {
+		return
+	}
+	b, err := s.cfg.Repo.GetManifest(r.Context(), ns, name, chi.URLParam(r, "file"))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+func (s *Server) createWorkload(w http.ResponseWriter, r *http.Request) {
+	s.applyWorkload(w, r, "", true)
+}
+
+// upsertWorkload is PUT on the collection: create or update, the name coming
+// from workload.kat (spec §4.2).
+func (s *Server) upsertWorkload(w http.ResponseWriter, r *http.Request) {
+	s.applyWorkload(w, r, "", false)
+}
+
+func (s *Server) putWorkload(w http.ResponseWriter, r *http.Request) {
+	s.applyWorkload(w, r, chi.URLParam(r, "name"), false)
+}
+
+// applyWorkload handles POST (create only) and PUT (create or update) of a
+// tar.gz Quadlet directory. Everything is checked before anything is written.
+func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName string, createOnly bool) {
+	ns, ok := s.namespaceParam(w, r)
+	if !ok {
+		return
+	}
+	force, err := boolQuery(r, "force")
+	if err != nil {
+		writeError(w, badRequest("%v", err))
+		return
+	}
+	body, apiErr := readBody(w, r, s.cfg.MaxArchiveBytes, archiveBody)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	files, err := quadlet.ReadArchive(bytes.NewReader(body), quadlet.DefaultLimits)
+	if err != nil {
+		if errors.Is(err, quadlet.ErrTooLarge) {
+			writeError(w, &api.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: err.Error()})
+			return
+		}
+		writeError(w, badRequest("invalid workload archive: %v", err))
+		return
+	}
+	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{DefaultNamespace: ns})
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	noteName(r, q.Name())
+	if q.Namespace() != ns {
+		writeError(w, invalidQuadlet(quadlet.ErrorList{{File: quadlet.WorkloadFile, Field: "metadata.namespace",
+			Message: fmt.Sprintf("names namespace %q but the request is for namespace %q", q.Namespace(), ns)}}))
+		return
+	}
+	if urlName != "" && q.Name() != urlName {
+		writeError(w, invalidQuadlet(quadlet.ErrorList{{File: quadlet.WorkloadFile, Field: "metadata.name",
+			Message: fmt.Sprintf("names workload %q but the request is for %q", q.Name(), urlName)}}))
+		return
+	}
+	res, err := s.cfg.Repo.ApplyWorkload(r.Context(), resources.ApplyRequest{
+		Quadlet: q, Owner: resources.APIOwner(), Force: force, CreateOnly: createOnly,
+	})
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	wl, err := s.cfg.Repo.GetWorkload(r.Context(), ns, q.Name())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	out := toAPIWorkload(*wl)
+	if wl.Status.Phase == "" || res.Changed {
+		// The leader derives the status moments later; until then the
+		// answer shows what was asked for.
+		out.Status.Desired = resources.DesiredInstances(q)
+	}
+	writeJSON(w, status, api.ApplyResult{Workload: out, Created: res.Created, Changed: res.Changed})
+}
+
+func (s *Server) deleteWorkload(w http.ResponseWriter, r *http.Request) {
+	ns, name, ok := s.workloadParams(w, r)
+	if !ok {
+		return
+	}
+	force, err := boolQuery(r, "force")
+	if err != nil {
+		writeError(w, badRequest("%v", err))
+		return
+	}
+	meta, err := s.cfg.Repo.DeleteWorkload(r.Context(), resources.DeleteRequest{
+		Namespace: ns, Name: name, Owner: resources.APIOwner(), Force: force,
+	})
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIWorkload(resources.Workload{Meta: *meta}))
+}
+
+func (s *Server) namespaceParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	ns := chi.URLParam(r, "ns")
+	if !quadlet.IsDNSLabel(ns) {
+		writeError(w, badRequest("invalid namespace %q in the URL: must be a DNS label (lowercase letters, digits and '-', at most 63)", ns))
+		return "", false
+	}
+	return ns, true
+}
+
+func (s *Server) workloadParams(w http.ResponseWriter, r *http.Request) (ns, name string, ok bool) {
+	ns, ok = s.namespaceParam(w, r)
+	if !ok {
+		return "", "", false
+	}
+	name = chi.URLParam(r, "name")
+	if !quadlet.IsDNSLabel(name) {
+		writeError(w, badRequest("invalid workload name %q in the URL: must be a DNS label", name))
+		return "", "", false
+	}
+	return ns, name, true
+}
+
+func boolQuery(r *http.Request, key string) (bool, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("query parameter %q: %q is not true or false", key, v)
+	}
+	return b, nil
+}

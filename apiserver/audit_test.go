@@ -111,7 +111,7 @@ func TestAuditRecordsWhoDidWhat(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := nodeClient(t, f, "n1")
-	if err := node.PostNodeStatus(ctx, resources.NodeStatus{NodeName: "n1"}); err != nil { // a heartbeat: not recorded
+	if err := node.PostNodeStatus(ctx, api.NodeStatus{NodeName: "n1"}); err != nil { // a heartbeat: not recorded
 		t.Fatal(err)
 	}
 	commit := strings.Repeat("b", 40)

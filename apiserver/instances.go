@@ -31,7 +31,7 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.
 	if err != nil {
 		return nil, err
 	}
-	reported := map[string]resources.InstanceStatus{}
+	reported := map[string]api.InstanceStatus{}
 	for _, n := range sts {
 		for _, is := range n.WorkloadInstances {
 			reported[is.InstanceID] = is
@@ -43,7 +43,7 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.
 			continue
 		}
 		in := api.Instance{InstanceID: a.InstanceID, Node: a.Node, Generation: a.Generation, SpecHash: a.SpecHash,
-			Image: a.Image, SourceCommit: a.SourceCommit, Phase: resources.InstancePending, Health: resources.HealthPending,
+			Image: a.Image, SourceCommit: a.SourceCommit, Phase: api.InstancePending, Health: api.HealthPending,
 			Leaving: a.Leaving()}
 		if r, ok := reported[a.InstanceID]; ok {
 			in.ContainerID, in.State, in.Phase, in.Health, in.Restarts, in.ExitCode, in.Ports, in.Message =
@@ -91,7 +91,7 @@ func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {
 // postNodeStatus stores a node's heartbeat. The caller is the node itself
 // (its client certificate names it) or holds the admin token.
 func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
-	var st resources.NodeStatus
+	var st api.NodeStatus
 	node, ok := s.readNodeReport(w, r, "node status", 1<<20, &st)
 	if !ok {
 		return

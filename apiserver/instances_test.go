@@ -41,9 +41,9 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 	}
 
 	// The node reports its instance; the workload status shows it.
-	st := resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), WorkloadInstances: []resources.InstanceStatus{{
-		InstanceID: "web-1", ContainerID: "c1", State: "running", Phase: resources.InstanceRunning,
-		HealthStatus: resources.HealthHealthy, Restarts: 2, Image: "img"}}}
+	st := api.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), WorkloadInstances: []api.InstanceStatus{{
+		InstanceID: "web-1", ContainerID: "c1", State: "running", Phase: api.InstanceRunning,
+		HealthStatus: api.HealthHealthy, Restarts: 2, Image: "img"}}}
 	if err := f.client.PostNodeStatus(ctx, st); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(d.Instances) != 1 || !reflect.DeepEqual(d.Instances[0], api.Instance{InstanceID: "web-1", Node: "n1", ContainerID: "c1", State: "running",
-		Phase: resources.InstanceRunning, Health: resources.HealthHealthy, Restarts: 2, Image: "img", Ready: true}) {
+		Phase: api.InstanceRunning, Health: api.HealthHealthy, Restarts: 2, Image: "img", Ready: true}) {
 		t.Fatalf("instances = %+v", d.Instances)
 	}
 
@@ -131,7 +131,7 @@ func TestHeartbeatWritesStatusOnlyOnChange(t *testing.T) {
 		}
 		return kv.Version
 	}
-	st := resources.NodeStatus{NodeName: "n1", Timestamp: 100, WorkloadInstances: []resources.InstanceStatus{{InstanceID: "i1", Phase: resources.InstanceRunning}}}
+	st := api.NodeStatus{NodeName: "n1", Timestamp: 100, WorkloadInstances: []api.InstanceStatus{{InstanceID: "i1", Phase: api.InstanceRunning}}}
 	if err := f.client.PostNodeStatus(ctx, st); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestHeartbeatWritesStatusOnlyOnChange(t *testing.T) {
 	if err != nil || len(nodes) != 1 || nodes[0].LastHeartbeat == nil || nodes[0].LastHeartbeat.Unix() != 104 {
 		t.Fatalf("nodes = %+v, %v; want the last heartbeat at 104", nodes, err)
 	}
-	st.WorkloadInstances[0].Phase = resources.InstanceFailed
+	st.WorkloadInstances[0].Phase = api.InstanceFailed
 	if err := f.client.PostNodeStatus(ctx, st); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -21,9 +22,9 @@ func TestListJobRuns(t *testing.T) {
 	start := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	done := start.Add(time.Minute)
 	runs := []resources.JobRunWrite{
-		{Run: resources.JobRun{Namespace: "default", Name: "report", Run: "g1", Generation: 1, State: resources.RunSucceeded,
-			Reason: resources.RunReasonCompleted, Succeeded: 2, StartTime: start, CompletionTime: &done, Completions: 2, Parallelism: 1}},
-		{Run: resources.JobRun{Namespace: "batch", Name: "cron", Run: "20261124T1001Z", State: resources.RunRunning, Active: 1,
+		{Run: api.JobRun{Namespace: "default", Name: "report", Run: "g1", Generation: 1, State: api.RunSucceeded,
+			Reason: api.RunReasonCompleted, Succeeded: 2, StartTime: start, CompletionTime: &done, Completions: 2, Parallelism: 1}},
+		{Run: api.JobRun{Namespace: "batch", Name: "cron", Run: "20261124T1001Z", State: api.RunRunning, Active: 1,
 			StartTime: start, Completions: 1, Parallelism: 1}},
 	}
 	if ok, _, err := f.repo.WriteJobRuns(ctx, runs, nil, nil); err != nil || !ok {

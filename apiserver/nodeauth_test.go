@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/pki"
@@ -27,10 +28,10 @@ func TestNodeReportsWithItsCertificate(t *testing.T) {
 		}
 	}
 	client := nodeClient(t, f, "n1")
-	if err := client.PostNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix()}); err != nil {
+	if err := client.PostNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix()}); err != nil {
 		t.Fatalf("n1 reporting for itself: %v", err)
 	}
-	if err := client.PostNodeStatus(ctx, resources.NodeStatus{NodeName: "n2"}); statusOf(err) != http.StatusUnauthorized {
+	if err := client.PostNodeStatus(ctx, api.NodeStatus{NodeName: "n2"}); statusOf(err) != http.StatusUnauthorized {
 		t.Fatalf("n1 reporting for n2: %v, want 401", err)
 	}
 	if _, err := client.ListNodes(ctx); statusOf(err) != http.StatusUnauthorized {

@@ -43,7 +43,7 @@ func placedOn(as []resources.Assignment, reported map[string]string) placement {
 			p.requested.GPUs++
 		}
 		if a.Type == quadlet.TypeJob {
-			if ph := reported[a.InstanceID]; ph == resources.InstanceSucceeded || ph == resources.InstanceFailed {
+			if ph := reported[a.InstanceID]; ph == api.InstanceSucceeded || ph == api.InstanceFailed {
 				continue
 			}
 		}

@@ -77,13 +77,13 @@ func newNodeFixture(t *testing.T) *nodeFixture {
 	if _, err := nf.repo.WriteAssignments(ctx, as, nil); err != nil {
 		t.Fatal(err)
 	}
-	st := resources.NodeStatus{NodeName: "n1", Timestamp: nf.now.Add(-4 * time.Second).Unix(), WorkloadInstances: []resources.InstanceStatus{
-		{InstanceID: "job-1", Phase: resources.InstanceRunning}, {InstanceID: "job-2", Phase: resources.InstanceSucceeded},
+	st := api.NodeStatus{NodeName: "n1", Timestamp: nf.now.Add(-4 * time.Second).Unix(), WorkloadInstances: []api.InstanceStatus{
+		{InstanceID: "job-1", Phase: api.InstanceRunning}, {InstanceID: "job-2", Phase: api.InstanceSucceeded},
 	}}
 	if err := nf.repo.PutNodeStatus(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	if err := nf.repo.PutNodeStatus(ctx, resources.NodeStatus{NodeName: "n2", Timestamp: nf.now.Add(-time.Hour).Unix()}); err != nil {
+	if err := nf.repo.PutNodeStatus(ctx, api.NodeStatus{NodeName: "n2", Timestamp: nf.now.Add(-time.Hour).Unix()}); err != nil {
 		t.Fatal(err)
 	}
 	return nf
@@ -106,7 +106,7 @@ func TestNodeView(t *testing.T) {
 	ctx := context.Background()
 	nf := newNodeFixture(t)
 	if _, err := nf.repo.UpdateNodeRegistration(ctx, "n1", func(reg *resources.NodeRegistration) error {
-		reg.Unschedulable, reg.Taints = true, []resources.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}}
+		reg.Unschedulable, reg.Taints = true, []api.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestNodeVerbsChangeTheRegistration(t *testing.T) {
 		{"taint add", func() (*api.Node, error) {
 			return c.TaintNode(ctx, "n1", api.TaintChange{Add: []api.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}, {Key: "gpu", Effect: "PreferNoSchedule"}, {Key: "slow", Effect: "NoSchedule"}}})
 		}, func(reg *resources.NodeRegistration) {
-			reg.Taints = []resources.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}, {Key: "gpu", Effect: "PreferNoSchedule"}, {Key: "slow", Effect: "NoSchedule"}}
+			reg.Taints = []api.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}, {Key: "gpu", Effect: "PreferNoSchedule"}, {Key: "slow", Effect: "NoSchedule"}}
 		}},
 		{"taint same again", func() (*api.Node, error) {
 			return c.TaintNode(ctx, "n1", api.TaintChange{Add: []api.Taint{{Key: "slow", Effect: "NoSchedule"}}})
@@ -389,7 +389,7 @@ func TestNodeViewCountsFromTheTermStart(t *testing.T) {
 			if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", UID: "u1"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.repo.PutNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: now.Add(-time.Hour).Unix()}); err != nil {
+			if err := f.repo.PutNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: now.Add(-time.Hour).Unix()}); err != nil {
 				t.Fatal(err)
 			}
 			n, err := f.client.GetNode(ctx, "n1")

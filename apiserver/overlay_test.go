@@ -51,7 +51,7 @@ func TestStatusReportsRecordTheOverlay(t *testing.T) {
 	}
 	ov := api.NodeOverlay{PublicKey: key.PublicKey().String(), Port: 51820}
 	report := func(o *api.NodeOverlay) error {
-		return f.client.PostNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), Overlay: o})
+		return f.client.PostNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), Overlay: o})
 	}
 	if err := report(&ov); err == nil {
 		t.Fatal("a report whose overlay could not be recorded succeeded")
@@ -87,7 +87,7 @@ func TestStatusReportsRecordTheOverlay(t *testing.T) {
 	} {
 		o := tc.o
 		code, apiErr := f.raw(t, http.MethodPost, "/v1alpha1/nodes/n1/status", token,
-			mustJSON(t, resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), Overlay: &o}))
+			mustJSON(t, api.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), Overlay: &o}))
 		if code != http.StatusBadRequest || len(apiErr.Details) == 0 || !strings.Contains(apiErr.Details[0].Field, tc.want) {
 			t.Errorf("%s: %d %+v, want 400 naming %s", tc.name, code, apiErr, tc.want)
 		}

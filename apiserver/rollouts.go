@@ -109,5 +109,5 @@ func (s *Server) rollbackWorkload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, api.RollbackResult{Workload: toAPIWorkload(*wl), From: res.Meta.Rollback.From, To: applied,
-		GitSuspended: res.Meta.Owner.Kind == resources.OwnerGit && res.Meta.Suspended})
+		GitSuspended: res.Meta.Owner.Kind == api.OwnerGit && res.Meta.Suspended})
 }

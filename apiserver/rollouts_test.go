@@ -24,13 +24,13 @@ func (f *fixture) settle(t *testing.T, name string, outcomes map[int64]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro := resources.Rollout{Generation: w.Meta.Generation, Outcomes: outcomes}
+	ro := api.Rollout{Generation: w.Meta.Generation, Outcomes: outcomes}
 	if _, err := f.repo.WriteRollouts(ctx, []resources.RolloutWrite{{Namespace: "default", Name: name, Rollout: ro, MetaVersion: kv.Version}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (f *fixture) applyAs(t *testing.T, name string, replicas int, owner resources.Owner) {
+func (f *fixture) applyAs(t *testing.T, name string, replicas int, owner api.Owner) {
 	t.Helper()
 	if _, err := f.repo.ApplyWorkload(context.Background(), resources.ApplyRequest{
 		Quadlet: mustParse(t, workloadKat(name, "default", replicas)), Owner: owner}); err != nil {
@@ -55,13 +55,13 @@ func TestHistoryAndRollback(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	ctx := context.Background()
-	git := func(commit string) resources.Owner {
-		return resources.Owner{Kind: resources.OwnerGit, Source: "cfg", Path: "web", Commit: commit}
+	git := func(commit string) api.Owner {
+		return api.Owner{Kind: api.OwnerGit, Source: "cfg", Path: "web", Commit: commit}
 	}
 	f.applyAs(t, "web", 1, git("c1"))
 	f.applyAs(t, "web", 2, git("c2"))
 	f.applyAs(t, "web", 3, git("c3"))
-	f.settle(t, "web", map[int64]string{1: resources.OutcomeSucceeded, 2: resources.OutcomeSucceeded})
+	f.settle(t, "web", map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeSucceeded})
 
 	// The JSON fields katcall history -o json prints.
 	resp, err := f.srv.Client().Do(authed(t, http.MethodGet, f.srv.URL+"/v1alpha1/n/default/workloads/web/history"))
@@ -109,10 +109,10 @@ func TestHistoryAndRollback(t *testing.T) {
 	if res.From != 3 || res.To != 2 || res.Workload.Generation != 4 || !res.GitSuspended || !res.Workload.Suspended {
 		t.Fatalf("rollback = %+v", res)
 	}
-	if w, _ := f.repo.GetWorkload(ctx, "default", "web"); w.Meta.Rollback == nil || *w.Meta.Rollback != (resources.RollbackRef{From: 3, To: 2}) {
+	if w, _ := f.repo.GetWorkload(ctx, "default", "web"); w.Meta.Rollback == nil || *w.Meta.Rollback != (api.RollbackRef{From: 3, To: 2}) {
 		t.Errorf("generation 4's meta: rollback %+v", w.Meta.Rollback)
 	}
-	f.settle(t, "web", map[int64]string{1: resources.OutcomeSucceeded, 2: resources.OutcomeSucceeded, 4: resources.OutcomeSucceeded})
+	f.settle(t, "web", map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeSucceeded, 4: api.OutcomeSucceeded})
 	res, err = f.client.RollbackWorkload(ctx, "default", "web", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -140,8 +140,8 @@ func TestHistoryAndRollback(t *testing.T) {
 	}
 
 	// A workload that never rolled out successfully has nothing to go to.
-	f.applyAs(t, "new", 1, resources.APIOwner())
-	f.applyAs(t, "new", 2, resources.APIOwner())
+	f.applyAs(t, "new", 1, api.APIOwner())
+	f.applyAs(t, "new", 2, api.APIOwner())
 	_, err = f.client.RollbackWorkload(ctx, "default", "new", 0)
 	if statusOf(err) != http.StatusNotFound || !strings.Contains(err.Error(), "no earlier generation rolled out successfully") {
 		t.Errorf("rollback without a success: %v", err)

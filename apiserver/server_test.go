@@ -246,7 +246,7 @@ func TestRefusedRequestsChangeNothing(t *testing.T) {
 	}
 	if _, err := f.repo.ApplyWorkload(ctx, resources.ApplyRequest{
 		Quadlet: mustParse(t, workloadKat("from-git", "", 1)),
-		Owner:   resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "apps/from-git"},
+		Owner:   api.Owner{Kind: api.OwnerGit, Source: "config", Path: "apps/from-git"},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +399,7 @@ func TestNodes(t *testing.T) {
 		if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: name, AdvertiseAddress: "10.0.0.1"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.repo.PutNodeStatus(ctx, resources.NodeStatus{NodeName: name, Timestamp: seen.Unix()}); err != nil {
+		if err := f.repo.PutNodeStatus(ctx, api.NodeStatus{NodeName: name, Timestamp: seen.Unix()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -35,7 +35,7 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if srcs == nil {
-		srcs = []resources.Source{}
+		srcs = []api.Source{}
 	}
 	writeJSON(w, http.StatusOK, srcs)
 }
@@ -55,7 +55,7 @@ func (s *Server) putSource(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	var spec resources.SourceSpec
+	var spec api.SourceSpec
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
@@ -169,7 +169,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if evs == nil {
-		evs = []resources.Event{}
+		evs = []api.Event{}
 	}
 	writeJSON(w, http.StatusOK, evs)
 }

@@ -100,7 +100,7 @@ func TestSources(t *testing.T) {
 	if _, err := f.client.SuspendWorkload(ctx, "default", "web"); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict {
 		t.Errorf("suspend of an API-owned workload = %v, want 409", err)
 	}
-	if _, err := f.repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "web"}}); err != nil {
+	if _, err := f.repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.Owner{Kind: api.OwnerGit, Source: "config", Path: "web"}}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := f.client.SuspendWorkload(ctx, "default", "web")

@@ -159,7 +159,7 @@ func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName s
 		return
 	}
 	res, err := s.cfg.Repo.ApplyWorkload(r.Context(), resources.ApplyRequest{
-		Quadlet: q, Owner: resources.APIOwner(), Force: force, CreateOnly: createOnly,
+		Quadlet: q, Owner: api.APIOwner(), Force: force, CreateOnly: createOnly,
 	})
 	if err != nil {
 		writeError(w, errorFor(err))
@@ -194,7 +194,7 @@ func (s *Server) deleteWorkload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	meta, err := s.cfg.Repo.DeleteWorkload(r.Context(), resources.DeleteRequest{
-		Namespace: ns, Name: name, Owner: resources.APIOwner(), Force: force,
+		Namespace: ns, Name: name, Owner: api.APIOwner(), Force: force,
 	})
 	if err != nil {
 		writeError(w, errorFor(err))

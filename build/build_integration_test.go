@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/metrics/metricstest"
 	"kat.dws.rip/kat/internal/poll"
@@ -234,7 +234,7 @@ func TestCloneFallbackAndAuth(t *testing.T) {
 		}
 	})
 	t.Run("basic auth file, full fetch", func(t *testing.T) {
-		rec, err := b.Build(ctx, Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: old, Auth: gitx.Auth{BasicAuthFile: cred}})
+		rec, err := b.Build(ctx, Request{Namespace: ns, Workload: wl, Repository: repo.url, Commit: old, Auth: api.GitAuth{BasicAuthFile: cred}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx"
 )
 
@@ -23,7 +24,7 @@ import (
 // server allows fetching by hash, else every branch and tag in full).
 // shallow tells whether the fetch was at depth 1. Credentials that retrying
 // cannot fix are an ErrInvalid.
-func checkout(ctx context.Context, repoURL, commit, ref string, auth gitx.Auth, gitDir, srcDir string, log io.Writer) (shallow bool, err error) {
+func checkout(ctx context.Context, repoURL, commit, ref string, auth api.GitAuth, gitDir, srcDir string, log io.Writer) (shallow bool, err error) {
 	shallow, err = fetchAndCheckout(ctx, repoURL, plumbing.NewHash(commit), ref, auth, gitDir, srcDir, log)
 	// A missing credential file may still be provisioned: only the rest
 	// of gitx's invalid input stalls the build.
@@ -33,7 +34,7 @@ func checkout(ctx context.Context, repoURL, commit, ref string, auth gitx.Auth, 
 	return shallow, err
 }
 
-func fetchAndCheckout(ctx context.Context, repoURL string, h plumbing.Hash, ref string, auth gitx.Auth, gitDir, srcDir string, log io.Writer) (bool, error) {
+func fetchAndCheckout(ctx context.Context, repoURL string, h plumbing.Hash, ref string, auth api.GitAuth, gitDir, srcDir string, log io.Writer) (bool, error) {
 	url := gitx.RedactURL(repoURL)
 	if ref != "" {
 		// The ref's head at depth 1, in a repository of its own (a
@@ -76,7 +77,7 @@ func fetchAndCheckout(ctx context.Context, repoURL string, h plumbing.Hash, ref 
 // checkoutRef fetches ref alone at depth 1 into a repository in gitDir and,
 // when it brings commit h, checks it out into srcDir and reports true.
 // Otherwise it removes what it made.
-func checkoutRef(ctx context.Context, repoURL, ref string, h plumbing.Hash, auth gitx.Auth, gitDir, srcDir string) (bool, error) {
+func checkoutRef(ctx context.Context, repoURL, ref string, h plumbing.Hash, auth api.GitAuth, gitDir, srcDir string) (bool, error) {
 	repo, err := gitx.Init(gitDir, srcDir, repoURL, auth)
 	if err != nil {
 		return false, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx"
 )
 
@@ -23,7 +24,7 @@ func TestCheckout(t *testing.T) {
 			repo.Commit("v2", map[string]string{"app/index.html": "v2\n", "app/new.txt": "new\n"})
 			dir := t.TempDir()
 			var log bytes.Buffer
-			shallow, err := checkout(context.Background(), repo.url, first, "", gitx.Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
+			shallow, err := checkout(context.Background(), repo.url, first, "", api.GitAuth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log.String())
 			}
@@ -48,7 +49,7 @@ func TestCheckout(t *testing.T) {
 		repo := newAppRepo(t, appRepoOptions{allowSHA: false})
 		repo.Commit("v1", map[string]string{"a": "a\n"})
 		dir := t.TempDir()
-		_, err := checkout(context.Background(), repo.url, strings.Repeat("e", 40), "refs/heads/main", gitx.Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &bytes.Buffer{})
+		_, err := checkout(context.Background(), repo.url, strings.Repeat("e", 40), "refs/heads/main", api.GitAuth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &bytes.Buffer{})
 		if !errors.Is(err, gitx.ErrCommitNotFound) {
 			t.Errorf("err %v, want gitx.ErrCommitNotFound", err)
 		}
@@ -61,14 +62,14 @@ func TestCheckout(t *testing.T) {
 		first := repo.Commit("v1", map[string]string{"index.html": "v1\n"})
 		dir := t.TempDir()
 		var log bytes.Buffer
-		shallow, err := checkout(context.Background(), repo.url, first, "refs/heads/main", gitx.Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
+		shallow, err := checkout(context.Background(), repo.url, first, "refs/heads/main", api.GitAuth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
 		if err != nil || !shallow || strings.Contains(log.String(), "every branch") {
 			t.Fatalf("checkout by branch: shallow=%t, %v\n%s", shallow, err, log.String())
 		}
 		repo.Commit("v2", map[string]string{"index.html": "v2\n"})
 		dir = t.TempDir()
 		log.Reset()
-		_, err = checkout(context.Background(), repo.url, first, "refs/heads/main", gitx.Auth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
+		_, err = checkout(context.Background(), repo.url, first, "refs/heads/main", api.GitAuth{}, filepath.Join(dir, "git"), filepath.Join(dir, "src"), &log)
 		if b, _ := os.ReadFile(filepath.Join(dir, "src", "index.html")); err != nil || string(b) != "v1\n" {
 			t.Fatalf("checkout after the branch moved: %q, %v\n%s", b, err, log.String())
 		}
@@ -90,13 +91,13 @@ func TestCheckoutCredentials(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		url      string
-		auth     gitx.Auth
+		auth     api.GitAuth
 		invalid  bool
 		notExist bool
 	}{
-		{name: "malformed basic auth file", url: repo.url, auth: gitx.Auth{BasicAuthFile: noColon}, invalid: true},
-		{name: "ssh key for an http URL", url: repo.url, auth: gitx.Auth{SSHKeyFile: noColon, KnownHostsFile: noColon}, invalid: true},
-		{name: "missing token file", url: repo.url, auth: gitx.Auth{TokenFile: filepath.Join(dir, "nope")}, notExist: true},
+		{name: "malformed basic auth file", url: repo.url, auth: api.GitAuth{BasicAuthFile: noColon}, invalid: true},
+		{name: "ssh key for an http URL", url: repo.url, auth: api.GitAuth{SSHKeyFile: noColon, KnownHostsFile: noColon}, invalid: true},
+		{name: "missing token file", url: repo.url, auth: api.GitAuth{TokenFile: filepath.Join(dir, "nope")}, notExist: true},
 		{name: "wrong password in the URL", url: strings.Replace(repo.url, "http://", "http://builder:wrong-s3cret@", 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

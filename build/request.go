@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -31,7 +31,7 @@ type Request struct {
 	// with any server. Default "": fetch the commit by its hash.
 	Ref string
 	// Auth holds the credential files for Repository. Default: none.
-	Auth gitx.Auth
+	Auth api.GitAuth
 	// Spec is build.kat's spec. Empty BuildContext and DockerfilePath
 	// default to "." and "Dockerfile".
 	Spec quadlet.BuildSpec

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/webhook"
 )
@@ -33,7 +34,7 @@ func BenchmarkGitSync1000(b *testing.B) {
 		iter++
 		e := newEnv(b)
 		start := time.Now()
-		e.addSource(resources.SourceSpec{URL: url})
+		e.addSource(api.SourceSpec{URL: url})
 		if st := e.waitApplied("config", tip); st.Workloads != dirs {
 			b.Fatalf("initial sync: %d workloads, want %d", st.Workloads, dirs)
 		}
@@ -66,7 +67,7 @@ func BenchmarkGitSync1000(b *testing.B) {
 
 		// A poll that finds no change, by a loop of its own over the same
 		// remote (its first round clones and finds every workload as it is).
-		src := newSource(Defaulted(resources.SourceSpec{Name: "config", URL: url}), e.repo, e.m.cfg.Desired, b.TempDir(), zerolog.Nop(), time.Now)
+		src := newSource(Defaulted(api.SourceSpec{Name: "config", URL: url}), e.repo, e.m.cfg.Desired, b.TempDir(), zerolog.Nop(), time.Now)
 		src.round(ctx)
 		const polls = 20
 		bytes0, t0 := srv.Bytes(), time.Now()

@@ -14,7 +14,7 @@
 //
 // # Sources
 //
-// A source (resources.SourceSpec) names a URL (https://, http://, ssh:// or
+// A source (api.SourceSpec) names a URL (https://, http://, ssh:// or
 // file://), a branch, a path inside the repository and a poll interval, and
 // optionally credential files, an armored PGP keyring and AllowPruneAll. Its
 // spec and status live under /kat/sources/{name}/. The Manager watches the

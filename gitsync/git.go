@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 )
@@ -38,7 +39,7 @@ func (g *gitRepo) remoteRef() plumbing.ReferenceName {
 
 // openRepo opens the clone in dir, or creates it when it is missing, points
 // elsewhere or cannot be opened (a corrupted clone is started again).
-func openRepo(dir, url, branch string, auth gitx.Auth) (*gitRepo, error) {
+func openRepo(dir, url, branch string, auth api.GitAuth) (*gitRepo, error) {
 	r, err := gitx.Open(dir, url, auth)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
-	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/api"
 )
 
 // TestIncrementalListingEqualsFullListing lists a commit once from scratch
@@ -30,7 +30,7 @@ func TestIncrementalListingEqualsFullListing(t *testing.T) {
 	r.workload("ns3/e", "default", "e", 1)
 	c2 := r.Commit("two", nil)
 
-	g, err := openRepo(filepath.Join(t.TempDir(), "clone"), r.FileURL(), "main", gitx.Auth{})
+	g, err := openRepo(filepath.Join(t.TempDir(), "clone"), r.FileURL(), "main", api.GitAuth{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestIncrementalListingFollowsEveryChange(t *testing.T) {
 		}},
 		{"hidden directories are skipped", func() { r.workload(".hidden/w", "default", "hidden", 1) }},
 	}
-	g, err := openRepo(filepath.Join(t.TempDir(), "clone"), r.FileURL(), "main", gitx.Auth{})
+	g, err := openRepo(filepath.Join(t.TempDir(), "clone"), r.FileURL(), "main", api.GitAuth{})
 	if err != nil {
 		t.Fatal(err)
 	}

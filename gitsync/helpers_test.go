@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/store/resources"
@@ -73,7 +74,7 @@ func (e *env) start() {
 	}
 }
 
-func (e *env) addSource(spec resources.SourceSpec) {
+func (e *env) addSource(spec api.SourceSpec) {
 	e.t.Helper()
 	if spec.Name == "" {
 		spec.Name = "config"
@@ -99,7 +100,7 @@ func (e *env) eventually(what string, cond func() string) {
 	})
 }
 
-func (e *env) source(name string) resources.Source {
+func (e *env) source(name string) api.Source {
 	e.t.Helper()
 	s, err := e.repo.GetSource(context.Background(), name)
 	if err != nil {
@@ -109,7 +110,7 @@ func (e *env) source(name string) resources.Source {
 }
 
 // waitApplied waits until the source has applied commit.
-func (e *env) waitApplied(name, commit string) resources.SourceStatus {
+func (e *env) waitApplied(name, commit string) api.SourceStatus {
 	e.t.Helper()
 	e.eventually("source "+name+" applies "+short(commit), func() string {
 		st := e.source(name).Status

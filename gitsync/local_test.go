@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // tree renders every file under dir with its size and modification time.
@@ -47,7 +47,7 @@ func TestLocalSourceIsReadInPlace(t *testing.T) {
 	r.Git(r.Bare, "gc", "-q") // a pack the source indexes at once
 	e := newEnv(t)
 	before := tree(t, r.Bare)
-	e.addSource(resources.SourceSpec{URL: r.FileURL()})
+	e.addSource(api.SourceSpec{URL: r.FileURL()})
 	e.waitApplied("config", c1)
 	if after := tree(t, r.Bare); after != before {
 		t.Errorf("the repository changed while read:\n%s\nwas\n%s", after, before)
@@ -67,7 +67,7 @@ func TestLocalSourceIsReadInPlace(t *testing.T) {
 		t.Errorf("generations %v, want web 2 and db 2", g)
 	}
 
-	e.addSource(resources.SourceSpec{Name: "work", URL: "file://" + r.Work, Branch: "main"})
+	e.addSource(api.SourceSpec{Name: "work", URL: "file://" + r.Work, Branch: "main"})
 	e.eventually("the work tree's repository read", func() string {
 		if st := e.source("work").Status; st.FetchedCommit != c3 {
 			return fmt.Sprintf("fetched %q (last error %q)", st.FetchedCommit, st.LastError)
@@ -85,8 +85,8 @@ func TestLocalSourceSyncsWhenTheRefMoves(t *testing.T) {
 	r.workload("apps/web", "default", "web", 1)
 	c1 := r.Commit("one", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.FileURL(), IntervalSeconds: 3600})
-	e.addSource(resources.SourceSpec{Name: "work", URL: "file://" + r.Work, Branch: "main", IntervalSeconds: 3600})
+	e.addSource(api.SourceSpec{URL: r.FileURL(), IntervalSeconds: 3600})
+	e.addSource(api.SourceSpec{Name: "work", URL: "file://" + r.Work, Branch: "main", IntervalSeconds: 3600})
 	waitUntriggered := func(t *testing.T, name, commit string) {
 		t.Helper()
 		poll.UntilErr(t, 60*time.Second, "source "+name+" applies "+short(commit)+" untriggered", func() error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/webhook"
@@ -124,7 +125,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	want := map[string]resources.SourceSpec{}
+	want := map[string]api.SourceSpec{}
 	for _, s := range srcs {
 		spec := Defaulted(s.Spec)
 		if err := ValidateSpec(spec); err != nil {
@@ -166,7 +167,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	return nil
 }
 
-func withoutTime(s resources.SourceSpec) resources.SourceSpec {
+func withoutTime(s api.SourceSpec) api.SourceSpec {
 	s.UpdatedAt = time.Time{}
 	return s
 }

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // TestSyncMetricsPerSource: a source that syncs counts successful fetches
@@ -18,8 +18,8 @@ func TestSyncMetricsPerSource(t *testing.T) {
 	r.workload("apps/web", "default", "web", 1)
 	c1 := r.Commit("first", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{Name: "metrics-ok", URL: url})
-	e.addSource(resources.SourceSpec{Name: "metrics-missing", URL: url + "-missing"})
+	e.addSource(api.SourceSpec{Name: "metrics-ok", URL: url})
+	e.addSource(api.SourceSpec{Name: "metrics-missing", URL: url + "-missing"})
 	e.waitApplied("metrics-ok", c1)
 
 	atLeastOne := func(family, source, result string) func() string {

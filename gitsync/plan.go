@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -90,7 +91,7 @@ type DecideInput struct {
 	// Current, which then holds every workload.
 	Owned int
 	// PrevErrors are the source's path errors at the last applied commit.
-	PrevErrors []resources.PathError
+	PrevErrors []api.PathError
 }
 
 // WorkloadRef names a workload and the directory it comes from.
@@ -113,7 +114,7 @@ type Plan struct {
 	Delete     []WorkloadRef
 	// PathErrors are the source's path errors once the plan is written
 	// (before write failures are added).
-	PathErrors []resources.PathError
+	PathErrors []api.PathError
 	// Unchanged counts parsed directories whose workload is already as
 	// desired; Suspended those left alone because Git management is
 	// suspended.
@@ -133,7 +134,7 @@ func Decide(in DecideInput) Plan {
 	owned := 0
 	for _, m := range in.Current {
 		current[key(m.Namespace, m.Name)] = m
-		if m.Owner.Kind == resources.OwnerGit && m.Owner.Source == in.Source {
+		if m.Owner.Kind == api.OwnerGit && m.Owner.Source == in.Source {
 			byPath[m.Owner.Path] = append(byPath[m.Owner.Path], m)
 			owned++
 		}
@@ -141,7 +142,7 @@ func Decide(in DecideInput) Plan {
 	if in.Owned > 0 {
 		owned = in.Owned
 	}
-	errs := map[string]resources.PathError{}
+	errs := map[string]api.PathError{}
 	for _, e := range in.PrevErrors { // errors of paths that did not change stay
 		_, dir := in.Listing.Dirs[e.Path]
 		_, ns := in.Listing.Namespaces[e.Path]
@@ -154,7 +155,7 @@ func Decide(in DecideInput) Plan {
 		pn := in.Namespaces[path]
 		delete(errs, path)
 		if pn.Err != nil {
-			errs[path] = resources.PathError{Path: path, Error: describe(pathpkg.Dir(path), pn.Err), Commit: in.Commit}
+			errs[path] = api.PathError{Path: path, Error: describe(pathpkg.Dir(path), pn.Err), Commit: in.Commit}
 			continue
 		}
 		p.Namespaces = append(p.Namespaces, pn.Namespace)
@@ -166,7 +167,7 @@ func Decide(in DecideInput) Plan {
 		pd := in.Parsed[path]
 		delete(errs, path)
 		fail := func(msg string) {
-			errs[path] = resources.PathError{Path: path, Error: msg, Commit: in.Commit}
+			errs[path] = api.PathError{Path: path, Error: msg, Commit: in.Commit}
 		}
 		if pd.Err != nil {
 			fail(describe(path, pd.Err))
@@ -182,19 +183,19 @@ func Decide(in DecideInput) Plan {
 		ref := WorkloadRef{q.Namespace(), q.Name(), path}
 		cur, exists := current[k]
 		switch {
-		case exists && cur.Owner.Kind == resources.OwnerGit && cur.Owner.Source != in.Source:
+		case exists && cur.Owner.Kind == api.OwnerGit && cur.Owner.Source != in.Source:
 			fail(fmt.Sprintf("%s: workload %s is managed by %s", path, k, cur.Owner))
 			continue
-		case exists && cur.Owner.Kind == resources.OwnerGit && cur.Owner.Path != path && stillDefines(in, cur.Owner.Path):
+		case exists && cur.Owner.Kind == api.OwnerGit && cur.Owner.Path != path && stillDefines(in, cur.Owner.Path):
 			fail(fmt.Sprintf("%s: workload %s is already defined by %s", path, k, cur.Owner.Path))
 			continue
-		case exists && cur.Owner.Kind == resources.OwnerGit && cur.Suspended:
+		case exists && cur.Owner.Kind == api.OwnerGit && cur.Suspended:
 			p.Suspended = append(p.Suspended, ref)
-		case exists && cur.SpecHash == q.SpecHash() && cur.Owner.Kind == resources.OwnerGit && cur.Owner.Path == path:
+		case exists && cur.SpecHash == q.SpecHash() && cur.Owner.Kind == api.OwnerGit && cur.Owner.Path == path:
 			p.Unchanged++
 		default:
 			p.Apply = append(p.Apply, Apply{Path: path, Quadlet: q})
-			if !exists || cur.Owner.Kind != resources.OwnerGit || cur.Owner.Source != in.Source {
+			if !exists || cur.Owner.Kind != api.OwnerGit || cur.Owner.Source != in.Source {
 				created++
 			}
 		}
@@ -262,7 +263,7 @@ func stillDefines(in DecideInput, path string) bool {
 // WithRetries adds to c the listed directories that had errors at the last
 // applied commit, so that they are parsed again: what they depend on (a
 // namespace, another directory) may have changed.
-func WithRetries(c Changes, next Listing, prevErrors []resources.PathError) Changes {
+func WithRetries(c Changes, next Listing, prevErrors []api.PathError) Changes {
 	for _, e := range prevErrors {
 		if _, ok := next.Dirs[e.Path]; ok && !slices.Contains(c.Dirs, e.Path) {
 			c.Dirs = append(c.Dirs, e.Path)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -40,7 +41,7 @@ spec:
 
 func gitMeta(q *quadlet.Quadlet, source, path string) resources.WorkloadMeta {
 	return resources.WorkloadMeta{Namespace: q.Namespace(), Name: q.Name(), SpecHash: q.SpecHash(), Generation: 1,
-		Owner: resources.Owner{Kind: resources.OwnerGit, Source: source, Path: path, Commit: "old"}}
+		Owner: api.Owner{Kind: api.OwnerGit, Source: source, Path: path, Commit: "old"}}
 }
 
 // render describes a plan as sorted lines, for comparison.
@@ -76,7 +77,7 @@ func TestChangedPaths(t *testing.T) {
 	if !slices.Equal(got.Dirs, []string{"b", "d"}) || len(got.Namespaces) != 0 {
 		t.Errorf("ChangedPaths = %+v, want dirs [b d] and no namespaces", got)
 	}
-	retried := WithRetries(got, next, []resources.PathError{{Path: "a"}, {Path: "gone"}})
+	retried := WithRetries(got, next, []api.PathError{{Path: "a"}, {Path: "gone"}})
 	if !slices.Equal(retried.Dirs, []string{"a", "b", "d"}) {
 		t.Errorf("WithRetries = %v, want [a b d]: listed directories with errors are parsed again", retried.Dirs)
 	}
@@ -95,7 +96,7 @@ func TestDecide(t *testing.T) {
 	suspended := gitMeta(web1, "config", "apps/web")
 	suspended.Suspended = true
 	apiOwned := gitMeta(web1, "", "")
-	apiOwned.Owner = resources.APIOwner()
+	apiOwned.Owner = api.APIOwner()
 	otherSource := gitMeta(web1, "other", "apps/web")
 
 	tests := []struct {
@@ -166,20 +167,20 @@ func TestDecide(t *testing.T) {
 		{
 			name: "error of an unchanged directory is kept",
 			in: DecideInput{Listing: dirs("apps/web", "apps/db"), Parsed: map[string]ParsedDir{"apps/db": {Quadlet: db}},
-				PrevErrors: []resources.PathError{{Path: "apps/web", Error: "x"}}},
+				PrevErrors: []api.PathError{{Path: "apps/web", Error: "x"}}},
 			want: "apply apps/db default/db\nerror apps/web",
 		},
 		{
 			name: "fixing commit clears the error",
 			in: DecideInput{Listing: dirs("apps/web"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web2}},
 				Current:    []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")},
-				PrevErrors: []resources.PathError{{Path: "apps/web", Error: "x"}}},
+				PrevErrors: []api.PathError{{Path: "apps/web", Error: "x"}}},
 			want: "apply apps/web default/web",
 		},
 		{
 			name: "error of a removed directory goes",
 			in: DecideInput{AllowPruneAll: true, Listing: dirs(), Parsed: map[string]ParsedDir{},
-				PrevErrors: []resources.PathError{{Path: "apps/web", Error: "x"}}},
+				PrevErrors: []api.PathError{{Path: "apps/web", Error: "x"}}},
 			want: "",
 		},
 		{

@@ -3,6 +3,7 @@ package gitsync
 import (
 	"context"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 )
@@ -22,7 +23,7 @@ func RefString(g quadlet.GitSource) string { return gitRef(g).String() }
 // commit hash is returned as it is; a short one must be the prefix of a
 // branch or tag head. A ref the remote lacks is a gitx.ErrRefNotFound.
 // Errors never hold credentials.
-func ResolveRef(ctx context.Context, g quadlet.GitSource, auth gitx.Auth) (string, error) {
+func ResolveRef(ctx context.Context, g quadlet.GitSource, auth api.GitAuth) (string, error) {
 	h, err := gitx.Resolve(ctx, g.Repository, auth, gitRef(g))
 	if err != nil {
 		return "", err

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 )
@@ -40,7 +41,7 @@ func TestResolveRef(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.git
 			g.Repository = url
-			got, err := ResolveRef(ctx, g, gitx.Auth{})
+			got, err := ResolveRef(ctx, g, api.GitAuth{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, gitx.ErrRefNotFound) {
 					t.Fatalf("err = %v, want gitx.ErrRefNotFound containing %q", err, tc.wantErr)

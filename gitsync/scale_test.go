@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/webhook"
 )
 
@@ -25,7 +25,7 @@ func TestOneChangeOfFiveHundred(t *testing.T) {
 	}
 	c1 := r.Commit("500 workloads", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.FileURL()})
+	e.addSource(api.SourceSpec{URL: r.FileURL()})
 	if st := e.waitApplied("config", c1); st.Workloads != n {
 		t.Fatalf("workloads = %d, want %d", st.Workloads, n)
 	}
@@ -54,8 +54,8 @@ func TestDispatchPushMatchesURLFormsAndBranch(t *testing.T) {
 	r.workload("web", "default", "web", 1)
 	c1 := r.Commit("one", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.FileURL()})
-	e.addSource(resources.SourceSpec{Name: "gh", URL: "https://github.com/acme/config.git", Branch: "prod"})
+	e.addSource(api.SourceSpec{URL: r.FileURL()})
+	e.addSource(api.SourceSpec{Name: "gh", URL: "https://github.com/acme/config.git", Branch: "prod"})
 	e.waitApplied("config", c1)
 	e.eventually("both sources running", func() string {
 		if n, _ := e.m.Trigger(""); n != 2 {
@@ -118,7 +118,7 @@ func TestDamagedCloneIsClonedAgain(t *testing.T) {
 			c1 := r.Commit("one", nil)
 			_, url := newGitServer(t, r)
 			e := newEnv(t)
-			e.addSource(resources.SourceSpec{URL: url})
+			e.addSource(api.SourceSpec{URL: url})
 			e.waitApplied("config", c1)
 			e.stop()
 			tc.damage(t, filepath.Join(e.dataDir, "config"))

@@ -14,7 +14,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 // newKey makes a PGP key and writes its armored public keyring to a file.
@@ -74,7 +74,7 @@ func TestSignatures(t *testing.T) {
 	r.workload("web", "default", "web", 1)
 	c1 := r.signedCommit(t, "signed", trusted)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.FileURL(), KeyringFile: ring})
+	e.addSource(api.SourceSpec{URL: r.FileURL(), KeyringFile: ring})
 	e.waitApplied("config", c1)
 
 	for _, tc := range []struct {

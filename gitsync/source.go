@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
@@ -54,7 +55,7 @@ var errSuperseded = errors.New("gitsync: superseded by a newer commit")
 
 // source is one source's loop. Its goroutine owns the clone and the status.
 type source struct {
-	spec    resources.SourceSpec
+	spec    api.SourceSpec
 	repo    *resources.Repo
 	desired *resources.DesiredIndex
 	dir     string
@@ -74,7 +75,7 @@ type source struct {
 	// (openLocal); localSeen is the branch head it last read.
 	local        bool
 	localSeen    plumbing.Hash
-	status       resources.SourceStatus
+	status       api.SourceStatus
 	listings     map[string]Listing // commit -> listing, the last applied one
 	fetches      int
 	lastFull     time.Time // zero: the first sync compares everything
@@ -85,7 +86,7 @@ type source struct {
 	lastWrite int64
 }
 
-func newSource(spec resources.SourceSpec, repo *resources.Repo, desired *resources.DesiredIndex, dir string, log zerolog.Logger, now func() time.Time) *source {
+func newSource(spec api.SourceSpec, repo *resources.Repo, desired *resources.DesiredIndex, dir string, log zerolog.Logger, now func() time.Time) *source {
 	return &source{
 		spec: spec, repo: repo, desired: desired, dir: dir, now: now, trigger: make(chan struct{}, 1),
 		log:      log.With().Str("source", spec.Name).Logger(),
@@ -189,7 +190,7 @@ func (s *source) round(ctx context.Context) {
 	msg := gitx.NewRedactor(s.spec.URL).String(err.Error())
 	s.log.Warn().Str("error", msg).Msg("sync failed")
 	s.status.LastError = msg
-	s.setCondition(CondReady, resources.ConditionFalse, reasonOf(err), msg)
+	s.setCondition(CondReady, api.ConditionFalse, reasonOf(err), msg)
 	s.writeStatus(ctx)
 }
 
@@ -432,9 +433,9 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	if plan.Refused != "" {
 		if s.lastRefused != commit {
 			s.lastRefused = commit
-			s.event(ctx, resources.EventWarning, ReasonPruneRefused, plan.Refused)
+			s.event(ctx, api.EventWarning, ReasonPruneRefused, plan.Refused)
 		}
-		s.setCondition(CondStalled, resources.ConditionTrue, ReasonPruneRefused, plan.Refused)
+		s.setCondition(CondStalled, api.ConditionTrue, ReasonPruneRefused, plan.Refused)
 		s.fullNext()
 		return &syncError{ReasonPruneRefused, errors.New(plan.Refused)}
 	}
@@ -461,12 +462,12 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	s.setReady()
 	s.writeStatus(ctx)
 	if msg := res.summary(commit); msg != "" {
-		s.event(ctx, resources.EventNormal, ReasonApplied, msg)
+		s.event(ctx, api.EventNormal, ReasonApplied, msg)
 		s.log.Info().Str("commit", commit).Int("changed", len(res.changed)).Int("deleted", len(res.deleted)).
 			Int("path_errors", len(res.pathErrors)).Msg("applied commit")
 	}
 	if w := pathErrorSummary(res.pathErrors); w != "" && w != s.lastWarnings {
-		s.event(ctx, resources.EventWarning, ReasonInvalidQuadlet, fmt.Sprintf("commit %s: %s", short(commit), w))
+		s.event(ctx, api.EventWarning, ReasonInvalidQuadlet, fmt.Sprintf("commit %s: %s", short(commit), w))
 	}
 	s.lastWarnings = pathErrorSummary(res.pathErrors)
 	return nil
@@ -510,7 +511,7 @@ func (s *source) current(in DecideInput, removed []string) []resources.WorkloadM
 // applyResult is what execute wrote.
 type applyResult struct {
 	changed, deleted []string
-	pathErrors       []resources.PathError
+	pathErrors       []api.PathError
 	owned            int
 }
 
@@ -536,7 +537,7 @@ func capList(xs []string) string {
 	return strings.Join(xs[:maxListed], ", ") + fmt.Sprintf(" and %d more", len(xs)-maxListed)
 }
 
-func pathErrorSummary(errs []resources.PathError) string {
+func pathErrorSummary(errs []api.PathError) string {
 	if len(errs) == 0 {
 		return ""
 	}
@@ -554,7 +555,7 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 	var res applyResult
 	pathErrs := slices.Clone(plan.PathErrors)
 	addErr := func(path string, err error) {
-		pathErrs = append(pathErrs, resources.PathError{Path: path, Error: path + ": " + err.Error(), Commit: commit})
+		pathErrs = append(pathErrs, api.PathError{Path: path, Error: path + ": " + err.Error(), Commit: commit})
 	}
 	for _, ns := range plan.Namespaces {
 		if _, _, err := s.repo.PutNamespace(ctx, ns.Metadata.Name, ns.Metadata.Labels); err != nil {
@@ -570,7 +571,7 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 		for i, a := range chunk {
 			reqs[i] = resources.ApplyRequest{
 				Quadlet: a.Quadlet,
-				Owner:   resources.Owner{Kind: resources.OwnerGit, Source: s.spec.Name, Path: a.Path, Commit: commit},
+				Owner:   api.Owner{Kind: api.OwnerGit, Source: s.spec.Name, Path: a.Path, Commit: commit},
 			}
 		}
 		outs, err := s.repo.ApplyWorkloads(ctx, reqs)
@@ -598,7 +599,7 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 	}
 	for _, d := range plan.Delete {
 		_, rev, err := s.repo.DeleteWorkloadRevision(ctx, resources.DeleteRequest{
-			Namespace: d.Namespace, Name: d.Name, Owner: resources.Owner{Kind: resources.OwnerGit, Source: s.spec.Name},
+			Namespace: d.Namespace, Name: d.Name, Owner: api.Owner{Kind: api.OwnerGit, Source: s.spec.Name},
 		})
 		s.lastWrite = max(s.lastWrite, rev)
 		switch {
@@ -609,7 +610,7 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 			return res, err
 		}
 	}
-	slices.SortFunc(pathErrs, func(a, b resources.PathError) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(pathErrs, func(a, b api.PathError) int { return strings.Compare(a.Path, b.Path) })
 	res.pathErrors = pathErrs
 	return res, nil
 }
@@ -632,11 +633,11 @@ func (s *source) superseded(ctx context.Context, commit string) bool {
 
 func (s *source) setReady() {
 	if n := len(s.status.PathErrors); n > 0 {
-		s.setCondition(CondReady, resources.ConditionFalse, ReasonPathErrors,
+		s.setCondition(CondReady, api.ConditionFalse, ReasonPathErrors,
 			fmt.Sprintf("applied commit %s; %s", short(s.status.AppliedCommit), pathErrorSummary(s.status.PathErrors)))
 		return
 	}
-	s.setCondition(CondReady, resources.ConditionTrue, ReasonApplied, "applied commit "+short(s.status.AppliedCommit))
+	s.setCondition(CondReady, api.ConditionTrue, ReasonApplied, "applied commit "+short(s.status.AppliedCommit))
 }
 
 func (s *source) setCondition(typ, status, reason, msg string) {
@@ -651,11 +652,11 @@ func (s *source) setCondition(typ, status, reason, msg string) {
 			return
 		}
 	}
-	s.status.Conditions = append(s.status.Conditions, resources.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: now})
+	s.status.Conditions = append(s.status.Conditions, api.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: now})
 }
 
 func (s *source) removeCondition(typ string) {
-	s.status.Conditions = slices.DeleteFunc(s.status.Conditions, func(c resources.Condition) bool { return c.Type == typ })
+	s.status.Conditions = slices.DeleteFunc(s.status.Conditions, func(c api.Condition) bool { return c.Type == typ })
 }
 
 func (s *source) writeStatus(ctx context.Context) {
@@ -665,7 +666,7 @@ func (s *source) writeStatus(ctx context.Context) {
 }
 
 func (s *source) event(ctx context.Context, typ, reason, msg string) {
-	if err := s.repo.AppendEvent(ctx, resources.Event{Type: typ, Object: "source/" + s.spec.Name, Reason: reason, Message: msg}); err != nil && ctx.Err() == nil {
+	if err := s.repo.AppendEvent(ctx, api.Event{Type: typ, Object: "source/" + s.spec.Name, Reason: reason, Message: msg}); err != nil && ctx.Err() == nil {
 		s.log.Warn().Err(err).Msg("record event")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -30,16 +31,16 @@ const (
 var ErrInvalidSpec = errors.New("gitsync: invalid source spec")
 
 // SpecFromGitOps turns cluster.kat's spec.gitops into the first source.
-func SpecFromGitOps(g *quadlet.GitOpsConfig) resources.SourceSpec {
-	return resources.SourceSpec{
+func SpecFromGitOps(g *quadlet.GitOpsConfig) api.SourceSpec {
+	return api.SourceSpec{
 		Name: ClusterSourceName, URL: g.Repository, Branch: g.Branch, Path: g.Path,
 		IntervalSeconds: g.PollIntervalSeconds, KeyringFile: g.KeyringFile,
-		Auth: resources.SourceAuth{TokenFile: g.TokenFile, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile},
+		Auth: api.GitAuth{TokenFile: g.TokenFile, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile},
 	}
 }
 
 // Defaulted returns spec with its defaults filled in.
-func Defaulted(spec resources.SourceSpec) resources.SourceSpec {
+func Defaulted(spec api.SourceSpec) api.SourceSpec {
 	if spec.Branch == "" {
 		spec.Branch = DefaultBranch
 	}
@@ -55,7 +56,7 @@ func Defaulted(spec resources.SourceSpec) resources.SourceSpec {
 
 // ValidateSpec checks a defaulted spec; the error names every bad field and
 // wraps ErrInvalidSpec.
-func ValidateSpec(spec resources.SourceSpec) error {
+func ValidateSpec(spec api.SourceSpec) error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))

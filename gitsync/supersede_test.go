@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -25,7 +26,7 @@ func TestNewerCommitSupersedes(t *testing.T) {
 	if _, err := repo.EnsureNamespace(ctx, resources.NamespaceDefault, nil); err != nil {
 		t.Fatal(err)
 	}
-	spec := Defaulted(resources.SourceSpec{Name: "config", URL: r.FileURL(), IntervalSeconds: 3600})
+	spec := Defaulted(api.SourceSpec{Name: "config", URL: r.FileURL(), IntervalSeconds: 3600})
 	desired := resources.NewDesiredIndex(repo.Store())
 	go func() { _ = desired.Run(t.Context()) }()
 	s := newSource(spec, repo, desired, t.TempDir(), zerolog.Nop(), time.Now)
@@ -70,7 +71,7 @@ func TestFirstSyncRepairsDriftBehindGitsBack(t *testing.T) {
 	r.workload("db", "default", "db", 1)
 	c1 := r.Commit("one", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.FileURL()})
+	e.addSource(api.SourceSpec{URL: r.FileURL()})
 	e.waitApplied("config", c1)
 	e.stop()
 	if _, err := e.repo.DeleteWorkload(context.Background(), resources.DeleteRequest{Namespace: "default", Name: "web", Force: true}); err != nil {

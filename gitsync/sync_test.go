@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
-func condition(conds []resources.Condition, typ string) *resources.Condition {
+func condition(conds []api.Condition, typ string) *api.Condition {
 	for i := range conds {
 		if conds[i].Type == typ {
 			return &conds[i]
@@ -31,7 +32,7 @@ func TestSyncOverHTTP(t *testing.T) {
 	r.workload("demo/cron", "demo", "cron", 1)
 	c1 := r.Commit("first", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: url})
+	e.addSource(api.SourceSpec{URL: url})
 	ctx := context.Background()
 
 	t.Run("a push is applied", func(t *testing.T) {
@@ -43,11 +44,11 @@ func TestSyncOverHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "demo/cron", Commit: c1}
+		want := api.Owner{Kind: api.OwnerGit, Source: "config", Path: "demo/cron", Commit: c1}
 		if w.Meta.Owner != want {
 			t.Errorf("owner = %+v, want %+v", w.Meta.Owner, want)
 		}
-		if c := condition(st.Conditions, CondReady); c == nil || c.Status != resources.ConditionTrue {
+		if c := condition(st.Conditions, CondReady); c == nil || c.Status != api.ConditionTrue {
 			t.Errorf("Ready = %+v, want True", c)
 		}
 	})
@@ -156,7 +157,7 @@ func TestSyncOverHTTP(t *testing.T) {
 		}
 		srv.SetDown(false)
 		st := e.waitApplied("config", c8)
-		if st.LastError != "" || condition(st.Conditions, CondReady).Status != resources.ConditionTrue {
+		if st.LastError != "" || condition(st.Conditions, CondReady).Status != api.ConditionTrue {
 			t.Errorf("status after recovery = %+v, want Ready and no error", st)
 		}
 	})
@@ -168,7 +169,7 @@ func TestPruneAllRefused(t *testing.T) {
 	r.workload("web", "default", "web", 1)
 	c1 := r.Commit("one", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.FileURL()})
+	e.addSource(api.SourceSpec{URL: r.FileURL()})
 	e.waitApplied("config", c1)
 
 	r.Remove("web")
@@ -185,7 +186,7 @@ func TestPruneAllRefused(t *testing.T) {
 		t.Fatal("default/web was pruned by a commit deleting every workload")
 	}
 	evs, _ := e.repo.ListEvents(context.Background(), 0)
-	if last := evs[len(evs)-1]; last.Reason != ReasonPruneRefused || last.Type != resources.EventWarning {
+	if last := evs[len(evs)-1]; last.Reason != ReasonPruneRefused || last.Type != api.EventWarning {
 		t.Errorf("last event = %+v, want a PruneRefused warning", last)
 	}
 
@@ -204,7 +205,7 @@ func TestSuspendAndResume(t *testing.T) {
 	r.workload("web", "default", "web", 1)
 	c1 := r.Commit("one", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.FileURL()})
+	e.addSource(api.SourceSpec{URL: r.FileURL()})
 	e.waitApplied("config", c1)
 	ctx := context.Background()
 
@@ -253,7 +254,7 @@ func TestMissingNamespaceThenAdded(t *testing.T) {
 	r.workload("late/job", "late", "job", 1)
 	c1 := r.Commit("late namespace missing", nil)
 	e := newEnv(t)
-	e.addSource(resources.SourceSpec{URL: r.FileURL()})
+	e.addSource(api.SourceSpec{URL: r.FileURL()})
 	st := e.waitApplied("config", c1)
 	if len(st.PathErrors) != 1 || st.PathErrors[0].Path != "late/job" || !strings.Contains(st.PathErrors[0].Error, `namespace "late"`) {
 		t.Fatalf("path errors = %+v, want late/job naming the namespace", st.PathErrors)

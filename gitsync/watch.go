@@ -5,8 +5,8 @@ import (
 	"net/url"
 	"path/filepath"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/filewatch"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // watchedFiles returns the files on this machine whose change wakes a
@@ -15,7 +15,7 @@ import (
 // layouts while none exists yet); for any source, the credential and
 // keyring files read at every sync, so that a fixed credential is tried at
 // once.
-func watchedFiles(spec resources.SourceSpec) []string {
+func watchedFiles(spec api.SourceSpec) []string {
 	var files []string
 	if u, err := url.Parse(spec.URL); err == nil && u.Scheme == "file" && u.Host == "" && filepath.IsAbs(u.Path) {
 		dirs := []string{filepath.Join(u.Path, ".git"), u.Path}

@@ -19,12 +19,6 @@ import (
 	"kat.dws.rip/kat/api"
 )
 
-// Auth names the files holding the credentials of a Git repository. It is
-// api.GitAuth, the type sources, workloads' app repositories and kat-agent's
-// flags carry on the wire (api links no go-git); see there for its fields.
-// The zero Auth is anonymous.
-type Auth = api.GitAuth
-
 // ErrInvalid matches the errors that bad input causes, which retrying with
 // the same input cannot help: credential fields that exclude each other or
 // do not fit the URL, a credential file that is missing, empty or malformed,
@@ -34,11 +28,11 @@ var ErrInvalid = errors.New("gitx: invalid input")
 
 // Default user names.
 const (
-	// DefaultTokenUser is the HTTP user sent with Auth.TokenFile when
-	// Auth.Username is empty, as GitHub expects for tokens (GitLab and
+	// DefaultTokenUser is the HTTP user sent with api.GitAuth.TokenFile when
+	// GitAuth.Username is empty, as GitHub expects for tokens (GitLab and
 	// Gitea accept any user).
 	DefaultTokenUser = "x-access-token"
-	// DefaultSSHUser is the SSH user when neither Auth.Username nor the
+	// DefaultSSHUser is the SSH user when neither api.GitAuth.Username nor the
 	// URL names one.
 	DefaultSSHUser = "git"
 )
@@ -79,7 +73,7 @@ func IsSSH(rawURL string) bool {
 // (skipped when rawURL is ""), without reading any file. The error lists
 // every problem, each naming its field (auth.sshKeyFile, ...), and matches
 // ErrInvalid.
-func CheckAuth(rawURL string, a Auth) error {
+func CheckAuth(rawURL string, a api.GitAuth) error {
 	var problems []string
 	kinds := 0
 	for _, f := range []string{a.TokenFile, a.BasicAuthFile, a.SSHKeyFile} {
@@ -120,7 +114,7 @@ func CheckAuth(rawURL string, a Auth) error {
 // reaches an error. For SSH, the method accepts only a host key known_hosts
 // lists for the URL's host and port, and offers the key types it holds.
 // Errors name the parameter; see ErrInvalid for which match it.
-func AuthMethod(rawURL string, a Auth) (transport.AuthMethod, error) {
+func AuthMethod(rawURL string, a api.GitAuth) (transport.AuthMethod, error) {
 	if err := CheckAuth(rawURL, a); err != nil {
 		return nil, err
 	}
@@ -148,7 +142,7 @@ func AuthMethod(rawURL string, a Auth) (transport.AuthMethod, error) {
 }
 
 // sshMethod reads the key and known_hosts of a for rawURL.
-func sshMethod(rawURL string, a Auth) (transport.AuthMethod, error) {
+func sshMethod(rawURL string, a api.GitAuth) (transport.AuthMethod, error) {
 	ep, err := transport.NewEndpoint(rawURL)
 	if err != nil {
 		return nil, invalid("url %s: %w", RedactURL(rawURL), err)

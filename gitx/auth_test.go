@@ -13,6 +13,7 @@ import (
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx/gittest"
 )
 
@@ -52,7 +53,7 @@ func TestAuthMethod(t *testing.T) {
 	tests := []struct {
 		name string
 		url  string
-		auth Auth
+		auth api.GitAuth
 		want want
 		// err are substrings of the error; it must match ErrInvalid.
 		err      []string
@@ -60,31 +61,31 @@ func TestAuthMethod(t *testing.T) {
 	}{
 		{name: "anonymous", url: httpURL},
 		{name: "anonymous file URL", url: "file:///srv/app.git"},
-		{name: "token", url: httpURL, auth: Auth{TokenFile: token}, want: want{user: DefaultTokenUser, pw: "tok123"}},
-		{name: "token with user", url: httpURL, auth: Auth{TokenFile: token, Username: "oauth2"}, want: want{user: "oauth2", pw: "tok123"}},
-		{name: "basic", url: httpURL, auth: Auth{BasicAuthFile: basic}, want: want{user: "alice", pw: "pw:with:colons"}},
-		{name: "ssh key", url: sshURL, auth: Auth{SSHKeyFile: key, KnownHostsFile: hosts}, want: want{sshUser: DefaultSSHUser}},
-		{name: "ssh user from the URL", url: "deploy@git.example.com:acme/app.git", auth: Auth{SSHKeyFile: key, KnownHostsFile: hosts}, want: want{sshUser: "deploy"}},
-		{name: "ssh user from auth", url: "ssh://git@git.example.com/acme/app.git", auth: Auth{SSHKeyFile: key, KnownHostsFile: hosts, Username: "ci"}, want: want{sshUser: "ci"}},
+		{name: "token", url: httpURL, auth: api.GitAuth{TokenFile: token}, want: want{user: DefaultTokenUser, pw: "tok123"}},
+		{name: "token with user", url: httpURL, auth: api.GitAuth{TokenFile: token, Username: "oauth2"}, want: want{user: "oauth2", pw: "tok123"}},
+		{name: "basic", url: httpURL, auth: api.GitAuth{BasicAuthFile: basic}, want: want{user: "alice", pw: "pw:with:colons"}},
+		{name: "ssh key", url: sshURL, auth: api.GitAuth{SSHKeyFile: key, KnownHostsFile: hosts}, want: want{sshUser: DefaultSSHUser}},
+		{name: "ssh user from the URL", url: "deploy@git.example.com:acme/app.git", auth: api.GitAuth{SSHKeyFile: key, KnownHostsFile: hosts}, want: want{sshUser: "deploy"}},
+		{name: "ssh user from auth", url: "ssh://git@git.example.com/acme/app.git", auth: api.GitAuth{SSHKeyFile: key, KnownHostsFile: hosts, Username: "ci"}, want: want{sshUser: "ci"}},
 
-		{name: "basic without colon", url: httpURL, auth: Auth{BasicAuthFile: noColon}, err: []string{"auth.basicAuthFile", `"user:password"`}},
-		{name: "empty token", url: httpURL, auth: Auth{TokenFile: empty}, err: []string{"auth.tokenFile", "is empty"}},
-		{name: "token on a blank first line", url: httpURL, auth: Auth{TokenFile: blank}, err: []string{"auth.tokenFile", "is empty"}},
-		{name: "missing token file", url: httpURL, auth: Auth{TokenFile: missing}, err: []string{"read auth.tokenFile", missing}, notExist: true},
-		{name: "missing basic file", url: httpURL, auth: Auth{BasicAuthFile: missing}, err: []string{"read auth.basicAuthFile"}, notExist: true},
-		{name: "token and basic", url: httpURL, auth: Auth{TokenFile: token, BasicAuthFile: basic}, err: []string{"exclude each other"}},
-		{name: "token and ssh key", url: sshURL, auth: Auth{TokenFile: token, SSHKeyFile: key, KnownHostsFile: hosts}, err: []string{"exclude each other", "only for http(s) URLs"}},
-		{name: "ssh key without known_hosts", url: sshURL, auth: Auth{SSHKeyFile: key}, err: []string{"auth.knownHostsFile: required with auth.sshKeyFile"}},
-		{name: "known_hosts without a key", url: httpURL, auth: Auth{KnownHostsFile: hosts}, err: []string{"auth.knownHostsFile: only with auth.sshKeyFile"}},
+		{name: "basic without colon", url: httpURL, auth: api.GitAuth{BasicAuthFile: noColon}, err: []string{"auth.basicAuthFile", `"user:password"`}},
+		{name: "empty token", url: httpURL, auth: api.GitAuth{TokenFile: empty}, err: []string{"auth.tokenFile", "is empty"}},
+		{name: "token on a blank first line", url: httpURL, auth: api.GitAuth{TokenFile: blank}, err: []string{"auth.tokenFile", "is empty"}},
+		{name: "missing token file", url: httpURL, auth: api.GitAuth{TokenFile: missing}, err: []string{"read auth.tokenFile", missing}, notExist: true},
+		{name: "missing basic file", url: httpURL, auth: api.GitAuth{BasicAuthFile: missing}, err: []string{"read auth.basicAuthFile"}, notExist: true},
+		{name: "token and basic", url: httpURL, auth: api.GitAuth{TokenFile: token, BasicAuthFile: basic}, err: []string{"exclude each other"}},
+		{name: "token and ssh key", url: sshURL, auth: api.GitAuth{TokenFile: token, SSHKeyFile: key, KnownHostsFile: hosts}, err: []string{"exclude each other", "only for http(s) URLs"}},
+		{name: "ssh key without known_hosts", url: sshURL, auth: api.GitAuth{SSHKeyFile: key}, err: []string{"auth.knownHostsFile: required with auth.sshKeyFile"}},
+		{name: "known_hosts without a key", url: httpURL, auth: api.GitAuth{KnownHostsFile: hosts}, err: []string{"auth.knownHostsFile: only with auth.sshKeyFile"}},
 		{name: "ssh URL without a key", url: sshURL, err: []string{"auth.sshKeyFile: required for the ssh URL"}},
 		{name: "scp-like URL without a key", url: "git@git.example.com:acme/app.git", err: []string{"auth.sshKeyFile: required"}},
-		{name: "ssh key for an https URL", url: httpURL, auth: Auth{SSHKeyFile: key, KnownHostsFile: hosts}, err: []string{"auth.sshKeyFile: only for ssh"}},
-		{name: "token for an ssh URL", url: sshURL, auth: Auth{TokenFile: token}, err: []string{"auth.tokenFile and auth.basicAuthFile: only for http(s)"}},
-		{name: "unusable ssh key", url: sshURL, auth: Auth{SSHKeyFile: token, KnownHostsFile: hosts}, err: []string{"auth.sshKeyFile", "not a usable unencrypted private key"}},
-		{name: "missing ssh key", url: sshURL, auth: Auth{SSHKeyFile: missing, KnownHostsFile: hosts}, err: []string{"read auth.sshKeyFile"}, notExist: true},
-		{name: "missing known_hosts", url: sshURL, auth: Auth{SSHKeyFile: key, KnownHostsFile: missing}, err: []string{"read auth.knownHostsFile"}, notExist: true},
-		{name: "malformed known_hosts", url: sshURL, auth: Auth{SSHKeyFile: key, KnownHostsFile: badHosts}, err: []string{"auth.knownHostsFile " + badHosts}},
-		{name: "host not in known_hosts", url: sshURL, auth: Auth{SSHKeyFile: key, KnownHostsFile: otherHosts}, err: []string{"auth.knownHostsFile", "lists no host key of git.example.com:22"}},
+		{name: "ssh key for an https URL", url: httpURL, auth: api.GitAuth{SSHKeyFile: key, KnownHostsFile: hosts}, err: []string{"auth.sshKeyFile: only for ssh"}},
+		{name: "token for an ssh URL", url: sshURL, auth: api.GitAuth{TokenFile: token}, err: []string{"auth.tokenFile and auth.basicAuthFile: only for http(s)"}},
+		{name: "unusable ssh key", url: sshURL, auth: api.GitAuth{SSHKeyFile: token, KnownHostsFile: hosts}, err: []string{"auth.sshKeyFile", "not a usable unencrypted private key"}},
+		{name: "missing ssh key", url: sshURL, auth: api.GitAuth{SSHKeyFile: missing, KnownHostsFile: hosts}, err: []string{"read auth.sshKeyFile"}, notExist: true},
+		{name: "missing known_hosts", url: sshURL, auth: api.GitAuth{SSHKeyFile: key, KnownHostsFile: missing}, err: []string{"read auth.knownHostsFile"}, notExist: true},
+		{name: "malformed known_hosts", url: sshURL, auth: api.GitAuth{SSHKeyFile: key, KnownHostsFile: badHosts}, err: []string{"auth.knownHostsFile " + badHosts}},
+		{name: "host not in known_hosts", url: sshURL, auth: api.GitAuth{SSHKeyFile: key, KnownHostsFile: otherHosts}, err: []string{"auth.knownHostsFile", "lists no host key of git.example.com:22"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,7 +135,7 @@ func TestAuthMethod(t *testing.T) {
 // TestAuthMethodRereadsFiles picks up a rotated token.
 func TestAuthMethodRereadsFiles(t *testing.T) {
 	dir := t.TempDir()
-	a := Auth{TokenFile: writeFile(t, dir, "token", "old\n")}
+	a := api.GitAuth{TokenFile: writeFile(t, dir, "token", "old\n")}
 	for _, want := range []string{"old", "new"} {
 		writeFile(t, dir, "token", want+"\n")
 		m, err := AuthMethod(httpURL, a)
@@ -149,7 +150,7 @@ func TestAuthMethodRereadsFiles(t *testing.T) {
 
 // TestCheckAuthListsEveryProblem: one call names every bad field.
 func TestCheckAuthListsEveryProblem(t *testing.T) {
-	err := CheckAuth(sshURL, Auth{TokenFile: "/t", BasicAuthFile: "/b", KnownHostsFile: "/k"})
+	err := CheckAuth(sshURL, api.GitAuth{TokenFile: "/t", BasicAuthFile: "/b", KnownHostsFile: "/k"})
 	for _, s := range []string{"exclude each other", "auth.knownHostsFile: only with", "auth.sshKeyFile: required", "only for http(s)"} {
 		if err == nil || !strings.Contains(err.Error(), s) {
 			t.Errorf("CheckAuth: %v; want it to say %q", err, s)
@@ -158,7 +159,7 @@ func TestCheckAuthListsEveryProblem(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) {
 		t.Errorf("CheckAuth: %v does not match ErrInvalid", err)
 	}
-	if err := CheckAuth("", Auth{SSHKeyFile: "/k", KnownHostsFile: "/h"}); err != nil {
+	if err := CheckAuth("", api.GitAuth{SSHKeyFile: "/k", KnownHostsFile: "/h"}); err != nil {
 		t.Errorf("CheckAuth without a URL: %v", err)
 	}
 }

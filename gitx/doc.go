@@ -12,7 +12,7 @@ talk to a remote.
 A minimal use, resolving a branch without fetching anything and fetching
 one commit into a bare repository:
 
-	auth := gitx.Auth{TokenFile: "/etc/kat/git.token"}
+	auth := api.GitAuth{TokenFile: "/etc/kat/git.token"}
 	head, err := gitx.Resolve(ctx, url, auth, gitx.Ref{Branch: "main"})
 	repo, err := gitx.Open(dir, url, auth) // reopened as it is, or made anew
 	defer repo.Close()
@@ -21,9 +21,9 @@ one commit into a bare repository:
 
 # Credentials
 
-[Auth] ([api.GitAuth], the wire type) names files, never secrets: a token file,
-a "user:password" file, or an SSH private key with the known_hosts file its
-server's host key is checked against. [AuthMethod] reads them at every call, so
+[api.GitAuth] (the record a source and the --app-repo-* flags share) names
+files, never secrets: a token file, a "user:password" file, or an SSH private
+key with the known_hosts file its server's host key is checked against. [AuthMethod] reads them at every call, so
 a rotated secret is picked up, and turns them into a go-git
 transport.AuthMethod; every operation of this package calls it. [CheckAuth]
 checks the combination of fields against a URL without reading anything.
@@ -38,7 +38,7 @@ prefer to wait for a secret still being provisioned.
 # SSH
 
 An ssh:// or scp-like URL needs Auth.SSHKeyFile and Auth.KnownHostsFile;
-the user is Auth.Username, else the URL's, else git. The server's host key
+the user is GitAuth.Username, else the URL's, else git. The server's host key
 must be one known_hosts lists for the URL's host and port, and only the key
 types known_hosts holds for that host are asked for. Nothing
 is ever taken from ~/.ssh (keys, known_hosts or ssh_config) or from an

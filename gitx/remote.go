@@ -11,6 +11,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"kat.dws.rip/kat/api"
 )
 
 // ErrRefNotFound means the branch, tag or short commit a Ref names is not
@@ -54,7 +56,7 @@ var (
 // (like git ls-remote), with annotated tags peeled: a tag refs/tags/v1 that
 // points at a tag object comes with refs/tags/v1^{} pointing at its commit.
 // The credential files are read for this call.
-func ListRefs(ctx context.Context, rawURL string, auth Auth) ([]*plumbing.Reference, error) {
+func ListRefs(ctx context.Context, rawURL string, auth api.GitAuth) ([]*plumbing.Reference, error) {
 	doing := "list refs of " + RedactURL(rawURL)
 	method, err := AuthMethod(rawURL, auth)
 	if err != nil {
@@ -73,7 +75,7 @@ func ListRefs(ctx context.Context, rawURL string, auth Auth) ([]*plumbing.Refere
 // returned as it is, without asking; a short one must be the prefix of a
 // branch or tag head. A ref the remote does not have is an ErrRefNotFound,
 // a malformed one an ErrInvalid.
-func Resolve(ctx context.Context, rawURL string, auth Auth, ref Ref) (plumbing.Hash, error) {
+func Resolve(ctx context.Context, rawURL string, auth api.GitAuth, ref Ref) (plumbing.Hash, error) {
 	c := strings.ToLower(ref.Commit)
 	switch {
 	case fullCommitRE.MatchString(c):

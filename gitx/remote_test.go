@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx/gittest"
 )
 
@@ -58,7 +59,7 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Resolve(t.Context(), srv.RepoURL, Auth{}, tc.ref)
+			got, err := Resolve(t.Context(), srv.RepoURL, api.GitAuth{}, tc.ref)
 			if tc.wantErr != "" {
 				if !errors.Is(err, ErrRefNotFound) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Resolve = %v, %v; want ErrRefNotFound saying %q", got, err, tc.wantErr)
@@ -77,12 +78,12 @@ func TestResolve(t *testing.T) {
 func TestResolveWithoutAsking(t *testing.T) {
 	unreachable := "http://127.0.0.1:1/app.git"
 	full := strings.Repeat("Ab", 20)
-	got, err := Resolve(t.Context(), unreachable, Auth{}, Ref{Commit: full, Branch: "main"})
+	got, err := Resolve(t.Context(), unreachable, api.GitAuth{}, Ref{Commit: full, Branch: "main"})
 	if err != nil || got.String() != strings.ToLower(full) {
 		t.Errorf("full commit: %v, %v", got, err)
 	}
 	for _, c := range []string{"abc", "zzzzzzzz", strings.Repeat("a", 41)} {
-		_, err := Resolve(t.Context(), unreachable, Auth{}, Ref{Commit: c})
+		_, err := Resolve(t.Context(), unreachable, api.GitAuth{}, Ref{Commit: c})
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "hex digits") {
 			t.Errorf("commit %q: %v, want ErrInvalid", c, err)
 		}
@@ -97,7 +98,7 @@ func TestListRefsAuth(t *testing.T) {
 	h := newHistory(t)
 	srv := gittest.Serve(t, h.Repo, gittest.ServerOptions{User: "alice", Password: "s3cret/pw"})
 	dir := t.TempDir()
-	good := Auth{BasicAuthFile: writeFile(t, dir, "basic", "alice:s3cret/pw\n")}
+	good := api.GitAuth{BasicAuthFile: writeFile(t, dir, "basic", "alice:s3cret/pw\n")}
 	refs, err := ListRefs(t.Context(), srv.RepoURL, good)
 	if err != nil {
 		t.Fatal(err)
@@ -113,11 +114,11 @@ func TestListRefsAuth(t *testing.T) {
 	inURL := strings.Replace(srv.RepoURL, "http://", "http://alice:wrong%2Fpw@", 1)
 	for name, tc := range map[string]struct {
 		url  string
-		auth Auth
+		auth api.GitAuth
 	}{
-		"anonymous":         {srv.RepoURL, Auth{}},
-		"wrong password":    {srv.RepoURL, Auth{BasicAuthFile: writeFile(t, dir, "wrong", "alice:wrong/pw\n")}},
-		"password in a URL": {inURL, Auth{}},
+		"anonymous":         {srv.RepoURL, api.GitAuth{}},
+		"wrong password":    {srv.RepoURL, api.GitAuth{BasicAuthFile: writeFile(t, dir, "wrong", "alice:wrong/pw\n")}},
+		"password in a URL": {inURL, api.GitAuth{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ListRefs(t.Context(), tc.url, tc.auth)
@@ -140,7 +141,7 @@ func TestListRefsCancelled(t *testing.T) {
 	srv := gittest.Serve(t, h.Repo, gittest.ServerOptions{})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := ListRefs(ctx, srv.RepoURL, Auth{}); !errors.Is(err, context.Canceled) {
+	if _, err := ListRefs(ctx, srv.RepoURL, api.GitAuth{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("ListRefs with a cancelled context: %v, want context.Canceled", err)
 	}
 }

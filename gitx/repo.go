@@ -20,6 +20,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/klauspost/compress/zlib"
+
+	"kat.dws.rip/kat/api"
 )
 
 // ErrCommitNotFound means a commit is not in a repository after a fetch that
@@ -40,7 +42,7 @@ type Repo struct {
 	// URL is origin's URL.
 	URL string
 	// Auth names the credential files of URL, read at every fetch.
-	Auth Auth
+	Auth api.GitAuth
 
 	gitDir, workTree string
 	st               *filesystem.Storage
@@ -70,7 +72,7 @@ func storage(dir string) *filesystem.Storage {
 // Open opens the bare repository in dir as it is when its origin is
 // rawURL, and otherwise (missing, another URL, unreadable) deletes dir and
 // makes a new, empty one: a damaged clone is started again.
-func Open(dir, rawURL string, auth Auth) (*Repo, error) {
+func Open(dir, rawURL string, auth api.GitAuth) (*Repo, error) {
 	st := storage(dir)
 	if g, err := git.Open(st, nil); err == nil {
 		rem, rerr := g.Remote(Remote)
@@ -90,7 +92,7 @@ func Open(dir, rawURL string, auth Auth) (*Repo, error) {
 // rawURL. workTree is where a checkout goes, outside gitDir (go-git leaves a
 // ".git" file there pointing at gitDir); "" makes a bare repository.
 // Directories are created as needed; what they hold is kept.
-func Init(gitDir, workTree, rawURL string, auth Auth) (*Repo, error) {
+func Init(gitDir, workTree, rawURL string, auth api.GitAuth) (*Repo, error) {
 	r := &Repo{URL: rawURL, Auth: auth, gitDir: gitDir, workTree: workTree}
 	if err := r.init(); err != nil {
 		return nil, err

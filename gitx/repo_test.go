@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx/gittest"
 )
 
@@ -37,7 +38,7 @@ func TestFetchCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := gittest.Serve(t, h.Repo, gittest.ServerOptions{AllowSHA: tc.allowSHA})
 			dir := t.TempDir()
-			repo, err := Init(filepath.Join(dir, "git"), "", srv.RepoURL, Auth{})
+			repo, err := Init(filepath.Join(dir, "git"), "", srv.RepoURL, api.GitAuth{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +82,7 @@ func TestFetchBranch(t *testing.T) {
 		}
 		return ref.Hash().String()
 	}
-	repo, err := Open(dir, h.FileURL(), Auth{})
+	repo, err := Open(dir, h.FileURL(), api.GitAuth{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,13 +99,13 @@ func TestFetchBranch(t *testing.T) {
 	}
 	_ = repo.Close()
 
-	repo, err = Open(dir, h.FileURL(), Auth{})
+	repo, err = Open(dir, h.FileURL(), api.GitAuth{})
 	if err != nil || head(repo) != rewritten {
 		t.Fatalf("reopened: head %s, %v; want %s", head(repo), err, rewritten)
 	}
 	_ = repo.Close()
 	other := gittest.NewRepo(t, "other")
-	repo, err = Open(dir, other.FileURL(), Auth{})
+	repo, err = Open(dir, other.FileURL(), api.GitAuth{})
 	if err != nil || head(repo) != "" {
 		t.Fatalf("opened for another URL: head %q, %v; want a new, empty clone", head(repo), err)
 	}
@@ -128,7 +129,7 @@ func TestOpenDamaged(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("[not git config"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	repo, err := Open(dir, h.FileURL(), Auth{})
+	repo, err := Open(dir, h.FileURL(), api.GitAuth{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestSSH(t *testing.T) {
 	srv := gittest.ServeSSH(t, h.Repo)
 	dir := t.TempDir()
 	key := writeFile(t, dir, "id", string(srv.ClientKeyPEM))
-	good := Auth{SSHKeyFile: key, KnownHostsFile: writeFile(t, dir, "known_hosts", srv.KnownHostsLine()+"\n")}
+	good := api.GitAuth{SSHKeyFile: key, KnownHostsFile: writeFile(t, dir, "known_hosts", srv.KnownHostsLine()+"\n")}
 
 	got, err := Resolve(t.Context(), srv.RepoURL, good, Ref{Tag: "v1"})
 	if err != nil || got.String() != h.first {
@@ -164,17 +165,17 @@ func TestSSH(t *testing.T) {
 	otherKey, _ := gittest.NewKey(t)
 	impostor := *srv
 	impostor.HostKey = otherKey
-	wrongKey := Auth{SSHKeyFile: key, KnownHostsFile: writeFile(t, dir, "wrong_hosts", impostor.KnownHostsLine()+"\n")}
+	wrongKey := api.GitAuth{SSHKeyFile: key, KnownHostsFile: writeFile(t, dir, "wrong_hosts", impostor.KnownHostsLine()+"\n")}
 	_, err = ListRefs(t.Context(), srv.RepoURL, wrongKey)
 	if err == nil || errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "list refs of "+srv.RepoURL) || !strings.Contains(err.Error(), "key mismatch") {
 		t.Errorf("ListRefs from a host with another key: %v; want a refusal naming the URL", err)
 	}
 	_, clientPEM := gittest.NewKey(t)
-	otherClient := Auth{SSHKeyFile: writeFile(t, dir, "other_id", string(clientPEM)), KnownHostsFile: good.KnownHostsFile}
+	otherClient := api.GitAuth{SSHKeyFile: writeFile(t, dir, "other_id", string(clientPEM)), KnownHostsFile: good.KnownHostsFile}
 	if _, err := ListRefs(t.Context(), srv.RepoURL, otherClient); err == nil {
 		t.Error("ListRefs with a key the server does not accept succeeded")
 	}
-	if _, err := ListRefs(t.Context(), srv.RepoURL, Auth{}); !errors.Is(err, ErrInvalid) {
+	if _, err := ListRefs(t.Context(), srv.RepoURL, api.GitAuth{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ListRefs over ssh without a key: %v, want ErrInvalid", err)
 	}
 }

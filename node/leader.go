@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/gitx"
@@ -131,7 +132,7 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 		return err
 	}
 	if st == nil {
-		st = &resources.NodeStatus{}
+		st = &api.NodeStatus{}
 	}
 	res, err := agent.DetectResources()
 	if err != nil {

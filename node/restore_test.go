@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -46,7 +47,7 @@ func TestRestoreRoundTrip(t *testing.T) {
 	if _, err := n.repo.EnsureNamespace(ctx, "shop", map[string]string{"team": "web"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.repo.PutSourceSpec(ctx, resources.SourceSpec{Name: "ops", URL: "https://git.example.com/ops.git", Branch: "main", Path: ".", IntervalSeconds: 30}); err != nil {
+	if _, err := n.repo.PutSourceSpec(ctx, api.SourceSpec{Name: "ops", URL: "https://git.example.com/ops.git", Branch: "main", Path: ".", IntervalSeconds: 30}); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"shop/web/meta", "shop/web/manifest/workload.kat", "default/db/meta"} {

@@ -73,7 +73,7 @@ func newRealCluster(t *testing.T) *realCluster {
 			t.Fatal(err)
 		}
 	}
-	if err := repo.PutNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(),
+	if err := repo.PutNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(),
 		Resources: api.NodeResources{Allocatable: api.ResourceList{CPU: "2", Memory: "4Gi"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +231,8 @@ func TestDrainWait(t *testing.T) {
 	remove("mon-1")
 	waitFor("node n1: 1 instance left (1 Job)")
 	// The Job instance ends: its assignment stays, its agent reports it.
-	if err := c.repo.PutNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(),
-		WorkloadInstances: []resources.InstanceStatus{{InstanceID: "job-1", Phase: resources.InstanceSucceeded}}}); err != nil {
+	if err := c.repo.PutNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(),
+		WorkloadInstances: []api.InstanceStatus{{InstanceID: "job-1", Phase: api.InstanceSucceeded}}}); err != nil {
 		t.Fatal(err)
 	}
 	if code := <-done; code != 0 || !strings.HasSuffix(out.String(), "node n1 drained\n") {

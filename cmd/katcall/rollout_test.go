@@ -29,7 +29,7 @@ spec:
 
 // leaderWrites writes the rollout record the leader would for workload
 // default/roll: its current generation with outcome (none: in progress).
-func leaderWrites(t *testing.T, repo *resources.Repo, outcome string, failure *resources.RolloutFailure) {
+func leaderWrites(t *testing.T, repo *resources.Repo, outcome string, failure *api.RolloutFailure) {
 	t.Helper()
 	ctx := context.Background()
 	w, err := repo.GetWorkload(ctx, "default", "roll")
@@ -41,7 +41,7 @@ func leaderWrites(t *testing.T, repo *resources.Repo, outcome string, failure *r
 		t.Fatal(err)
 	}
 	g := w.Meta.Generation
-	ro := resources.Rollout{Generation: g, Counts: resources.RolloutCounts{Desired: 2, New: 2, NewReady: 1, Old: 1, OldReady: 1},
+	ro := api.Rollout{Generation: g, Counts: api.RolloutCounts{Desired: 2, New: 2, NewReady: 1, Old: 1, OldReady: 1},
 		Outcomes: map[int64]string{}, Failure: failure}
 	if outcome != "" {
 		ro.Outcomes[g] = outcome
@@ -85,7 +85,7 @@ func TestRolloutStatusAndApplyWait(t *testing.T) {
 		!strings.Contains(errOut, "did not end within 1s") {
 		t.Errorf("rollout in progress: exit %d\n%s%s", code, out, errOut)
 	}
-	leaderWrites(t, c.repo, resources.OutcomeSucceeded, nil)
+	leaderWrites(t, c.repo, api.OutcomeSucceeded, nil)
 	if code, out, errOut := c.katcall("rollout", "status", "default/roll"); code != 0 || !strings.Contains(out, "generation 1 successfully rolled out") {
 		t.Errorf("rollout succeeded: exit %d\n%s%s", code, out, errOut)
 	}
@@ -95,12 +95,12 @@ func TestRolloutStatusAndApplyWait(t *testing.T) {
 		name     string
 		replicas int
 		outcome  string
-		failure  *resources.RolloutFailure
+		failure  *api.RolloutFailure
 		code     int
 		says     string
 	}{
-		{"succeeded", 2, resources.OutcomeSucceeded, nil, 0, "generation 2 successfully rolled out"},
-		{"failed", 3, resources.OutcomeFailed, &resources.RolloutFailure{Generation: 3, Message: "generation 3 made no progress for 600s"},
+		{"succeeded", 2, api.OutcomeSucceeded, nil, 0, "generation 2 successfully rolled out"},
+		{"failed", 3, api.OutcomeFailed, &api.RolloutFailure{Generation: 3, Message: "generation 3 made no progress for 600s"},
 			exitRolloutFailed, "the rollout of generation 3 failed: generation 3 made no progress for 600s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,12 +143,12 @@ func TestHistoryAndRollbackCommands(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		owner := resources.Owner{Kind: resources.OwnerGit, Source: "cfg", Path: "roll", Commit: "abcdef" + itoa(i)}
+		owner := api.Owner{Kind: api.OwnerGit, Source: "cfg", Path: "roll", Commit: "abcdef" + itoa(i)}
 		if _, err := c.repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: owner}); err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			leaderWrites(t, c.repo, resources.OutcomeSucceeded, nil)
+			leaderWrites(t, c.repo, api.OutcomeSucceeded, nil)
 		}
 	}
 	code, out, errOut := c.katcall("history", "default/roll", "-o", "json")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
@@ -82,7 +82,7 @@ type AgentConfig struct {
 	// Events records the agent's events (a failed build). Default
 	// Repo.AppendEvent; a worker, whose etcd user may not write, sends
 	// them to the leader (LeaderLink.AppendEvent).
-	Events func(context.Context, resources.Event) error
+	Events func(context.Context, api.Event) error
 	// BuildSpec builds each container's spec. Required.
 	BuildSpec SpecBuilder
 	// Resync is how often the agent re-lists assignments and containers
@@ -113,7 +113,7 @@ type AgentConfig struct {
 	Builder Builder
 	// BuildAuth holds the credential files for cloning app repositories.
 	// Default: none (anonymous).
-	BuildAuth gitx.Auth
+	BuildAuth api.GitAuth
 	// CheckHost finds what the container runtime needs that is missing on
 	// this host (runtime.Podman.CheckHost). The agent runs it at start, on
 	// every resync while it fails, and after a step failed for that
@@ -181,7 +181,7 @@ type Agent struct {
 	// it again.
 	network     nodeNetwork
 	netDirty    atomic.Bool
-	lastReports []resources.InstanceStatus
+	lastReports []api.InstanceStatus
 	// listSeq numbers container listings as they start. A step records
 	// what it did to its container in stepped, with the number of the
 	// first listing that can show it; an older listing (started before the
@@ -397,8 +397,8 @@ func (ag *Agent) seedState(ctx context.Context) {
 	defer ag.mu.Unlock()
 	for _, is := range prev.WorkloadInstances {
 		st := instanceState{Restarts: is.Restarts, WindowRestarts: is.WindowRestarts, WindowStart: is.RestartWindowStart,
-			finishedBefore: is.Phase == resources.InstanceSucceeded || is.Phase == resources.InstanceFailed}
-		if is.Verification == resources.VerifyPassed || is.Verification == resources.VerifyFailed {
+			finishedBefore: is.Phase == api.InstanceSucceeded || is.Phase == api.InstanceFailed}
+		if is.Verification == api.VerifyPassed || is.Verification == api.VerifyFailed {
 			st.Verify = verifyState{Status: is.Verification, Message: is.VerifyMessage} // the command runs once
 		}
 		ag.state[is.InstanceID] = st
@@ -928,7 +928,7 @@ func (ag *Agent) probe(ctx context.Context, id, containerID string, hc *quadlet.
 		was := st.Health.Status
 		st.Health = probeResult(st.Health, hc, ok, ag.cfg.Now())
 		ag.state[id] = st
-		if st.Health.Status == resources.HealthHealthy && was != resources.HealthHealthy {
+		if st.Health.Status == api.HealthHealthy && was != api.HealthHealthy {
 			hop(ag.cfg.Logger, "healthy", ag.assigned[id].a)
 		}
 	}
@@ -937,14 +937,14 @@ func (ag *Agent) probe(ctx context.Context, id, containerID string, hc *quadlet.
 }
 
 // Instances returns the report of every assigned instance, by instance ID.
-func (ag *Agent) Instances() []resources.InstanceStatus {
+func (ag *Agent) Instances() []api.InstanceStatus {
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
 	return ag.reportsLocked()
 }
 
-func (ag *Agent) reportsLocked() []resources.InstanceStatus {
-	out := make([]resources.InstanceStatus, 0, len(ag.assigned))
+func (ag *Agent) reportsLocked() []api.InstanceStatus {
+	out := make([]api.InstanceStatus, 0, len(ag.assigned))
 	for _, id := range slices.Sorted(maps.Keys(ag.assigned)) {
 		ai := ag.assigned[id]
 		var c *runtime.ContainerStatus
@@ -969,9 +969,9 @@ func (ag *Agent) notifyIfChanged() {
 }
 
 // instancesByPhase counts reps by phase, with every phase present.
-func instancesByPhase(reps []resources.InstanceStatus) map[string]int {
-	n := map[string]int{resources.InstancePending: 0, resources.InstanceRunning: 0,
-		resources.InstanceSucceeded: 0, resources.InstanceFailed: 0}
+func instancesByPhase(reps []api.InstanceStatus) map[string]int {
+	n := map[string]int{api.InstancePending: 0, api.InstanceRunning: 0,
+		api.InstanceSucceeded: 0, api.InstanceFailed: 0}
 	for _, r := range reps {
 		n[r.Phase]++
 	}
@@ -980,17 +980,17 @@ func instancesByPhase(reps []resources.InstanceStatus) map[string]int {
 
 // Conditions reports the node conditions the agent knows: RuntimeReady,
 // false while the container runtime cannot be used.
-func (ag *Agent) Conditions() []resources.Condition {
+func (ag *Agent) Conditions() []api.Condition {
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
-	c := resources.Condition{Type: "RuntimeReady", Status: resources.ConditionTrue, Reason: "RuntimeAvailable"}
+	c := api.Condition{Type: "RuntimeReady", Status: api.ConditionTrue, Reason: "RuntimeAvailable"}
 	switch {
 	case ag.runtimeErr != nil:
-		c.Status, c.Reason, c.Message = resources.ConditionFalse, "RuntimeUnavailable", ag.runtimeErr.Error()
+		c.Status, c.Reason, c.Message = api.ConditionFalse, "RuntimeUnavailable", ag.runtimeErr.Error()
 	case ag.hostErr != nil:
-		c.Status, c.Reason, c.Message = resources.ConditionFalse, "HostPrerequisiteMissing", ag.hostErr.Error()
+		c.Status, c.Reason, c.Message = api.ConditionFalse, "HostPrerequisiteMissing", ag.hostErr.Error()
 	}
-	return []resources.Condition{c}
+	return []api.Condition{c}
 }
 
 // ErrUnknownInstance is returned by Logs for an instance this node does not

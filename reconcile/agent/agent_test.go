@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"kat.dws.rip/kat/gitx"
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -26,7 +26,7 @@ type agentEnv struct {
 	repo      *resources.Repo
 	rt        *fakeRuntime
 	builder   Builder
-	buildAuth gitx.Auth
+	buildAuth api.GitAuth
 	checkHost func(context.Context) error
 	networks  Networks
 	// logger is the agent's logger. Default: none.
@@ -126,11 +126,11 @@ spec:
 }
 
 // waitFor polls cond until it holds or 10 seconds pass.
-func (e *agentEnv) waitFor(what string, ag *Agent, cond func(map[string]resources.InstanceStatus) bool) map[string]resources.InstanceStatus {
+func (e *agentEnv) waitFor(what string, ag *Agent, cond func(map[string]api.InstanceStatus) bool) map[string]api.InstanceStatus {
 	e.t.Helper()
-	var got map[string]resources.InstanceStatus
+	var got map[string]api.InstanceStatus
 	poll.UntilErr(e.t, 10*time.Second, what, func() error {
-		got = map[string]resources.InstanceStatus{}
+		got = map[string]api.InstanceStatus{}
 		for _, is := range ag.Instances() {
 			got[is.InstanceID] = is
 		}
@@ -147,14 +147,14 @@ func TestAgentRunsRestartsAndAdopts(t *testing.T) {
 	e := newAgentEnv(t)
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
 	ag, stop := e.start()
-	got := e.waitFor("web-1 running and healthy", ag, func(m map[string]resources.InstanceStatus) bool {
+	got := e.waitFor("web-1 running and healthy", ag, func(m map[string]api.InstanceStatus) bool {
 		return m["web-1"].Ready()
 	})
 	firstID := got["web-1"].ContainerID
 
 	e.rt.exit(firstID, 137)
-	got = e.waitFor("a restart", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Restarts == 1 && m["web-1"].Phase == resources.InstanceRunning
+	got = e.waitFor("a restart", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Restarts == 1 && m["web-1"].Phase == api.InstanceRunning
 	})
 	if got["web-1"].ContainerID != firstID {
 		t.Fatalf("restart replaced container %s by %s", firstID, got["web-1"].ContainerID)
@@ -162,7 +162,7 @@ func TestAgentRunsRestartsAndAdopts(t *testing.T) {
 
 	// Report what the heartbeat would, stop the agent, start a new one: it
 	// adopts the running container and keeps the restart count.
-	if err := e.repo.PutNodeStatus(context.Background(), resources.NodeStatus{NodeName: "n1", WorkloadInstances: ag.Instances()}); err != nil {
+	if err := e.repo.PutNodeStatus(context.Background(), api.NodeStatus{NodeName: "n1", WorkloadInstances: ag.Instances()}); err != nil {
 		t.Fatal(err)
 	}
 	stop()
@@ -171,8 +171,8 @@ func TestAgentRunsRestartsAndAdopts(t *testing.T) {
 	}
 	creates, starts := e.rt.counts()
 	ag2, _ := e.start()
-	got = e.waitFor("adoption", ag2, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Phase == resources.InstanceRunning
+	got = e.waitFor("adoption", ag2, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning
 	})
 	if got["web-1"].ContainerID != firstID || got["web-1"].Restarts != 1 {
 		t.Fatalf("after agent restart: container %s restarts %d; want %s and 1", got["web-1"].ContainerID, got["web-1"].Restarts, firstID)
@@ -194,8 +194,8 @@ func TestAgentMaxCountFails(t *testing.T) {
 	e := newAgentEnv(t)
 	e.assign("bad-1", quadlet.RestartMaxCount, "exit 1", false)
 	ag, _ := e.start()
-	got := e.waitFor("failed", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["bad-1"].Phase == resources.InstanceFailed
+	got := e.waitFor("failed", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["bad-1"].Phase == api.InstanceFailed
 	})
 	if got["bad-1"].Restarts != 2 || got["bad-1"].Message == "" {
 		t.Fatalf("failed instance: %+v; want 2 restarts and a message", got["bad-1"])
@@ -211,8 +211,8 @@ func TestAgentNeverAndUnassigned(t *testing.T) {
 	e.assign("once-1", quadlet.RestartNever, "exit 1", false)
 	a := e.assign("keep-1", quadlet.RestartAlways, "sleep 1000", false)
 	ag, _ := e.start()
-	e.waitFor("never fails, always runs", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["once-1"].Phase == resources.InstanceFailed && m["once-1"].Restarts == 0 && m["keep-1"].Phase == resources.InstanceRunning
+	e.waitFor("never fails, always runs", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["once-1"].Phase == api.InstanceFailed && m["once-1"].Restarts == 0 && m["keep-1"].Phase == api.InstanceRunning
 	})
 	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{a}); err != nil {
 		t.Fatal(err)
@@ -232,8 +232,8 @@ func TestAgentReportsUnhealthy(t *testing.T) {
 	e.rt.execCode = 1
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
 	ag, _ := e.start()
-	e.waitFor("unhealthy", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].HealthStatus == resources.HealthUnhealthy && !m["web-1"].Ready()
+	e.waitFor("unhealthy", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].HealthStatus == api.HealthUnhealthy && !m["web-1"].Ready()
 	})
 }
 
@@ -243,8 +243,8 @@ func TestAgentGivesReplicasDistinctHostPorts(t *testing.T) {
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
 	e.assign("web-2", quadlet.RestartAlways, "httpd -f", true)
 	ag, _ := e.start()
-	got := e.waitFor("two running", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Phase == resources.InstanceRunning && m["web-2"].Phase == resources.InstanceRunning
+	got := e.waitFor("two running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning && m["web-2"].Phase == api.InstanceRunning
 	})
 	p1, p2 := got["web-1"].Ports, got["web-2"].Ports
 	if len(p1) != 1 || len(p2) != 1 || p1[0].HostPort == p2[0].HostPort || p1[0].ContainerPort != 8080 {
@@ -282,19 +282,19 @@ func TestAgentReportsMissingHostPrerequisite(t *testing.T) {
 	e.rt.mu.Unlock()
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
 	ag, _ := e.start()
-	runtimeReady := func() resources.Condition {
+	runtimeReady := func() api.Condition {
 		for _, c := range ag.Conditions() {
 			if c.Type == "RuntimeReady" {
 				return c
 			}
 		}
 		t.Fatal("no RuntimeReady condition")
-		return resources.Condition{}
+		return api.Condition{}
 	}
-	e.waitFor("the create retried with the reason", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Phase == resources.InstancePending && strings.Contains(m["web-1"].Message, "apt-get install iptables")
+	e.waitFor("the create retried with the reason", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstancePending && strings.Contains(m["web-1"].Message, "apt-get install iptables")
 	})
-	if c := runtimeReady(); c.Status != resources.ConditionFalse || c.Reason != "HostPrerequisiteMissing" || !strings.Contains(c.Message, "iptables") {
+	if c := runtimeReady(); c.Status != api.ConditionFalse || c.Reason != "HostPrerequisiteMissing" || !strings.Contains(c.Message, "iptables") {
 		t.Fatalf("RuntimeReady = %+v", c)
 	}
 	// iptables installed: the next resync sees it, the create goes through.
@@ -304,10 +304,10 @@ func TestAgentReportsMissingHostPrerequisite(t *testing.T) {
 	e.rt.mu.Lock()
 	e.rt.createErr = nil
 	e.rt.mu.Unlock()
-	e.waitFor("the instance running once installed", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Phase == resources.InstanceRunning
+	e.waitFor("the instance running once installed", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning
 	})
-	poll.Until(t, 10*time.Second, "RuntimeReady back to True", func() bool { return runtimeReady().Status == resources.ConditionTrue })
+	poll.Until(t, 10*time.Second, "RuntimeReady back to True", func() bool { return runtimeReady().Status == api.ConditionTrue })
 }
 
 // assignFiles writes an assignment of workload web from its files.
@@ -347,8 +347,8 @@ func TestAgentStopGrace(t *testing.T) {
 	short := e.assignFiles("short-1", graceWorkload("    stopGracePeriodSeconds: 3\n"))
 	def := e.assignFiles("default-1", graceWorkload(""))
 	ag, _ := e.start()
-	e.waitFor("both running", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["short-1"].Phase == resources.InstanceRunning && m["default-1"].Phase == resources.InstanceRunning
+	e.waitFor("both running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["short-1"].Phase == api.InstanceRunning && m["default-1"].Phase == api.InstanceRunning
 	})
 	if l := e.rt.byInstance()["short-1"].Labels[runtime.LabelStopGrace]; l != "3" {
 		t.Errorf("short-1's %s label = %q, want 3", runtime.LabelStopGrace, l)
@@ -384,8 +384,8 @@ func TestAgentRemovalHoldsNoStep(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- ag.Run(ctx) }()
 	defer func() { close(e.rt.removeBlock); cancel(); <-done }()
-	e.waitFor("the old instance running", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["old-1"].Phase == resources.InstanceRunning
+	e.waitFor("the old instance running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["old-1"].Phase == api.InstanceRunning
 	})
 	// Replace it: the old one's removal blocks (its grace), the new one
 	// starts meanwhile.
@@ -393,8 +393,8 @@ func TestAgentRemovalHoldsNoStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.assign("new-1", quadlet.RestartAlways, "httpd -f", false)
-	e.waitFor("the new instance running while the old one stops", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["new-1"].Phase == resources.InstanceRunning
+	e.waitFor("the new instance running while the old one stops", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["new-1"].Phase == api.InstanceRunning
 	})
 	if _, there := e.rt.byInstance()["old-1"]; !there {
 		t.Fatal("the old container went before its removal was released")
@@ -489,9 +489,9 @@ func TestAgentInspectsOnlyForHealthChecks(t *testing.T) {
 			e.assign("web-1", quadlet.RestartAlways, "httpd -f", hc)
 			before := time.Now()
 			ag, _ := e.start()
-			got := e.waitFor("web-1 running", ag, func(m map[string]resources.InstanceStatus) bool {
+			got := e.waitFor("web-1 running", ag, func(m map[string]api.InstanceStatus) bool {
 				// With listings held, only an inspect tells the exact start.
-				return m["web-1"].Phase == resources.InstanceRunning && (!hc || m["web-1"].StartedAt.Equal(exact))
+				return m["web-1"].Phase == api.InstanceRunning && (!hc || m["web-1"].StartedAt.Equal(exact))
 			})["web-1"]
 			e.rt.mu.Lock()
 			inspects := e.rt.inspects
@@ -506,7 +506,7 @@ func TestAgentInspectsOnlyForHealthChecks(t *testing.T) {
 					t.Errorf("without a health check: %d inspects, started %v; want none and the time podman returned (after %v)", inspects, got.StartedAt, before)
 				}
 			}
-			e.waitFor("the listing's exact start time", ag, func(m map[string]resources.InstanceStatus) bool {
+			e.waitFor("the listing's exact start time", ag, func(m map[string]api.InstanceStatus) bool {
 				return m["web-1"].StartedAt.Equal(exact)
 			})
 		})
@@ -523,8 +523,8 @@ func TestAgentStopsZombiesOnReturn(t *testing.T) {
 	gone := e.assign("web-1", quadlet.RestartAlways, "sleep 1000", false)
 	e.assign("web-2", quadlet.RestartAlways, "sleep 1000", false)
 	ag, stop := e.start()
-	got := e.waitFor("both running", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Phase == resources.InstanceRunning && m["web-2"].Phase == resources.InstanceRunning
+	got := e.waitFor("both running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning && m["web-2"].Phase == api.InstanceRunning
 	})
 	stop()
 	if c := e.rt.byInstance()["web-1"]; c.State != runtime.StateRunning {
@@ -538,8 +538,8 @@ func TestAgentStopsZombiesOnReturn(t *testing.T) {
 		_, ok := e.rt.byInstance()["web-1"]
 		return !ok
 	})
-	got2 := e.waitFor("web-2 adopted", ag2, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-2"].Phase == resources.InstanceRunning
+	got2 := e.waitFor("web-2 adopted", ag2, func(m map[string]api.InstanceStatus) bool {
+		return m["web-2"].Phase == api.InstanceRunning
 	})
 	if got2["web-2"].ContainerID != got["web-2"].ContainerID {
 		t.Errorf("web-2 container %s after the return, want the adopted %s", got2["web-2"].ContainerID, got["web-2"].ContainerID)

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
-	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/runtime"
@@ -52,7 +52,7 @@ func (s BuildRecords) PutBuildRecord(ctx context.Context, r build.Record) error 
 }
 
 // buildRequest is the build an assignment asks for. It is pure.
-func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth gitx.Auth) build.Request {
+func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth api.GitAuth) build.Request {
 	req := build.Request{
 		Namespace: a.Namespace, Workload: a.Workload, Repository: a.Build.Repository, Commit: a.Build.Commit,
 		CacheImage: q.Workload.Spec.Source.CacheImage, Auth: auth, UserNSSlot: a.UserNSSlot,
@@ -102,7 +102,7 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	// derives the workload's BuildFailed condition from; the event tells
 	// the story.
 	obj := "workload/" + a.Namespace + "/" + a.Workload
-	if eerr := ag.cfg.Events(ctx, resources.Event{Type: resources.EventWarning, Object: obj, Reason: build.ReasonBuildFailed,
+	if eerr := ag.cfg.Events(ctx, api.Event{Type: api.EventWarning, Object: obj, Reason: build.ReasonBuildFailed,
 		Message: fmt.Sprintf("build at %s failed on node %s (%s): %v", reconcile.ShortCommit(a.Build.Commit), ag.cfg.Node, fe.Stage, fe.Err)}); eerr != nil {
 		ag.cfg.Logger.Warn().Err(eerr).Msg("cannot record the build failure event")
 	}

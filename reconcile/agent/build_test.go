@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
-	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -119,11 +119,11 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	}}}
 	e := newAgentEnv(t)
 	e.builder = fb
-	e.buildAuth = gitx.Auth{TokenFile: "/etc/kat/app.token"}
+	e.buildAuth = api.GitAuth{TokenFile: "/etc/kat/app.token"}
 	old := e.assignBuild("app-1", good)
 	ag, _ := e.start()
-	e.waitFor("the built instance running", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["app-1"].Phase == resources.InstanceRunning
+	e.waitFor("the built instance running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["app-1"].Phase == api.InstanceRunning
 	})
 	if c := e.rt.byInstance()["app-1"]; c.Image != "kat-local/ns1_app:aaaaaaaaaaaa" {
 		t.Fatalf("container image %q", c.Image)
@@ -145,9 +145,9 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	// old instance keeps running, and an event says so. (The BuildFailed
 	// condition is the leader's, derived from the build record.)
 	e.assignBuild("app-2", bad)
-	e.waitFor("the broken build's instance failed", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["app-2"].Phase == resources.InstanceFailed && strings.Contains(m["app-2"].Message, "exit status 1") &&
-			m["app-1"].Phase == resources.InstanceRunning
+	e.waitFor("the broken build's instance failed", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["app-2"].Phase == api.InstanceFailed && strings.Contains(m["app-2"].Message, "exit status 1") &&
+			m["app-1"].Phase == api.InstanceRunning
 	})
 	evs, err := e.repo.ListEvents(context.Background(), 10)
 	if err != nil || len(evs) == 0 || evs[len(evs)-1].Reason != build.ReasonBuildFailed {
@@ -159,8 +159,8 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.assignBuild("app-3", strings.Repeat("c", 40))
-	e.waitFor("the fixed instance running", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["app-3"].Phase == resources.InstanceRunning
+	e.waitFor("the fixed instance running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["app-3"].Phase == api.InstanceRunning
 	})
 	poll.Until(t, 10*time.Second, "image housekeeping after the old instance went", func() bool {
 		fb.mu.Lock()
@@ -183,11 +183,11 @@ func TestAgentBuildDoesNotHoldRuntimeSlot(t *testing.T) {
 	e.assignBuild("app-1", strings.Repeat("a", 40))
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
 	ag, _ := e.start()
-	e.waitFor("the pulled instance running while the build waits", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Phase == resources.InstanceRunning && m["app-1"].Phase == resources.InstancePending
+	e.waitFor("the pulled instance running while the build waits", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning && m["app-1"].Phase == api.InstancePending
 	})
 	close(fb.block)
-	e.waitFor("the built instance running", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["app-1"].Phase == resources.InstanceRunning
+	e.waitFor("the built instance running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["app-1"].Phase == api.InstanceRunning
 	})
 }

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 // DetectGPUs lists the node's NVIDIA GPUs with nvidia-smi; none when it is
 // not installed or fails.
-func DetectGPUs() []resources.GPU {
+func DetectGPUs() []api.GPU {
 	path, err := exec.LookPath("nvidia-smi")
 	if err != nil {
 		return nil
@@ -27,8 +27,8 @@ func DetectGPUs() []resources.GPU {
 }
 
 // parseNvidiaSMI parses "index, name, memory MiB" lines.
-func parseNvidiaSMI(out string) []resources.GPU {
-	var gpus []resources.GPU
+func parseNvidiaSMI(out string) []api.GPU {
+	var gpus []api.GPU
 	for line := range strings.Lines(out) {
 		f := strings.Split(line, ",")
 		if len(f) != 3 {
@@ -39,7 +39,7 @@ func parseNvidiaSMI(out string) []resources.GPU {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		gpus = append(gpus, resources.GPU{Index: idx, Name: strings.TrimSpace(f[1]), Driver: "nvidia", VRAMMiB: mem})
+		gpus = append(gpus, api.GPU{Index: idx, Name: strings.TrimSpace(f[1]), Driver: "nvidia", VRAMMiB: mem})
 	}
 	return gpus
 }

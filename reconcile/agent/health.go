@@ -3,8 +3,8 @@ package agent
 import (
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // healthState is the health-check progress of one running container.
@@ -45,13 +45,13 @@ func probeResult(h healthState, hc *quadlet.HealthCheck, ok bool, now time.Time)
 		h.successes++
 		h.failures = 0
 		if h.successes >= max(hc.SuccessThreshold, 1) {
-			h.Status = resources.HealthHealthy
+			h.Status = api.HealthHealthy
 		}
 	} else {
 		h.failures++
 		h.successes = 0
 		if h.failures >= max(hc.FailureThreshold, 1) {
-			h.Status = resources.HealthUnhealthy
+			h.Status = api.HealthUnhealthy
 		}
 	}
 	h.next = now.Add(time.Duration(max(hc.PeriodSeconds, 1)) * time.Second)

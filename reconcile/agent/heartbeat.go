@@ -22,20 +22,20 @@ type HeartbeatConfig struct {
 	Interval time.Duration
 	// Resources returns the node's capacity and allocatable resources. Default
 	// DetectResources.
-	Resources func() (resources.NodeResources, error)
+	Resources func() (api.NodeResources, error)
 	// Now replaces time.Now, for tests.
 	Now    func() time.Time
 	Logger zerolog.Logger
 
 	// Post sends the status to the leader (POST /v1alpha1/nodes/{node}/status).
 	// Default nil: write it to Repo directly.
-	Post func(ctx context.Context, st resources.NodeStatus) error
+	Post func(ctx context.Context, st api.NodeStatus) error
 	// Instances returns the instance reports (Agent.Instances). Default none.
-	Instances func() []resources.InstanceStatus
+	Instances func() []api.InstanceStatus
 	// Conditions returns node conditions (Agent.Conditions). Default none.
-	Conditions func() []resources.Condition
+	Conditions func() []api.Condition
 	// GPUs returns the node's GPUs, asked once at start. Default DetectGPUs.
-	GPUs func() []resources.GPU
+	GPUs func() []api.GPU
 	// Overlay is the node's WireGuard identity, sent with every status so
 	// the leader records it (api.NodeStatus.Overlay). Default nil: none.
 	Overlay *api.NodeOverlay
@@ -96,12 +96,12 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
 	}
 }
 
-func beat(ctx context.Context, cfg HeartbeatConfig, gpus []resources.GPU) error {
+func beat(ctx context.Context, cfg HeartbeatConfig, gpus []api.GPU) error {
 	res, err := cfg.Resources()
 	if err != nil {
 		return err
 	}
-	st := resources.NodeStatus{
+	st := api.NodeStatus{
 		NodeName: cfg.Node, NodeUID: cfg.NodeUID, Timestamp: cfg.Now().Unix(), Resources: res, GPUs: gpus,
 		Overlay: cfg.Overlay,
 	}

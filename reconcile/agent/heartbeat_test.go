@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // TestHeartbeatPostsReportsAndRetries: the heartbeat posts the instances and
@@ -17,9 +17,9 @@ import (
 func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	var posted []resources.NodeStatus
+	var posted []api.NodeStatus
 	calls := 0
-	post := func(_ context.Context, st resources.NodeStatus) error {
+	post := func(_ context.Context, st api.NodeStatus) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -35,10 +35,10 @@ func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
 	go func() {
 		done <- RunHeartbeat(ctx, HeartbeatConfig{
 			Node: "n1", Post: post, Interval: time.Hour, Wake: wake,
-			Resources:  func() (resources.NodeResources, error) { return resources.NodeResources{}, nil },
-			GPUs:       func() []resources.GPU { return nil },
-			Instances:  func() []resources.InstanceStatus { return []resources.InstanceStatus{{InstanceID: "i1"}} },
-			Conditions: func() []resources.Condition { return []resources.Condition{{Type: "RuntimeReady"}} },
+			Resources:  func() (api.NodeResources, error) { return api.NodeResources{}, nil },
+			GPUs:       func() []api.GPU { return nil },
+			Instances:  func() []api.InstanceStatus { return []api.InstanceStatus{{InstanceID: "i1"}} },
+			Conditions: func() []api.Condition { return []api.Condition{{Type: "RuntimeReady"}} },
 		})
 	}()
 	count := func() int {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 // System reservations subtracted from capacity to get what is allocatable to
@@ -20,19 +20,19 @@ const (
 
 // DetectResources reads this host's CPU count and memory and derives what is
 // allocatable to workloads.
-func DetectResources() (resources.NodeResources, error) {
+func DetectResources() (api.NodeResources, error) {
 	memBytes, err := memTotal("/proc/meminfo")
 	if err != nil {
-		return resources.NodeResources{}, err
+		return api.NodeResources{}, err
 	}
 	return resourcesFor(int64(runtime.NumCPU())*1000, memBytes), nil
 }
 
-func resourcesFor(milliCPU, memBytes int64) resources.NodeResources {
+func resourcesFor(milliCPU, memBytes int64) api.NodeResources {
 	reservedMem := min(memBytes/10, maxReservedMemory)
-	return resources.NodeResources{
-		Capacity: resources.ResourceList{CPU: fmt.Sprintf("%dm", milliCPU), Memory: fmt.Sprintf("%dMi", memBytes>>20)},
-		Allocatable: resources.ResourceList{
+	return api.NodeResources{
+		Capacity: api.ResourceList{CPU: fmt.Sprintf("%dm", milliCPU), Memory: fmt.Sprintf("%dMi", memBytes>>20)},
+		Allocatable: api.ResourceList{
 			CPU:    fmt.Sprintf("%dm", milliCPU-milliCPU/reservedCPUFraction),
 			Memory: fmt.Sprintf("%dMi", (memBytes-reservedMem)>>20),
 		},

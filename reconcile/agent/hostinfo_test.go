@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 func TestResourcesFor(t *testing.T) {
@@ -14,20 +14,20 @@ func TestResourcesFor(t *testing.T) {
 		name     string
 		milliCPU int64
 		mem      int64
-		want     resources.NodeResources
+		want     api.NodeResources
 	}{
 		{
 			name: "small host reserves a tenth", milliCPU: 2000, mem: 4 << 30,
-			want: resources.NodeResources{
-				Capacity:    resources.ResourceList{CPU: "2000m", Memory: "4096Mi"},
-				Allocatable: resources.ResourceList{CPU: "1800m", Memory: "3686Mi"},
+			want: api.NodeResources{
+				Capacity:    api.ResourceList{CPU: "2000m", Memory: "4096Mi"},
+				Allocatable: api.ResourceList{CPU: "1800m", Memory: "3686Mi"},
 			},
 		},
 		{
 			name: "big host caps the memory reservation at 1Gi", milliCPU: 16000, mem: 64 << 30,
-			want: resources.NodeResources{
-				Capacity:    resources.ResourceList{CPU: "16000m", Memory: "65536Mi"},
-				Allocatable: resources.ResourceList{CPU: "14400m", Memory: "64512Mi"},
+			want: api.NodeResources{
+				Capacity:    api.ResourceList{CPU: "16000m", Memory: "65536Mi"},
+				Allocatable: api.ResourceList{CPU: "14400m", Memory: "64512Mi"},
 			},
 		},
 	}
@@ -61,7 +61,7 @@ func TestMemTotal(t *testing.T) {
 func TestParseNvidiaSMI(t *testing.T) {
 	t.Parallel()
 	got := parseNvidiaSMI("0, NVIDIA A10, 23028\n1, Tesla T4, 15360\ngarbage\n")
-	if len(got) != 2 || got[1] != (resources.GPU{Index: 1, Name: "Tesla T4", Driver: "nvidia", VRAMMiB: 15360}) {
+	if len(got) != 2 || got[1] != (api.GPU{Index: 1, Name: "Tesla T4", Driver: "nvidia", VRAMMiB: 15360}) {
 		t.Fatalf("parseNvidiaSMI = %+v", got)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // TestInstancesByPhaseGauge: the agent sets kat_instances from its own view
@@ -23,11 +23,11 @@ func TestInstancesByPhaseGauge(t *testing.T) {
 		t.Fatal(err)
 	}
 	ag, _ := e.start()
-	e.waitFor("web-1 running, bad-1 failed", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Phase == resources.InstanceRunning && m["bad-1"].Phase == resources.InstanceFailed
+	e.waitFor("web-1 running, bad-1 failed", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning && m["bad-1"].Phase == api.InstanceFailed
 	})
-	want := map[string]float64{resources.InstanceRunning: 1, resources.InstanceFailed: 1,
-		resources.InstancePending: 0, resources.InstanceSucceeded: 0}
+	want := map[string]float64{api.InstanceRunning: 1, api.InstanceFailed: 1,
+		api.InstancePending: 0, api.InstanceSucceeded: 0}
 	poll.UntilErr(t, 10*time.Second, "kat_instances of n1", func() error {
 		for phase, n := range want {
 			v, err := metrics.Value("kat_instances", map[string]string{"node": "n1", "phase": phase})
@@ -47,11 +47,11 @@ func TestInstancesByPhaseGauge(t *testing.T) {
 
 func TestInstancesByPhase(t *testing.T) {
 	t.Parallel()
-	got := instancesByPhase([]resources.InstanceStatus{
-		{Phase: resources.InstanceRunning}, {Phase: resources.InstanceRunning}, {Phase: resources.InstancePending},
+	got := instancesByPhase([]api.InstanceStatus{
+		{Phase: api.InstanceRunning}, {Phase: api.InstanceRunning}, {Phase: api.InstancePending},
 	})
-	want := map[string]int{resources.InstanceRunning: 2, resources.InstancePending: 1,
-		resources.InstanceSucceeded: 0, resources.InstanceFailed: 0}
+	want := map[string]int{api.InstanceRunning: 2, api.InstancePending: 1,
+		api.InstanceSucceeded: 0, api.InstanceFailed: 0}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("instancesByPhase = %v, want %v", got, want)
 	}

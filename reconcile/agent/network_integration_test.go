@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -83,7 +84,7 @@ spec:
 	var id string
 	poll.UntilErr(t, 2*time.Minute, "the instance running", func() error {
 		for _, is := range ag.Instances() {
-			if is.Phase == resources.InstanceRunning {
+			if is.Phase == api.InstanceRunning {
 				id = is.ContainerID
 				return nil
 			}

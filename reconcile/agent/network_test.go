@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -64,8 +65,8 @@ func TestAgentJoinsInstancesToTheNodeNetwork(t *testing.T) {
 	if _, err := e.repo.WriteAssignments(ctx, []resources.Assignment{withIP}, nil); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("plain runs, addr waits for the network", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["plain-1"].Phase == resources.InstanceRunning && strings.Contains(m["addr-1"].Message, "no overlay subnet yet")
+	e.waitFor("plain runs, addr waits for the network", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["plain-1"].Phase == api.InstanceRunning && strings.Contains(m["addr-1"].Message, "no overlay subnet yet")
 	})
 	if s := e.rt.specOf("kat_plain-1"); s.Network != "" || s.IP.IsValid() || s.DNS != nil {
 		t.Errorf("instance without an address got network %q ip %v dns %v", s.Network, s.IP, s.DNS)
@@ -75,8 +76,8 @@ func TestAgentJoinsInstancesToTheNodeNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("addr runs once the network is made", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["addr-1"].Phase == resources.InstanceRunning
+	e.waitFor("addr runs once the network is made", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["addr-1"].Phase == api.InstanceRunning
 	})
 	want := runtime.NetworkSpec{Name: DefaultNetworkName, Subnet: netip.MustParsePrefix("10.100.0.0/24"), Gateway: netip.MustParseAddr("10.100.0.1")}
 	if got := nets.ensured(); len(got) != 1 || got[0] != want || nn.OverlayIP() != want.Gateway {
@@ -101,14 +102,14 @@ func TestAgentJoinsInstancesToTheNodeNetwork(t *testing.T) {
 	if _, err := e.repo.WriteAssignments(ctx, []resources.Assignment{next}, nil); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("addr-2 waits for the network, naming it", ag, func(m map[string]resources.InstanceStatus) bool {
+	e.waitFor("addr-2 waits for the network, naming it", ag, func(m map[string]api.InstanceStatus) bool {
 		return strings.Contains(m["addr-2"].Message, "network kat (subnet 10.100.1.0/24): subnet 10.100.1.0/24 is already used")
 	})
 	nets.mu.Lock()
 	nets.fail = nil
 	nets.mu.Unlock()
-	e.waitFor("addr-2 runs once the network is made again", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["addr-2"].Phase == resources.InstanceRunning
+	e.waitFor("addr-2 runs once the network is made again", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["addr-2"].Phase == api.InstanceRunning
 	})
 	got := nets.ensured()
 	want.Subnet, want.Gateway = netip.MustParsePrefix("10.100.1.0/24"), netip.MustParseAddr("10.100.1.1")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -106,8 +107,8 @@ func testAgentManagesOnlyItsOwnContainers(t *testing.T, ignoreFilters bool) {
 	}
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
 	ag, stop := e.start()
-	got := e.waitFor("web-1 running", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Phase == resources.InstanceRunning
+	got := e.waitFor("web-1 running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning
 	})
 	if _, adopted := foreign[got["web-1"].ContainerID]; adopted {
 		t.Fatalf("web-1 adopted container %s, %s", got["web-1"].ContainerID, foreign[got["web-1"].ContainerID])
@@ -202,8 +203,8 @@ func TestAgentSaysWhoHoldsTheName(t *testing.T) {
 		runtime.LabelInstance: "web-1"})
 	e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
 	ag, _ := e.start()
-	e.waitFor("the create refused with the reason", ag, func(m map[string]resources.InstanceStatus) bool {
-		return m["web-1"].Phase == resources.InstancePending && strings.Contains(m["web-1"].Message, "does not manage") &&
+	e.waitFor("the create refused with the reason", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstancePending && strings.Contains(m["web-1"].Message, "does not manage") &&
 			strings.Contains(m["web-1"].Message, "remove it by hand")
 	})
 	if c := e.rt.byInstance()["web-1"]; c.ID != old || c.State != runtime.StateRunning {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
@@ -192,38 +193,38 @@ func (st instanceState) restarted() instanceState {
 }
 
 // instanceReport renders one instance for the heartbeat. It is pure.
-func instanceReport(a resources.Assignment, c *runtime.ContainerStatus, st instanceState, hasHealthCheck, hasVerify bool) resources.InstanceStatus {
-	r := resources.InstanceStatus{
+func instanceReport(a resources.Assignment, c *runtime.ContainerStatus, st instanceState, hasHealthCheck, hasVerify bool) api.InstanceStatus {
+	r := api.InstanceStatus{
 		WorkloadName: a.Workload, Namespace: a.Namespace, InstanceID: a.InstanceID, Generation: a.Generation,
 		SpecHash: a.SpecHash, Image: a.Image, Restarts: st.Restarts, RestartWindowStart: st.WindowStart,
-		WindowRestarts: st.WindowRestarts, Phase: resources.InstancePending, HealthStatus: resources.HealthNotApplicable,
+		WindowRestarts: st.WindowRestarts, Phase: api.InstancePending, HealthStatus: api.HealthNotApplicable,
 		Message: st.Message,
 	}
 	if hasHealthCheck {
-		r.HealthStatus = resources.HealthPending
+		r.HealthStatus = api.HealthPending
 	}
 	if c != nil {
 		r.ContainerID, r.ImageID, r.State, r.ExitCode, r.StartedAt = c.ID, c.ImageID, string(c.State), c.ExitCode, c.StartedAt
 		for _, p := range c.Ports {
-			r.Ports = append(r.Ports, resources.PublishedPort{HostIP: p.HostIP, HostPort: p.HostPort, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
+			r.Ports = append(r.Ports, api.PublishedPort{HostIP: p.HostIP, HostPort: p.HostPort, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
 		}
 	}
 	switch {
 	case st.Failed:
-		r.Phase = resources.InstanceFailed
+		r.Phase = api.InstanceFailed
 	case st.Succeeded:
-		r.Phase = resources.InstanceSucceeded
+		r.Phase = api.InstanceSucceeded
 	case c != nil && (c.State == runtime.StateRunning || c.State == runtime.StatePaused):
-		r.Phase = resources.InstanceRunning
+		r.Phase = api.InstanceRunning
 		if hasHealthCheck && st.Health.Status != "" {
 			r.HealthStatus = st.Health.Status
 		}
 	}
-	if r.Phase != resources.InstanceRunning && hasHealthCheck {
-		r.HealthStatus = resources.HealthPending
+	if r.Phase != api.InstanceRunning && hasHealthCheck {
+		r.HealthStatus = api.HealthPending
 	}
 	if hasVerify {
-		r.Verification, r.VerifyMessage = cmp.Or(st.Verify.Status, resources.VerifyPending), st.Verify.Message
+		r.Verification, r.VerifyMessage = cmp.Or(st.Verify.Status, api.VerifyPending), st.Verify.Message
 	}
 	return r
 }

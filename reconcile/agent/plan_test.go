@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
-	"kat.dws.rip/kat/store/resources"
 )
 
 func TestDecideInstance(t *testing.T) {
@@ -93,7 +93,7 @@ func TestHealthProbes(t *testing.T) {
 	steps := []struct {
 		ok   bool
 		want string
-	}{{true, ""}, {true, resources.HealthHealthy}, {false, resources.HealthHealthy}, {false, resources.HealthUnhealthy}, {true, resources.HealthUnhealthy}, {true, resources.HealthHealthy}}
+	}{{true, ""}, {true, api.HealthHealthy}, {false, api.HealthHealthy}, {false, api.HealthUnhealthy}, {true, api.HealthUnhealthy}, {true, api.HealthHealthy}}
 	for i, s := range steps {
 		h = probeResult(h, hc, s.ok, now)
 		if h.Status != s.want {
@@ -106,7 +106,7 @@ func TestHealthProbes(t *testing.T) {
 	}
 	// The listing's StartedAt differs from the one the create step
 	// recorded: the same container keeps its health.
-	if _, h2 := probeDue(h, hc, "c1", start.Add(700*time.Millisecond), now); h2.Status != resources.HealthHealthy {
+	if _, h2 := probeDue(h, hc, "c1", start.Add(700*time.Millisecond), now); h2.Status != api.HealthHealthy {
 		t.Fatalf("the same container seen with another StartedAt lost its health: %q", h2.Status)
 	}
 	if _, h2 := probeDue(h, hc, "c2", start.Add(time.Hour), now); h2.Status != "" {

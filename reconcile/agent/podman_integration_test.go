@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
@@ -97,7 +98,7 @@ spec:
 			return fmt.Errorf("orphan: inspect: %w", err)
 		}
 		for _, is := range ag.Instances() {
-			if is.Phase == resources.InstanceRunning {
+			if is.Phase == api.InstanceRunning {
 				mine = is.ContainerID
 				return nil
 			}

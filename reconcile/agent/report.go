@@ -87,7 +87,7 @@ func (l *LeaderLink) PutBuildRecord(ctx context.Context, r build.Record) error {
 }
 
 // AppendEvent records an event of this node (AgentConfig.Events).
-func (l *LeaderLink) AppendEvent(ctx context.Context, ev resources.Event) error {
+func (l *LeaderLink) AppendEvent(ctx context.Context, ev api.Event) error {
 	c, url, err := l.leader(ctx)
 	if err != nil {
 		return err

@@ -98,7 +98,7 @@ func TestLeaderLinkFollowsTheLeader(t *testing.T) {
 	if err := repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: "n2", APIURL: second.srv.URL}); err != nil {
 		t.Fatal(err)
 	}
-	if err := link.AppendEvent(ctx, resources.Event{Type: resources.EventWarning, Reason: "BuildFailed", Message: "m"}); err != nil {
+	if err := link.AppendEvent(ctx, api.Event{Type: api.EventWarning, Reason: "BuildFailed", Message: "m"}); err != nil {
 		t.Fatal(err)
 	}
 

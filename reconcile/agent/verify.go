@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/runtime"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // verifyOutputTail is how much of a failed verify command's output its
@@ -19,7 +19,7 @@ const verifyOutputTail = 256
 
 // verifyState is the verification of one instance (updateStrategy.verify
 // of a DaemonService): Status is "" until the command ran, then
-// resources.VerifyPassed or resources.VerifyFailed for good.
+// api.VerifyPassed or api.VerifyFailed for good.
 type verifyState struct {
 	Status  string
 	Message string
@@ -46,17 +46,17 @@ func verifyDue(v *quadlet.VerifyCommand, st verifyState, ready bool) bool {
 func verifyResult(res runtime.ExecResult, err error, timeout time.Duration) verifyState {
 	switch {
 	case errors.Is(err, runtime.ErrExecTimeout):
-		return verifyState{Status: resources.VerifyFailed, Message: fmt.Sprintf("still running after %s: killed", timeout)}
+		return verifyState{Status: api.VerifyFailed, Message: fmt.Sprintf("still running after %s: killed", timeout)}
 	case err != nil:
-		return verifyState{Status: resources.VerifyFailed, Message: "run: " + err.Error()}
+		return verifyState{Status: api.VerifyFailed, Message: "run: " + err.Error()}
 	case res.ExitCode != 0:
 		out := strings.TrimSpace(string(res.Output))
 		if len(out) > verifyOutputTail {
 			out = "..." + out[len(out)-verifyOutputTail:]
 		}
-		return verifyState{Status: resources.VerifyFailed, Message: fmt.Sprintf("exit %d: %s", res.ExitCode, out)}
+		return verifyState{Status: api.VerifyFailed, Message: fmt.Sprintf("exit %d: %s", res.ExitCode, out)}
 	}
-	return verifyState{Status: resources.VerifyPassed}
+	return verifyState{Status: api.VerifyPassed}
 }
 
 // verify runs instance id's verify command in its container (in the health

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -50,10 +51,10 @@ spec:
 	cases := map[string]struct {
 		verify, want, message string
 	}{
-		"passes": {verify: `{command: ["/bin/sh", "-c", "test \"$WHERE\" = inside && echo fine"]}`, want: resources.VerifyPassed},
-		"fails": {verify: `{command: ["/bin/sh", "-c", "echo the check broke >&2; exit 3"]}`, want: resources.VerifyFailed,
+		"passes": {verify: `{command: ["/bin/sh", "-c", "test \"$WHERE\" = inside && echo fine"]}`, want: api.VerifyPassed},
+		"fails": {verify: `{command: ["/bin/sh", "-c", "echo the check broke >&2; exit 3"]}`, want: api.VerifyFailed,
 			message: "exit 3: the check broke"},
-		"hangs": {verify: `{command: ["/bin/sleep", "60"], timeoutSeconds: 1}`, want: resources.VerifyFailed,
+		"hangs": {verify: `{command: ["/bin/sleep", "60"], timeoutSeconds: 1}`, want: api.VerifyFailed,
 			message: "still running after 1s: killed"},
 	}
 	var put []resources.Assignment
@@ -79,7 +80,7 @@ spec:
 			return fmt.Errorf("%d instances assigned", n)
 		}
 		for _, is := range ag.Instances() {
-			if is.Verification == resources.VerifyPending || is.Verification == "" {
+			if is.Verification == api.VerifyPending || is.Verification == "" {
 				return fmt.Errorf("%s: phase %s, health %s, verification %q", is.InstanceID, is.Phase, is.HealthStatus, is.Verification)
 			}
 		}
@@ -94,7 +95,7 @@ spec:
 		if is.Verification != tc.want || !strings.HasPrefix(is.VerifyMessage, tc.message) {
 			t.Errorf("%s: verification %s %q, want %s %q", is.WorkloadName, is.Verification, is.VerifyMessage, tc.want, tc.message)
 		}
-		if is.Phase != resources.InstanceRunning {
+		if is.Phase != api.InstanceRunning {
 			t.Errorf("%s: phase %s, want Running: a verify command never stops the instance", is.WorkloadName, is.Phase)
 		}
 	}

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
-	"kat.dws.rip/kat/store/resources"
 )
 
 func TestVerifyDecisions(t *testing.T) {
@@ -24,7 +24,7 @@ func TestVerifyDecisions(t *testing.T) {
 		{"no command", nil, verifyState{}, true, false},
 		{"not ready yet", v, verifyState{}, false, false},
 		{"ready, not run", v, verifyState{}, true, true},
-		{"ran once: never again", v, verifyState{Status: resources.VerifyFailed}, true, false},
+		{"ran once: never again", v, verifyState{Status: api.VerifyFailed}, true, false},
 	}
 	for _, tc := range due {
 		if got := verifyDue(tc.v, tc.st, tc.ready); got != tc.want {
@@ -38,11 +38,11 @@ func TestVerifyDecisions(t *testing.T) {
 		err         error
 		want, start string
 	}{
-		{"exit 0", runtime.ExecResult{Output: []byte("ok")}, nil, resources.VerifyPassed, ""},
-		{"exit 2", runtime.ExecResult{ExitCode: 2, Output: []byte(" bad\n")}, nil, resources.VerifyFailed, "exit 2: bad"},
-		{"long output keeps its end", runtime.ExecResult{ExitCode: 1, Output: []byte(long)}, nil, resources.VerifyFailed, "exit 1: ...xxx"},
-		{"timeout", runtime.ExecResult{}, runtime.ErrExecTimeout, resources.VerifyFailed, "still running after 5s"},
-		{"runtime error", runtime.ExecResult{}, errors.New("no such container"), resources.VerifyFailed, "run: no such container"},
+		{"exit 0", runtime.ExecResult{Output: []byte("ok")}, nil, api.VerifyPassed, ""},
+		{"exit 2", runtime.ExecResult{ExitCode: 2, Output: []byte(" bad\n")}, nil, api.VerifyFailed, "exit 2: bad"},
+		{"long output keeps its end", runtime.ExecResult{ExitCode: 1, Output: []byte(long)}, nil, api.VerifyFailed, "exit 1: ...xxx"},
+		{"timeout", runtime.ExecResult{}, runtime.ErrExecTimeout, api.VerifyFailed, "still running after 5s"},
+		{"runtime error", runtime.ExecResult{}, errors.New("no such container"), api.VerifyFailed, "run: no such container"},
 	}
 	for _, tc := range results {
 		got := verifyResult(tc.res, tc.err, 5*time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/internal/metrics"
@@ -31,7 +32,7 @@ type AppSourcesConfig struct {
 	Interval time.Duration
 	// Auth holds the credential files for app repositories, used by the
 	// default Resolve. Default: none (anonymous).
-	Auth resources.SourceAuth
+	Auth api.GitAuth
 	// Resolve resolves a workload's spec.source.git to a commit. Default
 	// gitsync.ResolveRef with Auth.
 	Resolve func(ctx context.Context, g quadlet.GitSource) (string, error)
@@ -281,13 +282,13 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 	switch {
 	case err != nil:
 		log.Warn().Str("error", next.LastError).Msg("cannot resolve the app repository")
-		_ = s.cfg.Repo.AppendEvent(ctx, resources.Event{Type: resources.EventWarning, Object: obj, Reason: "ResolveFailed", Message: next.LastError})
+		_ = s.cfg.Repo.AppendEvent(ctx, api.Event{Type: api.EventWarning, Object: obj, Reason: "ResolveFailed", Message: next.LastError})
 	case next.Commit != prev.Commit:
 		log.Info().Str("commit", commit).Str("previous", prev.Commit).Msg("app repository moved: rolling out")
 		if _, perr := s.cfg.Repo.PruneBuildRecords(ctx, m.Namespace, m.Name, resources.DefaultBuildRecordsKeep); perr != nil {
 			log.Warn().Err(perr).Msg("cannot prune old build records")
 		}
-		_ = s.cfg.Repo.AppendEvent(ctx, resources.Event{Type: resources.EventNormal, Object: obj, Reason: "NewCommit",
+		_ = s.cfg.Repo.AppendEvent(ctx, api.Event{Type: api.EventNormal, Object: obj, Reason: "NewCommit",
 			Message: fmt.Sprintf("%s of %s is at %s", next.Ref, next.Repository, reconcile.ShortCommit(commit))})
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
@@ -37,7 +38,7 @@ type AssignmentPlan struct {
 	DaemonRollouts     []resources.DaemonRollout
 	DropDaemonRollouts []string
 	// Rollouts are, by "ns/name", the rollout records that changed.
-	Rollouts map[string]resources.Rollout
+	Rollouts map[string]api.Rollout
 	// Rollbacks are the failed rollouts to roll back, by applying an
 	// earlier generation's files again.
 	Rollbacks []Rollback
@@ -84,12 +85,12 @@ type AssignInput struct {
 	Current []resources.Assignment
 	// Reported are the agents' reports, by instance ID: old instances are
 	// removed only once enough new ones are ready.
-	Reported map[string]resources.InstanceStatus
+	Reported map[string]api.InstanceStatus
 	// DrainDelay is how long an instance stays out of every ready list
 	// before it is stopped; 0 stops it at once.
 	DrainDelay time.Duration
 	// Rollouts are, by "ns/name", the stored rollout records.
-	Rollouts map[string]resources.Rollout
+	Rollouts map[string]api.Rollout
 	// Commits are, by "ns/name", the app commits the leader resolved for
 	// workloads built from Git; such a workload without one is left alone.
 	Commits map[string]string

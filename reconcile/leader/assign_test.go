@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -173,9 +174,9 @@ func TestPlanAssignments(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 0
 			suffix := func() string { n++; return fmt.Sprintf("s%d", n-1) }
-			reported := map[string]resources.InstanceStatus{}
+			reported := map[string]api.InstanceStatus{}
 			for _, id := range tc.reported {
-				reported[id] = resources.InstanceStatus{InstanceID: id, Phase: resources.InstanceRunning, HealthStatus: resources.HealthNotApplicable}
+				reported[id] = api.InstanceStatus{InstanceID: id, Phase: api.InstanceRunning, HealthStatus: api.HealthNotApplicable}
 			}
 			plan := PlanAssignments(AssignInput{Nodes: oneNode(), Desired: tc.desired, Current: tc.current, Reported: reported, Now: time.Unix(100, 0), NewSuffix: suffix})
 			want := slices.Sorted(slices.Values(tc.wantPut))
@@ -258,12 +259,12 @@ func TestPlanAssignmentsGitCommit(t *testing.T) {
 		t.Fatalf("new commit: plan = put %v delete %v", ids(p.Put), ids(p.Delete))
 	}
 	in.Current = append(in.Current, p.Put[0])
-	in.Reported = map[string]resources.InstanceStatus{p.Put[0].InstanceID: {Phase: resources.InstanceRunning, HealthStatus: resources.HealthHealthy}}
+	in.Reported = map[string]api.InstanceStatus{p.Put[0].InstanceID: {Phase: api.InstanceRunning, HealthStatus: api.HealthHealthy}}
 	if p2 := PlanAssignments(in); len(p2.Put) != 0 || !slices.Equal(ids(p2.Delete), []string{a.InstanceID}) {
 		t.Fatalf("new instance ready: plan = put %v delete %v", ids(p2.Put), ids(p2.Delete))
 	}
 	// A new instance whose health check has not passed yet does not count.
-	in.Reported[p.Put[0].InstanceID] = resources.InstanceStatus{Phase: resources.InstanceRunning, HealthStatus: resources.HealthPending}
+	in.Reported[p.Put[0].InstanceID] = api.InstanceStatus{Phase: api.InstanceRunning, HealthStatus: api.HealthPending}
 	if p3 := PlanAssignments(in); !p3.Empty() {
 		t.Fatalf("new instance not healthy yet: plan = put %v delete %v", ids(p3.Put), ids(p3.Delete))
 	}

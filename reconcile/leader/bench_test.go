@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -126,8 +127,8 @@ func benchCluster(b *testing.B, st store.StateStore, repo *resources.Repo) {
 		name := fmt.Sprintf("node-%04d", i)
 		put(resources.NodeRegistrationKey(name), resources.NodeRegistration{Name: name, UID: "uid-" + name,
 			Labels: map[string]string{"zone": strconv.Itoa(i % 3)}})
-		status := resources.NodeStatus{NodeName: name, Timestamp: now}
-		status.Resources.Allocatable = resources.ResourceList{CPU: "8", Memory: "16Gi"}
+		status := api.NodeStatus{NodeName: name, Timestamp: now}
+		status.Resources.Allocatable = api.ResourceList{CPU: "8", Memory: "16Gi"}
 		put(resources.NodeStatusKey(name), status)
 		put(resources.NodeHeartbeatKey(name), resources.NodeHeartbeat{Timestamp: now})
 		// A /22 of 10.0.0.0/8 each: every instance gets an address.

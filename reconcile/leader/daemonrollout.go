@@ -36,7 +36,7 @@ type daemonRolloutInput struct {
 	// Current are the DaemonService's assignments, of every template.
 	Current []resources.Assignment
 	// Reported are the agents' reports, by instance ID.
-	Reported map[string]resources.InstanceStatus
+	Reported map[string]api.InstanceStatus
 	// Deadline bounds one node's update (DefaultDaemonNodeDeadline).
 	Deadline time.Duration
 	Now      time.Time
@@ -304,11 +304,11 @@ func (s *daemonStep) judge(n *api.DaemonRolloutNode, a resources.Assignment) {
 		return
 	}
 	switch {
-	case r.Phase == resources.InstanceFailed:
+	case r.Phase == api.InstanceFailed:
 		s.setStep(n, api.NodeStepFailed, fmt.Sprintf("failed: instance %s failed (exit %d): %s", a.InstanceID, r.ExitCode, r.Message))
-	case r.Phase == resources.InstanceSucceeded:
+	case r.Phase == api.InstanceSucceeded:
 		s.setStep(n, api.NodeStepFailed, fmt.Sprintf("failed: instance %s exited", a.InstanceID))
-	case r.HealthStatus == resources.HealthUnhealthy:
+	case r.HealthStatus == api.HealthUnhealthy:
 		s.setStep(n, api.NodeStepFailed, fmt.Sprintf("failed: instance %s is unhealthy", a.InstanceID))
 	case r.Verification == api.VerifyFailed:
 		s.setStep(n, api.NodeStepFailed, fmt.Sprintf("failed: verify command in %s: %s", a.InstanceID, r.VerifyMessage))

@@ -31,11 +31,11 @@ func dsAssignment(id, node, tmpl string, age int) resources.Assignment {
 }
 
 var (
-	dsRunning  = resources.InstanceStatus{Phase: resources.InstanceRunning, HealthStatus: resources.HealthNotApplicable}
-	dsStarting = resources.InstanceStatus{Phase: resources.InstancePending, HealthStatus: resources.HealthPending}
+	dsRunning  = api.InstanceStatus{Phase: api.InstanceRunning, HealthStatus: api.HealthNotApplicable}
+	dsStarting = api.InstanceStatus{Phase: api.InstancePending, HealthStatus: api.HealthPending}
 )
 
-func verified(v string) resources.InstanceStatus {
+func verified(v string) api.InstanceStatus {
 	r := dsRunning
 	r.Verification = v
 	if v == api.VerifyFailed {
@@ -45,10 +45,10 @@ func verified(v string) resources.InstanceStatus {
 }
 
 // oldOn3 is an old instance on each of nodes a, b and c, all running.
-func oldOn3() ([]resources.Assignment, map[string]resources.InstanceStatus) {
+func oldOn3() ([]resources.Assignment, map[string]api.InstanceStatus) {
 	cur := []resources.Assignment{dsAssignment("old-a", "a", oldTmpl, 0), dsAssignment("old-b", "b", oldTmpl, 0),
 		dsAssignment("old-c", "c", oldTmpl, 0)}
-	return cur, map[string]resources.InstanceStatus{"old-a": dsRunning, "old-b": dsRunning, "old-c": dsRunning}
+	return cur, map[string]api.InstanceStatus{"old-a": dsRunning, "old-b": dsRunning, "old-c": dsRunning}
 }
 
 // rolloutRecord is a record of an update to newTmpl over a, b and c, each
@@ -104,13 +104,13 @@ func TestStepDaemonRollout(t *testing.T) {
 	t.Parallel()
 	old, oldReports := oldOn3()
 	with := func(extra ...resources.Assignment) []resources.Assignment { return append(slices.Clone(old), extra...) }
-	reports := func(kv ...any) map[string]resources.InstanceStatus {
-		m := map[string]resources.InstanceStatus{}
+	reports := func(kv ...any) map[string]api.InstanceStatus {
+		m := map[string]api.InstanceStatus{}
 		for k, v := range oldReports {
 			m[k] = v
 		}
 		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1].(resources.InstanceStatus)
+			m[kv[i].(string)] = kv[i+1].(api.InstanceStatus)
 		}
 		return m
 	}
@@ -119,7 +119,7 @@ func TestStepDaemonRollout(t *testing.T) {
 		name        string
 		rec         *resources.DaemonRollout
 		cur         []resources.Assignment
-		reported    map[string]resources.InstanceStatus
+		reported    map[string]api.InstanceStatus
 		maxParallel int
 		verify      bool
 		ready       map[string]bool
@@ -185,7 +185,7 @@ func TestStepDaemonRollout(t *testing.T) {
 			name:     "a failed instance fails its node",
 			rec:      rolloutRecord(api.RolloutProgressing, false, api.NodeStepUpdating, api.NodeStepPending, api.NodeStepPending),
 			cur:      with(dsAssignment("new-a", "a", newTmpl, 5)),
-			reported: reports("new-a", resources.InstanceStatus{Phase: resources.InstanceFailed, ExitCode: 3}),
+			reported: reports("new-a", api.InstanceStatus{Phase: api.InstanceFailed, ExitCode: 3}),
 			want:     "Failed a=rolled back b=pending c=pending | place [] restore [] delete [new-a]",
 		},
 		{
@@ -317,7 +317,7 @@ func simulateRollout(t *testing.T, maxParallel int, failOn map[string]bool) (*re
 	now := rolloutT0
 	for pass := 0; pass < 60; pass++ {
 		now = now.Add(time.Second)
-		reported := map[string]resources.InstanceStatus{}
+		reported := map[string]api.InstanceStatus{}
 		for _, a := range cur {
 			r := verified(api.VerifyPassed)
 			if a.TemplateHash == newTmpl && failOn[a.Node] {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -21,7 +22,7 @@ import (
 // its LeavingAt: it waits out the drain delay out of DNS), its node is Ready and its
 // last report says it runs and is healthy (or has no health check). It is
 // the one rule of the records loop.
-func DNSReady(a resources.Assignment, report *resources.InstanceStatus, nodeReady bool) bool {
+func DNSReady(a resources.Assignment, report *api.InstanceStatus, nodeReady bool) bool {
 	return a.IP.Is4() && a.LeavingAt.IsZero() && nodeReady && report != nil && report.Ready()
 }
 
@@ -182,7 +183,7 @@ func (d *dnsRecords) once(ctx context.Context, keys []string) error {
 				nodeReady = d.l.view.nodeReady(a.Node, now)
 				ready[a.Node] = nodeReady
 			}
-			var rep *resources.InstanceStatus
+			var rep *api.InstanceStatus
 			if r, ok := reports[a.InstanceID]; ok {
 				rep = &r
 			}

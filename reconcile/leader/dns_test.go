@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -57,16 +58,16 @@ func (e *leaderEnv) withIPs(workload string, base byte) []resources.Assignment {
 // and healthy unless named in unhealthy.
 func (e *leaderEnv) reportHealth(node string, as []resources.Assignment, unhealthy ...string) {
 	e.t.Helper()
-	st := resources.NodeStatus{NodeName: node, Timestamp: time.Now().Unix()}
-	st.Resources.Allocatable = resources.ResourceList{CPU: "4", Memory: "8Gi"}
+	st := api.NodeStatus{NodeName: node, Timestamp: time.Now().Unix()}
+	st.Resources.Allocatable = api.ResourceList{CPU: "4", Memory: "8Gi"}
 	for _, a := range as {
 		if a.Node != node {
 			continue
 		}
 		is := running(a)
-		is.HealthStatus = resources.HealthHealthy
+		is.HealthStatus = api.HealthHealthy
 		if slices.Contains(unhealthy, a.InstanceID) {
-			is.HealthStatus = resources.HealthUnhealthy
+			is.HealthStatus = api.HealthUnhealthy
 		}
 		st.WorkloadInstances = append(st.WorkloadInstances, is)
 	}
@@ -124,8 +125,8 @@ func TestLeaderDNSRecords(t *testing.T) {
 	if _, err := e.repo.WriteDNSRecords(e.ctx, testDomain, []resources.DNSRecord{stray}, nil); err != nil {
 		t.Fatal(err)
 	}
-	e.apply(lbFiles(t, "web", 2), resources.APIOwner())
-	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), resources.APIOwner())
+	e.apply(lbFiles(t, "web", 2), api.APIOwner())
+	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), api.APIOwner())
 	_, stop := e.run(Config{ClusterDomain: testDomain, NodeLossTimeout: 2 * time.Second})
 	defer stop()
 	poll.Until(t, 10*time.Second, "web spread over n1 and n2, api placed", func() bool {
@@ -136,8 +137,8 @@ func TestLeaderDNSRecords(t *testing.T) {
 		t.Fatalf("records before any instance is ready:\n%s", got)
 	}
 	web := e.withIPs("web", 1)
-	api := e.withIPs("api", 2)
-	all := append(slices.Clone(web), api...)
+	apiIns := e.withIPs("api", 2)
+	all := append(slices.Clone(web), apiIns...)
 	report := func(unhealthy ...string) {
 		for _, n := range []string{"n1", "n2"} {
 			e.reportHealth(n, all, unhealthy...)
@@ -152,11 +153,11 @@ func TestLeaderDNSRecords(t *testing.T) {
 	waitDNS("every ready instance in DNS", dnsLines(all...))
 
 	report(web[0].InstanceID)
-	waitDNS("the unhealthy instance out of DNS", dnsLines(web[1], api[0]))
+	waitDNS("the unhealthy instance out of DNS", dnsLines(web[1], apiIns[0]))
 	report()
 	waitDNS("healthy again, back in DNS", dnsLines(all...))
 
-	leaving := api[0]
+	leaving := apiIns[0]
 	leaving.LeavingAt = time.Now()
 	if _, err := e.repo.WriteAssignments(e.ctx, []resources.Assignment{leaving}, nil); err != nil {
 		t.Fatal(err)
@@ -167,7 +168,7 @@ func TestLeaderDNSRecords(t *testing.T) {
 	b.set(lost, false)
 	waitDNS("the instance of the lost node out of DNS", dnsLines(web[0]))
 
-	if _, err := e.repo.DeleteWorkload(e.ctx, resources.DeleteRequest{Namespace: "ns1", Name: "web", Owner: resources.APIOwner()}); err != nil {
+	if _, err := e.repo.DeleteWorkload(e.ctx, resources.DeleteRequest{Namespace: "ns1", Name: "web", Owner: api.APIOwner()}); err != nil {
 		t.Fatal(err)
 	}
 	waitDNS("the deleted workload out of DNS", "")
@@ -198,15 +199,15 @@ func TestDiffDNSRecords(t *testing.T) {
 
 func TestDNSReady(t *testing.T) {
 	ip := netip.MustParseAddr("10.0.0.1")
-	running := resources.InstanceStatus{Phase: resources.InstanceRunning, HealthStatus: resources.HealthHealthy}
-	noCheck := resources.InstanceStatus{Phase: resources.InstanceRunning, HealthStatus: resources.HealthNotApplicable}
-	sick := resources.InstanceStatus{Phase: resources.InstanceRunning, HealthStatus: resources.HealthUnhealthy}
-	pending := resources.InstanceStatus{Phase: resources.InstanceRunning, HealthStatus: resources.HealthPending}
-	exited := resources.InstanceStatus{Phase: resources.InstanceFailed, HealthStatus: resources.HealthHealthy}
+	running := api.InstanceStatus{Phase: api.InstanceRunning, HealthStatus: api.HealthHealthy}
+	noCheck := api.InstanceStatus{Phase: api.InstanceRunning, HealthStatus: api.HealthNotApplicable}
+	sick := api.InstanceStatus{Phase: api.InstanceRunning, HealthStatus: api.HealthUnhealthy}
+	pending := api.InstanceStatus{Phase: api.InstanceRunning, HealthStatus: api.HealthPending}
+	exited := api.InstanceStatus{Phase: api.InstanceFailed, HealthStatus: api.HealthHealthy}
 	for _, tc := range []struct {
 		name      string
 		a         resources.Assignment
-		report    *resources.InstanceStatus
+		report    *api.InstanceStatus
 		nodeReady bool
 		want      bool
 	}{

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/quadlet"
@@ -183,7 +184,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 	b := e.startBeater("n1", "n2")
 	defer b.stop()
 	dels := e.watchDeletions()
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v1"), api.APIOwner())
 	_, stop := e.run(Config{NodeLossTimeout: 2 * time.Second})
 	defer stop()
 	poll.Until(t, 10*time.Second, "web placed 2/2", func() bool { return e.onNodes("web") == "n1:2 n2:2" })
@@ -194,7 +195,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 
 	// Scale down.
 	before := e.assignments("web")
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), api.APIOwner())
 	poll.Until(t, 10*time.Second, "web scaled to 2", func() bool { return len(e.assignments("web")) == 2 })
 	var gone []resources.Assignment
 	for _, a := range before {
@@ -207,7 +208,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 
 	// Scale up again: the released addresses cool down while others are
 	// free.
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v1"), api.APIOwner())
 	poll.Until(t, 10*time.Second, "web back to 4", func() bool { return len(e.assignments("web")) == 4 })
 	for id, ip := range e.checkAddresses() {
 		for _, g := range gone {
@@ -220,7 +221,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 	// Replacement, rolling: a new instance at a time, an old one going
 	// once a new one is ready, each with its own address.
 	old := e.assignments("web")
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v2"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v2"), api.APIOwner())
 	poll.Until(t, 30*time.Second, "only v2 instances", func() bool {
 		cur := e.assignments("web")
 		// Within one listing, no two instances share an address.
@@ -262,7 +263,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 	e.checkAddresses()
 
 	// Workload deletion.
-	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), api.APIOwner())
 	poll.Until(t, 10*time.Second, "api placed", func() bool { return len(e.assignments("api")) == 1 })
 	webs := e.assignments("web")
 	if _, err := e.repo.DeleteWorkload(e.ctx, resources.DeleteRequest{Namespace: "ns1", Name: "web"}); err != nil {
@@ -291,7 +292,7 @@ func TestLeaderFullSubnetLeavesInstancesPending(t *testing.T) {
 	sub := e.giveSubnet("n1")
 	b := e.startBeater("n1")
 	defer b.stop()
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 6, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 6, "v1"), api.APIOwner())
 	_, stop := e.run(Config{})
 	defer stop()
 	want := "1 node: 1 subnet " + sub.String() + " full"
@@ -322,7 +323,7 @@ func TestLeaderNodeAwaitingItsSubnet(t *testing.T) {
 	e.register("n2", nil)
 	b := e.startBeater("n1", "n2")
 	defer b.stop()
-	e.apply(workloadFiles(t, "old", quadlet.TypeService, 2, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "old", quadlet.TypeService, 2, "v1"), api.APIOwner())
 	l, stop := e.run(Config{})
 	defer stop()
 	poll.Until(t, 10*time.Second, "old placed without addresses", func() bool { return e.onNodes("old") == "n1:1 n2:1" })
@@ -336,13 +337,13 @@ func TestLeaderNodeAwaitingItsSubnet(t *testing.T) {
 	// The view follows the subnets and the desired state by two watches:
 	// a workload applied at once may be planned before the subnet shows.
 	poll.Until(t, 10*time.Second, "the leader sees n1's subnet", func() bool { return l.view.subnets.Len() == 1 })
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 1, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 1, "v1"), api.APIOwner())
 	poll.Until(t, 10*time.Second, "web on n1 with an address", func() bool {
 		as := e.assignments("web")
 		return len(as) == 1 && as[0].Node == "n1" && as[0].IP.IsValid()
 	})
 	// n1 keeps room for 4 more; fill it so that only n2 could take more.
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 6, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 6, "v1"), api.APIOwner())
 	poll.Until(t, 10*time.Second, "n2 awaits its subnet", func() bool {
 		st := e.status("web")
 		return e.onNodes("web") == "n1:5" && st.Unplaced == 1 && strings.Contains(st.UnplacedReason, "1 no overlay subnet yet")
@@ -368,8 +369,8 @@ func TestPlacementFromAStaleViewNeverSharesAnAddress(t *testing.T) {
 	e.giveSubnet("n1")
 	b := e.startBeater("n1")
 	defer b.stop()
-	e.apply(workloadFiles(t, "a", quadlet.TypeService, 2, "v1"), resources.APIOwner())
-	e.apply(workloadFiles(t, "b", quadlet.TypeService, 2, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "a", quadlet.TypeService, 2, "v1"), api.APIOwner())
+	e.apply(workloadFiles(t, "b", quadlet.TypeService, 2, "v1"), api.APIOwner())
 	view := func() (*Leader, func()) {
 		l, err := New(Config{Repo: e.repo, NodeLossTimeout: time.Hour})
 		if err != nil {

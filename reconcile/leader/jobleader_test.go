@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -37,13 +38,13 @@ func jobFiles(t testing.TB, name, spec string) map[string][]byte {
 }
 
 // runs returns workload name's run records, by run.
-func (e *leaderEnv) runs(name string) map[string]resources.JobRun {
+func (e *leaderEnv) runs(name string) map[string]api.JobRun {
 	e.t.Helper()
 	all, err := e.repo.ListJobRuns(e.ctx, "ns1")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	out := map[string]resources.JobRun{}
+	out := map[string]api.JobRun{}
 	for _, r := range all {
 		if r.Name == name {
 			out[r.Run] = r
@@ -53,19 +54,19 @@ func (e *leaderEnv) runs(name string) map[string]resources.JobRun {
 }
 
 // reportAt writes node n1's status at time at.
-func (e *leaderEnv) reportAt(at time.Time, is ...resources.InstanceStatus) {
+func (e *leaderEnv) reportAt(at time.Time, is ...api.InstanceStatus) {
 	e.t.Helper()
-	if err := e.repo.PutNodeStatus(e.ctx, resources.NodeStatus{NodeName: "n1", Timestamp: at.Unix(), WorkloadInstances: is}); err != nil {
+	if err := e.repo.PutNodeStatus(e.ctx, api.NodeStatus{NodeName: "n1", Timestamp: at.Unix(), WorkloadInstances: is}); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
-func exitedWith(a resources.Assignment, code int) resources.InstanceStatus {
-	phase := resources.InstanceSucceeded
+func exitedWith(a resources.Assignment, code int) api.InstanceStatus {
+	phase := api.InstanceSucceeded
 	if code != 0 {
-		phase = resources.InstanceFailed
+		phase = api.InstanceFailed
 	}
-	return resources.InstanceStatus{InstanceID: a.InstanceID, Namespace: a.Namespace, WorkloadName: a.Workload,
+	return api.InstanceStatus{InstanceID: a.InstanceID, Namespace: a.Namespace, WorkloadName: a.Workload,
 		Phase: phase, State: "exited", ExitCode: code}
 }
 
@@ -77,9 +78,9 @@ func exitedWith(a resources.Assignment, code int) resources.InstanceStatus {
 func TestJobRunSurvivesALeaderChange(t *testing.T) {
 	t.Parallel()
 	e := newLeaderEnv(t)
-	e.apply(jobFiles(t, "batch", "  completions: 3\n  parallelism: 2\n  backoffLimit: 1\n"), resources.APIOwner())
+	e.apply(jobFiles(t, "batch", "  completions: 3\n  parallelism: 2\n  backoffLimit: 1\n"), api.APIOwner())
 	seen := map[string]bool{}
-	reports := map[string]resources.InstanceStatus{}
+	reports := map[string]api.InstanceStatus{}
 	maxActive := 0
 	observe := func() []resources.Assignment {
 		as := e.assignments("batch")
@@ -97,7 +98,7 @@ func TestJobRunSurvivesALeaderChange(t *testing.T) {
 		return active
 	}
 	report := func() {
-		var is []resources.InstanceStatus
+		var is []api.InstanceStatus
 		for _, r := range reports {
 			is = append(is, r)
 		}
@@ -124,7 +125,7 @@ func TestJobRunSurvivesALeaderChange(t *testing.T) {
 	report()
 	poll.Until(t, 10*time.Second, "the run succeeded", func() bool {
 		observe()
-		return e.runs("batch")["g1"].State == resources.RunSucceeded
+		return e.runs("batch")["g1"].State == api.RunSucceeded
 	})
 	run := e.runs("batch")["g1"]
 	if run.Succeeded != 3 || run.Failed != 1 || run.Active != 0 || len(run.Instances) != 4 || len(seen) != 4 {
@@ -136,8 +137,8 @@ func TestJobRunSurvivesALeaderChange(t *testing.T) {
 	poll.Until(t, 10*time.Second, "the Job's status says Succeeded", func() bool {
 		st := e.status("batch")
 		c := condition(st, ConditionReady)
-		return st.Phase == resources.PhaseSucceeded && st.Ready == 3 && st.Desired == 3 && st.LastRun == "g1" &&
-			c != nil && c.Status == resources.ConditionTrue
+		return st.Phase == api.PhaseSucceeded && st.Ready == 3 && st.Desired == 3 && st.LastRun == "g1" &&
+			c != nil && c.Status == api.ConditionTrue
 	})
 }
 
@@ -151,11 +152,11 @@ func TestJobDeadlineAndCronAcrossDowntime(t *testing.T) {
 	e := newLeaderEnv(t)
 	clock := &fakeClock{now: time.Now().UTC().Truncate(time.Minute).Add(2 * time.Second)}
 	e.reportAt(clock.Now())
-	e.apply(jobFiles(t, "slow", "  activeDeadlineSeconds: 30\n"), resources.APIOwner())
-	e.apply(jobFiles(t, "cron", "  schedule: \"*/1 * * * *\"\n"), resources.APIOwner())
+	e.apply(jobFiles(t, "slow", "  activeDeadlineSeconds: 30\n"), api.APIOwner())
+	e.apply(jobFiles(t, "cron", "  schedule: \"*/1 * * * *\"\n"), api.APIOwner())
 	_, stop := e.run(Config{Now: clock.Now, Resync: 100 * time.Millisecond})
 	poll.Until(t, 10*time.Second, "slow's instance placed, cron armed", func() bool {
-		return len(e.assignments("slow")) == 1 && e.status("cron").Phase == resources.PhaseScheduled
+		return len(e.assignments("slow")) == 1 && e.status("cron").Phase == api.PhaseScheduled
 	})
 	a := e.assignments("slow")[0]
 	e.reportAt(clock.Now(), running(a))
@@ -164,12 +165,12 @@ func TestJobDeadlineAndCronAcrossDowntime(t *testing.T) {
 	e.reportAt(clock.Now(), running(a))
 	poll.Until(t, 10*time.Second, "slow stopped at its deadline", func() bool {
 		r := e.runs("slow")["g1"]
-		return r.State == resources.RunFailed && r.Reason == resources.RunReasonDeadlineExceeded && len(e.assignments("slow")) == 0
+		return r.State == api.RunFailed && r.Reason == api.RunReasonDeadlineExceeded && len(e.assignments("slow")) == 0
 	})
 	poll.Until(t, 10*time.Second, "slow's status says Failed", func() bool {
 		st := e.status("slow")
 		c := condition(st, ConditionStalled)
-		return st.Phase == resources.PhaseFailed && c != nil && c.Reason == resources.RunReasonDeadlineExceeded
+		return st.Phase == api.PhaseFailed && c != nil && c.Reason == api.RunReasonDeadlineExceeded
 	})
 	// The cron Job's first firing.
 	firing := start.Truncate(time.Minute).Add(time.Minute)
@@ -182,7 +183,7 @@ func TestJobDeadlineAndCronAcrossDowntime(t *testing.T) {
 	})
 	e.reportAt(clock.Now(), exitedWith(e.assignments("cron")[0], 0))
 	poll.Until(t, 10*time.Second, "cron's first run succeeded", func() bool {
-		return e.runs("cron")[first].State == resources.RunSucceeded
+		return e.runs("cron")[first].State == api.RunSucceeded
 	})
 	stop()
 
@@ -214,10 +215,10 @@ func TestFinishedJobInstancesFreeTheirRequests(t *testing.T) {
 	files := jobFiles(t, "big", "  completions: 3\n  parallelism: 3\n")
 	files["workload.kat"] = []byte(strings.Replace(string(files["workload.kat"]), `container: {command: ["true"]}`,
 		`container: {command: ["true"], resources: {limits: {memory: 200Mi}}}`, 1))
-	e.apply(files, resources.APIOwner())
-	beat := func(is ...resources.InstanceStatus) {
-		st := resources.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), WorkloadInstances: is,
-			Resources: resources.NodeResources{Allocatable: resources.ResourceList{CPU: "2", Memory: "300Mi"}}}
+	e.apply(files, api.APIOwner())
+	beat := func(is ...api.InstanceStatus) {
+		st := api.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), WorkloadInstances: is,
+			Resources: api.NodeResources{Allocatable: api.ResourceList{CPU: "2", Memory: "300Mi"}}}
 		if err := e.repo.PutNodeStatus(e.ctx, st); err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +226,7 @@ func TestFinishedJobInstancesFreeTheirRequests(t *testing.T) {
 	beat()
 	_, stop := e.run(Config{})
 	defer stop()
-	var done []resources.InstanceStatus
+	var done []api.InstanceStatus
 	for i := range 3 {
 		poll.Until(t, 10*time.Second, fmt.Sprintf("instance %d placed", i+1), func() bool { return len(e.assignments("big")) == i+1 })
 		// The run's record is written after the assignment: wait for it.
@@ -235,11 +236,11 @@ func TestFinishedJobInstancesFreeTheirRequests(t *testing.T) {
 		}
 		as := e.assignments("big")
 		for _, a := range as {
-			if !slices.ContainsFunc(done, func(s resources.InstanceStatus) bool { return s.InstanceID == a.InstanceID }) {
+			if !slices.ContainsFunc(done, func(s api.InstanceStatus) bool { return s.InstanceID == a.InstanceID }) {
 				done = append(done, exitedWith(a, 0))
 			}
 		}
 		beat(done...)
 	}
-	poll.Until(t, 10*time.Second, "the run succeeded", func() bool { return e.runs("big")["g1"].State == resources.RunSucceeded })
+	poll.Until(t, 10*time.Second, "the run succeeded", func() bool { return e.runs("big")["g1"].State == api.RunSucceeded })
 }

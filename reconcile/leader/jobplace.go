@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -49,8 +50,8 @@ func (p *planner) job(w workload, commit string, cur []resources.Assignment) {
 			a.Run = run
 			if i >= 0 {
 				r := &jp.Runs[i].Run
-				r.Instances = append(r.Instances, resources.JobRunInstance{InstanceID: a.InstanceID, Node: a.Node,
-					State: resources.RunInstancePending, CreatedAt: a.CreatedAt})
+				r.Instances = append(r.Instances, api.JobRunInstance{InstanceID: a.InstanceID, Node: a.Node,
+					State: api.RunInstancePending, CreatedAt: a.CreatedAt})
 				countRun(r)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -23,7 +24,7 @@ import (
 
 // storedRun is a run record with its version, for a guarded write.
 type storedRun struct {
-	run     resources.JobRun
+	run     api.JobRun
 	version int64
 }
 
@@ -50,7 +51,7 @@ type jobInput struct {
 	// Assigned are the workload's assignments; Reported the agents'
 	// reports of them, by instance ID.
 	Assigned []resources.Assignment
-	Reported map[string]resources.InstanceStatus
+	Reported map[string]api.InstanceStatus
 	// NodeReady reports whether a node is registered and Ready.
 	NodeReady func(node string) bool
 	Now       time.Time
@@ -129,7 +130,7 @@ func planJob(in jobInput) jobPlan {
 		plan.Delete = append(plan.Delete, del...)
 	}
 	// Start a new run.
-	var start *resources.JobRun
+	var start *api.JobRun
 	if in.Schedule == nil {
 		name := "g" + strconv.FormatInt(in.Meta.Generation, 10)
 		if _, ok := in.Records.runs[name]; !ok {
@@ -138,8 +139,8 @@ func planJob(in jobInput) jobPlan {
 			// The new generation supersedes every run still going.
 			for i := range runs {
 				if !runs[i].run.Finished() {
-					runs[i].run, plan.Delete = finishRun(runs[i].run, byRun[runs[i].run.Run], resources.RunFailed,
-						resources.RunReasonSuperseded, fmt.Sprintf("generation %d started a new run", in.Meta.Generation), in.Now, plan.Delete)
+					runs[i].run, plan.Delete = finishRun(runs[i].run, byRun[runs[i].run.Run], api.RunFailed,
+						api.RunReasonSuperseded, fmt.Sprintf("generation %d started a new run", in.Meta.Generation), in.Now, plan.Delete)
 					changed[runs[i].run.Run] = true
 					delete(plan.Create, runs[i].run.Run)
 				}
@@ -172,8 +173,8 @@ func planJob(in jobInput) jobPlan {
 			default:
 				if in.Spec.Concurrency() == quadlet.ConcurrencyReplace {
 					for _, i := range active {
-						runs[i].run, plan.Delete = finishRun(runs[i].run, byRun[runs[i].run.Run], resources.RunFailed,
-							resources.RunReasonReplaced, "the firing at "+fire.UTC().Format(time.RFC3339)+" replaced it", in.Now, plan.Delete)
+						runs[i].run, plan.Delete = finishRun(runs[i].run, byRun[runs[i].run.Run], api.RunFailed,
+							api.RunReasonReplaced, "the firing at "+fire.UTC().Format(time.RFC3339)+" replaced it", in.Now, plan.Delete)
 						changed[runs[i].run.Run] = true
 						delete(plan.Create, runs[i].run.Run)
 					}
@@ -203,7 +204,7 @@ func planJob(in jobInput) jobPlan {
 			continue
 		}
 		n, limit := &succeeded, in.Spec.SuccessfulHistory()
-		if sr.run.State == resources.RunFailed {
+		if sr.run.State == api.RunFailed {
 			n, limit = &failed, in.Spec.FailedHistory()
 		}
 		if *n < limit {
@@ -248,13 +249,13 @@ func planJob(in jobInput) jobPlan {
 }
 
 // newRun is a run's record at its start.
-func newRun(in jobInput, name string, fire time.Time) resources.JobRun {
+func newRun(in jobInput, name string, fire time.Time) api.JobRun {
 	s := in.Spec
-	return resources.JobRun{
+	return api.JobRun{
 		Namespace: in.Meta.Namespace, Name: in.Meta.Name, Run: name, Generation: in.Meta.Generation,
-		State: resources.RunRunning, ScheduledTime: fire, StartTime: in.Now,
+		State: api.RunRunning, ScheduledTime: fire, StartTime: in.Now,
 		Completions: s.Completions, Parallelism: s.Parallelism, BackoffLimit: s.BackoffLimit,
-		ActiveDeadlineSeconds: s.ActiveDeadlineSeconds, Instances: []resources.JobRunInstance{},
+		ActiveDeadlineSeconds: s.ActiveDeadlineSeconds, Instances: []api.JobRunInstance{},
 	}
 }
 
@@ -288,15 +289,15 @@ func nextFiring(s cron.Schedule, rec storedSchedule, now time.Time) (fire, last 
 // completions still missing. It returns the record, how many instances to
 // create, the assignments to delete, and the keys of the assignments it
 // found gone. It is pure.
-func stepRun(run resources.JobRun, as []resources.Assignment, reported map[string]resources.InstanceStatus,
-	nodeReady func(string) bool, now time.Time) (_ resources.JobRun, create int, del []resources.Assignment, gone []string) {
+func stepRun(run api.JobRun, as []resources.Assignment, reported map[string]api.InstanceStatus,
+	nodeReady func(string) bool, now time.Time) (_ api.JobRun, create int, del []resources.Assignment, gone []string) {
 	run.Instances = slices.Clone(run.Instances)
 	byID := map[string]resources.Assignment{}
 	for _, a := range as {
 		byID[a.InstanceID] = a
 		if instanceIndex(run, a.InstanceID) < 0 {
-			run.Instances = append(run.Instances, resources.JobRunInstance{InstanceID: a.InstanceID, Node: a.Node,
-				State: resources.RunInstancePending, CreatedAt: a.CreatedAt})
+			run.Instances = append(run.Instances, api.JobRunInstance{InstanceID: a.InstanceID, Node: a.Node,
+				State: api.RunInstancePending, CreatedAt: a.CreatedAt})
 		}
 	}
 	for i := range run.Instances {
@@ -308,33 +309,33 @@ func stepRun(run resources.JobRun, as []resources.Assignment, reported map[strin
 		r, reportedOK := reported[in.InstanceID]
 		switch {
 		case !ok:
-			in.State, in.Message, in.FinishedAt = resources.RunInstanceFailed, "its assignment is gone", now
+			in.State, in.Message, in.FinishedAt = api.RunInstanceFailed, "its assignment is gone", now
 			gone = append(gone, resources.AssignmentKey(in.Node, in.InstanceID))
-		case reportedOK && r.Phase == resources.InstanceSucceeded:
-			in.State, in.ExitCode, in.Message, in.FinishedAt = resources.RunInstanceSucceeded, r.ExitCode, "", now
-		case reportedOK && r.Phase == resources.InstanceFailed:
-			in.State, in.ExitCode, in.Message, in.FinishedAt = resources.RunInstanceFailed, r.ExitCode, r.Message, now
+		case reportedOK && r.Phase == api.InstanceSucceeded:
+			in.State, in.ExitCode, in.Message, in.FinishedAt = api.RunInstanceSucceeded, r.ExitCode, "", now
+		case reportedOK && r.Phase == api.InstanceFailed:
+			in.State, in.ExitCode, in.Message, in.FinishedAt = api.RunInstanceFailed, r.ExitCode, r.Message, now
 		case !nodeReady(a.Node):
-			in.State, in.Message, in.FinishedAt = resources.RunInstanceFailed, fmt.Sprintf("node %s is not ready: instance given up", a.Node), now
+			in.State, in.Message, in.FinishedAt = api.RunInstanceFailed, fmt.Sprintf("node %s is not ready: instance given up", a.Node), now
 			del = append(del, a)
-		case reportedOK && r.Phase == resources.InstanceRunning:
-			in.State = resources.RunInstanceRunning
+		case reportedOK && r.Phase == api.InstanceRunning:
+			in.State = api.RunInstanceRunning
 		default:
-			in.State = resources.RunInstancePending
+			in.State = api.RunInstancePending
 		}
 	}
 	countRun(&run)
 	switch {
 	case run.Succeeded >= run.Completions:
-		run, del = finishRun(run, as, resources.RunSucceeded, resources.RunReasonCompleted,
+		run, del = finishRun(run, as, api.RunSucceeded, api.RunReasonCompleted,
 			fmt.Sprintf("%d of %d completions", run.Succeeded, run.Completions), now, del)
 		return run, 0, del, gone
 	case run.Failed > run.BackoffLimit:
-		run, del = finishRun(run, as, resources.RunFailed, resources.RunReasonBackoffLimitExceeded,
+		run, del = finishRun(run, as, api.RunFailed, api.RunReasonBackoffLimitExceeded,
 			fmt.Sprintf("%d instances failed, backoffLimit %d", run.Failed, run.BackoffLimit), now, del)
 		return run, 0, del, gone
 	case run.ActiveDeadlineSeconds > 0 && !now.Before(runDeadline(run)):
-		run, del = finishRun(run, as, resources.RunFailed, resources.RunReasonDeadlineExceeded,
+		run, del = finishRun(run, as, api.RunFailed, api.RunReasonDeadlineExceeded,
 			fmt.Sprintf("still running %ds after its start (activeDeadlineSeconds)", run.ActiveDeadlineSeconds), now, del)
 		return run, 0, del, gone
 	}
@@ -343,19 +344,19 @@ func stepRun(run resources.JobRun, as []resources.Assignment, reported map[strin
 }
 
 // runDeadline is when a run with ActiveDeadlineSeconds fails.
-func runDeadline(run resources.JobRun) time.Time {
+func runDeadline(run api.JobRun) time.Time {
 	return run.StartTime.Add(time.Duration(run.ActiveDeadlineSeconds) * time.Second)
 }
 
 // finishRun ends a run: its unfinished instances are stopped (their
 // assignments, among as, added to del) and its counts and times set.
-func finishRun(run resources.JobRun, as []resources.Assignment, state, reason, msg string, now time.Time,
-	del []resources.Assignment) (resources.JobRun, []resources.Assignment) {
+func finishRun(run api.JobRun, as []resources.Assignment, state, reason, msg string, now time.Time,
+	del []resources.Assignment) (api.JobRun, []resources.Assignment) {
 	run.Instances = slices.Clone(run.Instances)
 	stopped := map[string]bool{}
 	for i := range run.Instances {
 		if in := &run.Instances[i]; !in.Done() {
-			in.State, in.Message, in.FinishedAt = resources.RunInstanceStopped, "stopped: run "+reason, now
+			in.State, in.Message, in.FinishedAt = api.RunInstanceStopped, "stopped: run "+reason, now
 			stopped[in.InstanceID] = true
 		}
 	}
@@ -372,26 +373,26 @@ func finishRun(run resources.JobRun, as []resources.Assignment, state, reason, m
 }
 
 // countRun sets a run's counts from its instances.
-func countRun(run *resources.JobRun) {
+func countRun(run *api.JobRun) {
 	run.Succeeded, run.Failed, run.Active = 0, 0, 0
 	for _, in := range run.Instances {
 		switch in.State {
-		case resources.RunInstanceSucceeded:
+		case api.RunInstanceSucceeded:
 			run.Succeeded++
-		case resources.RunInstanceFailed:
+		case api.RunInstanceFailed:
 			run.Failed++
-		case resources.RunInstancePending, resources.RunInstanceRunning:
+		case api.RunInstancePending, api.RunInstanceRunning:
 			run.Active++
 		}
 	}
 }
 
-func instanceIndex(run resources.JobRun, id string) int {
-	return slices.IndexFunc(run.Instances, func(in resources.JobRunInstance) bool { return in.InstanceID == id })
+func instanceIndex(run api.JobRun, id string) int {
+	return slices.IndexFunc(run.Instances, func(in api.JobRunInstance) bool { return in.InstanceID == id })
 }
 
 // runEqual compares two run records.
-func runEqual(a, b resources.JobRun) bool {
+func runEqual(a, b api.JobRun) bool {
 	if a.State != b.State || a.Reason != b.Reason || a.Message != b.Message || a.Succeeded != b.Succeeded ||
 		a.Failed != b.Failed || a.Active != b.Active || (a.CompletionTime == nil) != (b.CompletionTime == nil) {
 		return false

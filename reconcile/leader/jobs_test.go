@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -40,7 +41,7 @@ type jobWorld struct {
 	nodes   []sched.Node
 	rec     jobRecords
 	as      []resources.Assignment
-	reports map[string]resources.InstanceStatus
+	reports map[string]api.InstanceStatus
 	now     time.Time
 	suffix  int
 	// created are the instance IDs ever placed; maxActive the most
@@ -54,7 +55,7 @@ type jobWorld struct {
 func newJobWorld(t *testing.T, w workload) *jobWorld {
 	t.Helper()
 	return &jobWorld{t: t, w: w, nodes: []sched.Node{{Name: "n1", Ready: true}, {Name: "n2", Ready: true}},
-		rec: jobRecords{runs: map[string]storedRun{}}, reports: map[string]resources.InstanceStatus{},
+		rec: jobRecords{runs: map[string]storedRun{}}, reports: map[string]api.InstanceStatus{},
 		now: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
 }
 
@@ -114,7 +115,7 @@ func (jw *jobWorld) copyRecords() jobRecords {
 func (jw *jobWorld) unfinished() []resources.Assignment {
 	var out []resources.Assignment
 	for _, a := range jw.as {
-		if r, ok := jw.reports[a.InstanceID]; !ok || (r.Phase != resources.InstanceSucceeded && r.Phase != resources.InstanceFailed) {
+		if r, ok := jw.reports[a.InstanceID]; !ok || (r.Phase != api.InstanceSucceeded && r.Phase != api.InstanceFailed) {
 			out = append(out, a)
 		}
 	}
@@ -124,17 +125,17 @@ func (jw *jobWorld) unfinished() []resources.Assignment {
 // finish reports every unfinished instance as exited with code.
 func (jw *jobWorld) finish(code int) {
 	for _, a := range jw.unfinished() {
-		phase := resources.InstanceSucceeded
+		phase := api.InstanceSucceeded
 		if code != 0 {
-			phase = resources.InstanceFailed
+			phase = api.InstanceFailed
 		}
-		jw.reports[a.InstanceID] = resources.InstanceStatus{InstanceID: a.InstanceID, Phase: phase, ExitCode: code}
+		jw.reports[a.InstanceID] = api.InstanceStatus{InstanceID: a.InstanceID, Phase: phase, ExitCode: code}
 	}
 }
 
 // runUntilFinished passes, finishing every instance with code after each
 // pass, until run name finishes.
-func (jw *jobWorld) runUntilFinished(name string, code int) resources.JobRun {
+func (jw *jobWorld) runUntilFinished(name string, code int) api.JobRun {
 	jw.t.Helper()
 	for range 50 {
 		jw.pass()
@@ -145,7 +146,7 @@ func (jw *jobWorld) runUntilFinished(name string, code int) resources.JobRun {
 		jw.now = jw.now.Add(time.Second)
 	}
 	jw.t.Fatalf("run %s did not finish: %+v", name, jw.rec.runs[name].run)
-	return resources.JobRun{}
+	return api.JobRun{}
 }
 
 func TestJobRunCompletionsAndParallelism(t *testing.T) {
@@ -168,7 +169,7 @@ func TestJobRunCompletionsAndParallelism(t *testing.T) {
 				t.Fatalf("first pass: want the run's record created alone, got puts %d jobs %+v", len(first.Put), first.Jobs)
 			}
 			run := jw.runUntilFinished("g1", 0)
-			if run.State != resources.RunSucceeded || run.Reason != resources.RunReasonCompleted || run.Succeeded != tc.completions ||
+			if run.State != api.RunSucceeded || run.Reason != api.RunReasonCompleted || run.Succeeded != tc.completions ||
 				run.Failed != 0 || run.Active != 0 || run.CompletionTime == nil {
 				t.Fatalf("run = %+v", run)
 			}
@@ -193,14 +194,14 @@ func TestJobRunBackoffLimit(t *testing.T) {
 			t.Parallel()
 			jw := newJobWorld(t, jobWorkload(t, "flaky", 1, fmt.Sprintf("  backoffLimit: %d\n", limit)))
 			run := jw.runUntilFinished("g1", 3)
-			if run.State != resources.RunFailed || run.Reason != resources.RunReasonBackoffLimitExceeded || run.Failed != limit+1 {
+			if run.State != api.RunFailed || run.Reason != api.RunReasonBackoffLimitExceeded || run.Failed != limit+1 {
 				t.Fatalf("run = %+v", run)
 			}
 			if len(jw.created) != 1+limit {
 				t.Errorf("%d attempts, want 1 + backoffLimit = %d", len(jw.created), 1+limit)
 			}
 			for _, in := range run.Instances {
-				if in.State != resources.RunInstanceFailed || in.ExitCode != 3 {
+				if in.State != api.RunInstanceFailed || in.ExitCode != 3 {
 					t.Errorf("instance %+v, want Failed with exit code 3", in)
 				}
 			}
@@ -215,7 +216,7 @@ func TestJobRunBackoffLimit(t *testing.T) {
 		jw.pass()
 		jw.finish(0)
 		jw.pass()
-		if run := jw.rec.runs["g1"].run; run.State != resources.RunSucceeded || run.Failed != 1 || run.Succeeded != 1 || len(jw.created) != 2 {
+		if run := jw.rec.runs["g1"].run; run.State != api.RunSucceeded || run.Failed != 1 || run.Succeeded != 1 || len(jw.created) != 2 {
 			t.Fatalf("run = %+v, created %d", run, len(jw.created))
 		}
 	})
@@ -230,7 +231,7 @@ func TestJobRunDeadline(t *testing.T) {
 		t.Fatalf("%d instances placed, want 2", len(jw.as))
 	}
 	for _, a := range jw.as {
-		jw.reports[a.InstanceID] = resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning}
+		jw.reports[a.InstanceID] = api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceRunning}
 	}
 	jw.now = jw.now.Add(29 * time.Second)
 	if p := jw.pass(); len(p.Delete) != 0 || jw.rec.runs["g1"].run.Finished() {
@@ -239,14 +240,14 @@ func TestJobRunDeadline(t *testing.T) {
 	jw.now = jw.now.Add(time.Second)
 	p := jw.pass()
 	run := jw.rec.runs["g1"].run
-	if run.State != resources.RunFailed || run.Reason != resources.RunReasonDeadlineExceeded || run.Active != 0 {
+	if run.State != api.RunFailed || run.Reason != api.RunReasonDeadlineExceeded || run.Active != 0 {
 		t.Fatalf("run = %+v", run)
 	}
 	if len(p.Delete) != 2 || len(jw.as) != 0 {
 		t.Errorf("deadline deleted %d assignments, %d left; want both stopped", len(p.Delete), len(jw.as))
 	}
 	for _, in := range run.Instances {
-		if in.State != resources.RunInstanceStopped {
+		if in.State != api.RunInstanceStopped {
 			t.Errorf("instance %+v, want Stopped", in)
 		}
 	}
@@ -264,7 +265,7 @@ func TestJobRunNodeLoss(t *testing.T) {
 	jw.nodes[0].Ready = false
 	p := jw.pass()
 	run := jw.rec.runs["g1"].run
-	if run.Failed != 1 || run.Instances[0].State != resources.RunInstanceFailed || !strings.Contains(run.Instances[0].Message, "not ready") {
+	if run.Failed != 1 || run.Instances[0].State != api.RunInstanceFailed || !strings.Contains(run.Instances[0].Message, "not ready") {
 		t.Fatalf("run = %+v", run)
 	}
 	if !slices.ContainsFunc(p.Delete, func(a resources.Assignment) bool { return a.InstanceID == lost.InstanceID }) {
@@ -283,7 +284,7 @@ func TestJobNewGenerationSupersedes(t *testing.T) {
 	old := jw.as[0]
 	jw.w = jobWorkload(t, "gen", 2, "  completions: 2\n")
 	p := jw.pass()
-	if r := jw.rec.runs["g1"].run; r.State != resources.RunFailed || r.Reason != resources.RunReasonSuperseded {
+	if r := jw.rec.runs["g1"].run; r.State != api.RunFailed || r.Reason != api.RunReasonSuperseded {
 		t.Fatalf("g1 = %+v", r)
 	}
 	if !slices.ContainsFunc(p.Delete, func(a resources.Assignment) bool { return a.InstanceID == old.InstanceID }) {
@@ -292,7 +293,7 @@ func TestJobNewGenerationSupersedes(t *testing.T) {
 	if r, ok := jw.rec.runs["g2"]; !ok || r.run.Completions != 2 {
 		t.Fatalf("g2 = %+v", r)
 	}
-	if run := jw.runUntilFinished("g2", 0); run.State != resources.RunSucceeded {
+	if run := jw.runUntilFinished("g2", 0); run.State != api.RunSucceeded {
 		t.Fatalf("g2 = %+v", run)
 	}
 }
@@ -392,9 +393,9 @@ func TestScheduledJobConcurrencyPolicy(t *testing.T) {
 		wantSkipped int
 		wantOld     string // state of the first run after the second firing
 	}{
-		{quadlet.ConcurrencyForbid, 1, 1, resources.RunRunning},
-		{quadlet.ConcurrencyAllow, 2, 0, resources.RunRunning},
-		{quadlet.ConcurrencyReplace, 2, 0, resources.RunFailed},
+		{quadlet.ConcurrencyForbid, 1, 1, api.RunRunning},
+		{quadlet.ConcurrencyAllow, 2, 0, api.RunRunning},
+		{quadlet.ConcurrencyReplace, 2, 0, api.RunFailed},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			t.Parallel()
@@ -416,7 +417,7 @@ func TestScheduledJobConcurrencyPolicy(t *testing.T) {
 				t.Fatalf("first run %+v, want %s", old, tc.wantOld)
 			}
 			stopped := slices.ContainsFunc(p.Delete, func(a resources.Assignment) bool { return a.InstanceID == first.InstanceID })
-			if replace := tc.policy == quadlet.ConcurrencyReplace; stopped != replace || (replace && old.Reason != resources.RunReasonReplaced) {
+			if replace := tc.policy == quadlet.ConcurrencyReplace; stopped != replace || (replace && old.Reason != api.RunReasonReplaced) {
 				t.Errorf("first run's instance stopped %v, reason %q", stopped, old.Reason)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -16,7 +17,7 @@ import (
 // assignments: its run records and schedule (written by placement).
 type JobFacts struct {
 	// Runs are the Job's run records.
-	Runs []resources.JobRun
+	Runs []api.JobRun
 	// Schedule is the parsed schedule, nil for a Job without one; Last is
 	// the last firing handled (zero before the schedule is armed).
 	Schedule cron.Schedule
@@ -35,22 +36,22 @@ const ReasonScheduled = "Scheduled"
 // last run failed, and Scheduled otherwise; its next firing is NextRunTime.
 // Desired and Ready are the last run's completions and succeeded instances.
 // It is pure.
-func jobStatus(f WorkloadFacts, st *resources.WorkloadStatus) (ready resources.Condition, failed string) {
+func jobStatus(f WorkloadFacts, st *resources.WorkloadStatus) (ready api.Condition, failed string) {
 	j := f.Job
 	runs := slices.Clone(j.Runs)
-	slices.SortFunc(runs, func(a, b resources.JobRun) int {
+	slices.SortFunc(runs, func(a, b api.JobRun) int {
 		return cmp.Or(a.StartTime.Compare(b.StartTime), cmp.Compare(a.Run, b.Run))
 	})
-	var last *resources.JobRun
+	var last *api.JobRun
 	if j.Schedule == nil {
 		cur := "g" + strconv.FormatInt(f.Meta.Generation, 10)
-		if i := slices.IndexFunc(runs, func(r resources.JobRun) bool { return r.Run == cur }); i >= 0 {
+		if i := slices.IndexFunc(runs, func(r api.JobRun) bool { return r.Run == cur }); i >= 0 {
 			last = &runs[i]
 		}
 	} else if len(runs) > 0 {
 		last = &runs[len(runs)-1]
 	}
-	active := slices.ContainsFunc(runs, func(r resources.JobRun) bool { return !r.Finished() })
+	active := slices.ContainsFunc(runs, func(r api.JobRun) bool { return !r.Finished() })
 	st.Desired, st.Ready, st.Unplaced, st.UnplacedReason, st.LastRun, st.NextRunTime = 0, 0, f.Unplaced, "", "", nil
 	if f.Unplaced > 0 {
 		st.UnplacedReason = f.UnplacedReason
@@ -59,7 +60,7 @@ func jobStatus(f WorkloadFacts, st *resources.WorkloadStatus) (ready resources.C
 		st.Desired, st.Ready, st.LastRun = last.Completions, last.Succeeded, last.Run
 	}
 	for _, r := range slices.Backward(runs) {
-		if r.State == resources.RunSucceeded {
+		if r.State == api.RunSucceeded {
 			st.AppliedGeneration = r.Generation
 			break
 		}
@@ -73,13 +74,13 @@ func jobStatus(f WorkloadFacts, st *resources.WorkloadStatus) (ready resources.C
 		st.NextRunTime = &next
 		st.ObservedGeneration = f.Meta.Generation
 	}
-	ready = resources.Condition{Type: ConditionReady, Status: resources.ConditionFalse}
+	ready = api.Condition{Type: ConditionReady, Status: api.ConditionFalse}
 	switch {
 	case j.Schedule == nil && last == nil:
-		st.Phase = resources.PhasePending
-		ready.Reason, ready.Message = resources.PhasePending, "the run of generation "+strconv.FormatInt(f.Meta.Generation, 10)+" has not started"
+		st.Phase = api.PhasePending
+		ready.Reason, ready.Message = api.PhasePending, "the run of generation "+strconv.FormatInt(f.Meta.Generation, 10)+" has not started"
 	case active && (j.Schedule != nil || !last.Finished()):
-		st.Phase = resources.PhaseRunning
+		st.Phase = api.PhaseRunning
 		r := last
 		if r.Finished() { // a scheduled Job: the active run is an earlier one
 			for i := range slices.Backward(runs) {
@@ -89,25 +90,25 @@ func jobStatus(f WorkloadFacts, st *resources.WorkloadStatus) (ready resources.C
 				}
 			}
 		}
-		ready.Reason, ready.Message = resources.PhaseRunning, fmt.Sprintf("run %s: %d of %d completions, %d active, %d failed",
+		ready.Reason, ready.Message = api.PhaseRunning, fmt.Sprintf("run %s: %d of %d completions, %d active, %d failed",
 			r.Run, r.Succeeded, r.Completions, r.Active, r.Failed)
-	case last != nil && last.State == resources.RunFailed:
-		st.Phase = resources.PhaseFailed
+	case last != nil && last.State == api.RunFailed:
+		st.Phase = api.PhaseFailed
 		ready.Reason = last.Reason
 		ready.Message = fmt.Sprintf("run %s failed: %s", last.Run, last.Message)
 		failed = ready.Message
 	case j.Schedule != nil:
-		st.Phase = resources.PhaseScheduled
-		ready.Status, ready.Reason, ready.Message = resources.ConditionTrue, ReasonScheduled, "waiting for the next firing"
+		st.Phase = api.PhaseScheduled
+		ready.Status, ready.Reason, ready.Message = api.ConditionTrue, ReasonScheduled, "waiting for the next firing"
 		if last != nil {
 			ready.Message = fmt.Sprintf("last run %s %s; waiting for the next firing", last.Run, last.State)
 		}
 	default:
-		st.Phase = resources.PhaseSucceeded
-		ready.Status, ready.Reason = resources.ConditionTrue, ReasonSucceeded
+		st.Phase = api.PhaseSucceeded
+		ready.Status, ready.Reason = api.ConditionTrue, ReasonSucceeded
 		ready.Message = fmt.Sprintf("run %s: %d of %d completions", last.Run, last.Succeeded, last.Completions)
 	}
-	if st.NextRunTime != nil && st.Phase != resources.PhaseRunning {
+	if st.NextRunTime != nil && st.Phase != api.PhaseRunning {
 		ready.Message += "; next run at " + st.NextRunTime.Format(time.RFC3339)
 	}
 	return ready, failed

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -19,14 +20,14 @@ func TestJobStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := now
-	run := func(name string, gen int64, state string, succeeded, failed, active int) resources.JobRun {
-		r := resources.JobRun{Namespace: "ns1", Name: "j", Run: name, Generation: gen, State: state, Completions: 2,
+	run := func(name string, gen int64, state string, succeeded, failed, active int) api.JobRun {
+		r := api.JobRun{Namespace: "ns1", Name: "j", Run: name, Generation: gen, State: state, Completions: 2,
 			Succeeded: succeeded, Failed: failed, Active: active, StartTime: now.Add(-time.Duration(10-gen) * time.Minute)}
-		if state != resources.RunRunning {
+		if state != api.RunRunning {
 			r.CompletionTime = &done
-			r.Reason, r.Message = resources.RunReasonCompleted, "2 of 2 completions"
-			if state == resources.RunFailed {
-				r.Reason, r.Message = resources.RunReasonDeadlineExceeded, "still running 30s after its start (activeDeadlineSeconds)"
+			r.Reason, r.Message = api.RunReasonCompleted, "2 of 2 completions"
+			if state == api.RunFailed {
+				r.Reason, r.Message = api.RunReasonDeadlineExceeded, "still running 30s after its start (activeDeadlineSeconds)"
 			}
 		}
 		return r
@@ -40,28 +41,28 @@ func TestJobStatus(t *testing.T) {
 		wantCounts            [2]int // ready, desired
 		wantNext              bool
 	}{
-		{name: "no run yet", gen: 1, job: JobFacts{}, wantPhase: resources.PhasePending, wantReason: resources.PhasePending,
-			wantReady: resources.ConditionFalse},
-		{name: "running", gen: 1, job: JobFacts{Runs: []resources.JobRun{run("g1", 1, resources.RunRunning, 1, 0, 1)}},
-			wantPhase: resources.PhaseRunning, wantReason: resources.PhaseRunning, wantReady: resources.ConditionFalse, wantCounts: [2]int{1, 2}},
-		{name: "succeeded", gen: 1, job: JobFacts{Runs: []resources.JobRun{run("g1", 1, resources.RunSucceeded, 2, 1, 0)}},
-			wantPhase: resources.PhaseSucceeded, wantReason: ReasonSucceeded, wantReady: resources.ConditionTrue, wantCounts: [2]int{2, 2}},
-		{name: "failed", gen: 1, job: JobFacts{Runs: []resources.JobRun{run("g1", 1, resources.RunFailed, 0, 0, 0)}},
-			wantPhase: resources.PhaseFailed, wantReason: resources.RunReasonDeadlineExceeded, wantReady: resources.ConditionFalse, wantCounts: [2]int{0, 2}},
-		{name: "a new generation's run not started yet", gen: 2, job: JobFacts{Runs: []resources.JobRun{run("g1", 1, resources.RunSucceeded, 2, 0, 0)}},
-			wantPhase: resources.PhasePending, wantReason: resources.PhasePending, wantReady: resources.ConditionFalse},
+		{name: "no run yet", gen: 1, job: JobFacts{}, wantPhase: api.PhasePending, wantReason: api.PhasePending,
+			wantReady: api.ConditionFalse},
+		{name: "running", gen: 1, job: JobFacts{Runs: []api.JobRun{run("g1", 1, api.RunRunning, 1, 0, 1)}},
+			wantPhase: api.PhaseRunning, wantReason: api.PhaseRunning, wantReady: api.ConditionFalse, wantCounts: [2]int{1, 2}},
+		{name: "succeeded", gen: 1, job: JobFacts{Runs: []api.JobRun{run("g1", 1, api.RunSucceeded, 2, 1, 0)}},
+			wantPhase: api.PhaseSucceeded, wantReason: ReasonSucceeded, wantReady: api.ConditionTrue, wantCounts: [2]int{2, 2}},
+		{name: "failed", gen: 1, job: JobFacts{Runs: []api.JobRun{run("g1", 1, api.RunFailed, 0, 0, 0)}},
+			wantPhase: api.PhaseFailed, wantReason: api.RunReasonDeadlineExceeded, wantReady: api.ConditionFalse, wantCounts: [2]int{0, 2}},
+		{name: "a new generation's run not started yet", gen: 2, job: JobFacts{Runs: []api.JobRun{run("g1", 1, api.RunSucceeded, 2, 0, 0)}},
+			wantPhase: api.PhasePending, wantReason: api.PhasePending, wantReady: api.ConditionFalse},
 		{name: "scheduled, armed", gen: 1, job: JobFacts{Schedule: cron, Last: now},
-			wantPhase: resources.PhaseScheduled, wantReason: ReasonScheduled, wantReady: resources.ConditionTrue, wantNext: true},
+			wantPhase: api.PhaseScheduled, wantReason: ReasonScheduled, wantReady: api.ConditionTrue, wantNext: true},
 		{name: "scheduled, last run succeeded", gen: 1, job: JobFacts{Schedule: cron, Last: now,
-			Runs: []resources.JobRun{run("a", 1, resources.RunFailed, 0, 0, 0), run("b", 2, resources.RunSucceeded, 2, 0, 0)}},
-			wantPhase: resources.PhaseScheduled, wantReason: ReasonScheduled, wantReady: resources.ConditionTrue, wantCounts: [2]int{2, 2}, wantNext: true},
+			Runs: []api.JobRun{run("a", 1, api.RunFailed, 0, 0, 0), run("b", 2, api.RunSucceeded, 2, 0, 0)}},
+			wantPhase: api.PhaseScheduled, wantReason: ReasonScheduled, wantReady: api.ConditionTrue, wantCounts: [2]int{2, 2}, wantNext: true},
 		{name: "scheduled, last run failed", gen: 1, job: JobFacts{Schedule: cron, Last: now,
-			Runs: []resources.JobRun{run("a", 1, resources.RunSucceeded, 2, 0, 0), run("b", 2, resources.RunFailed, 0, 0, 0)}},
-			wantPhase: resources.PhaseFailed, wantReason: resources.RunReasonDeadlineExceeded, wantReady: resources.ConditionFalse, wantCounts: [2]int{0, 2},
+			Runs: []api.JobRun{run("a", 1, api.RunSucceeded, 2, 0, 0), run("b", 2, api.RunFailed, 0, 0, 0)}},
+			wantPhase: api.PhaseFailed, wantReason: api.RunReasonDeadlineExceeded, wantReady: api.ConditionFalse, wantCounts: [2]int{0, 2},
 			wantNext: true},
 		{name: "scheduled, an earlier run still going", gen: 1, job: JobFacts{Schedule: cron, Last: now,
-			Runs: []resources.JobRun{run("a", 1, resources.RunRunning, 1, 0, 1), run("b", 2, resources.RunSucceeded, 2, 0, 0)}},
-			wantPhase: resources.PhaseRunning, wantReason: resources.PhaseRunning, wantReady: resources.ConditionFalse, wantCounts: [2]int{2, 2}, wantNext: true},
+			Runs: []api.JobRun{run("a", 1, api.RunRunning, 1, 0, 1), run("b", 2, api.RunSucceeded, 2, 0, 0)}},
+			wantPhase: api.PhaseRunning, wantReason: api.PhaseRunning, wantReady: api.ConditionFalse, wantCounts: [2]int{2, 2}, wantNext: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -78,7 +79,7 @@ func TestJobStatus(t *testing.T) {
 				(tc.wantNext && !st.NextRunTime.Equal(want)) {
 				t.Errorf("next run %v, want %v (%v)", st.NextRunTime, want, tc.wantNext)
 			}
-			if stalled := condition(st, ConditionStalled); (st.Phase == resources.PhaseFailed) != (stalled != nil) || (stalled != nil && st.LastError == "") {
+			if stalled := condition(st, ConditionStalled); (st.Phase == api.PhaseFailed) != (stalled != nil) || (stalled != nil && st.LastError == "") {
 				t.Errorf("phase %s with Stalled %+v and last error %q", st.Phase, stalled, st.LastError)
 			}
 		})

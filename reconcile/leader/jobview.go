@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -17,7 +18,7 @@ import (
 // jobEntry is one record under /kat/jobs/: a run or a schedule, with its
 // version.
 type jobEntry struct {
-	run     *resources.JobRun
+	run     *api.JobRun
 	sched   *resources.JobSchedule
 	version int64
 }
@@ -32,7 +33,7 @@ func decodeJobEntry(kv store.KV) (jobEntry, bool) {
 		e.sched = &resources.JobSchedule{}
 		return e, json.Unmarshal(kv.Value, e.sched) == nil
 	}
-	e.run = &resources.JobRun{}
+	e.run = &api.JobRun{}
 	return e, json.Unmarshal(kv.Value, e.run) == nil
 }
 
@@ -161,7 +162,7 @@ func (v *view) releaseFinishedJobs(nodes []sched.Node) {
 		for _, a := range as {
 			r, ok := reports[a.InstanceID]
 			i, known := byName[a.Node]
-			if !ok || !known || (r.Phase != resources.InstanceSucceeded && r.Phase != resources.InstanceFailed) {
+			if !ok || !known || (r.Phase != api.InstanceSucceeded && r.Phase != api.InstanceFailed) {
 				continue
 			}
 			n := &nodes[i]

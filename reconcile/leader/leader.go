@@ -238,7 +238,7 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	}
 	commits := map[string]string{}
 	jobs := map[string]jobRecords{}
-	rollouts := map[string]resources.Rollout{}
+	rollouts := map[string]api.Rollout{}
 	daemonRollouts := map[string]*resources.DaemonRollout{}
 	var current []resources.Assignment
 	for _, k := range keys {
@@ -340,17 +340,17 @@ func (l *Leader) writeRollouts(ctx context.Context, desired []workload, plan Ass
 		metaVersion[w.Key()] = w.MetaVersion
 	}
 	writes := make([]resources.RolloutWrite, 0, len(plan.Rollouts))
-	var events []resources.Event
+	var events []api.Event
 	for _, k := range slices.Sorted(maps.Keys(plan.Rollouts)) {
 		ro := plan.Rollouts[k]
 		ns, name := resources.SplitKey(k)
 		writes = append(writes, resources.RolloutWrite{Namespace: ns, Name: name, Rollout: ro, MetaVersion: metaVersion[k]})
 		prev, _ := l.view.rolloutOf(k)
 		if out := ro.Outcomes[ro.Generation]; out != "" && (prev.Generation != ro.Generation || prev.Outcomes[ro.Generation] == "") {
-			ev := resources.Event{Time: ro.CompletedAt, Type: resources.EventNormal, Object: "workload/" + k, Reason: "RolloutSucceeded",
+			ev := api.Event{Time: ro.CompletedAt, Type: api.EventNormal, Object: "workload/" + k, Reason: "RolloutSucceeded",
 				Message: fmt.Sprintf("generation %d rolled out", ro.Generation)}
-			if out == resources.OutcomeFailed && ro.Failure != nil {
-				ev.Type, ev.Reason, ev.Message = resources.EventWarning, "RolloutFailed", ro.Failure.Message
+			if out == api.OutcomeFailed && ro.Failure != nil {
+				ev.Type, ev.Reason, ev.Message = api.EventWarning, "RolloutFailed", ro.Failure.Message
 			}
 			events = append(events, ev)
 			log.Info().Str("workload", k).Int64("generation", ro.Generation).Str("outcome", out).
@@ -385,10 +385,10 @@ func (l *Leader) writeRollouts(ctx context.Context, desired []workload, plan Ass
 		default:
 			log.Warn().Str("workload", rb.Key).Int64("from", rb.From).Int64("to", rb.To).
 				Int64("generation", res.Meta.Generation).Msg("rolled back a failed rollout")
-			ev := resources.Event{Time: l.cfg.Now().UTC(), Type: resources.EventWarning, Object: "workload/" + rb.Key, Reason: "RolledBack",
+			ev := api.Event{Time: l.cfg.Now().UTC(), Type: api.EventWarning, Object: "workload/" + rb.Key, Reason: "RolledBack",
 				Message: fmt.Sprintf("generation %d failed to roll out; generation %d's files applied again as generation %d",
 					rb.From, rb.To, res.Meta.Generation)}
-			if res.Meta.Owner.Kind == resources.OwnerGit {
+			if res.Meta.Owner.Kind == api.OwnerGit {
 				ev.Message += "; Git management suspended until katcall resume"
 			}
 			if err := l.cfg.Repo.AppendEvent(ctx, ev); err != nil {
@@ -567,7 +567,7 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 			}
 		}
 	}
-	if o := w.Meta.Owner; o.Kind == resources.OwnerGit {
+	if o := w.Meta.Owner; o.Kind == api.OwnerGit {
 		if pe, ok := v.pathError(o.Source, o.Path); ok {
 			wf.PathError = &pe
 		}

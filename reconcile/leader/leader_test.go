@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
@@ -79,7 +80,7 @@ func (e *leaderEnv) run(cfg Config) (*Leader, func()) {
 	return l, func() { cancel(); wg.Wait() }
 }
 
-func (e *leaderEnv) apply(files map[string][]byte, owner resources.Owner) {
+func (e *leaderEnv) apply(files map[string][]byte, owner api.Owner) {
 	e.t.Helper()
 	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
 	if err != nil {
@@ -116,19 +117,19 @@ func (e *leaderEnv) status(name string) resources.WorkloadStatus {
 
 // report writes node n1's status, ts seconds after the env was made, with
 // the given instance reports.
-func (e *leaderEnv) report(ts int64, is ...resources.InstanceStatus) {
+func (e *leaderEnv) report(ts int64, is ...api.InstanceStatus) {
 	e.t.Helper()
-	if err := e.repo.PutNodeStatus(e.ctx, resources.NodeStatus{NodeName: "n1", Timestamp: e.base + ts, WorkloadInstances: is}); err != nil {
+	if err := e.repo.PutNodeStatus(e.ctx, api.NodeStatus{NodeName: "n1", Timestamp: e.base + ts, WorkloadInstances: is}); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
-func running(a resources.Assignment) resources.InstanceStatus {
-	return resources.InstanceStatus{InstanceID: a.InstanceID, Namespace: a.Namespace, WorkloadName: a.Workload,
-		Phase: resources.InstanceRunning, State: "running", HealthStatus: resources.HealthNotApplicable}
+func running(a resources.Assignment) api.InstanceStatus {
+	return api.InstanceStatus{InstanceID: a.InstanceID, Namespace: a.Namespace, WorkloadName: a.Workload,
+		Phase: api.InstanceRunning, State: "running", HealthStatus: api.HealthNotApplicable}
 }
 
-func condition(st resources.WorkloadStatus, typ string) *resources.Condition {
+func condition(st resources.WorkloadStatus, typ string) *api.Condition {
 	for _, c := range st.Conditions {
 		if c.Type == typ {
 			return &c
@@ -144,25 +145,25 @@ func condition(st resources.WorkloadStatus, typ string) *resources.Condition {
 func TestLeaderPlacesAndDerivesStatus(t *testing.T) {
 	t.Parallel()
 	e := newLeaderEnv(t)
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), api.APIOwner())
 	_, stop := e.run(Config{})
 	poll.Until(t, 10*time.Second, "two instances of web placed", func() bool { return len(e.assignments("web")) == 2 })
 	as := e.assignments("web")
 	poll.Until(t, 10*time.Second, "web Progressing", func() bool {
 		st := e.status("web")
-		return st.Phase == resources.PhasePending && st.Desired == 2 && st.ObservedGeneration == 1
+		return st.Phase == api.PhasePending && st.Desired == 2 && st.ObservedGeneration == 1
 	})
 	e.report(1, running(as[0]), running(as[1]))
 	poll.Until(t, 10*time.Second, "web Ready", func() bool {
 		st := e.status("web")
 		c := condition(st, ConditionReady)
-		return st.Phase == resources.PhaseReady && st.Ready == 2 && st.AppliedGeneration == 1 && c != nil && c.Status == resources.ConditionTrue
+		return st.Phase == api.PhaseReady && st.Ready == 2 && st.AppliedGeneration == 1 && c != nil && c.Status == api.ConditionTrue
 	})
 	stop()
 
 	// Leadership lost: desired state changes while no leader runs.
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 3, "v1"), resources.APIOwner())
-	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 3, "v1"), api.APIOwner())
+	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), api.APIOwner())
 	if n := len(e.assignments("web")) + len(e.assignments("api")); n != 2 {
 		t.Fatalf("%d assignments written while no leader ran", n)
 	}
@@ -174,7 +175,7 @@ func TestLeaderPlacesAndDerivesStatus(t *testing.T) {
 	})
 	poll.Until(t, 10*time.Second, "web back to Progressing with 3 desired", func() bool {
 		st := e.status("web")
-		return st.Desired == 3 && st.Ready == 2 && st.Phase == resources.PhaseProgressing
+		return st.Desired == 3 && st.Ready == 2 && st.Phase == api.PhaseProgressing
 	})
 }
 
@@ -185,21 +186,21 @@ func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
 	t.Parallel()
 	e := newLeaderEnv(t)
 	for _, n := range []string{"a", "b", "c"} {
-		e.apply(workloadFiles(t, n, quadlet.TypeService, 1, "v1"), resources.APIOwner())
+		e.apply(workloadFiles(t, n, quadlet.TypeService, 1, "v1"), api.APIOwner())
 	}
 	l, stop := e.run(Config{})
 	defer stop()
 	poll.Until(t, 10*time.Second, "three instances placed", func() bool {
 		return len(e.assignments("a"))+len(e.assignments("b"))+len(e.assignments("c")) == 3
 	})
-	var reps []resources.InstanceStatus
+	var reps []api.InstanceStatus
 	for _, n := range []string{"a", "b", "c"} {
 		reps = append(reps, running(e.assignments(n)[0]))
 	}
 	e.report(1, reps...)
 	poll.Until(t, 10*time.Second, "all ready", func() bool {
-		return e.status("a").Phase == resources.PhaseReady && e.status("b").Phase == resources.PhaseReady &&
-			e.status("c").Phase == resources.PhaseReady
+		return e.status("a").Phase == api.PhaseReady && e.status("b").Phase == api.PhaseReady &&
+			e.status("c").Phase == api.PhaseReady
 	})
 	// Let the loops settle: no pass for a while.
 	settled := func() (int64, int64) {
@@ -230,9 +231,9 @@ func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
 		t.Errorf("20 heartbeats of a Ready node made the node-loss clock look at every node %d times, want none", n)
 	}
 	// A changed instance does wake them.
-	reps[0].Phase, reps[0].State = resources.InstanceFailed, "exited"
+	reps[0].Phase, reps[0].State = api.InstanceFailed, "exited"
 	e.report(30, reps...)
-	poll.Until(t, 10*time.Second, "a failed instance shows", func() bool { return e.status("a").Phase == resources.PhaseFailed })
+	poll.Until(t, 10*time.Second, "a failed instance shows", func() bool { return e.status("a").Phase == api.PhaseFailed })
 	if p2, _ := settled(); p2 == p1 {
 		t.Error("a changed instance state woke no placement pass")
 	}
@@ -250,7 +251,7 @@ func TestLoopsWorkOnWhatChanged(t *testing.T) {
 	e := newLeaderEnv(t)
 	const n = 40
 	for i := range n {
-		e.apply(workloadFiles(t, fmt.Sprintf("w%02d", i), quadlet.TypeService, 1, "v1"), resources.APIOwner())
+		e.apply(workloadFiles(t, fmt.Sprintf("w%02d", i), quadlet.TypeService, 1, "v1"), api.APIOwner())
 	}
 	// No periodic pass over every workload while the steps run: on a
 	// busy machine the test outlasts DefaultResync, and a resync plans
@@ -291,11 +292,11 @@ func TestLoopsWorkOnWhatChanged(t *testing.T) {
 		key    string
 	}{
 		{"a new generation of w07", func() {
-			e.apply(workloadFiles(t, "w07", quadlet.TypeService, 2, "v1"), resources.APIOwner())
+			e.apply(workloadFiles(t, "w07", quadlet.TypeService, 2, "v1"), api.APIOwner())
 		}, func() bool { return e.status("w07").Desired == 2 && len(e.assignments("w07")) == 2 }, "w07"},
 		{"w12's instance runs", func() {
 			e.report(1, running(e.assignments("w12")[0]))
-		}, func() bool { return e.status("w12").Phase == resources.PhaseReady }, "w12"},
+		}, func() bool { return e.status("w12").Phase == api.PhaseReady }, "w12"},
 		{"w30 deleted", func() {
 			if _, err := e.repo.DeleteWorkload(e.ctx, resources.DeleteRequest{Namespace: "ns1", Name: "w30"}); err != nil {
 				t.Fatal(err)
@@ -332,7 +333,7 @@ func TestStatusPassWritesInChunks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reqs[i] = resources.ApplyRequest{Quadlet: q, Owner: resources.APIOwner()}
+		reqs[i] = resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()}
 	}
 	outs, err := e.repo.ApplyWorkloads(e.ctx, reqs)
 	if err != nil {
@@ -376,7 +377,7 @@ func TestStatusPassWritesInChunks(t *testing.T) {
 			t.Errorf("%s written %d times, want once", k, w)
 		}
 	}
-	if st := e.status(fmt.Sprintf("w%04d", n-1)); st.Phase != resources.PhaseReady || st.Desired != 0 {
+	if st := e.status(fmt.Sprintf("w%04d", n-1)); st.Phase != api.PhaseReady || st.Desired != 0 {
 		t.Errorf("the last workload's status: %+v, want Ready with 0 desired", st)
 	}
 }
@@ -391,7 +392,7 @@ func TestAppSourcesLoop(t *testing.T) {
 	t.Parallel()
 	e := newLeaderEnv(t)
 	d := gitDesiredSpec(t, "app")
-	e.apply(d.Files, resources.APIOwner())
+	e.apply(d.Files, api.APIOwner())
 	var mu sync.Mutex
 	head := ""
 	resolve := func(_ context.Context, g quadlet.GitSource) (string, error) {
@@ -487,7 +488,7 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 	var first resources.WorkloadStatus
 	for i, order := range orders {
 		e := newLeaderEnv(t)
-		owner := resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "apps/app", Commit: "c0"}
+		owner := api.Owner{Kind: api.OwnerGit, Source: "config", Path: "apps/app", Commit: "c0"}
 		e.apply(gitDesiredSpec(t, "app").Files, owner)
 		// The resolution succeeded once (the commit is known), the
 		// last attempt failed.
@@ -502,14 +503,14 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 		a := e.assignments("app")[0]
 		facts := []func(){
 			func() { // gitsync: the directory is invalid at a newer commit
-				if err := e.repo.PutSourceStatus(e.ctx, "config", resources.SourceStatus{AppliedCommit: "c1",
-					PathErrors: []resources.PathError{{Path: "apps/app", Error: "apps/app/workload.kat:7: spec.replicas: must be at least 0", Commit: "c1"}}}); err != nil {
+				if err := e.repo.PutSourceStatus(e.ctx, "config", api.SourceStatus{AppliedCommit: "c1",
+					PathErrors: []api.PathError{{Path: "apps/app", Error: "apps/app/workload.kat:7: spec.replicas: must be at least 0", Commit: "c1"}}}); err != nil {
 					t.Fatal(err)
 				}
 			},
 			func() { // a second source's unrelated error changes nothing
-				if err := e.repo.PutSourceStatus(e.ctx, "other", resources.SourceStatus{
-					PathErrors: []resources.PathError{{Path: "apps/app", Error: "not ours"}}}); err != nil {
+				if err := e.repo.PutSourceStatus(e.ctx, "other", api.SourceStatus{
+					PathErrors: []api.PathError{{Path: "apps/app", Error: "not ours"}}}); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -521,8 +522,8 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 				}
 			},
 			func() { // the agent reports the instance failed
-				e.report(1, resources.InstanceStatus{InstanceID: a.InstanceID, Namespace: "ns1", WorkloadName: "app",
-					Phase: resources.InstanceFailed, Message: "build failed", HealthStatus: resources.HealthNotApplicable})
+				e.report(1, api.InstanceStatus{InstanceID: a.InstanceID, Namespace: "ns1", WorkloadName: "app",
+					Phase: api.InstanceFailed, Message: "build failed", HealthStatus: api.HealthNotApplicable})
 			},
 		}
 		for _, f := range order {
@@ -533,7 +534,7 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 			st = e.status("app")
 			c := condition(st, ConditionStalled)
 			return c != nil && c.Reason == ReasonInvalidQuadlet && condition(st, ConditionBuildFailed) != nil &&
-				condition(st, ConditionSourceResolved) != nil && st.Phase == resources.PhaseFailed
+				condition(st, ConditionSourceResolved) != nil && st.Phase == api.PhaseFailed
 		})
 		stop()
 		if b := condition(st, ConditionBuildFailed); !strings.Contains(b.Message, "RUN false") || !strings.Contains(b.Message, "node n1") {
@@ -556,7 +557,7 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 func sameStatus(a, b resources.WorkloadStatus) bool {
 	strip := func(s resources.WorkloadStatus) resources.WorkloadStatus {
 		s.UpdatedAt = time.Time{}
-		s.Conditions = append([]resources.Condition(nil), s.Conditions...)
+		s.Conditions = append([]api.Condition(nil), s.Conditions...)
 		for i := range s.Conditions {
 			s.Conditions[i].LastTransitionTime = time.Time{}
 		}

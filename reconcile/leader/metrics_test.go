@@ -6,11 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/metrics/metricstest"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // TestPassMetrics: the placement and status loops count their passes, a
@@ -35,7 +35,7 @@ func TestPassMetrics(t *testing.T) {
 	poll.Until(t, 10*time.Second, "the first placement pass", func() bool {
 		return value("kat_reconcile_pass_duration_seconds", placement) > passes
 	})
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), api.APIOwner())
 	poll.Until(t, 10*time.Second, "two instances of web placed", func() bool { return len(e.assignments("web")) == 2 })
 	poll.Until(t, 10*time.Second, "a scheduling latency recorded", func() bool {
 		return value("kat_reconcile_latency_seconds", latency) > latencies

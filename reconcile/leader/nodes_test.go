@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -26,8 +27,8 @@ func (e *leaderEnv) startBeater(nodes ...string) *beater {
 	b := &beater{alive: map[string]bool{}}
 	for _, n := range nodes {
 		b.alive[n] = true
-		st := resources.NodeStatus{NodeName: n, Timestamp: time.Now().Unix()}
-		st.Resources.Allocatable = resources.ResourceList{CPU: "4", Memory: "8Gi"}
+		st := api.NodeStatus{NodeName: n, Timestamp: time.Now().Unix()}
+		st.Resources.Allocatable = api.ResourceList{CPU: "4", Memory: "8Gi"}
 		if err := e.repo.PutNodeStatus(e.ctx, st); err != nil {
 			e.t.Fatal(err)
 		}
@@ -52,7 +53,7 @@ func (e *leaderEnv) startBeater(nodes ...string) *beater {
 			}
 			b.mu.Unlock()
 			for _, n := range live {
-				_, err := e.repo.RecordHeartbeat(ctx, resources.NodeStatus{NodeName: n, Timestamp: time.Now().Unix()}, false, 0)
+				_, err := e.repo.RecordHeartbeat(ctx, api.NodeStatus{NodeName: n, Timestamp: time.Now().Unix()}, false, 0)
 				if err != nil && ctx.Err() == nil {
 					e.t.Errorf("heartbeat of %s: %v", n, err)
 				}
@@ -96,8 +97,8 @@ func TestLeaderNodeLossAndReturn(t *testing.T) {
 	e.register("n3", nil)
 	b := e.startBeater("n1", "n2", "n3")
 	defer b.stop()
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 6, "v1"), resources.APIOwner())
-	e.apply(workloadFiles(t, "dmn", quadlet.TypeDaemonService, 0, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 6, "v1"), api.APIOwner())
+	e.apply(workloadFiles(t, "dmn", quadlet.TypeDaemonService, 0, "v1"), api.APIOwner())
 	l, stop := e.run(Config{NodeLossTimeout: 2 * time.Second})
 	defer stop()
 	poll.Until(t, 10*time.Second, "web spread 2/2/2 and dmn on every node", func() bool {
@@ -147,7 +148,7 @@ func TestLeaderPendingReason(t *testing.T) {
 	if err != nil || q.Workload.Spec.NodeSelector["zone"] != "x" {
 		t.Fatalf("fixture: %v", err)
 	}
-	e.apply(files, resources.APIOwner())
+	e.apply(files, api.APIOwner())
 	poll.Until(t, 10*time.Second, "zoned pending with a reason", func() bool {
 		st := e.status("zoned")
 		return st.Unplaced == 2 && st.UnplacedReason == "2 nodes: 2 nodeSelector mismatch"
@@ -166,8 +167,8 @@ func TestLeaderPendingReason(t *testing.T) {
 // reported running.
 func (e *leaderEnv) reportOn(node string, as ...resources.Assignment) {
 	e.t.Helper()
-	st := resources.NodeStatus{NodeName: node, Timestamp: time.Now().Unix()}
-	st.Resources.Allocatable = resources.ResourceList{CPU: "4", Memory: "8Gi"}
+	st := api.NodeStatus{NodeName: node, Timestamp: time.Now().Unix()}
+	st.Resources.Allocatable = api.ResourceList{CPU: "4", Memory: "8Gi"}
 	for _, a := range as {
 		st.WorkloadInstances = append(st.WorkloadInstances, running(a))
 	}
@@ -182,8 +183,8 @@ func (e *leaderEnv) reportOn(node string, as ...resources.Assignment) {
 func TestLeaderDrain(t *testing.T) {
 	t.Parallel()
 	e, _ := newTwoNodeEnv(t)
-	e.apply(workloadFiles(t, "web", quadlet.TypeService, 1, "v1"), resources.APIOwner())
-	e.apply(workloadFiles(t, "dmn", quadlet.TypeDaemonService, 0, "v1"), resources.APIOwner())
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 1, "v1"), api.APIOwner())
+	e.apply(workloadFiles(t, "dmn", quadlet.TypeDaemonService, 0, "v1"), api.APIOwner())
 	_, stop := e.run(Config{NodeLossTimeout: 5 * time.Second})
 	defer stop()
 	poll.Until(t, 10*time.Second, "web placed, dmn on both nodes", func() bool {
@@ -229,13 +230,13 @@ func TestLeaderTermGraceForNodes(t *testing.T) {
 	t.Parallel()
 	e, b := newTwoNodeEnv(t)
 	b.set("n2", false)
-	old := resources.NodeStatus{NodeName: "n2", Timestamp: time.Now().Add(-time.Hour).Unix()}
-	old.Resources.Allocatable = resources.ResourceList{CPU: "4", Memory: "8Gi"}
+	old := api.NodeStatus{NodeName: "n2", Timestamp: time.Now().Add(-time.Hour).Unix()}
+	old.Resources.Allocatable = api.ResourceList{CPU: "4", Memory: "8Gi"}
 	if err := e.repo.PutNodeStatus(e.ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	files := workloadFiles(t, "web", quadlet.TypeService, 1, "v1")
-	e.apply(files, resources.APIOwner())
+	e.apply(files, api.APIOwner())
 	w := desiredSpec(t, "web", quadlet.TypeService, 1, "v1")
 	slot := 0
 	a := inst(w, "n2", "x", 1)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
@@ -27,7 +28,7 @@ type planner struct {
 func newPlanner(in AssignInput) *planner {
 	p := &planner{
 		in: in, nodes: make([]sched.Node, len(in.Nodes)), byName: make(map[string]int, len(in.Nodes)),
-		plan: AssignmentPlan{Scheduling: map[string]Scheduling{}, Wake: map[string]time.Time{}, Rollouts: map[string]resources.Rollout{}}, pools: map[string]*netstack.Pool{},
+		plan: AssignmentPlan{Scheduling: map[string]Scheduling{}, Wake: map[string]time.Time{}, Rollouts: map[string]api.Rollout{}}, pools: map[string]*netstack.Pool{},
 	}
 	for i, n := range in.Nodes {
 		n.GPUs = slices.Clone(n.GPUs)
@@ -47,7 +48,7 @@ func (p *planner) ready(a resources.Assignment) bool {
 // reportedReady reports whether a's instance is ready, or has succeeded.
 func (p *planner) reportedReady(a resources.Assignment) bool {
 	r, ok := p.in.Reported[a.InstanceID]
-	return ok && (r.Ready() || r.Phase == resources.InstanceSucceeded)
+	return ok && (r.Ready() || r.Phase == api.InstanceSucceeded)
 }
 
 // count sets the nodes' instance counts of workload k to those of as.

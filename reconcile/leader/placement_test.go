@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -113,10 +114,10 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 	every := schedWorkload(t, "every", dmn, wopts{})
 	bigDaemon := schedWorkload(t, "bigd", dmn, wopts{memory: "768Mi"})
 	edgeLabel := label("role", "edge")
-	ready := func(as ...resources.Assignment) map[string]resources.InstanceStatus {
-		m := map[string]resources.InstanceStatus{}
+	ready := func(as ...resources.Assignment) map[string]api.InstanceStatus {
+		m := map[string]api.InstanceStatus{}
 		for _, a := range as {
-			m[a.InstanceID] = resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning, HealthStatus: resources.HealthHealthy}
+			m[a.InstanceID] = api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceRunning, HealthStatus: api.HealthHealthy}
 		}
 		return m
 	}
@@ -129,7 +130,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 		draining []string
 		desired  []workload
 		current  []resources.Assignment
-		reported map[string]resources.InstanceStatus
+		reported map[string]api.InstanceStatus
 		wantPut  string   // puts per node
 		wantDel  []string // deleted instance IDs
 		wantSch  string   // Scheduling of the first desired workload
@@ -315,10 +316,10 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 func TestSchedNodes(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	st := &resources.NodeStatus{GPUs: []resources.GPU{{Index: 0, Driver: "nvidia", VRAMMiB: 8000}, {Index: 1, Driver: "nvidia", VRAMMiB: 8000}}}
-	st.Resources.Allocatable = resources.ResourceList{CPU: "2", Memory: "4Gi"}
+	st := &api.NodeStatus{GPUs: []api.GPU{{Index: 0, Driver: "nvidia", VRAMMiB: 8000}, {Index: 1, Driver: "nvidia", VRAMMiB: 8000}}}
+	st.Resources.Allocatable = api.ResourceList{CPU: "2", Memory: "4Gi"}
 	nodes := []resources.Node{
-		{Registration: resources.NodeRegistration{Name: "a", Taints: []resources.Taint{{Key: "k", Effect: "NoSchedule"}}}, Status: st, Heartbeat: now.Add(-60 * time.Second)},
+		{Registration: resources.NodeRegistration{Name: "a", Taints: []api.Taint{{Key: "k", Effect: "NoSchedule"}}}, Status: st, Heartbeat: now.Add(-60 * time.Second)},
 		{Registration: resources.NodeRegistration{Name: "b", Draining: true}, Heartbeat: now.Add(-61 * time.Second)},
 		{Registration: resources.NodeRegistration{Name: "c", Unschedulable: true}},
 	}

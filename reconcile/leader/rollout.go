@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -22,8 +23,8 @@ type rolloutFacts struct {
 	// Strategy is the workload's update strategy (nil: the defaults).
 	Strategy *quadlet.UpdateStrategy
 	// Counts are its instances now; Nodes per node for a DaemonService.
-	Counts resources.RolloutCounts
-	Nodes  []resources.RolloutNode
+	Counts api.RolloutCounts
+	Nodes  []api.RolloutNode
 	// Cause says why new instances are not ready, for a failure's message.
 	Cause string
 	// Failed, when set, is why the rollout has failed already, before its
@@ -43,12 +44,12 @@ type rolloutFacts struct {
 // generation succeeded; the step asks again on every pass while the failed
 // generation is current. wake is when the deadline ends, zero when the
 // rollout is over.
-func stepRollout(prev resources.Rollout, f rolloutFacts) (next resources.Rollout, rollbackTo int64, wake time.Time) {
+func stepRollout(prev api.Rollout, f rolloutFacts) (next api.Rollout, rollbackTo int64, wake time.Time) {
 	g := f.Meta.Generation
 	next = prev
 	next.Outcomes = maps.Clone(prev.Outcomes)
 	if prev.Generation != g {
-		next = resources.Rollout{Generation: g, StartedAt: f.Now, ProgressAt: f.Now, MostNewReady: f.Counts.NewReady,
+		next = api.Rollout{Generation: g, StartedAt: f.Now, ProgressAt: f.Now, MostNewReady: f.Counts.NewReady,
 			FewestOld: f.Counts.Old + f.Counts.Leaving, Outcomes: pruneOutcomes(prev.Outcomes, g), Failure: prev.Failure}
 		if rb := f.Meta.Rollback; rb == nil || !rb.Auto || prev.Failure == nil || rb.From != prev.Failure.Generation {
 			next.Failure = nil // a later rollout than the failure's rollback
@@ -57,7 +58,7 @@ func stepRollout(prev resources.Rollout, f rolloutFacts) (next resources.Rollout
 	next.DeadlineSeconds = f.Strategy.ProgressDeadline()
 	next.Counts, next.Nodes = f.Counts, f.Nodes
 	if out := next.Outcomes[g]; out != "" {
-		if fl := next.Failure; out == resources.OutcomeFailed && fl != nil && fl.Generation == g {
+		if fl := next.Failure; out == api.OutcomeFailed && fl != nil && fl.Generation == g {
 			rollbackTo = fl.RollbackTo
 		}
 		return next, rollbackTo, time.Time{}
@@ -68,7 +69,7 @@ func stepRollout(prev resources.Rollout, f rolloutFacts) (next resources.Rollout
 		next.MostNewReady, next.FewestOld = max(next.MostNewReady, c.NewReady), min(next.FewestOld, old)
 	}
 	if c.Old == 0 && c.Leaving == 0 && c.NewReady >= c.Desired && c.New == c.Desired {
-		next.Outcomes = setOutcome(next.Outcomes, g, resources.OutcomeSucceeded)
+		next.Outcomes = setOutcome(next.Outcomes, g, api.OutcomeSucceeded)
 		next.CompletedAt = f.Now
 		return next, 0, time.Time{}
 	}
@@ -76,7 +77,7 @@ func stepRollout(prev resources.Rollout, f rolloutFacts) (next resources.Rollout
 	if f.Now.Before(deadline) && f.Failed == "" {
 		return next, 0, deadline
 	}
-	next.Outcomes = setOutcome(next.Outcomes, g, resources.OutcomeFailed)
+	next.Outcomes = setOutcome(next.Outcomes, g, api.OutcomeFailed)
 	next.CompletedAt = f.Now
 	var msg string
 	if f.Failed != "" {
@@ -88,7 +89,7 @@ func stepRollout(prev resources.Rollout, f rolloutFacts) (next resources.Rollout
 			msg += "; " + f.Cause
 		}
 	}
-	fl := &resources.RolloutFailure{Generation: g, At: f.Now, Reason: ReasonProgressDeadlineExceeded}
+	fl := &api.RolloutFailure{Generation: g, At: f.Now, Reason: ReasonProgressDeadlineExceeded}
 	if f.Failed != "" {
 		fl.Reason = ReasonNodeUpdateFailed
 	}
@@ -111,7 +112,7 @@ func stepRollout(prev resources.Rollout, f rolloutFacts) (next resources.Rollout
 func lastSucceeded(outcomes map[int64]string, g int64) int64 {
 	var best int64
 	for gen, out := range outcomes {
-		if gen < g && out == resources.OutcomeSucceeded && gen > best {
+		if gen < g && out == api.OutcomeSucceeded && gen > best {
 			best = gen
 		}
 	}
@@ -137,11 +138,11 @@ func pruneOutcomes(m map[int64]string, g int64) map[int64]string {
 // rollout, and adds a changed record, a rollback and a wake-up to the plan.
 func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []resources.Assignment, tmpl, failed string) {
 	k := w.Key()
-	c := resources.RolloutCounts{Desired: st.Desired, New: len(fresh), Old: len(stale), Leaving: len(leaving)}
-	nodes := map[string]*resources.RolloutNode{}
-	node := func(n string) *resources.RolloutNode {
+	c := api.RolloutCounts{Desired: st.Desired, New: len(fresh), Old: len(stale), Leaving: len(leaving)}
+	nodes := map[string]*api.RolloutNode{}
+	node := func(n string) *api.RolloutNode {
 		if nodes[n] == nil {
-			nodes[n] = &resources.RolloutNode{Node: n}
+			nodes[n] = &api.RolloutNode{Node: n}
 		}
 		return nodes[n]
 	}
@@ -198,23 +199,23 @@ func (p *planner) notReadyCause(a resources.Assignment) string {
 		return fmt.Sprintf("instance %s on node %s: not reported yet", a.InstanceID, a.Node)
 	case r.Message != "":
 		return fmt.Sprintf("instance %s on node %s: %s: %s", a.InstanceID, a.Node, r.Phase, r.Message)
-	case r.Phase == resources.InstanceRunning && r.HealthStatus == resources.HealthUnhealthy:
+	case r.Phase == api.InstanceRunning && r.HealthStatus == api.HealthUnhealthy:
 		return fmt.Sprintf("instance %s on node %s: its health check fails", a.InstanceID, a.Node)
-	case r.Phase == resources.InstanceRunning:
+	case r.Phase == api.InstanceRunning:
 		return fmt.Sprintf("instance %s on node %s: health check %s", a.InstanceID, a.Node, r.HealthStatus)
 	}
 	return fmt.Sprintf("instance %s on node %s: %s", a.InstanceID, a.Node, r.Phase)
 }
 
 // rolloutEqual compares two rollout records.
-func rolloutEqual(a, b resources.Rollout) bool {
+func rolloutEqual(a, b api.Rollout) bool {
 	return a.Generation == b.Generation && a.StartedAt.Equal(b.StartedAt) && a.ProgressAt.Equal(b.ProgressAt) &&
 		a.CompletedAt.Equal(b.CompletedAt) && a.MostNewReady == b.MostNewReady && a.FewestOld == b.FewestOld &&
 		a.DeadlineSeconds == b.DeadlineSeconds && a.Counts == b.Counts && slices.Equal(a.Nodes, b.Nodes) &&
 		maps.Equal(a.Outcomes, b.Outcomes) && failureEqual(a.Failure, b.Failure)
 }
 
-func failureEqual(a, b *resources.RolloutFailure) bool {
+func failureEqual(a, b *api.RolloutFailure) bool {
 	if a == nil || b == nil {
 		return a == b
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -52,12 +53,12 @@ func instances(hash, prefix string, n, created int) []resources.Assignment {
 	return out
 }
 
-func readyReports(as ...[]resources.Assignment) map[string]resources.InstanceStatus {
-	out := map[string]resources.InstanceStatus{}
+func readyReports(as ...[]resources.Assignment) map[string]api.InstanceStatus {
+	out := map[string]api.InstanceStatus{}
 	for _, list := range as {
 		for _, a := range list {
-			out[a.InstanceID] = resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning,
-				HealthStatus: resources.HealthHealthy}
+			out[a.InstanceID] = api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceRunning,
+				HealthStatus: api.HealthHealthy}
 		}
 	}
 	return out
@@ -73,7 +74,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 		name    string
 		desired workload
 		current func(h2 string) []resources.Assignment
-		ready   func(cur []resources.Assignment, h2 string) map[string]resources.InstanceStatus
+		ready   func(cur []resources.Assignment, h2 string) map[string]api.InstanceStatus
 		want    want
 		// leftOld are the old instances expected to stay (by suffix).
 		wantLeaveIDs []string
@@ -82,7 +83,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			name:    "maxSurge 1 (default) starts one new instance and stops none",
 			desired: strategyWorkload(t, 2, 3, "v2", ""),
 			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 1},
@@ -91,7 +92,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			name:    "maxSurge as a count",
 			desired: strategyWorkload(t, 2, 3, "v2", "    rolling: {maxSurge: 2}\n"),
 			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 2},
@@ -100,7 +101,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			name:    "maxSurge as a percentage of replicas, rounded up",
 			desired: strategyWorkload(t, 2, 4, "v2", "    rolling: {maxSurge: \"30%\"}\n"),
 			current: func(string) []resources.Assignment { return instances(h1, "o", 4, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 2},
@@ -111,7 +112,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			current: func(h2 string) []resources.Assignment {
 				return append(instances(h1, "o", 3, 1), instances(h2, "n", 1, 10)...)
 			},
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur[:3])
 			},
 			want: want{},
@@ -122,7 +123,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			current: func(h2 string) []resources.Assignment {
 				return append(instances(h1, "o", 3, 1), instances(h2, "n", 1, 10)...)
 			},
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want:         want{put: 1, leave: 1},
@@ -132,7 +133,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			name:    "scaling down with a new spec stops surplus old instances first",
 			desired: strategyWorkload(t, 2, 3, "v2", ""),
 			current: func(string) []resources.Assignment { return instances(h1, "o", 5, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 1, leave: 2},
@@ -141,7 +142,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			name:    "maxSurge 0 stops one old instance before its replacement",
 			desired: strategyWorkload(t, 2, 3, "v2", "    rolling: {maxSurge: 0}\n"),
 			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 1, leave: 1},
@@ -152,7 +153,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			current: func(h2 string) []resources.Assignment {
 				return append(instances(h1, "o", 1, 1), instances(h2, "n", 2, 10)...)
 			},
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur[1:])
 			},
 			want: want{del: 1},
@@ -169,7 +170,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			current: func(h2 string) []resources.Assignment {
 				return append(instances(h1, "o", 3, 1), instances(h2, "n", 1, 10)...)
 			},
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur[3:])
 			},
 			want: want{put: 1, del: 1},
@@ -178,7 +179,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 			name:    "Simultaneous stops every old instance and starts none",
 			desired: strategyWorkload(t, 2, 3, "v2", "    type: Simultaneous\n"),
 			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]resources.InstanceStatus {
+			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{leave: 3},
@@ -204,7 +205,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h2 := webTemplate(t, tc.desired)
 			cur := tc.current(h2)
-			var reported map[string]resources.InstanceStatus
+			var reported map[string]api.InstanceStatus
 			if tc.ready != nil {
 				reported = tc.ready(cur, h2)
 			}
@@ -281,11 +282,11 @@ func TestRollingUpdateKeepsCapacity(t *testing.T) {
 			reported := readyReports(cur)
 			n := 0
 			floor := min(tc.replicas, tc.from)
-			var ro map[string]resources.Rollout
+			var ro map[string]api.Rollout
 			for pass := range 60 {
 				plan := PlanAssignments(AssignInput{Nodes: oneNode(), Desired: []workload{w}, Current: cur, Reported: reported,
 					Now: now, DrainDelay: 2 * time.Second, Rollouts: ro, NewSuffix: func() string { n++; return fmt.Sprint("s", n) }})
-				ro = map[string]resources.Rollout{}
+				ro = map[string]api.Rollout{}
 				if r, ok := plan.Rollouts["ns1/web"]; ok {
 					ro["ns1/web"] = r
 				}
@@ -299,7 +300,7 @@ func TestRollingUpdateKeepsCapacity(t *testing.T) {
 				if inService < floor {
 					t.Fatalf("pass %d: %d instances ready and in service, want at least %d", pass, inService, floor)
 				}
-				if r := ro["ns1/web"]; r.Outcomes[2] == resources.OutcomeSucceeded {
+				if r := ro["ns1/web"]; r.Outcomes[2] == api.OutcomeSucceeded {
 					if len(cur) != tc.replicas {
 						t.Fatalf("succeeded with %d instances, want %d", len(cur), tc.replicas)
 					}
@@ -308,8 +309,8 @@ func TestRollingUpdateKeepsCapacity(t *testing.T) {
 				}
 				// Instances placed in this pass are ready by the next.
 				for _, a := range plan.Put {
-					reported[a.InstanceID] = resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning,
-						HealthStatus: resources.HealthHealthy}
+					reported[a.InstanceID] = api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceRunning,
+						HealthStatus: api.HealthHealthy}
 				}
 				now = now.Add(time.Second)
 			}
@@ -341,20 +342,20 @@ func TestStepRollout(t *testing.T) {
 	meta := func(gen int64) resources.WorkloadMeta {
 		return resources.WorkloadMeta{Namespace: "ns1", Name: "web", Generation: gen}
 	}
-	counts := func(newReady, old int) resources.RolloutCounts {
-		return resources.RolloutCounts{Desired: 3, New: 3, NewReady: newReady, Old: old, OldReady: old}
+	counts := func(newReady, old int) api.RolloutCounts {
+		return api.RolloutCounts{Desired: 3, New: 3, NewReady: newReady, Old: old, OldReady: old}
 	}
-	running := resources.Rollout{Generation: 3, StartedAt: t0, ProgressAt: t0, MostNewReady: 1, FewestOld: 2, DeadlineSeconds: 60,
-		Outcomes: map[int64]string{1: resources.OutcomeSucceeded, 2: resources.OutcomeFailed}}
+	running := api.Rollout{Generation: 3, StartedAt: t0, ProgressAt: t0, MostNewReady: 1, FewestOld: 2, DeadlineSeconds: 60,
+		Outcomes: map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeFailed}}
 	failed := running
-	failed.Outcomes = map[int64]string{1: resources.OutcomeSucceeded, 2: resources.OutcomeFailed, 3: resources.OutcomeFailed}
-	failed.Failure = &resources.RolloutFailure{Generation: 3, At: t0, Message: "x", RollbackTo: 1}
+	failed.Outcomes = map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeFailed, 3: api.OutcomeFailed}
+	failed.Failure = &api.RolloutFailure{Generation: 3, At: t0, Message: "x", RollbackTo: 1}
 	tests := []struct {
 		name     string
-		prev     resources.Rollout
+		prev     api.Rollout
 		meta     resources.WorkloadMeta
 		strategy *quadlet.UpdateStrategy
-		counts   resources.RolloutCounts
+		counts   api.RolloutCounts
 		now      time.Time
 		// want
 		outcome      string
@@ -365,9 +366,9 @@ func TestStepRollout(t *testing.T) {
 		failed       string // rolloutFacts.Failed
 	}{
 		{name: "a node-by-node update that stopped fails at once and rolls back", prev: running, meta: meta(3), counts: counts(0, 3),
-			now: t0.Add(5 * time.Second), failed: "node1: verify exited 3", outcome: resources.OutcomeFailed, rollbackTo: 1, progressAt: t0,
+			now: t0.Add(5 * time.Second), failed: "node1: verify exited 3", outcome: api.OutcomeFailed, rollbackTo: 1, progressAt: t0,
 			failure: "generation 3 failed: node1: verify exited 3; rolling back to generation 1's files"},
-		{name: "a new generation starts a rollout", prev: resources.Rollout{Generation: 2}, meta: meta(3), counts: counts(0, 3), now: t0,
+		{name: "a new generation starts a rollout", prev: api.Rollout{Generation: 2}, meta: meta(3), counts: counts(0, 3), now: t0,
 			progressAt: t0, failure: "-", wakeAtLatest: t0.Add(600 * time.Second)},
 		{name: "one more new instance ready is progress", prev: running, meta: meta(3), counts: counts(2, 2), now: t0.Add(50 * time.Second),
 			progressAt: t0.Add(50 * time.Second), failure: "-", wakeAtLatest: t0.Add(650 * time.Second)},
@@ -376,19 +377,19 @@ func TestStepRollout(t *testing.T) {
 		{name: "readiness lost and regained is not progress", prev: running, meta: meta(3), counts: counts(1, 2), now: t0.Add(50 * time.Second),
 			progressAt: t0, failure: "-"},
 		{name: "every new instance ready and no old one left succeeds", prev: running, meta: meta(3), counts: counts(3, 0),
-			now: t0.Add(5 * time.Second), outcome: resources.OutcomeSucceeded, failure: "-"},
+			now: t0.Add(5 * time.Second), outcome: api.OutcomeSucceeded, failure: "-"},
 		{name: "no progress within the deadline fails and rolls back to the last success", prev: running, meta: meta(3),
 			strategy: &quadlet.UpdateStrategy{ProgressDeadlineSeconds: &short}, counts: counts(1, 2), now: t0.Add(61 * time.Second),
-			outcome: resources.OutcomeFailed, rollbackTo: 1, progressAt: t0, failure: "generation 3 made no progress for 60s: 1 of 3 new instances ready, 2 old instances left; the cause; rolling back to generation 1's files"},
+			outcome: api.OutcomeFailed, rollbackTo: 1, progressAt: t0, failure: "generation 3 made no progress for 60s: 1 of 3 new instances ready, 2 old instances left; the cause; rolling back to generation 1's files"},
 		{name: "autoRollback false fails without a rollback", prev: running, meta: meta(3),
 			strategy: &quadlet.UpdateStrategy{ProgressDeadlineSeconds: &short, AutoRollback: &off}, counts: counts(1, 2), now: t0.Add(61 * time.Second),
-			outcome: resources.OutcomeFailed, failure: "autoRollback is off"},
-		{name: "no earlier success: nothing to roll back to", prev: resources.Rollout{Generation: 1, StartedAt: t0, ProgressAt: t0, FewestOld: 0},
-			meta: meta(1), counts: counts(0, 0), now: t0.Add(601 * time.Second), outcome: resources.OutcomeFailed, failure: "nothing to roll back to"},
+			outcome: api.OutcomeFailed, failure: "autoRollback is off"},
+		{name: "no earlier success: nothing to roll back to", prev: api.Rollout{Generation: 1, StartedAt: t0, ProgressAt: t0, FewestOld: 0},
+			meta: meta(1), counts: counts(0, 0), now: t0.Add(601 * time.Second), outcome: api.OutcomeFailed, failure: "nothing to roll back to"},
 		{name: "a failed generation still current asks for its rollback again", prev: failed, meta: meta(3), counts: counts(1, 2),
-			now: t0.Add(70 * time.Second), outcome: resources.OutcomeFailed, rollbackTo: 1, progressAt: t0, failure: "x"},
+			now: t0.Add(70 * time.Second), outcome: api.OutcomeFailed, rollbackTo: 1, progressAt: t0, failure: "x"},
 		{name: "the automatic rollback's generation keeps the failure", prev: failed,
-			meta:   resources.WorkloadMeta{Generation: 4, Rollback: &resources.RollbackRef{From: 3, To: 1, Auto: true}},
+			meta:   resources.WorkloadMeta{Generation: 4, Rollback: &api.RollbackRef{From: 3, To: 1, Auto: true}},
 			counts: counts(0, 3), now: t0.Add(70 * time.Second), progressAt: t0.Add(70 * time.Second), failure: "x"},
 		{name: "a later apply clears the failure", prev: failed, meta: meta(4), counts: counts(0, 3), now: t0.Add(70 * time.Second),
 			progressAt: t0.Add(70 * time.Second), failure: "-"},
@@ -439,18 +440,18 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	_, stop := e.run(Config{DrainDelay: 100 * time.Millisecond})
 	defer stop()
 	v1 := strategyWorkload(t, 0, 2, "v1", "")
-	e.apply(v1.Files, resources.APIOwner())
+	e.apply(v1.Files, api.APIOwner())
 	poll.Until(t, 10*time.Second, "two instances of generation 1", func() bool { return len(e.assignments("web")) == 2 })
 	old := e.assignments("web")
 	e.report(1, running(old[0]), running(old[1]))
 	poll.Until(t, 10*time.Second, "generation 1 rolled out", func() bool {
 		ro, _, err := e.repo.GetRollout(e.ctx, "ns1", "web")
-		return err == nil && ro.Outcomes[1] == resources.OutcomeSucceeded
+		return err == nil && ro.Outcomes[1] == api.OutcomeSucceeded
 	})
 
 	start := time.Now()
 	v2 := strategyWorkload(t, 0, 2, "v2", "    progressDeadlineSeconds: 1\n")
-	e.apply(v2.Files, resources.APIOwner())
+	e.apply(v2.Files, api.APIOwner())
 	var broken resources.Assignment
 	poll.Until(t, 10*time.Second, "a new instance of generation 2", func() bool {
 		for _, a := range e.assignments("web") {
@@ -462,7 +463,7 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 		return false
 	})
 	unhealthy := running(broken)
-	unhealthy.HealthStatus = resources.HealthUnhealthy
+	unhealthy.HealthStatus = api.HealthUnhealthy
 	e.report(2, running(old[0]), running(old[1]), unhealthy)
 	var w *resources.Workload
 	poll.Until(t, 20*time.Second, "generation 3, a rollback", func() bool {
@@ -470,7 +471,7 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 		w, err = e.repo.GetWorkload(e.ctx, "ns1", "web")
 		return err == nil && w.Meta.Generation == 3
 	})
-	if rb := w.Meta.Rollback; rb == nil || *rb != (resources.RollbackRef{From: 2, To: 1, Auto: true}) || w.Meta.SpecHash != v1.Meta.SpecHash {
+	if rb := w.Meta.Rollback; rb == nil || *rb != (api.RollbackRef{From: 2, To: 1, Auto: true}) || w.Meta.SpecHash != v1.Meta.SpecHash {
 		t.Fatalf("generation 3: rollback %+v, spec hash %s, want generation 1's %s", w.Meta.Rollback, w.Meta.SpecHash, v1.Meta.SpecHash)
 	}
 	poll.Until(t, 10*time.Second, "the broken instance gone, RolloutFailed shown", func() bool {
@@ -492,7 +493,7 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	}
 	poll.Until(t, 10*time.Second, "generation 3 rolled out", func() bool {
 		ro, _, err := e.repo.GetRollout(e.ctx, "ns1", "web")
-		return err == nil && ro.Outcomes[3] == resources.OutcomeSucceeded
+		return err == nil && ro.Outcomes[3] == api.OutcomeSucceeded
 	})
 	h, err := e.repo.WorkloadHistory(e.ctx, "ns1", "web")
 	if err != nil {

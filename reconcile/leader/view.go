@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store"
@@ -69,16 +70,16 @@ type view struct {
 	desired    *resources.DesiredIndex
 	ownDesired bool
 	assigns    *store.Cache[resources.Assignment]
-	nodes      *store.Cache[resources.NodeStatus]
+	nodes      *store.Cache[api.NodeStatus]
 	apps       *store.Cache[resources.AppSource]
 	builds     *store.Cache[build.Record]
-	sources    *store.Cache[resources.SourceStatus]
+	sources    *store.Cache[api.SourceStatus]
 	statuses   *store.Cache[storedStatus]
 	regs       *store.Cache[resources.NodeRegistration]
 	beats      *store.Cache[resources.NodeHeartbeat]
 	jobs       *store.Cache[jobEntry]
 	jobIdx     jobIndex
-	rollouts   *store.Cache[resources.Rollout]
+	rollouts   *store.Cache[api.Rollout]
 	// subnets are the nodes' overlay subnets, by NodeSubnetKey; ipam the
 	// instance holding each address, by IPAMKey.
 	subnets *store.Cache[netip.Prefix]
@@ -137,7 +138,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		specs:          newSpecCache(),
 		desired:        desired,
 		assigns:        store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
-		nodes:          store.NewCache(st, resources.NodeStatusPrefix(), decodeJSON[resources.NodeStatus]),
+		nodes:          store.NewCache(st, resources.NodeStatusPrefix(), decodeJSON[api.NodeStatus]),
 		apps:           store.NewCache(st, resources.AppSourcesPrefix(), decodeJSON[resources.AppSource]),
 		builds:         store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
 		sources:        store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
@@ -166,9 +167,9 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	v.builds.SetIndex(v.buildChanged)
 	v.sources.SetIndex(v.sourceChanged)
 	v.jobs.SetIndex(v.jobChanged)
-	v.rollouts.SetIndex(func(key string, old, new *resources.Rollout) {
+	v.rollouts.SetIndex(func(key string, old, new *api.Rollout) {
 		// The status reads a rollout's failure only.
-		var was, is *resources.RolloutFailure
+		var was, is *api.RolloutFailure
 		if old != nil {
 			was = old.Failure
 		}
@@ -199,17 +200,17 @@ func decodeJSON[T any](kv store.KV) (T, bool) {
 	return v, json.Unmarshal(kv.Value, &v) == nil
 }
 
-func decodeRollout(kv store.KV) (resources.Rollout, bool) {
-	r, ok := decodeJSON[resources.Rollout](kv)
+func decodeRollout(kv store.KV) (api.Rollout, bool) {
+	r, ok := decodeJSON[api.Rollout](kv)
 	resources.InternRollout(&r)
 	return r, ok
 }
 
-func decodeSourceStatus(kv store.KV) (resources.SourceStatus, bool) {
+func decodeSourceStatus(kv store.KV) (api.SourceStatus, bool) {
 	if !strings.HasSuffix(kv.Key, "/status") {
-		return resources.SourceStatus{}, false
+		return api.SourceStatus{}, false
 	}
-	return decodeJSON[resources.SourceStatus](kv)
+	return decodeJSON[api.SourceStatus](kv)
 }
 
 func decodeStatus(kv store.KV) (storedStatus, bool) {
@@ -415,7 +416,7 @@ func (v *view) daemonRollout(key string) (*resources.DaemonRollout, bool) {
 }
 
 // rolloutOf returns workload key's rollout record as stored.
-func (v *view) rolloutOf(key string) (resources.Rollout, bool) {
+func (v *view) rolloutOf(key string) (api.Rollout, bool) {
 	return v.rollouts.Get(resources.RolloutsPrefix() + key)
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
@@ -32,7 +33,7 @@ type viewIndex struct {
 	// nodeInstances are the instance IDs each node status key reports.
 	nodeInstances map[string][]string
 	// pathErrs are the Git sources' path errors, by source "\x00" path.
-	pathErrs map[string]resources.PathError
+	pathErrs map[string]api.PathError
 	// usage is what the assignments on each node request.
 	usage map[string]*nodeUsage
 	// addrs are the overlay addresses held on each node.
@@ -44,14 +45,14 @@ type viewIndex struct {
 type instanceReport struct {
 	node   string
 	fp     uint64
-	status resources.InstanceStatus
+	status api.InstanceStatus
 }
 
 func newViewIndex() viewIndex {
 	return viewIndex{
 		assigned: map[string]map[string]struct{}{}, instWorkload: map[string]string{}, slots: map[int]int{},
 		builds: map[string]map[string]struct{}{}, reports: map[string]instanceReport{},
-		nodeInstances: map[string][]string{}, pathErrs: map[string]resources.PathError{},
+		nodeInstances: map[string][]string{}, pathErrs: map[string]api.PathError{},
 		usage: map[string]*nodeUsage{}, addrs: newAddressHolds(),
 	}
 }
@@ -109,7 +110,7 @@ func (v *view) assignmentChanged(key string, old, new *resources.Assignment) {
 // workloads whose instances the node reports differently, so a heartbeat
 // that only moves the timestamp wakes no pass; a change of the node's
 // allocatable resources or GPUs marks every workload for placement.
-func (v *view) nodeChanged(key string, old, new *resources.NodeStatus) {
+func (v *view) nodeChanged(key string, old, new *api.NodeStatus) {
 	if nodeResourcesChanged(old, new) {
 		v.markAll(factNodes)
 	}
@@ -158,7 +159,7 @@ func (v *view) nodeChanged(key string, old, new *resources.NodeStatus) {
 }
 
 // instanceFingerprint hashes an instance report.
-func instanceFingerprint(is resources.InstanceStatus) uint64 {
+func instanceFingerprint(is api.InstanceStatus) uint64 {
 	h := fnv.New64a()
 	b, _ := json.Marshal(is)
 	_, _ = h.Write(b)
@@ -186,10 +187,10 @@ func (v *view) buildChanged(key string, _, new *build.Record) {
 // sourceChanged is the source statuses cache's hook: it marks dirty the
 // workloads of the directories whose path error changed, not every workload
 // of the source.
-func (v *view) sourceChanged(key string, old, new *resources.SourceStatus) {
+func (v *view) sourceChanged(key string, old, new *api.SourceStatus) {
 	src := sourceName(key)
-	errs := func(st *resources.SourceStatus) map[string]resources.PathError {
-		m := map[string]resources.PathError{}
+	errs := func(st *api.SourceStatus) map[string]api.PathError {
+		m := map[string]api.PathError{}
 		if st != nil {
 			for _, pe := range st.PathErrors {
 				m[pe.Path] = pe
@@ -249,8 +250,8 @@ func (v *view) assignedKeys() []string {
 
 // reportsOf returns the agents' latest report of each of the assignments'
 // instances that has one, by instance ID.
-func (v *view) reportsOf(as []resources.Assignment) map[string]resources.InstanceStatus {
-	out := make(map[string]resources.InstanceStatus, len(as))
+func (v *view) reportsOf(as []resources.Assignment) map[string]api.InstanceStatus {
+	out := make(map[string]api.InstanceStatus, len(as))
 	v.idx.mu.RLock()
 	defer v.idx.mu.RUnlock()
 	for _, a := range as {
@@ -284,7 +285,7 @@ func (v *view) buildsOf(key, commit string) []build.Record {
 }
 
 // pathError returns Git source's error for directory path.
-func (v *view) pathError(source, path string) (resources.PathError, bool) {
+func (v *view) pathError(source, path string) (api.PathError, bool) {
 	v.idx.mu.RLock()
 	defer v.idx.mu.RUnlock()
 	pe, ok := v.idx.pathErrs[source+"\x00"+path]

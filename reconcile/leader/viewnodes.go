@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -85,7 +86,7 @@ func (v *view) heartbeatChanged(_ string, old, new *resources.NodeHeartbeat) {
 // nodeResourcesChanged reports whether a node status change matters to the
 // scheduler: the node's first or last status, or other allocatable
 // resources or GPUs.
-func nodeResourcesChanged(old, new *resources.NodeStatus) bool {
+func nodeResourcesChanged(old, new *api.NodeStatus) bool {
 	if old == nil || new == nil {
 		return old != new
 	}

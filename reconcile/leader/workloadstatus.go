@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
@@ -66,12 +67,12 @@ type WorkloadFacts struct {
 	Assigned []resources.Assignment
 	// Reported are the agents' reports, by instance ID; an instance not
 	// reported yet is absent.
-	Reported map[string]resources.InstanceStatus
+	Reported map[string]api.InstanceStatus
 	// Builds are the nodes' records of the build of the current app commit.
 	Builds []build.Record
 	// PathError is the Git source's error for the workload's directory at a
 	// newer commit than the one applied; nil when there is none.
-	PathError *resources.PathError
+	PathError *api.PathError
 	// Unplaced counts the instances placement found no node for, and
 	// UnplacedReason says why (the scheduler's reason).
 	Unplaced       int
@@ -79,7 +80,7 @@ type WorkloadFacts struct {
 	// Job is, for a Job, its runs and schedule; nil for other types.
 	Job *JobFacts
 	// Rollout is placement's rollout record; nil before the first.
-	Rollout *resources.Rollout
+	Rollout *api.Rollout
 }
 
 // DeriveWorkloadStatus computes a workload's status from its facts. It is
@@ -112,21 +113,21 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 			continue
 		}
 		switch r.Phase {
-		case resources.InstanceFailed:
+		case api.InstanceFailed:
 			if isFresh {
 				failed++
 			}
 			if instErr == "" {
 				instErr = instanceError(r)
 			}
-		case resources.InstanceSucceeded:
+		case api.InstanceSucceeded:
 			if isFresh {
 				succeeded++
 			}
-		case resources.InstanceRunning:
+		case api.InstanceRunning:
 			running++
 		}
-		if r.Message != "" && instErr == "" && r.Phase != resources.InstanceRunning {
+		if r.Message != "" && instErr == "" && r.Phase != api.InstanceRunning {
 			instErr = fmt.Sprintf("instance %s: %s", r.InstanceID, r.Message)
 		}
 		if r.Ready() && !a.Leaving() {
@@ -136,7 +137,7 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 			if appliedGen == 0 || a.Generation < appliedGen {
 				appliedGen = a.Generation
 			}
-		} else if isFresh && (r.Restarts > 0 || r.HealthStatus == resources.HealthUnhealthy) && r.Phase != resources.InstanceSucceeded {
+		} else if isFresh && (r.Restarts > 0 || r.HealthStatus == api.HealthUnhealthy) && r.Phase != api.InstanceSucceeded {
 			troubled++
 		}
 	}
@@ -148,17 +149,17 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 	}
 	switch {
 	case isJob && succeeded > 0:
-		st.Phase = resources.PhaseReady
+		st.Phase = api.PhaseReady
 	case failed > 0 && ready == 0 && running == 0:
-		st.Phase = resources.PhaseFailed
+		st.Phase = api.PhaseFailed
 	case ready >= f.Desired && settled:
-		st.Phase = resources.PhaseReady
+		st.Phase = api.PhaseReady
 	case failed > 0 || (settled && troubled > 0):
-		st.Phase = resources.PhaseDegraded
+		st.Phase = api.PhaseDegraded
 	case ready == 0 && running == 0 && stale == 0:
-		st.Phase = resources.PhasePending
+		st.Phase = api.PhasePending
 	default:
-		st.Phase = resources.PhaseProgressing
+		st.Phase = api.PhaseProgressing
 	}
 	// The generation placement has acted on: all of it once every instance
 	// of the current template is placed, else the newest one placed.
@@ -170,17 +171,17 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 		}
 	}
 	st.AppliedGeneration = appliedGen
-	if st.Phase == resources.PhaseReady {
+	if st.Phase == api.PhaseReady {
 		st.AppliedGeneration = f.Meta.Generation
 	}
 	if f.FromGit && f.App != nil {
 		st.SourceCommit = f.App.Commit
 	}
 
-	ready1 := resources.Condition{Type: ConditionReady, Status: resources.ConditionFalse, Reason: st.Phase,
+	ready1 := api.Condition{Type: ConditionReady, Status: api.ConditionFalse, Reason: st.Phase,
 		Message: fmt.Sprintf("%d/%d instances ready", ready, f.Desired)}
-	if st.Phase == resources.PhaseReady {
-		ready1.Status = resources.ConditionTrue
+	if st.Phase == api.PhaseReady {
+		ready1.Status = api.ConditionTrue
 	}
 	if isJob && succeeded > 0 {
 		ready1.Reason, ready1.Message = ReasonSucceeded, "the job's instance exited 0"
@@ -191,9 +192,9 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 		ready1, jobFailed = jobStatus(f, &st)
 		instErr = jobFailed // a failed attempt a run retried is not the Job's error
 	}
-	conds := []resources.Condition{ready1}
-	if st.Phase == resources.PhaseProgressing {
-		conds = append(conds, resources.Condition{Type: ConditionReconciling, Status: resources.ConditionTrue, Reason: ReasonProgressing,
+	conds := []api.Condition{ready1}
+	if st.Phase == api.PhaseProgressing {
+		conds = append(conds, api.Condition{Type: ConditionReconciling, Status: api.ConditionTrue, Reason: ReasonProgressing,
 			Message: fmt.Sprintf("%d of %d instances of generation %d placed, %d old instances left", fresh, f.Desired, f.Meta.Generation, stale)})
 	}
 	var errs []string
@@ -203,7 +204,7 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 		if f.Unplaced == 1 {
 			pending = "1 instance fits on no node: " + f.UnplacedReason
 		}
-		conds = append(conds, resources.Condition{Type: ConditionScheduled, Status: resources.ConditionFalse, Reason: ReasonUnschedulable,
+		conds = append(conds, api.Condition{Type: ConditionScheduled, Status: api.ConditionFalse, Reason: ReasonUnschedulable,
 			Message: pending})
 	}
 	switch {
@@ -212,26 +213,26 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 		if f.PathError.Commit != "" {
 			msg = fmt.Sprintf("commit %s: %s", reconcile.ShortCommit(f.PathError.Commit), msg)
 		}
-		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ReasonInvalidQuadlet,
+		conds = append(conds, api.Condition{Type: ConditionStalled, Status: api.ConditionTrue, Reason: ReasonInvalidQuadlet,
 			Message: msg + "; the last valid version keeps running"})
 		errs = append(errs, msg)
-	case st.Phase == resources.PhaseFailed && jobFailed != "":
-		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ready1.Reason, Message: jobFailed})
-	case st.Phase == resources.PhaseFailed:
-		conds = append(conds, resources.Condition{Type: ConditionStalled, Status: resources.ConditionTrue, Reason: ReasonInstanceFailed, Message: instErr})
+	case st.Phase == api.PhaseFailed && jobFailed != "":
+		conds = append(conds, api.Condition{Type: ConditionStalled, Status: api.ConditionTrue, Reason: ready1.Reason, Message: jobFailed})
+	case st.Phase == api.PhaseFailed:
+		conds = append(conds, api.Condition{Type: ConditionStalled, Status: api.ConditionTrue, Reason: ReasonInstanceFailed, Message: instErr})
 	}
 	if ro := f.Rollout; ro != nil && ro.Failure != nil {
-		conds = append(conds, resources.Condition{Type: ConditionRolloutFailed, Status: resources.ConditionTrue,
+		conds = append(conds, api.Condition{Type: ConditionRolloutFailed, Status: api.ConditionTrue,
 			Reason: cmp.Or(ro.Failure.Reason, ReasonProgressDeadlineExceeded), Message: ro.Failure.Message})
 		errs = append(errs, ro.Failure.Message)
 	}
 	if f.FromGit && f.App != nil && f.App.LastError != "" {
-		conds = append(conds, resources.Condition{Type: ConditionSourceResolved, Status: resources.ConditionFalse, Reason: ReasonResolveFailed,
+		conds = append(conds, api.Condition{Type: ConditionSourceResolved, Status: api.ConditionFalse, Reason: ReasonResolveFailed,
 			Message: f.App.LastError})
 		errs = append(errs, f.App.LastError)
 	}
 	if msg := buildFailure(f); msg != "" {
-		conds = append(conds, resources.Condition{Type: ConditionBuildFailed, Status: resources.ConditionTrue, Reason: build.ReasonBuildFailed,
+		conds = append(conds, api.Condition{Type: ConditionBuildFailed, Status: api.ConditionTrue, Reason: build.ReasonBuildFailed,
 			Message: msg})
 		errs = append(errs, firstLine(msg))
 	}
@@ -298,7 +299,7 @@ func firstLine(s string) string {
 	return line
 }
 
-func instanceError(r resources.InstanceStatus) string {
+func instanceError(r api.InstanceStatus) string {
 	if r.Message != "" {
 		return fmt.Sprintf("instance %s: %s", r.InstanceID, r.Message)
 	}
@@ -311,7 +312,7 @@ func statusEqual(a, b resources.WorkloadStatus) bool {
 		a.Desired == b.Desired && a.Ready == b.Ready && a.LastError == b.LastError && a.SourceCommit == b.SourceCommit &&
 		a.Unplaced == b.Unplaced && a.UnplacedReason == b.UnplacedReason && a.LastRun == b.LastRun &&
 		((a.NextRunTime == nil && b.NextRunTime == nil) || (a.NextRunTime != nil && b.NextRunTime != nil && a.NextRunTime.Equal(*b.NextRunTime))) &&
-		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y resources.Condition) bool {
+		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y api.Condition) bool {
 			return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
 				x.LastTransitionTime.Equal(y.LastTransitionTime)
 		})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -17,59 +18,59 @@ func TestDeriveWorkloadStatus(t *testing.T) {
 	meta := resources.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 2, SpecHash: h2}
 	a1, a2, old := assigned("web", h2, "a", 1), assigned("web", h2, "b", 2), assigned("web", h1, "o", 0)
 	a1.Generation, a2.Generation, old.Generation = 2, 2, 1
-	running := func(a resources.Assignment, health string) resources.InstanceStatus {
-		return resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceRunning, HealthStatus: health}
+	running := func(a resources.Assignment, health string) api.InstanceStatus {
+		return api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceRunning, HealthStatus: health}
 	}
-	failed := func(a resources.Assignment) resources.InstanceStatus {
-		return resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceFailed, ExitCode: 1, Restarts: 2}
+	failed := func(a resources.Assignment) api.InstanceStatus {
+		return api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceFailed, ExitCode: 1, Restarts: 2}
 	}
-	restarting := func(a resources.Assignment) resources.InstanceStatus {
-		return resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstancePending, Restarts: 3, Message: "exited with code 1; restarting in 4s"}
+	restarting := func(a resources.Assignment) api.InstanceStatus {
+		return api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstancePending, Restarts: 3, Message: "exited with code 1; restarting in 4s"}
 	}
 	tests := []struct {
 		name      string
 		meta      resources.WorkloadMeta
 		desired   int
 		assigned  []resources.Assignment
-		reported  []resources.InstanceStatus
+		reported  []api.InstanceStatus
 		phase     string
 		ready     int
 		observed  int64
 		applied   int64
 		lastError string
 	}{
-		{name: "nothing assigned yet is pending", meta: meta, desired: 2, phase: resources.PhasePending},
+		{name: "nothing assigned yet is pending", meta: meta, desired: 2, phase: api.PhasePending},
 		{name: "assigned but not reported is pending", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
-			phase: resources.PhasePending, observed: 2},
+			phase: api.PhasePending, observed: 2},
 		{name: "one of two ready is progressing", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
-			reported: []resources.InstanceStatus{running(a1, resources.HealthHealthy), running(a2, resources.HealthPending)},
-			phase:    resources.PhaseProgressing, ready: 1, observed: 2, applied: 2},
+			reported: []api.InstanceStatus{running(a1, api.HealthHealthy), running(a2, api.HealthPending)},
+			phase:    api.PhaseProgressing, ready: 1, observed: 2, applied: 2},
 		{name: "all ready is ready", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
-			reported: []resources.InstanceStatus{running(a1, resources.HealthHealthy), running(a2, resources.HealthNotApplicable)},
-			phase:    resources.PhaseReady, ready: 2, observed: 2, applied: 2},
+			reported: []api.InstanceStatus{running(a1, api.HealthHealthy), running(a2, api.HealthNotApplicable)},
+			phase:    api.PhaseReady, ready: 2, observed: 2, applied: 2},
 		{name: "an unhealthy instance is degraded", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
-			reported: []resources.InstanceStatus{running(a1, resources.HealthHealthy), running(a2, resources.HealthUnhealthy)},
-			phase:    resources.PhaseDegraded, ready: 1, observed: 2, applied: 2},
+			reported: []api.InstanceStatus{running(a1, api.HealthHealthy), running(a2, api.HealthUnhealthy)},
+			phase:    api.PhaseDegraded, ready: 1, observed: 2, applied: 2},
 		{name: "a restarting instance is degraded", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
-			reported: []resources.InstanceStatus{running(a1, resources.HealthHealthy), restarting(a2)},
-			phase:    resources.PhaseDegraded, ready: 1, observed: 2, applied: 2,
+			reported: []api.InstanceStatus{running(a1, api.HealthHealthy), restarting(a2)},
+			phase:    api.PhaseDegraded, ready: 1, observed: 2, applied: 2,
 			lastError: "instance web-bbbbbbbb-b: exited with code 1; restarting in 4s"},
 		{name: "all failed is failed", meta: meta, desired: 1, assigned: []resources.Assignment{a1},
-			reported: []resources.InstanceStatus{failed(a1)}, phase: resources.PhaseFailed, observed: 2,
+			reported: []api.InstanceStatus{failed(a1)}, phase: api.PhaseFailed, observed: 2,
 			lastError: "instance web-bbbbbbbb-a failed: exit code 1 after 2 restarts"},
 		{name: "old instance still assigned is progressing, the old generation applied", meta: meta, desired: 1,
-			assigned: []resources.Assignment{old, a1}, reported: []resources.InstanceStatus{running(old, resources.HealthHealthy)},
-			phase: resources.PhaseProgressing, observed: 2, applied: 1},
+			assigned: []resources.Assignment{old, a1}, reported: []api.InstanceStatus{running(old, api.HealthHealthy)},
+			phase: api.PhaseProgressing, observed: 2, applied: 1},
 		{name: "succeeded job is ready", meta: resources.WorkloadMeta{Name: "j", Type: quadlet.TypeJob, Generation: 1, SpecHash: h2},
 			desired: 1, assigned: []resources.Assignment{a1},
-			reported: []resources.InstanceStatus{{InstanceID: a1.InstanceID, Phase: resources.InstanceSucceeded}},
-			phase:    resources.PhaseReady, observed: 1, applied: 1},
-		{name: "zero replicas with nothing left is ready", meta: meta, desired: 0, phase: resources.PhaseReady, observed: 2, applied: 2},
+			reported: []api.InstanceStatus{{InstanceID: a1.InstanceID, Phase: api.InstanceSucceeded}},
+			phase:    api.PhaseReady, observed: 1, applied: 1},
+		{name: "zero replicas with nothing left is ready", meta: meta, desired: 0, phase: api.PhaseReady, observed: 2, applied: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rep := map[string]resources.InstanceStatus{}
+			rep := map[string]api.InstanceStatus{}
 			for _, r := range tc.reported {
 				rep[r.InstanceID] = r
 			}
@@ -101,7 +102,7 @@ func factSet() (WorkloadFacts, []func(*WorkloadFacts)) {
 	a.Generation = 3
 	base := WorkloadFacts{
 		Meta:    resources.WorkloadMeta{Namespace: "ns1", Name: "app", Type: quadlet.TypeService, Generation: 3},
-		Desired: 1, FromGit: true, TemplateHash: tmplHash, Reported: map[string]resources.InstanceStatus{},
+		Desired: 1, FromGit: true, TemplateHash: tmplHash, Reported: map[string]api.InstanceStatus{},
 	}
 	add := []func(*WorkloadFacts){
 		func(f *WorkloadFacts) { // placement
@@ -118,10 +119,10 @@ func factSet() (WorkloadFacts, []func(*WorkloadFacts)) {
 			f.Builds = append(f.Builds, build.Record{Node: "n1", Commit: commit, State: build.StateFailed, Error: "exit status 2"})
 		},
 		func(f *WorkloadFacts) { // gitsync: the directory is invalid at a newer commit
-			f.PathError = &resources.PathError{Path: "apps/app", Error: "apps/app/workload.kat:7: bad", Commit: strings.Repeat("d", 40)}
+			f.PathError = &api.PathError{Path: "apps/app", Error: "apps/app/workload.kat:7: bad", Commit: strings.Repeat("d", 40)}
 		},
 		func(f *WorkloadFacts) { // the agent's report
-			f.Reported = map[string]resources.InstanceStatus{a.InstanceID: {InstanceID: a.InstanceID, Phase: resources.InstanceFailed, Message: "build failed"}}
+			f.Reported = map[string]api.InstanceStatus{a.InstanceID: {InstanceID: a.InstanceID, Phase: api.InstanceFailed, Message: "build failed"}}
 		},
 	}
 	return base, add
@@ -165,7 +166,7 @@ func TestDeriveWorkloadStatusAnyOrder(t *testing.T) {
 	if b := condition(*want, ConditionBuildFailed); !strings.Contains(b.Message, "node n1") || !strings.Contains(b.Message, "node n2") {
 		t.Errorf("BuildFailed %q must name both nodes", b.Message)
 	}
-	if want.Phase != resources.PhaseFailed || !strings.HasPrefix(want.LastError, "commit dddddddddddd: apps/app") {
+	if want.Phase != api.PhaseFailed || !strings.HasPrefix(want.LastError, "commit dddddddddddd: apps/app") {
 		t.Errorf("phase %s, last error %q", want.Phase, want.LastError)
 	}
 }
@@ -228,16 +229,16 @@ func TestDeriveWorkloadStatusPending(t *testing.T) {
 	f := WorkloadFacts{
 		Meta:    resources.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 1, SpecHash: h},
 		Desired: 3, TemplateHash: h, Assigned: []resources.Assignment{a},
-		Reported: map[string]resources.InstanceStatus{a.InstanceID: {InstanceID: a.InstanceID, Phase: resources.InstanceRunning}},
+		Reported: map[string]api.InstanceStatus{a.InstanceID: {InstanceID: a.InstanceID, Phase: api.InstanceRunning}},
 		Unplaced: 2, UnplacedReason: "3 nodes: 3 insufficient memory",
 	}
 	st := DeriveWorkloadStatus(f, resources.WorkloadStatus{}, time.Unix(1, 0))
 	c := condition(st, ConditionScheduled)
-	if st.Unplaced != 2 || st.UnplacedReason != f.UnplacedReason || c == nil || c.Status != resources.ConditionFalse ||
+	if st.Unplaced != 2 || st.UnplacedReason != f.UnplacedReason || c == nil || c.Status != api.ConditionFalse ||
 		c.Reason != ReasonUnschedulable || st.LastError != "2 instances fit on no node: 3 nodes: 3 insufficient memory" {
 		t.Fatalf("status = %+v", st)
 	}
-	f.Reported[a.InstanceID] = resources.InstanceStatus{InstanceID: a.InstanceID, Phase: resources.InstanceFailed, Message: "exit 1"}
+	f.Reported[a.InstanceID] = api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceFailed, Message: "exit 1"}
 	if st := DeriveWorkloadStatus(f, st, time.Unix(2, 0)); st.LastError != "instance "+a.InstanceID+": exit 1" {
 		t.Errorf("last error with a failed instance = %q", st.LastError)
 	}

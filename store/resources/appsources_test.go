@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -29,7 +30,7 @@ func TestWriteWorkloadStatusGuards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := resources.WorkloadStatus{Phase: resources.PhaseReady, Desired: 1, Ready: 1}
+	ready := resources.WorkloadStatus{Phase: api.PhaseReady, Desired: 1, Ready: 1}
 	tests := []struct {
 		name             string
 		metaVer, statVer int64

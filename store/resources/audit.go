@@ -6,9 +6,6 @@ import (
 	"kat.dws.rip/kat/api"
 )
 
-// AuditEntry is one audited API call.
-type AuditEntry = api.AuditEntry
-
 // DefaultAuditKeep is how many audit entries AppendAudit keeps unless told
 // otherwise.
 const DefaultAuditKeep = 1000
@@ -21,7 +18,7 @@ func AuditPrefix() string { return prefixAudit }
 
 // AppendAudit records e (its Time defaults to now) and deletes the oldest
 // entries beyond keep (DefaultAuditKeep when keep <= 0).
-func (r *Repo) AppendAudit(ctx context.Context, e AuditEntry, keep int) error {
+func (r *Repo) AppendAudit(ctx context.Context, e api.AuditEntry, keep int) error {
 	if e.Time.IsZero() {
 		e.Time = r.now().UTC()
 	}
@@ -32,6 +29,6 @@ func (r *Repo) AppendAudit(ctx context.Context, e AuditEntry, keep int) error {
 }
 
 // ListAudit returns every audit entry kept, oldest first.
-func (r *Repo) ListAudit(ctx context.Context) ([]AuditEntry, error) {
-	return listCapped[AuditEntry](ctx, r, prefixAudit, "audit log")
+func (r *Repo) ListAudit(ctx context.Context) ([]api.AuditEntry, error) {
+	return listCapped[api.AuditEntry](ctx, r, prefixAudit, "audit log")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -17,7 +18,7 @@ func TestAuditLogIsCapped(t *testing.T) {
 	r, st := newRepo(t)
 	const keep = 10
 	for i := range keep + 5 {
-		if err := r.AppendAudit(ctx, resources.AuditEntry{Actor: "admin", Verb: "apply", Resource: "workload", Name: fmt.Sprint(i), Status: 200}, keep); err != nil {
+		if err := r.AppendAudit(ctx, api.AuditEntry{Actor: "admin", Verb: "apply", Resource: "workload", Name: fmt.Sprint(i), Status: 200}, keep); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -39,7 +40,7 @@ func TestAuditLogIsCapped(t *testing.T) {
 func BenchmarkAppendAuditFull(b *testing.B) {
 	ctx := context.Background()
 	r := resources.New(storetest.New(b))
-	e := resources.AuditEntry{Actor: "admin", Verb: "apply", Resource: "workload", Namespace: "default", Name: "web", Status: 200, Remote: "127.0.0.1"}
+	e := api.AuditEntry{Actor: "admin", Verb: "apply", Resource: "workload", Namespace: "default", Name: "web", Status: 200, Remote: "127.0.0.1"}
 	for range resources.DefaultAuditKeep {
 		if err := r.AppendAudit(ctx, e, -1); err != nil {
 			b.Fatal(err)

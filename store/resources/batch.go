@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
@@ -127,7 +128,7 @@ func (r *Repo) planApplies(ctx context.Context, reqs []ApplyRequest) ([]plannedA
 			continue
 		}
 		if req.Owner.Kind == "" {
-			req.Owner = APIOwner()
+			req.Owner = api.APIOwner()
 		}
 		ns, name := req.Quadlet.Namespace(), req.Quadlet.Name()
 		p, err := r.planFrom(ctx, req, read.Results[nsAt[ns]].KV, read.Results[metaAt[i]].KV)

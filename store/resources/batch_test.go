@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -70,8 +71,8 @@ func applyNew(t *testing.T, r *resources.Repo, n int) ([]resources.ApplyRequest,
 }
 
 func gitRequest(q *quadlet.Quadlet, commit string) resources.ApplyRequest {
-	return resources.ApplyRequest{Quadlet: q, Owner: resources.Owner{
-		Kind: resources.OwnerGit, Source: "config", Path: "apps/" + q.Name(), Commit: commit}}
+	return resources.ApplyRequest{Quadlet: q, Owner: api.Owner{
+		Kind: api.OwnerGit, Source: "config", Path: "apps/" + q.Name(), Commit: commit}}
 }
 
 // TestApplyWorkloadsBatches: 260 new workloads are written in far fewer
@@ -206,7 +207,7 @@ func TestWriteWorkloadStatusesBatches(t *testing.T) {
 			mv-- // a meta version that is no longer current
 		}
 		ws = append(ws, resources.StatusWrite{Namespace: "default", Name: o.Result.Meta.Name, MetaVersion: mv,
-			Status: resources.WorkloadStatus{ObservedGeneration: 1, Phase: resources.PhasePending, Desired: i}})
+			Status: resources.WorkloadStatus{ObservedGeneration: 1, Phase: api.PhasePending, Desired: i}})
 	}
 	before := cs.writeCount()
 	written, rev, err := r.WriteWorkloadStatuses(ctx, ws)

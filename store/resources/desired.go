@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
@@ -108,7 +109,7 @@ func (d *DesiredIndex) index(key string, old, new *desiredEntry) {
 	}
 	if new != nil && new.meta != nil {
 		d.keys[k] = struct{}{}
-		if o := new.meta.Owner; o.Kind == OwnerGit {
+		if o := new.meta.Owner; o.Kind == api.OwnerGit {
 			byPath := d.owned[o.Source]
 			if byPath == nil {
 				byPath = map[string][]string{}
@@ -125,8 +126,8 @@ func (d *DesiredIndex) index(key string, old, new *desiredEntry) {
 }
 
 // disown removes workload k from its former owner's directory; d.mu is held.
-func (d *DesiredIndex) disown(k string, o Owner) {
-	if o.Kind != OwnerGit {
+func (d *DesiredIndex) disown(k string, o api.Owner) {
+	if o.Kind != api.OwnerGit {
 		return
 	}
 	byPath := d.owned[o.Source]

@@ -7,7 +7,7 @@
 // later):
 //
 //	repo := resources.New(st)
-//	res, err := repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: resources.APIOwner()})
+//	res, err := repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()})
 //
 // # Generations
 //

@@ -3,6 +3,8 @@ package resources
 import (
 	"context"
 	"sort"
+
+	"kat.dws.rip/kat/api"
 )
 
 // DefaultEventKeep is how many events AppendEvent keeps.
@@ -10,21 +12,21 @@ const DefaultEventKeep = 500
 
 // AppendEvent records ev (its Time defaults to now) and deletes the oldest
 // events beyond DefaultEventKeep.
-func (r *Repo) AppendEvent(ctx context.Context, ev Event) error {
-	return r.AppendEvents(ctx, []Event{ev})
+func (r *Repo) AppendEvent(ctx context.Context, ev api.Event) error {
+	return r.AppendEvents(ctx, []api.Event{ev})
 }
 
 // AppendEvents records evs, in order, as AppendEvent does, several to a
 // transaction: a pass that ends thousands of rollouts records their events
 // in a few writes, not thousands.
-func (r *Repo) AppendEvents(ctx context.Context, evs []Event) error {
+func (r *Repo) AppendEvents(ctx context.Context, evs []api.Event) error {
 	entries := make([]cappedEntry, len(evs))
 	for i, ev := range evs {
 		if ev.Time.IsZero() {
 			ev.Time = r.now().UTC()
 		}
 		if ev.Type == "" {
-			ev.Type = EventNormal
+			ev.Type = api.EventNormal
 		}
 		entries[i] = cappedEntry{ev.Time, ev}
 	}
@@ -33,8 +35,8 @@ func (r *Repo) AppendEvents(ctx context.Context, evs []Event) error {
 
 // ListEvents returns the newest limit events (all when limit <= 0), oldest
 // first.
-func (r *Repo) ListEvents(ctx context.Context, limit int) ([]Event, error) {
-	out, err := listCapped[Event](ctx, r, prefixEvents, "events")
+func (r *Repo) ListEvents(ctx context.Context, limit int) ([]api.Event, error) {
+	out, err := listCapped[api.Event](ctx, r, prefixEvents, "events")
 	if err != nil {
 		return nil, err
 	}

@@ -6,15 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
 func TestDeriveHistory(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0).UTC()
-	meta := func(gen int64, hash string, rb *resources.RollbackRef) resources.WorkloadMeta {
+	meta := func(gen int64, hash string, rb *api.RollbackRef) resources.WorkloadMeta {
 		return resources.WorkloadMeta{Generation: gen, SpecHash: hash, UpdatedAt: t0.Add(time.Duration(gen) * time.Minute),
-			Owner: resources.Owner{Kind: resources.OwnerGit, Source: "cfg", Path: "web", Commit: fmt.Sprintf("c%d", gen)}, Rollback: rb}
+			Owner: api.Owner{Kind: api.OwnerGit, Source: "cfg", Path: "web", Commit: fmt.Sprintf("c%d", gen)}, Rollback: rb}
 	}
 	tests := []struct {
 		name     string
@@ -26,31 +27,31 @@ func TestDeriveHistory(t *testing.T) {
 		{
 			name:     "current generation in progress, the one before succeeded",
 			archived: []resources.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil)},
-			outcomes: map[int64]string{1: resources.OutcomeSucceeded}, current: 2,
+			outcomes: map[int64]string{1: api.OutcomeSucceeded}, current: 2,
 			want: []string{"1 succeeded", "2 in progress"},
 		},
 		{
 			name:     "a failed generation rolled back automatically",
-			archived: []resources.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil), meta(3, "h1", &resources.RollbackRef{From: 2, To: 1, Auto: true})},
-			outcomes: map[int64]string{1: resources.OutcomeSucceeded, 2: resources.OutcomeFailed, 3: resources.OutcomeSucceeded}, current: 3,
+			archived: []resources.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil), meta(3, "h1", &api.RollbackRef{From: 2, To: 1, Auto: true})},
+			outcomes: map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeFailed, 3: api.OutcomeSucceeded}, current: 3,
 			want: []string{"1 succeeded", "2 rolled back", "3 succeeded"},
 		},
 		{
 			name:     "failed without a rollback (autoRollback false)",
 			archived: []resources.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil)},
-			outcomes: map[int64]string{1: resources.OutcomeSucceeded, 2: resources.OutcomeFailed}, current: 2,
+			outcomes: map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeFailed}, current: 2,
 			want: []string{"1 succeeded", "2 failed"},
 		},
 		{
 			name:     "replaced before its rollout ended",
 			archived: []resources.WorkloadMeta{meta(4, "h4", nil), meta(5, "h5", nil), meta(6, "h6", nil)},
-			outcomes: map[int64]string{4: resources.OutcomeSucceeded}, current: 6,
+			outcomes: map[int64]string{4: api.OutcomeSucceeded}, current: 6,
 			want: []string{"4 succeeded", "5 superseded", "6 in progress"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := resources.DeriveHistory(tc.archived, resources.Rollout{Outcomes: tc.outcomes}, tc.current)
+			h := resources.DeriveHistory(tc.archived, api.Rollout{Outcomes: tc.outcomes}, tc.current)
 			var got []string
 			for i, e := range h {
 				got = append(got, fmt.Sprintf("%d %s", e.Generation, e.Outcome))
@@ -70,7 +71,7 @@ func TestRollbackTarget(t *testing.T) {
 	t.Parallel()
 	metas := []resources.WorkloadMeta{{Generation: 1, SpecHash: "a"}, {Generation: 2, SpecHash: "b"}, {Generation: 3, SpecHash: "c"},
 		{Generation: 4, SpecHash: "a"}}
-	ro := resources.Rollout{Outcomes: map[int64]string{1: resources.OutcomeSucceeded, 2: resources.OutcomeSucceeded, 3: resources.OutcomeFailed}}
+	ro := api.Rollout{Outcomes: map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeSucceeded, 3: api.OutcomeFailed}}
 	tests := []struct {
 		name   string
 		cur    int64

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
 // GetNodeStatus returns a node's last reported status.
-func (r *Repo) GetNodeStatus(ctx context.Context, node string) (*NodeStatus, error) {
-	var st NodeStatus
+func (r *Repo) GetNodeStatus(ctx context.Context, node string) (*api.NodeStatus, error) {
+	var st api.NodeStatus
 	ver, err := r.getJSON(ctx, NodeStatusKey(node), &st)
 	if err != nil {
 		return nil, fmt.Errorf("read status of node %q: %w", node, err)
@@ -21,12 +22,12 @@ func (r *Repo) GetNodeStatus(ctx context.Context, node string) (*NodeStatus, err
 }
 
 // ListNodeStatuses returns every node's last reported status.
-func (r *Repo) ListNodeStatuses(ctx context.Context) ([]NodeStatus, error) {
+func (r *Repo) ListNodeStatuses(ctx context.Context) ([]api.NodeStatus, error) {
 	nodes, err := r.ListNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []NodeStatus
+	var out []api.NodeStatus
 	for _, n := range nodes {
 		if n.Status != nil {
 			out = append(out, *n.Status)

@@ -1,6 +1,10 @@
 package resources
 
-import "unique"
+import (
+	"unique"
+
+	"kat.dws.rip/kat/api"
+)
 
 // Interning: the leader's caches hold a decoded meta, status and rollout
 // record of every workload, and encoding/json gives each decoded string its
@@ -40,7 +44,7 @@ func (s *WorkloadStatus) Intern() {
 // InternRollout replaces the strings of r that many workloads share by
 // canonical copies, for a cache that holds r. (Rollout is the API's type,
 // which has no such method.)
-func InternRollout(r *Rollout) {
+func InternRollout(r *api.Rollout) {
 	for g, o := range r.Outcomes {
 		r.Outcomes[g] = intern(o)
 	}

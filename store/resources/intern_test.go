@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
@@ -17,7 +18,7 @@ func TestDecodedMetasShareTheirCommonStrings(t *testing.T) {
 	for _, name := range []string{"web", "db"} {
 		m := WorkloadMeta{
 			UID: "uid-" + name, Namespace: "default", Name: name, Type: "Service", SpecHash: "hash-" + name,
-			Owner: Owner{Kind: OwnerGit, Source: "config", Path: "apps/" + name, Commit: "0123456789abcdef0123456789abcdef01234567"},
+			Owner: api.Owner{Kind: api.OwnerGit, Source: "config", Path: "apps/" + name, Commit: "0123456789abcdef0123456789abcdef01234567"},
 			Files: []string{"workload.kat"},
 		}
 		raw, err := json.Marshal(m)
@@ -56,8 +57,8 @@ func TestInternStatusAndRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := WorkloadStatus{Phase: PhaseReady, SourceCommit: "abc", Conditions: []Condition{
-		{Type: "Available", Status: ConditionTrue, Reason: "InstancesReady", Message: "0 of 0 instances ready"},
+	st := WorkloadStatus{Phase: api.PhaseReady, SourceCommit: "abc", Conditions: []api.Condition{
+		{Type: "Available", Status: api.ConditionTrue, Reason: "InstancesReady", Message: "0 of 0 instances ready"},
 	}}
 	var s1, s2 WorkloadStatus
 	decode(st, &s1)
@@ -75,8 +76,8 @@ func TestInternStatusAndRollout(t *testing.T) {
 		}
 	}
 
-	ro := Rollout{Generation: 2, Outcomes: map[int64]string{1: "succeeded"}, Failure: &RolloutFailure{Reason: "ProgressDeadlineExceeded", Message: "m"}}
-	var r1, r2 Rollout
+	ro := api.Rollout{Generation: 2, Outcomes: map[int64]string{1: "succeeded"}, Failure: &api.RolloutFailure{Reason: "ProgressDeadlineExceeded", Message: "m"}}
+	var r1, r2 api.Rollout
 	decode(ro, &r1)
 	decode(ro, &r2)
 	InternRollout(&r1)

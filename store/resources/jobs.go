@@ -20,32 +20,6 @@ import (
 //	/kat/jobs/{ns}/{name}/schedule     JobSchedule
 const prefixJobs = "/kat/jobs/"
 
-type (
-	// JobRun is one run of a Job.
-	JobRun = api.JobRun
-	// JobRunInstance is one instance of a run.
-	JobRunInstance = api.JobRunInstance
-)
-
-// Values of the run records' enumerations, as api defines them.
-const (
-	RunRunning   = api.RunRunning
-	RunSucceeded = api.RunSucceeded
-	RunFailed    = api.RunFailed
-
-	RunReasonCompleted            = api.RunReasonCompleted
-	RunReasonBackoffLimitExceeded = api.RunReasonBackoffLimitExceeded
-	RunReasonDeadlineExceeded     = api.RunReasonDeadlineExceeded
-	RunReasonReplaced             = api.RunReasonReplaced
-	RunReasonSuperseded           = api.RunReasonSuperseded
-
-	RunInstancePending   = api.RunInstancePending
-	RunInstanceRunning   = api.RunInstanceRunning
-	RunInstanceSucceeded = api.RunInstanceSucceeded
-	RunInstanceFailed    = api.RunInstanceFailed
-	RunInstanceStopped   = api.RunInstanceStopped
-)
-
 // JobSchedule is a scheduled Job's memory of its firings: the leader judges
 // the next firing from it, so a new leader neither repeats a firing nor
 // stacks the ones missed while there was none.
@@ -91,7 +65,7 @@ func ParseJobKey(key string) (workload, run string, isSchedule, ok bool) {
 // JobRunWrite is one change of a run record: Put at Version (0: the run
 // must not exist yet), or Delete.
 type JobRunWrite struct {
-	Run     JobRun
+	Run     api.JobRun
 	Version int64
 	Delete  bool
 }
@@ -161,7 +135,7 @@ func (r *Repo) WriteJobRuns(ctx context.Context, runs []JobRunWrite, sched []Job
 
 // ListJobRuns returns the run records of every Job, of namespace ns when it
 // is not empty, sorted by namespace, name and start time.
-func (r *Repo) ListJobRuns(ctx context.Context, ns string) ([]JobRun, error) {
+func (r *Repo) ListJobRuns(ctx context.Context, ns string) ([]api.JobRun, error) {
 	prefix := prefixJobs
 	if ns != "" {
 		prefix += ns + "/"
@@ -170,12 +144,12 @@ func (r *Repo) ListJobRuns(ctx context.Context, ns string) ([]JobRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list job runs: %w", err)
 	}
-	out := []JobRun{}
+	out := []api.JobRun{}
 	for _, kv := range kvs {
 		if _, _, isSched, ok := ParseJobKey(kv.Key); !ok || isSched {
 			continue
 		}
-		var run JobRun
+		var run api.JobRun
 		if err := json.Unmarshal(kv.Value, &run); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
@@ -186,7 +160,7 @@ func (r *Repo) ListJobRuns(ctx context.Context, ns string) ([]JobRun, error) {
 }
 
 // SortJobRuns sorts runs by namespace, name, start time and run name.
-func SortJobRuns(runs []JobRun) {
+func SortJobRuns(runs []api.JobRun) {
 	sort.SliceStable(runs, func(i, j int) bool {
 		a, b := runs[i], runs[j]
 		if a.Namespace != b.Namespace {

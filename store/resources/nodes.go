@@ -26,7 +26,7 @@ type NodeRegistration struct {
 	Labels           map[string]string `json:"labels,omitempty"`
 	JoinedAt         time.Time         `json:"joinedAt"`
 	// Taints repel instances that do not tolerate them (spec §4.4).
-	Taints []Taint `json:"taints,omitempty"`
+	Taints []api.Taint `json:"taints,omitempty"`
 	// Unschedulable is set by katcall cordon (and drain): the node gets no
 	// new instance; what runs there stays.
 	Unschedulable bool `json:"unschedulable,omitempty"`
@@ -58,10 +58,6 @@ const (
 	TaintPreferNoSchedule = "PreferNoSchedule"
 )
 
-// Taint marks a node so that only workloads tolerating it are placed there;
-// its String is "key=value:Effect" as katcall taint takes it.
-type Taint = api.Taint
-
 // KeepOperatorFields returns reg, as a node registers itself again (a
 // restart, a rejoin), with what the operator set on its old registration
 // kept: the first JoinedAt, taints, cordon and drain, and labels, of which
@@ -85,7 +81,7 @@ func KeepOperatorFields(old, reg NodeRegistration) NodeRegistration {
 // Node is a node's registration with its last status.
 type Node struct {
 	Registration NodeRegistration
-	Status       *NodeStatus
+	Status       *api.NodeStatus
 	// Heartbeat is the node's last heartbeat; zero when it never beat.
 	Heartbeat time.Time
 }
@@ -120,7 +116,7 @@ func HeartbeatInTerm(heartbeat, termStart time.Time) time.Time {
 // LastHeartbeat returns a node's last heartbeat from its heartbeat record's
 // timestamp (0: none) and its status (nil: none): the later of the two, or
 // zero when it never beat.
-func LastHeartbeat(beat int64, st *NodeStatus) time.Time {
+func LastHeartbeat(beat int64, st *api.NodeStatus) time.Time {
 	if st != nil {
 		beat = max(beat, st.Timestamp)
 	}
@@ -207,7 +203,7 @@ func (r *Repo) GetNodeRegistration(ctx context.Context, name string) (*NodeRegis
 }
 
 // PutNodeStatus records a node's status and heartbeat.
-func (r *Repo) PutNodeStatus(ctx context.Context, st NodeStatus) error {
+func (r *Repo) PutNodeStatus(ctx context.Context, st api.NodeStatus) error {
 	if _, err := r.RecordHeartbeat(ctx, st, true, 0); err != nil {
 		return err
 	}
@@ -221,7 +217,7 @@ func (r *Repo) PutNodeStatus(ctx context.Context, st NodeStatus) error {
 // happens only while the node's registration is at that version (it reports
 // false otherwise): the caller needs to read the registration only when it
 // changed, not on every beat.
-func (r *Repo) RecordHeartbeat(ctx context.Context, st NodeStatus, withStatus bool, regVersion int64) (bool, error) {
+func (r *Repo) RecordHeartbeat(ctx context.Context, st api.NodeStatus, withStatus bool, regVersion int64) (bool, error) {
 	hb, err := putJSON(NodeHeartbeatKey(st.NodeName), NodeHeartbeat{Timestamp: st.Timestamp})
 	if err != nil {
 		return false, err
@@ -268,9 +264,9 @@ func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list node status: %w", err)
 	}
-	status := map[string]*NodeStatus{}
+	status := map[string]*api.NodeStatus{}
 	for _, kv := range sts {
-		var s NodeStatus
+		var s api.NodeStatus
 		if err := json.Unmarshal(kv.Value, &s); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}

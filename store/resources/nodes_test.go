@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -23,7 +24,7 @@ func TestUpdateAndDeleteNode(t *testing.T) {
 	}
 	got, err := r.UpdateNodeRegistration(ctx, "n1", func(reg *resources.NodeRegistration) error {
 		reg.Unschedulable = true
-		reg.Taints = append(reg.Taints, resources.Taint{Key: "gpu", Value: "yes", Effect: resources.TaintNoSchedule})
+		reg.Taints = append(reg.Taints, api.Taint{Key: "gpu", Value: "yes", Effect: resources.TaintNoSchedule})
 		reg.Labels["disk"] = "ssd"
 		return nil
 	})
@@ -63,7 +64,7 @@ func TestUpdateAndDeleteNode(t *testing.T) {
 	if _, err := r.WriteAssignments(ctx, []resources.Assignment{{Node: "n1", InstanceID: "web-1", Namespace: "default", Workload: "web"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.PutNodeStatus(ctx, resources.NodeStatus{NodeName: "n1", Timestamp: 1}); err != nil {
+	if err := r.PutNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.DeleteNode(ctx, "n1"); err != nil {

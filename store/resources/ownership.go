@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
@@ -21,7 +22,7 @@ func (r *Repo) SetSuspended(ctx context.Context, ns, name string, suspended bool
 		if ver == 0 {
 			return nil, fmt.Errorf("workload %s/%s: %w", ns, name, ErrNotFound)
 		}
-		if cur.Owner.Kind != OwnerGit {
+		if cur.Owner.Kind != api.OwnerGit {
 			return nil, fmt.Errorf("workload %s/%s is managed by the API, not by a Git source: %w", ns, name, ErrConflict)
 		}
 		if cur.Suspended == suspended {

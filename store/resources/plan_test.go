@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -39,11 +40,11 @@ func TestPlanApply(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	q1, q2 := quadletFor(t, 1), quadletFor(t, 2)
-	existing := func(owner Owner) *WorkloadMeta {
+	existing := func(owner api.Owner) *WorkloadMeta {
 		return &WorkloadMeta{UID: "u1", Namespace: "default", Name: "web", Type: "Service", Generation: 4,
 			SpecHash: q1.SpecHash(), Owner: owner, Files: []string{"old.kat", "workload.kat"}, CreatedAt: now.Add(-time.Hour)}
 	}
-	gitOwner := Owner{Kind: OwnerGit, Source: "config", Path: "apps/web", Commit: "abc"}
+	gitOwner := api.Owner{Kind: api.OwnerGit, Source: "config", Path: "apps/web", Commit: "abc"}
 	tests := []struct {
 		name      string
 		cur       *WorkloadMeta
@@ -57,31 +58,31 @@ func TestPlanApply(t *testing.T) {
 		stale     []string
 		prune     []int64
 	}{
-		{name: "new workload starts at generation 1", req: ApplyRequest{Quadlet: q1, Owner: APIOwner()},
+		{name: "new workload starts at generation 1", req: ApplyRequest{Quadlet: q1, Owner: api.APIOwner()},
 			wantGen: 1, created: true, changed: true},
-		{name: "same spec changes nothing", cur: existing(APIOwner()), req: ApplyRequest{Quadlet: q1, Owner: APIOwner()},
+		{name: "same spec changes nothing", cur: existing(api.APIOwner()), req: ApplyRequest{Quadlet: q1, Owner: api.APIOwner()},
 			wantGen: 4},
-		{name: "new spec moves the generation and drops files no longer sent", cur: existing(APIOwner()),
-			req: ApplyRequest{Quadlet: q2, Owner: APIOwner()}, wantGen: 5, changed: true, stale: []string{"old.kat"}},
-		{name: "create-only on an existing workload", cur: existing(APIOwner()),
-			req: ApplyRequest{Quadlet: q2, Owner: APIOwner(), CreateOnly: true}, wantErr: ErrAlreadyExists},
+		{name: "new spec moves the generation and drops files no longer sent", cur: existing(api.APIOwner()),
+			req: ApplyRequest{Quadlet: q2, Owner: api.APIOwner()}, wantGen: 5, changed: true, stale: []string{"old.kat"}},
+		{name: "create-only on an existing workload", cur: existing(api.APIOwner()),
+			req: ApplyRequest{Quadlet: q2, Owner: api.APIOwner(), CreateOnly: true}, wantErr: ErrAlreadyExists},
 		{name: "api write to a git-owned workload is refused", cur: existing(gitOwner),
-			req: ApplyRequest{Quadlet: q2, Owner: APIOwner()}, wantErr: ErrConflict},
+			req: ApplyRequest{Quadlet: q2, Owner: api.APIOwner()}, wantErr: ErrConflict},
 		{name: "forced api write suspends git management", cur: existing(gitOwner),
-			req: ApplyRequest{Quadlet: q2, Owner: APIOwner(), Force: true}, wantGen: 5, changed: true, suspended: true,
+			req: ApplyRequest{Quadlet: q2, Owner: api.APIOwner(), Force: true}, wantGen: 5, changed: true, suspended: true,
 			stale: []string{"old.kat"}},
 		{name: "forced write of the same spec still suspends", cur: existing(gitOwner),
-			req: ApplyRequest{Quadlet: q1, Owner: APIOwner(), Force: true}, wantGen: 4, changed: true, suspended: true},
+			req: ApplyRequest{Quadlet: q1, Owner: api.APIOwner(), Force: true}, wantGen: 4, changed: true, suspended: true},
 		{name: "git write to a suspended workload is refused", cur: suspended(existing(gitOwner)),
 			req: ApplyRequest{Quadlet: q2, Owner: gitOwner}, wantErr: ErrSuspended},
 		{name: "git resume writes and ends the suspension", cur: suspended(existing(gitOwner)),
 			req: ApplyRequest{Quadlet: q2, Owner: gitOwner, Resume: true}, wantGen: 5, changed: true, stale: []string{"old.kat"}},
-		{name: "git write to another source's workload is refused", cur: existing(Owner{Kind: OwnerGit, Source: "other", Path: "x"}),
+		{name: "git write to another source's workload is refused", cur: existing(api.Owner{Kind: api.OwnerGit, Source: "other", Path: "x"}),
 			req: ApplyRequest{Quadlet: q2, Owner: gitOwner}, wantErr: ErrConflict},
-		{name: "git adopts an api-owned workload", cur: existing(APIOwner()),
+		{name: "git adopts an api-owned workload", cur: existing(api.APIOwner()),
 			req: ApplyRequest{Quadlet: q1, Owner: gitOwner}, wantGen: 4, changed: true},
-		{name: "archive keeps the newest generations", cur: existing(APIOwner()), archived: []int64{1, 2, 3, 4},
-			req: ApplyRequest{Quadlet: q2, Owner: APIOwner()}, wantGen: 5, changed: true, stale: []string{"old.kat"},
+		{name: "archive keeps the newest generations", cur: existing(api.APIOwner()), archived: []int64{1, 2, 3, 4},
+			req: ApplyRequest{Quadlet: q2, Owner: api.APIOwner()}, wantGen: 5, changed: true, stale: []string{"old.kat"},
 			prune: []int64{1, 2}},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -204,7 +205,7 @@ func TestOwnershipProtectsGitWorkloads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
-	git := resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "apps/web", Commit: "abc123"}
+	git := api.Owner{Kind: api.OwnerGit, Source: "config", Path: "apps/web", Commit: "abc123"}
 	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 1), Owner: git}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 )
@@ -23,11 +24,11 @@ func RolloutsPrefix() string { return prefixRollouts }
 
 // GetRollout returns a workload's rollout record; a workload the leader has
 // not planned yet has none (ok false).
-func (r *Repo) GetRollout(ctx context.Context, ns, name string) (Rollout, bool, error) {
-	var ro Rollout
+func (r *Repo) GetRollout(ctx context.Context, ns, name string) (api.Rollout, bool, error) {
+	var ro api.Rollout
 	ver, err := r.getJSON(ctx, RolloutKey(ns, name), &ro)
 	if err != nil {
-		return Rollout{}, false, fmt.Errorf("get rollout of %s/%s: %w", ns, name, err)
+		return api.Rollout{}, false, fmt.Errorf("get rollout of %s/%s: %w", ns, name, err)
 	}
 	return ro, ver != 0, nil
 }
@@ -37,7 +38,7 @@ func (r *Repo) GetRollout(ctx context.Context, ns, name string) (Rollout, bool, 
 // workload.
 type RolloutWrite struct {
 	Namespace, Name string
-	Rollout         Rollout
+	Rollout         api.Rollout
 	MetaVersion     int64
 }
 
@@ -90,26 +91,26 @@ func (r *Repo) archivedMetas(ctx context.Context, ns, name string) ([]WorkloadMe
 // back from is OutcomeRolledBack; else its settled outcome in ro; else the
 // current generation is OutcomeInProgress and an older one
 // OutcomeSuperseded.
-func DeriveHistory(archived []WorkloadMeta, ro Rollout, current int64) []HistoryEntry {
+func DeriveHistory(archived []WorkloadMeta, ro api.Rollout, current int64) []api.HistoryEntry {
 	rolledBack := map[int64]bool{}
 	for _, m := range archived {
 		if m.Rollback != nil {
 			rolledBack[m.Rollback.From] = true
 		}
 	}
-	out := make([]HistoryEntry, 0, len(archived))
+	out := make([]api.HistoryEntry, 0, len(archived))
 	for _, m := range archived {
-		e := HistoryEntry{Generation: m.Generation, SpecHash: m.SpecHash, SourceCommit: m.Owner.Commit, Time: m.UpdatedAt,
+		e := api.HistoryEntry{Generation: m.Generation, SpecHash: m.SpecHash, SourceCommit: m.Owner.Commit, Time: m.UpdatedAt,
 			Rollback: m.Rollback}
 		switch {
 		case rolledBack[m.Generation]:
-			e.Outcome = OutcomeRolledBack
+			e.Outcome = api.OutcomeRolledBack
 		case ro.Outcomes[m.Generation] != "":
 			e.Outcome = ro.Outcomes[m.Generation]
 		case m.Generation == current:
-			e.Outcome = OutcomeInProgress
+			e.Outcome = api.OutcomeInProgress
 		default:
-			e.Outcome = OutcomeSuperseded
+			e.Outcome = api.OutcomeSuperseded
 		}
 		out = append(out, e)
 	}
@@ -118,7 +119,7 @@ func DeriveHistory(archived []WorkloadMeta, ro Rollout, current int64) []History
 
 // WorkloadHistory returns the archived generations of workload ns/name with
 // their outcomes (DeriveHistory).
-func (r *Repo) WorkloadHistory(ctx context.Context, ns, name string) ([]HistoryEntry, error) {
+func (r *Repo) WorkloadHistory(ctx context.Context, ns, name string) ([]api.HistoryEntry, error) {
 	w, err := r.GetWorkload(ctx, ns, name)
 	if err != nil {
 		return nil, err
@@ -138,10 +139,10 @@ func (r *Repo) WorkloadHistory(ctx context.Context, ns, name string) ([]HistoryE
 // cur (with spec hash curHash) applies again: the newest archived one before
 // cur whose rollout succeeded and whose spec differs from the current one.
 // It is pure; ok is false when there is none.
-func RollbackTarget(archived []WorkloadMeta, ro Rollout, cur int64, curHash string) (int64, bool) {
+func RollbackTarget(archived []WorkloadMeta, ro api.Rollout, cur int64, curHash string) (int64, bool) {
 	for i := len(archived) - 1; i >= 0; i-- {
 		m := archived[i]
-		if m.Generation < cur && ro.Outcomes[m.Generation] == OutcomeSucceeded && m.SpecHash != curHash {
+		if m.Generation < cur && ro.Outcomes[m.Generation] == api.OutcomeSucceeded && m.SpecHash != curHash {
 			return m.Generation, true
 		}
 	}
@@ -218,8 +219,8 @@ func (r *Repo) RollbackWorkload(ctx context.Context, req RollbackRequest) (*Appl
 	if err != nil {
 		return nil, 0, fmt.Errorf("roll back %s/%s: the archived files of generation %d: %w", ns, name, to, err)
 	}
-	res, err := r.ApplyWorkload(ctx, ApplyRequest{Quadlet: q, Owner: APIOwner(), Force: true,
-		Rollback: &RollbackRef{From: cur, To: to, Auto: req.Auto}})
+	res, err := r.ApplyWorkload(ctx, ApplyRequest{Quadlet: q, Owner: api.APIOwner(), Force: true,
+		Rollback: &api.RollbackRef{From: cur, To: to, Auto: req.Auto}})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -6,18 +6,19 @@ import (
 	"fmt"
 	"strings"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
 // PutSourceSpec creates or replaces a source's spec and reports whether it
 // was created.
-func (r *Repo) PutSourceSpec(ctx context.Context, spec SourceSpec) (bool, error) {
+func (r *Repo) PutSourceSpec(ctx context.Context, spec api.SourceSpec) (bool, error) {
 	spec.UpdatedAt = r.now().UTC()
 	op, err := putJSON(SourceSpecKey(spec.Name), spec)
 	if err != nil {
 		return false, err
 	}
-	ver, err := r.getJSON(ctx, SourceSpecKey(spec.Name), &SourceSpec{})
+	ver, err := r.getJSON(ctx, SourceSpecKey(spec.Name), &api.SourceSpec{})
 	if err != nil {
 		return false, fmt.Errorf("put source %q: %w", spec.Name, err)
 	}
@@ -29,7 +30,7 @@ func (r *Repo) PutSourceSpec(ctx context.Context, spec SourceSpec) (bool, error)
 
 // CreateSourceSpec writes spec only when no source of that name exists, and
 // reports whether it did.
-func (r *Repo) CreateSourceSpec(ctx context.Context, spec SourceSpec) (bool, error) {
+func (r *Repo) CreateSourceSpec(ctx context.Context, spec api.SourceSpec) (bool, error) {
 	spec.UpdatedAt = r.now().UTC()
 	op, err := putJSON(SourceSpecKey(spec.Name), spec)
 	if err != nil {
@@ -43,8 +44,8 @@ func (r *Repo) CreateSourceSpec(ctx context.Context, spec SourceSpec) (bool, err
 }
 
 // GetSource returns a source's spec and status.
-func (r *Repo) GetSource(ctx context.Context, name string) (*Source, error) {
-	var s Source
+func (r *Repo) GetSource(ctx context.Context, name string) (*api.Source, error) {
+	var s api.Source
 	ver, err := r.getJSON(ctx, SourceSpecKey(name), &s.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("get source %q: %w", name, err)
@@ -59,13 +60,13 @@ func (r *Repo) GetSource(ctx context.Context, name string) (*Source, error) {
 }
 
 // ListSources returns every source sorted by name.
-func (r *Repo) ListSources(ctx context.Context) ([]Source, error) {
+func (r *Repo) ListSources(ctx context.Context) ([]api.Source, error) {
 	kvs, err := r.st.List(ctx, prefixSources)
 	if err != nil {
 		return nil, fmt.Errorf("list sources: %w", err)
 	}
-	byName := map[string]*Source{}
-	var out []*Source
+	byName := map[string]*api.Source{}
+	var out []*api.Source
 	for _, kv := range kvs {
 		rest := strings.TrimPrefix(kv.Key, prefixSources)
 		name, kind, ok := strings.Cut(rest, "/")
@@ -74,7 +75,7 @@ func (r *Repo) ListSources(ctx context.Context) ([]Source, error) {
 		}
 		s := byName[name]
 		if s == nil {
-			s = &Source{}
+			s = &api.Source{}
 			byName[name] = s
 			out = append(out, s)
 		}
@@ -89,7 +90,7 @@ func (r *Repo) ListSources(ctx context.Context) ([]Source, error) {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
 	}
-	res := make([]Source, 0, len(out))
+	res := make([]api.Source, 0, len(out))
 	for _, s := range out {
 		if s.Spec.Name != "" { // a status without a spec is a leftover
 			res = append(res, *s)
@@ -99,7 +100,7 @@ func (r *Repo) ListSources(ctx context.Context) ([]Source, error) {
 }
 
 // PutSourceStatus replaces a source's status.
-func (r *Repo) PutSourceStatus(ctx context.Context, name string, st SourceStatus) error {
+func (r *Repo) PutSourceStatus(ctx context.Context, name string, st api.SourceStatus) error {
 	st.UpdatedAt = r.now().UTC()
 	op, err := putJSON(SourceStatusKey(name), st)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -16,7 +17,7 @@ func TestSourceRecords(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
-	spec := resources.SourceSpec{Name: "config", URL: "file:///srv/config.git", Branch: "main", Path: ".", IntervalSeconds: 30}
+	spec := api.SourceSpec{Name: "config", URL: "file:///srv/config.git", Branch: "main", Path: ".", IntervalSeconds: 30}
 	if created, err := r.CreateSourceSpec(ctx, spec); err != nil || !created {
 		t.Fatalf("CreateSourceSpec = %v, %v", created, err)
 	}
@@ -28,7 +29,7 @@ func TestSourceRecords(t *testing.T) {
 	if created, err := r.PutSourceSpec(ctx, spec2); err != nil || created {
 		t.Fatalf("PutSourceSpec = %v, %v", created, err)
 	}
-	st := resources.SourceStatus{AppliedCommit: "abc", PathErrors: []resources.PathError{{Path: "apps/web", Error: "bad"}}}
+	st := api.SourceStatus{AppliedCommit: "abc", PathErrors: []api.PathError{{Path: "apps/web", Error: "bad"}}}
 	if err := r.PutSourceStatus(ctx, "config", st); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestEventsAreCapped(t *testing.T) {
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	for i := range resources.DefaultEventKeep + 5 {
-		if err := r.AppendEvent(ctx, resources.Event{Object: "source/config", Reason: "Applied", Message: fmt.Sprint(i)}); err != nil {
+		if err := r.AppendEvent(ctx, api.Event{Object: "source/config", Reason: "Applied", Message: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,10 +87,10 @@ func TestAppendEventsBatches(t *testing.T) {
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	batch := func(from, n int) []resources.Event {
-		evs := make([]resources.Event, n)
+	batch := func(from, n int) []api.Event {
+		evs := make([]api.Event, n)
 		for i := range n {
-			evs[i] = resources.Event{Time: base.Add(time.Duration(from+i) * time.Second), Object: "workload/ns/w", Reason: "RolloutSucceeded", Message: fmt.Sprint(from + i)}
+			evs[i] = api.Event{Time: base.Add(time.Duration(from+i) * time.Second), Object: "workload/ns/w", Reason: "RolloutSucceeded", Message: fmt.Sprint(from + i)}
 		}
 		return evs
 	}
@@ -148,7 +149,7 @@ func TestSuspendResumeAndGitPrune(t *testing.T) {
 	if _, err := r.SetSuspended(ctx, "default", "api", true); !errors.Is(err, resources.ErrConflict) {
 		t.Fatalf("suspend of an API workload = %v, want ErrConflict", err)
 	}
-	git := resources.Owner{Kind: resources.OwnerGit, Source: "config", Path: "web"}
+	git := api.Owner{Kind: api.OwnerGit, Source: "config", Path: "web"}
 	if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", 1), Owner: git}); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestSuspendResumeAndGitPrune(t *testing.T) {
 	if m, err := r.SetSuspended(ctx, "default", "web", false); err != nil || m.Suspended {
 		t.Fatalf("resume = %+v, %v", m, err)
 	}
-	other := resources.Owner{Kind: resources.OwnerGit, Source: "other"}
+	other := api.Owner{Kind: api.OwnerGit, Source: "other"}
 	if _, err := r.DeleteWorkload(ctx, resources.DeleteRequest{Namespace: "default", Name: "web", Owner: other}); !errors.Is(err, resources.ErrConflict) {
 		t.Fatalf("prune by another source = %v, want ErrConflict", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"kat.dws.rip/kat/api"
 )
 
 // WorkloadMeta is the metadata of a workload's desired state.
@@ -14,14 +16,14 @@ type WorkloadMeta struct {
 	Type       string    `json:"type"`
 	Generation int64     `json:"generation"`
 	SpecHash   string    `json:"specHash"`
-	Owner      Owner     `json:"owner"`
+	Owner      api.Owner `json:"owner"`
 	Suspended  bool      `json:"suspended"`
 	Files      []string  `json:"files"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
 	// Rollback is set on a generation a rollback wrote: the files of an
 	// earlier generation applied again. Nil otherwise.
-	Rollback *RollbackRef `json:"rollback,omitempty"`
+	Rollback *api.RollbackRef `json:"rollback,omitempty"`
 }
 
 // WorkloadStatus is the leader's view of how far a workload's desired state is
@@ -32,13 +34,13 @@ type WorkloadStatus struct {
 	// AppliedGeneration is the generation the ready instances run: the
 	// current one once the workload is Ready, an older one while a rollout
 	// or a failure leaves only older instances ready, 0 when none is.
-	AppliedGeneration int64       `json:"appliedGeneration"`
-	Phase             string      `json:"phase"`
-	Desired           int         `json:"desired"`
-	Ready             int         `json:"ready"`
-	Conditions        []Condition `json:"conditions"`
-	LastError         string      `json:"lastError"`
-	UpdatedAt         time.Time   `json:"updatedAt"`
+	AppliedGeneration int64           `json:"appliedGeneration"`
+	Phase             string          `json:"phase"`
+	Desired           int             `json:"desired"`
+	Ready             int             `json:"ready"`
+	Conditions        []api.Condition `json:"conditions"`
+	LastError         string          `json:"lastError"`
+	UpdatedAt         time.Time       `json:"updatedAt"`
 	// SourceCommit is, for a workload built from an app repository, the
 	// commit its current instances are built from. Default "".
 	SourceCommit string `json:"sourceCommit,omitempty"`
@@ -88,7 +90,7 @@ var (
 // to change it. It matches ErrConflict.
 type OwnershipError struct {
 	Namespace, Name string
-	Owner           Owner
+	Owner           api.Owner
 }
 
 func (e *OwnershipError) Error() string {

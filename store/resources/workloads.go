@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 )
@@ -20,7 +21,7 @@ type ApplyRequest struct {
 	// Quadlet is the parsed and validated workload directory.
 	Quadlet *quadlet.Quadlet
 	// Owner is who is writing: APIOwner() or a Git source.
-	Owner Owner
+	Owner api.Owner
 	// Force lets an API write replace a Git-owned workload, suspending Git
 	// management of it.
 	Force bool
@@ -31,7 +32,7 @@ type ApplyRequest struct {
 	Resume bool
 	// Rollback marks the new generation as written by a rollback. Default
 	// nil: an ordinary apply.
-	Rollback *RollbackRef
+	Rollback *api.RollbackRef
 }
 
 // ApplyResult says what an apply did.
@@ -87,7 +88,7 @@ func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, 
 	if req.Resume {
 		meta.Suspended = false
 	}
-	if cur.Owner.Kind == OwnerGit && req.Owner.Kind != OwnerGit {
+	if cur.Owner.Kind == api.OwnerGit && req.Owner.Kind != api.OwnerGit {
 		if !req.Force {
 			return applyPlan{}, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner}
 		}
@@ -121,7 +122,7 @@ func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, 
 // checkGitWrite refuses a Git write to a workload whose Git management is
 // suspended (unless it resumes it) or that another source manages.
 func checkGitWrite(cur *WorkloadMeta, req ApplyRequest) error {
-	if req.Owner.Kind != OwnerGit || cur.Owner.Kind != OwnerGit {
+	if req.Owner.Kind != api.OwnerGit || cur.Owner.Kind != api.OwnerGit {
 		return nil
 	}
 	if cur.Owner.Source != req.Owner.Source {
@@ -164,7 +165,7 @@ func (r *Repo) ApplyWorkload(ctx context.Context, req ApplyRequest) (*ApplyResul
 		return nil, errors.New("apply workload: no quadlet")
 	}
 	if req.Owner.Kind == "" {
-		req.Owner = APIOwner()
+		req.Owner = api.APIOwner()
 	}
 	ns, name := req.Quadlet.Namespace(), req.Quadlet.Name()
 	for range maxTxnAttempts {
@@ -372,7 +373,7 @@ func (r *Repo) GetManifest(ctx context.Context, ns, name, file string) ([]byte, 
 type DeleteRequest struct {
 	Namespace, Name string
 	// Owner is who deletes; an API delete of a Git-owned workload needs Force.
-	Owner Owner
+	Owner api.Owner
 	Force bool
 }
 
@@ -389,7 +390,7 @@ func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*Workload
 func (r *Repo) DeleteWorkloadRevision(ctx context.Context, req DeleteRequest) (*WorkloadMeta, int64, error) {
 	ns, name := req.Namespace, req.Name
 	if req.Owner.Kind == "" {
-		req.Owner = APIOwner()
+		req.Owner = api.APIOwner()
 	}
 	for range maxTxnAttempts {
 		var cur WorkloadMeta
@@ -400,13 +401,13 @@ func (r *Repo) DeleteWorkloadRevision(ctx context.Context, req DeleteRequest) (*
 		if ver == 0 {
 			return nil, 0, fmt.Errorf("workload %s/%s: %w", ns, name, ErrNotFound)
 		}
-		if cur.Owner.Kind == OwnerGit && req.Owner.Kind != OwnerGit && !req.Force {
+		if cur.Owner.Kind == api.OwnerGit && req.Owner.Kind != api.OwnerGit && !req.Force {
 			return nil, 0, fmt.Errorf("delete workload %s/%s: %w", ns, name, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner})
 		}
-		if req.Owner.Kind == OwnerGit && (cur.Owner.Kind != OwnerGit || cur.Owner.Source != req.Owner.Source) {
+		if req.Owner.Kind == api.OwnerGit && (cur.Owner.Kind != api.OwnerGit || cur.Owner.Source != req.Owner.Source) {
 			return nil, 0, fmt.Errorf("prune workload %s/%s: %w", ns, name, &OwnershipError{Namespace: ns, Name: name, Owner: cur.Owner})
 		}
-		if req.Owner.Kind == OwnerGit && cur.Suspended {
+		if req.Owner.Kind == api.OwnerGit && cur.Suspended {
 			return nil, 0, fmt.Errorf("prune workload %s/%s: %w", ns, name, ErrSuspended)
 		}
 		txn, err := r.st.Txn(ctx,

@@ -85,3 +85,16 @@ type DaemonRolloutNode struct {
 	StartedAt time.Time `json:"startedAt,omitzero"`
 	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 }
+
+// DaemonRolloutRecord is the leader's record of a DaemonService's
+// node-by-node update (/kat/workloads/daemonrollout/{ns}/{name}): how far it
+// got, as the API shows it (DaemonRollout), and what each node ran before,
+// so that a rollback, by this leader or the next, can give it back. Only the
+// leader's placement loop writes it; deleting the workload deletes it.
+type DaemonRolloutRecord struct {
+	DaemonRollout
+	// Previous holds, by template, one assignment the nodes ran before the
+	// update: a node rolled back gets a copy of its template's (files,
+	// image, ports), as a new instance.
+	Previous map[string]Assignment `json:"previous,omitempty"`
+}

@@ -107,3 +107,15 @@ type JobRunInstance struct {
 func (i JobRunInstance) Done() bool {
 	return i.State == RunInstanceSucceeded || i.State == RunInstanceFailed || i.State == RunInstanceStopped
 }
+
+// JobSchedule is a scheduled Job's memory of its firings: the leader judges
+// the next firing from it, so a new leader neither repeats a firing nor
+// stacks the ones missed while there was none.
+type JobSchedule struct {
+	// LastScheduleTime is the last firing handled (run, skipped, or the
+	// moment the schedule was first seen).
+	LastScheduleTime time.Time `json:"lastScheduleTime"`
+	// Skipped counts the firings skipped because of concurrencyPolicy
+	// Forbid.
+	Skipped int `json:"skipped,omitempty"`
+}

@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// This file holds the records that are the same on the wire and in etcd:
-// the store (store/resources) keeps them as they are, so they are defined
-// once, here, where the client can use them without linking the server.
-
 // Owner kinds.
 const (
 	OwnerAPI = "api"

@@ -48,51 +48,6 @@ const (
 	CodeUnavailable = "unavailable"
 )
 
-// WorkloadStatus is how far a workload's desired state is realised.
-type WorkloadStatus struct {
-	// ObservedGeneration is the generation the leader has placed instances
-	// of.
-	ObservedGeneration int64 `json:"observedGeneration"`
-	// AppliedGeneration is the generation the ready instances run (the
-	// current one once Ready); 0 while none is ready.
-	AppliedGeneration int64       `json:"appliedGeneration"`
-	Phase             string      `json:"phase"`
-	Desired           int         `json:"desired"`
-	Ready             int         `json:"ready"`
-	Conditions        []Condition `json:"conditions"`
-	LastError         string      `json:"lastError"`
-	// SourceCommit is, for a workload built from an app repository, the
-	// commit the leader resolved its ref to: what it runs or rolls out.
-	SourceCommit string `json:"sourceCommit,omitempty"`
-	// Unplaced counts the instances the scheduler found no node for: they
-	// are Pending until a node fits. Default 0.
-	Unplaced int `json:"unplaced,omitempty"`
-	// UnplacedReason says why, per class of node, when Unplaced > 0:
-	// "3 nodes: 2 insufficient memory, 1 taint dedicated=gpu:NoSchedule".
-	UnplacedReason string `json:"unplacedReason,omitempty"`
-	// LastRun is, for a Job, its latest run (JobRun.Run); "" before the
-	// first. Default "".
-	LastRun string `json:"lastRun,omitempty"`
-	// NextRunTime is, for a scheduled Job, its next firing. Default nil.
-	NextRunTime *time.Time `json:"nextRunTime,omitempty"`
-}
-
-// Workload is a workload's metadata and status as the API returns it.
-type Workload struct {
-	Namespace  string         `json:"namespace"`
-	Name       string         `json:"name"`
-	UID        string         `json:"uid"`
-	Type       string         `json:"type"`
-	Generation int64          `json:"generation"`
-	SpecHash   string         `json:"specHash"`
-	Owner      Owner          `json:"owner"`
-	Suspended  bool           `json:"suspended"`
-	Files      []string       `json:"files"`
-	CreatedAt  time.Time      `json:"createdAt"`
-	UpdatedAt  time.Time      `json:"updatedAt"`
-	Status     WorkloadStatus `json:"status"`
-}
-
 // ApplyResult is the response to a workload POST or PUT.
 type ApplyResult struct {
 	Workload Workload `json:"workload"`
@@ -103,13 +58,11 @@ type ApplyResult struct {
 	Changed bool `json:"changed"`
 }
 
-// Namespace is a namespace as the API returns it.
-type Namespace struct {
-	Name      string            `json:"name"`
-	UID       string            `json:"uid"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	CreatedAt time.Time         `json:"createdAt"`
-	Workloads int               `json:"workloads"`
+// NamespaceView is a namespace as the API returns it: the record with the
+// number of its workloads.
+type NamespaceView struct {
+	Namespace
+	Workloads int `json:"workloads"`
 }
 
 // Node states.
@@ -119,36 +72,24 @@ const (
 	NodeUnknown  = "Unknown"
 )
 
-// Node is a node's registration and last heartbeat.
+// Node is a node as the API returns it: its registration, with what its
+// last heartbeat said and what the leader placed on it.
 type Node struct {
-	Name   string `json:"name"`
-	UID    string `json:"uid"`
+	NodeRegistration
+	// Status is NodeReady, NodeNotReady, or NodeUnknown for a node that
+	// never beat.
 	Status string `json:"status"`
-	Leader bool   `json:"leader"`
-	// EtcdMember marks a member of the embedded etcd quorum (the init node
-	// and the nodes that joined with --etcd-peer): it may lead.
-	EtcdMember       bool              `json:"etcdMember"`
-	AdvertiseAddress string            `json:"advertiseAddress"`
-	APIPort          int               `json:"apiPort"`
-	AgentPort        int               `json:"agentPort"`
-	Labels           map[string]string `json:"labels,omitempty"`
-	JoinedAt         time.Time         `json:"joinedAt"`
-	LastHeartbeat    *time.Time        `json:"lastHeartbeat,omitempty"`
-	Resources        NodeResources     `json:"resources"`
-	// Conditions are what the node reports about itself, such as
-	// RuntimeReady=False when it cannot run containers.
-	Conditions []Condition `json:"conditions,omitempty"`
+	// Leader marks the node that leads the cluster.
+	Leader        bool       `json:"leader"`
+	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
+	// Resources and Conditions are what the node's last heartbeat
+	// reported: its capacity, and problems such as RuntimeReady=False when
+	// it cannot run containers.
+	Resources  NodeResources `json:"resources"`
+	Conditions []Condition   `json:"conditions,omitempty"`
 	// Instances is how many instances the leader has placed on the node
 	// (its assignments), ended Job instances included.
 	Instances int `json:"instances"`
-	// Taints repel instances that do not tolerate them (katcall taint).
-	Taints []Taint `json:"taints,omitempty"`
-	// Unschedulable is set by katcall cordon and drain: the node gets no
-	// new instance.
-	Unschedulable bool `json:"unschedulable"`
-	// Draining is set by katcall drain: the leader moves the node's Service
-	// and DaemonService instances off it and lets its Job instances finish.
-	Draining bool `json:"draining"`
 	// Requested is the sum of what the instances placed on the node request.
 	Requested NodeRequested `json:"requested"`
 	// Active counts, by workload type (Service, DaemonService, Job), the
@@ -177,23 +118,6 @@ func (n Node) StatusText() string {
 		return n.Status + "," + NodeCordoned
 	}
 	return n.Status
-}
-
-// Taint marks a node so that only instances tolerating it are placed there.
-// Effect is NoSchedule or PreferNoSchedule.
-type Taint struct {
-	Key    string `json:"key"`
-	Value  string `json:"value,omitempty"`
-	Effect string `json:"effect"`
-}
-
-// String is the taint as katcall taint takes it: "key=value:Effect", or
-// "key:Effect" without a value.
-func (t Taint) String() string {
-	if t.Value == "" {
-		return t.Key + ":" + t.Effect
-	}
-	return t.Key + "=" + t.Value + ":" + t.Effect
 }
 
 // NodeRequested is what the instances placed on a node request in total.
@@ -263,7 +187,9 @@ type MetricsCertResponse struct {
 	NotAfter time.Time `json:"notAfter"`
 }
 
-// Leader is the current leader.
+// Leader is the current leader as it publishes itself
+// (/kat/config/leader_endpoint): its node, the URL of its API and when it
+// began to lead.
 type Leader struct {
 	Node   string    `json:"node"`
 	APIURL string    `json:"apiURL"`
@@ -290,12 +216,12 @@ type ClusterConfig struct {
 
 // Status is the cluster summary behind katcall status.
 type Status struct {
-	Cluster    ClusterConfig  `json:"cluster"`
-	Leader     *Leader        `json:"leader,omitempty"`
-	Nodes      []Node         `json:"nodes"`
-	Namespaces []Namespace    `json:"namespaces"`
-	Workloads  []Workload     `json:"workloads"`
-	Phases     map[string]int `json:"phases"`
+	Cluster    ClusterConfig   `json:"cluster"`
+	Leader     *Leader         `json:"leader,omitempty"`
+	Nodes      []Node          `json:"nodes"`
+	Namespaces []NamespaceView `json:"namespaces"`
+	Workloads  []Workload      `json:"workloads"`
+	Phases     map[string]int  `json:"phases"`
 	// Sources are the Git sources with their status.
 	Sources []Source `json:"sources"`
 	// Backup is the leader's record of its etcd snapshots; nil before the

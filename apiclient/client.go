@@ -304,20 +304,20 @@ func (c *Client) ListNodes(ctx context.Context) ([]api.Node, error) {
 }
 
 // ListNamespaces returns every namespace.
-func (c *Client) ListNamespaces(ctx context.Context) ([]api.Namespace, error) {
-	var out []api.Namespace
+func (c *Client) ListNamespaces(ctx context.Context) ([]api.NamespaceView, error) {
+	var out []api.NamespaceView
 	return out, c.do(ctx, http.MethodGet, "/v1alpha1/namespaces", nil, nil, "", &out)
 }
 
 // CreateNamespace creates a namespace from a namespace.kat document.
-func (c *Client) CreateNamespace(ctx context.Context, doc []byte) (*api.Namespace, error) {
-	var ns api.Namespace
+func (c *Client) CreateNamespace(ctx context.Context, doc []byte) (*api.NamespaceView, error) {
+	var ns api.NamespaceView
 	return &ns, c.do(ctx, http.MethodPost, "/v1alpha1/namespaces", nil, doc, "application/yaml", &ns)
 }
 
 // PutNamespace creates a namespace or replaces its labels.
-func (c *Client) PutNamespace(ctx context.Context, name string, doc []byte) (*api.Namespace, error) {
-	var ns api.Namespace
+func (c *Client) PutNamespace(ctx context.Context, name string, doc []byte) (*api.NamespaceView, error) {
+	var ns api.NamespaceView
 	return &ns, c.do(ctx, http.MethodPut, "/v1alpha1/namespaces/"+url.PathEscape(name), nil, doc, "application/yaml", &ns)
 }
 

@@ -107,7 +107,7 @@ func TestAuditRecordsWhoDidWhat(t *testing.T) {
 	if code, _ := f.raw(t, http.MethodDelete, "/v1alpha1/n/default/workloads/web", "wrong-token-value", nil); code != http.StatusUnauthorized {
 		t.Fatalf("delete with a wrong token: %d, want 401", code)
 	}
-	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1"}); err != nil {
+	if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n1"}); err != nil {
 		t.Fatal(err)
 	}
 	node := nodeClient(t, f, "n1")
@@ -138,7 +138,7 @@ func TestAuditRecordsWhoDidWhat(t *testing.T) {
 	if _, err := f.client.CordonNode(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n2"}); err != nil {
+	if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n2"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.client.DeleteNode(ctx, "n2", false); err != nil {
@@ -197,7 +197,7 @@ func TestAuditQuery(t *testing.T) {
 	ctx := context.Background()
 	f, _ := auditFixture(t, nil)
 	for _, n := range []string{"n1", "n2"} {
-		if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: n}); err != nil {
+		if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: n}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.client.CordonNode(ctx, n); err != nil {
@@ -343,7 +343,7 @@ func TestAuditUnauthenticatedAreBounded(t *testing.T) {
 			t.Fatalf("badly signed webhook: %d, want 401", code)
 		}
 	}
-	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1"}); err != nil {
+	if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.client.CordonNode(ctx, "n1"); err != nil {

@@ -59,11 +59,7 @@ func (s *Server) leader(ctx context.Context) (*api.Leader, error) {
 	if s.cfg.Leader != nil {
 		return s.cfg.Leader(ctx)
 	}
-	ep, err := s.cfg.Repo.GetLeaderEndpoint(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &api.Leader{Node: ep.Node, APIURL: ep.APIURL, Since: ep.Since}, nil
+	return s.cfg.Repo.GetLeaderEndpoint(ctx)
 }
 
 func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
@@ -79,7 +75,7 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	byNode := map[string][]resources.Assignment{}
+	byNode := map[string][]api.Assignment{}
 	for _, a := range as {
 		byNode[a.Node] = append(byNode[a.Node], a)
 	}
@@ -87,12 +83,7 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 	out := make([]api.Node, 0, len(nodes))
 	for _, n := range nodes {
 		reg := n.Registration
-		v := api.Node{
-			Name: reg.Name, UID: reg.UID, Status: api.NodeUnknown, AdvertiseAddress: reg.AdvertiseAddress,
-			APIPort: reg.APIPort, AgentPort: reg.AgentPort, Labels: reg.Labels, JoinedAt: reg.JoinedAt,
-			Leader: leader != nil && leader.Node == reg.Name, EtcdMember: reg.EtcdMember,
-			Taints: reg.Taints, Unschedulable: reg.Unschedulable, Draining: reg.Draining,
-		}
+		v := api.Node{NodeRegistration: reg, Status: api.NodeUnknown, Leader: leader != nil && leader.Node == reg.Name}
 		reported := map[string]string{}
 		if n.Status != nil {
 			v.Resources, v.Conditions = n.Status.Resources, n.Status.Conditions
@@ -161,7 +152,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	st.Workloads = toAPIWorkloads(ws)
+	st.Workloads = workloadViews(ws)
 	for _, wl := range st.Workloads {
 		st.Phases[wl.Status.Phase]++
 	}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiclient"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // TestClusterServersListsMembersLeaderFirst: the servers katcall refreshes
@@ -22,7 +22,7 @@ func TestClusterServersListsMembersLeaderFirst(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, nil)
-	for _, reg := range []resources.NodeRegistration{
+	for _, reg := range []api.NodeRegistration{
 		{Name: "m1", AdvertiseAddress: "10.0.0.1", APIPort: 9115, EtcdMember: true},
 		{Name: "m2", AdvertiseAddress: "10.0.0.2", APIPort: 9115, EtcdMember: true},
 		{Name: "w1", AdvertiseAddress: "10.0.0.3", APIPort: 9115},
@@ -32,7 +32,7 @@ func TestClusterServersListsMembersLeaderFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := f.repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: "m2", APIURL: "https://10.0.0.2:9115", Since: time.Now()}); err != nil {
+	if err := f.repo.SetLeaderEndpoint(ctx, api.Leader{Node: "m2", APIURL: "https://10.0.0.2:9115", Since: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := f.client.ClusterServers(ctx)

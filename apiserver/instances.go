@@ -76,7 +76,7 @@ func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	d := api.WorkloadDetail{Workload: toAPIWorkload(*wl), Instances: ins, Builds: builds}
+	d := api.WorkloadDetail{Workload: workloadView(*wl), Instances: ins, Builds: builds}
 	ro, err := s.cfg.Repo.GetDaemonRollout(r.Context(), ns, name)
 	if err != nil {
 		writeError(w, errorFor(err))

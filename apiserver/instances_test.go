@@ -35,7 +35,7 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 			return err
 		},
 	})
-	if _, err := f.repo.WriteAssignments(ctx, []resources.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default",
+	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default",
 		Workload: "web", Image: "img", CreatedAt: time.Now()}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func newAgentFixture(t *testing.T, agent apiserver.AgentConfig) *fixture {
 	})
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(agentSrv.URL, "https://"))
 	p, _ := strconv.Atoi(port)
-	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", AdvertiseAddress: host, AgentPort: p}); err != nil {
+	if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n1", AdvertiseAddress: host, AgentPort: p}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.client.ApplyWorkload(ctx, "default", "", archiveOf(t, map[string]string{"workload.kat": workloadKat("web", "default", 1)}),
@@ -121,7 +121,7 @@ func TestHeartbeatWritesStatusOnlyOnChange(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	ctx := context.Background()
-	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", JoinedAt: time.Now()}); err != nil {
+	if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n1", JoinedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	version := func(key string) int64 {

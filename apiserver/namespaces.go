@@ -8,10 +8,9 @@ import (
 	"kat.dws.rip/kat/api"
 
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
-func (s *Server) namespaceViews(ctx context.Context) ([]api.Namespace, error) {
+func (s *Server) namespaceViews(ctx context.Context) ([]api.NamespaceView, error) {
 	nss, err := s.cfg.Repo.ListNamespaces(ctx)
 	if err != nil {
 		return nil, err
@@ -22,17 +21,13 @@ func (s *Server) namespaceViews(ctx context.Context) ([]api.Namespace, error) {
 	}
 	count := map[string]int{}
 	for _, w := range ws {
-		count[w.Meta.Namespace]++
+		count[w.Namespace]++
 	}
-	out := make([]api.Namespace, 0, len(nss))
+	out := make([]api.NamespaceView, 0, len(nss))
 	for _, ns := range nss {
-		out = append(out, toAPINamespace(ns, count[ns.Name]))
+		out = append(out, namespaceView(ns, count[ns.Name]))
 	}
 	return out, nil
-}
-
-func toAPINamespace(ns resources.Namespace, workloads int) api.Namespace {
-	return api.Namespace{Name: ns.Name, UID: ns.UID, Labels: ns.Labels, CreatedAt: ns.CreatedAt, Workloads: workloads}
 }
 
 func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +54,7 @@ func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPINamespace(*ns, len(ws)))
+	writeJSON(w, http.StatusOK, namespaceView(*ns, len(ws)))
 }
 
 // parseNamespaceBody reads a namespace.kat document from the request body.
@@ -88,7 +83,7 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusCreated, toAPINamespace(*ns, 0))
+	writeJSON(w, http.StatusCreated, namespaceView(*ns, 0))
 }
 
 func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +109,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, toAPINamespace(*ns, 0))
+	writeJSON(w, status, namespaceView(*ns, 0))
 }
 
 func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request) {
@@ -127,4 +122,8 @@ func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
+}
+
+func namespaceView(ns api.Namespace, workloads int) api.NamespaceView {
+	return api.NamespaceView{Namespace: ns, Workloads: workloads}
 }

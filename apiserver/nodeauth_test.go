@@ -23,7 +23,7 @@ func TestNodeReportsWithItsCertificate(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	for _, n := range []string{"n1", "n2"} {
-		if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: n}); err != nil {
+		if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: n}); err != nil {
 			t.Fatal(err)
 		}
 	}

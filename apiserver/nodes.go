@@ -34,7 +34,7 @@ type placement struct {
 // type those that have not ended (a Job instance ends when its agent
 // reports it Succeeded or Failed; Service and DaemonService instances never
 // do). reported maps instance IDs to the phase the node last reported.
-func placedOn(as []resources.Assignment, reported map[string]string) placement {
+func placedOn(as []api.Assignment, reported map[string]string) placement {
 	p := placement{instances: len(as)}
 	for _, a := range as {
 		p.requested.CPUMillis += a.CPUMillis
@@ -84,7 +84,7 @@ func nodeNotFound(name string) *api.Error {
 
 // changeNode applies change to the {node}'s registration and answers with
 // the node. change returns an *api.Error for a request that cannot apply.
-func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, what string, change func(*resources.NodeRegistration) error) {
+func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, what string, change func(*api.NodeRegistration) error) {
 	name := chi.URLParam(r, "node")
 	if _, err := s.cfg.Repo.UpdateNodeRegistration(r.Context(), name, change); errors.Is(err, resources.ErrNotFound) {
 		writeError(w, nodeNotFound(name))
@@ -103,21 +103,21 @@ func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, what string,
 }
 
 func (s *Server) cordonNode(w http.ResponseWriter, r *http.Request) {
-	s.changeNode(w, r, "cordon", func(reg *resources.NodeRegistration) error {
+	s.changeNode(w, r, "cordon", func(reg *api.NodeRegistration) error {
 		reg.Unschedulable = true
 		return nil
 	})
 }
 
 func (s *Server) uncordonNode(w http.ResponseWriter, r *http.Request) {
-	s.changeNode(w, r, "uncordon", func(reg *resources.NodeRegistration) error {
+	s.changeNode(w, r, "uncordon", func(reg *api.NodeRegistration) error {
 		reg.Unschedulable, reg.Draining = false, false
 		return nil
 	})
 }
 
 func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
-	s.changeNode(w, r, "drain", func(reg *resources.NodeRegistration) error {
+	s.changeNode(w, r, "drain", func(reg *api.NodeRegistration) error {
 		reg.Unschedulable, reg.Draining = true, true
 		return nil
 	})
@@ -135,7 +135,7 @@ func (s *Server) patchNodeLabels(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.changeNode(w, r, "labels", func(reg *resources.NodeRegistration) error {
+	s.changeNode(w, r, "labels", func(reg *api.NodeRegistration) error {
 		labels := maps.Clone(reg.Labels)
 		if labels == nil {
 			labels = map[string]string{}
@@ -211,7 +211,7 @@ func (s *Server) patchNodeTaints(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := chi.URLParam(r, "node")
-	s.changeNode(w, r, "taints", func(reg *resources.NodeRegistration) error {
+	s.changeNode(w, r, "taints", func(reg *api.NodeRegistration) error {
 		taints, apiErr := applyTaintChange(name, reg.Taints, change)
 		if apiErr != nil {
 			return apiErr
@@ -221,7 +221,7 @@ func (s *Server) patchNodeTaints(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-var taintEffects = []string{resources.TaintNoSchedule, resources.TaintPreferNoSchedule}
+var taintEffects = []string{api.TaintNoSchedule, api.TaintPreferNoSchedule}
 
 // checkTaintChange lists what is wrong with a taint change on its own, each
 // problem naming its field.

@@ -57,13 +57,13 @@ func newNodeFixture(t *testing.T) *nodeFixture {
 		}
 	})
 	for _, n := range []string{"n1", "n2", "n3"} {
-		reg := resources.NodeRegistration{Name: n, UID: "uid-" + n, Labels: map[string]string{resources.NodeNameLabel: n, "zone": "a"}}
+		reg := api.NodeRegistration{Name: n, UID: "uid-" + n, Labels: map[string]string{resources.NodeNameLabel: n, "zone": "a"}}
 		if err := nf.repo.PutNodeRegistration(ctx, reg); err != nil {
 			t.Fatal(err)
 		}
 	}
 	gpu := 0
-	as := []resources.Assignment{
+	as := []api.Assignment{
 		{InstanceID: "web-1", Node: "n1", Type: "Service", CPUMillis: 500, MemoryBytes: 64 << 20},
 		{InstanceID: "web-2", Node: "n1", Type: "Service", CPUMillis: 500, MemoryBytes: 64 << 20},
 		{InstanceID: "mon-1", Node: "n1", Type: "DaemonService", CPUMillis: 100, MemoryBytes: 32 << 20},
@@ -89,7 +89,7 @@ func newNodeFixture(t *testing.T) *nodeFixture {
 	return nf
 }
 
-func (nf *nodeFixture) registration(t *testing.T, name string) resources.NodeRegistration {
+func (nf *nodeFixture) registration(t *testing.T, name string) api.NodeRegistration {
 	t.Helper()
 	reg, err := nf.repo.GetNodeRegistration(context.Background(), name)
 	if err != nil {
@@ -105,7 +105,7 @@ func TestNodeView(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	nf := newNodeFixture(t)
-	if _, err := nf.repo.UpdateNodeRegistration(ctx, "n1", func(reg *resources.NodeRegistration) error {
+	if _, err := nf.repo.UpdateNodeRegistration(ctx, "n1", func(reg *api.NodeRegistration) error {
 		reg.Unschedulable, reg.Taints = true, []api.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}}
 		return nil
 	}); err != nil {
@@ -152,37 +152,37 @@ func TestNodeVerbsChangeTheRegistration(t *testing.T) {
 	steps := []struct {
 		name string
 		do   func() (*api.Node, error)
-		want func(reg *resources.NodeRegistration)
+		want func(reg *api.NodeRegistration)
 	}{
 		{"cordon", func() (*api.Node, error) { return c.CordonNode(ctx, "n1") },
-			func(reg *resources.NodeRegistration) { reg.Unschedulable = true }},
+			func(reg *api.NodeRegistration) { reg.Unschedulable = true }},
 		{"drain", func() (*api.Node, error) { return c.DrainNode(ctx, "n1") },
-			func(reg *resources.NodeRegistration) { reg.Unschedulable, reg.Draining = true, true }},
+			func(reg *api.NodeRegistration) { reg.Unschedulable, reg.Draining = true, true }},
 		{"uncordon", func() (*api.Node, error) { return c.UncordonNode(ctx, "n1") },
-			func(reg *resources.NodeRegistration) { reg.Unschedulable, reg.Draining = false, false }},
+			func(reg *api.NodeRegistration) { reg.Unschedulable, reg.Draining = false, false }},
 		{"label set and remove", func() (*api.Node, error) {
 			b := "b"
 			return c.LabelNode(ctx, "n1", map[string]*string{"zone": nil, "disk": &b, "absent": nil})
-		}, func(reg *resources.NodeRegistration) {
+		}, func(reg *api.NodeRegistration) {
 			reg.Labels = map[string]string{resources.NodeNameLabel: "n1", "disk": "b"}
 		}},
 		{"taint add", func() (*api.Node, error) {
 			return c.TaintNode(ctx, "n1", api.TaintChange{Add: []api.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}, {Key: "gpu", Effect: "PreferNoSchedule"}, {Key: "slow", Effect: "NoSchedule"}}})
-		}, func(reg *resources.NodeRegistration) {
+		}, func(reg *api.NodeRegistration) {
 			reg.Taints = []api.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}, {Key: "gpu", Effect: "PreferNoSchedule"}, {Key: "slow", Effect: "NoSchedule"}}
 		}},
 		{"taint same again", func() (*api.Node, error) {
 			return c.TaintNode(ctx, "n1", api.TaintChange{Add: []api.Taint{{Key: "slow", Effect: "NoSchedule"}}})
-		}, func(*resources.NodeRegistration) {}},
+		}, func(*api.NodeRegistration) {}},
 		{"taint overwrite", func() (*api.Node, error) {
 			return c.TaintNode(ctx, "n1", api.TaintChange{Add: []api.Taint{{Key: "slow", Value: "v", Effect: "NoSchedule"}}, Overwrite: true})
-		}, func(reg *resources.NodeRegistration) { reg.Taints[2].Value = "v" }},
+		}, func(reg *api.NodeRegistration) { reg.Taints[2].Value = "v" }},
 		{"taint remove by key and effect", func() (*api.Node, error) {
 			return c.TaintNode(ctx, "n1", api.TaintChange{Remove: []api.Taint{{Key: "gpu", Effect: "PreferNoSchedule"}}})
-		}, func(reg *resources.NodeRegistration) { reg.Taints = slices.Delete(reg.Taints, 1, 2) }},
+		}, func(reg *api.NodeRegistration) { reg.Taints = slices.Delete(reg.Taints, 1, 2) }},
 		{"taint remove by key", func() (*api.Node, error) {
 			return c.TaintNode(ctx, "n1", api.TaintChange{Remove: []api.Taint{{Key: "gpu"}}})
-		}, func(reg *resources.NodeRegistration) { reg.Taints = reg.Taints[1:] }},
+		}, func(reg *api.NodeRegistration) { reg.Taints = reg.Taints[1:] }},
 	}
 	want := nf.registration(t, "n1")
 	for _, step := range steps {
@@ -386,7 +386,7 @@ func TestNodeViewCountsFromTheTermStart(t *testing.T) {
 				sc.NodeLossTimeout = time.Minute
 				sc.TermStart = tc.termStart
 			})
-			if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", UID: "u1"}); err != nil {
+			if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n1", UID: "u1"}); err != nil {
 				t.Fatal(err)
 			}
 			if err := f.repo.PutNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: now.Add(-time.Hour).Unix()}); err != nil {

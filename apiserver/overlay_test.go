@@ -42,7 +42,7 @@ func TestStatusReportsRecordTheOverlay(t *testing.T) {
 			return nil
 		}
 	})
-	if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "n1", AdvertiseAddress: "192.0.2.1", AgentPort: 9116}); err != nil {
+	if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n1", AdvertiseAddress: "192.0.2.1", AgentPort: 9116}); err != nil {
 		t.Fatal(err)
 	}
 	key, err := wgtypes.GeneratePrivateKey()

@@ -66,9 +66,9 @@ func (s *Server) getWorkloadRollout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if asked == 0 {
-		asked = wl.Meta.Generation
+		asked = wl.Generation
 	}
-	out := api.RolloutStatus{Namespace: ns, Name: name, Type: wl.Meta.Type, Generation: wl.Meta.Generation, Asked: asked,
+	out := api.RolloutStatus{Namespace: ns, Name: name, Type: wl.Type, Generation: wl.Generation, Asked: asked,
 		Outcome: api.OutcomeInProgress, Rollout: ro}
 	for _, e := range h {
 		if e.Generation == asked {
@@ -108,6 +108,6 @@ func (s *Server) rollbackWorkload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, api.RollbackResult{Workload: toAPIWorkload(*wl), From: res.Meta.Rollback.From, To: applied,
+	writeJSON(w, http.StatusOK, api.RollbackResult{Workload: workloadView(*wl), From: res.Meta.Rollback.From, To: applied,
 		GitSuspended: res.Meta.Owner.Kind == api.OwnerGit && res.Meta.Suspended})
 }

@@ -24,7 +24,7 @@ func (f *fixture) settle(t *testing.T, name string, outcomes map[int64]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro := api.Rollout{Generation: w.Meta.Generation, Outcomes: outcomes}
+	ro := api.Rollout{Generation: w.Generation, Outcomes: outcomes}
 	if _, err := f.repo.WriteRollouts(ctx, []resources.RolloutWrite{{Namespace: "default", Name: name, Rollout: ro, MetaVersion: kv.Version}}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +109,8 @@ func TestHistoryAndRollback(t *testing.T) {
 	if res.From != 3 || res.To != 2 || res.Workload.Generation != 4 || !res.GitSuspended || !res.Workload.Suspended {
 		t.Fatalf("rollback = %+v", res)
 	}
-	if w, _ := f.repo.GetWorkload(ctx, "default", "web"); w.Meta.Rollback == nil || *w.Meta.Rollback != (api.RollbackRef{From: 3, To: 2}) {
-		t.Errorf("generation 4's meta: rollback %+v", w.Meta.Rollback)
+	if w, _ := f.repo.GetWorkload(ctx, "default", "web"); w.Rollback == nil || *w.Rollback != (api.RollbackRef{From: 3, To: 2}) {
+		t.Errorf("generation 4's meta: rollback %+v", w.Rollback)
 	}
 	f.settle(t, "web", map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeSucceeded, 4: api.OutcomeSucceeded})
 	res, err = f.client.RollbackWorkload(ctx, "default", "web", 1)

@@ -396,7 +396,7 @@ func TestNodes(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	for name, seen := range map[string]time.Time{"fresh": time.Now(), "stale": time.Now().Add(-2 * time.Hour)} {
-		if err := f.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: name, AdvertiseAddress: "10.0.0.1"}); err != nil {
+		if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: name, AdvertiseAddress: "10.0.0.1"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.repo.PutNodeStatus(ctx, api.NodeStatus{NodeName: name, Timestamp: seen.Unix()}); err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"kat.dws.rip/kat/gitsync"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // GitOps is what the API needs of the leader's gitsync.Manager.
@@ -22,8 +21,8 @@ type GitOps interface {
 	// how many were triggered.
 	Trigger(name string) (int, error)
 	// Suspend and Resume pause and hand back Git management of a workload.
-	Suspend(ctx context.Context, ns, name string) (*resources.WorkloadMeta, error)
-	Resume(ctx context.Context, ns, name string) (*resources.WorkloadMeta, error)
+	Suspend(ctx context.Context, ns, name string) (*api.WorkloadMeta, error)
+	Resume(ctx context.Context, ns, name string) (*api.WorkloadMeta, error)
 }
 
 var _ GitOps = (*gitsync.Manager)(nil)
@@ -132,7 +131,7 @@ func (s *Server) setSuspended(w http.ResponseWriter, r *http.Request, suspend bo
 	if !ok {
 		return
 	}
-	var meta *resources.WorkloadMeta
+	var meta *api.WorkloadMeta
 	var err error
 	switch {
 	case s.cfg.GitOps == nil:
@@ -148,9 +147,9 @@ func (s *Server) setSuspended(w http.ResponseWriter, r *http.Request, suspend bo
 	}
 	wl, err := s.cfg.Repo.GetWorkload(r.Context(), ns, name)
 	if err != nil {
-		wl = &resources.Workload{Meta: *meta}
+		wl = &api.Workload{WorkloadMeta: *meta}
 	}
-	writeJSON(w, http.StatusOK, toAPIWorkload(*wl))
+	writeJSON(w, http.StatusOK, workloadView(*wl))
 }
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {

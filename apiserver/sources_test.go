@@ -20,10 +20,10 @@ type fakeGitOps struct {
 }
 
 func (f *fakeGitOps) Trigger(string) (int, error) { f.triggers.Add(1); return 1, nil }
-func (f *fakeGitOps) Suspend(ctx context.Context, ns, name string) (*resources.WorkloadMeta, error) {
+func (f *fakeGitOps) Suspend(ctx context.Context, ns, name string) (*api.WorkloadMeta, error) {
 	return f.repo.SetSuspended(ctx, ns, name, true)
 }
-func (f *fakeGitOps) Resume(ctx context.Context, ns, name string) (*resources.WorkloadMeta, error) {
+func (f *fakeGitOps) Resume(ctx context.Context, ns, name string) (*api.WorkloadMeta, error) {
 	return f.repo.SetSuspended(ctx, ns, name, false)
 }
 

@@ -15,35 +15,25 @@ import (
 	"kat.dws.rip/kat/store/resources"
 )
 
-func toAPIWorkload(w resources.Workload) api.Workload {
-	m, st := w.Meta, w.Status
-	conds := st.Conditions
-	if st.Phase == "" {
-		// The leader's status loop has not derived a status yet (it does
-		// within moments of an apply).
-		st.Phase = api.PhasePending
-		conds = []api.Condition{{Type: "Ready", Status: api.ConditionFalse, Reason: api.PhasePending,
-			Message: "waiting for the leader to derive the status", LastTransitionTime: m.UpdatedAt}}
+// workloadView is w as the API returns it: with a Pending status while the
+// leader's status pass has not derived one yet (it does within moments of an
+// apply), and its conditions a list, never null.
+func workloadView(w api.Workload) api.Workload {
+	if w.Status.Phase == "" {
+		w.Status.Phase = api.PhasePending
+		w.Status.Conditions = []api.Condition{{Type: "Ready", Status: api.ConditionFalse, Reason: api.PhasePending,
+			Message: "waiting for the leader to derive the status", LastTransitionTime: w.UpdatedAt}}
 	}
-	if conds == nil {
-		conds = []api.Condition{}
+	if w.Status.Conditions == nil {
+		w.Status.Conditions = []api.Condition{}
 	}
-	return api.Workload{
-		Namespace: m.Namespace, Name: m.Name, UID: m.UID, Type: m.Type, Generation: m.Generation,
-		SpecHash: m.SpecHash, Owner: m.Owner, Suspended: m.Suspended, Files: m.Files,
-		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
-		Status: api.WorkloadStatus{
-			ObservedGeneration: st.ObservedGeneration, AppliedGeneration: st.AppliedGeneration, Phase: st.Phase, Desired: st.Desired, Ready: st.Ready,
-			Conditions: conds, LastError: st.LastError, SourceCommit: st.SourceCommit,
-			Unplaced: st.Unplaced, UnplacedReason: st.UnplacedReason, LastRun: st.LastRun, NextRunTime: st.NextRunTime,
-		},
-	}
+	return w
 }
 
-func toAPIWorkloads(ws []resources.Workload) []api.Workload {
+func workloadViews(ws []api.Workload) []api.Workload {
 	out := make([]api.Workload, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, toAPIWorkload(w))
+		out = append(out, workloadView(w))
 	}
 	return out
 }
@@ -54,7 +44,7 @@ func (s *Server) listAllWorkloads(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSONList(w, http.StatusOK, ws, toAPIWorkload)
+	writeJSONList(w, http.StatusOK, ws, workloadView)
 }
 
 func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +61,7 @@ func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSONList(w, http.StatusOK, ws, toAPIWorkload)
+	writeJSONList(w, http.StatusOK, ws, workloadView)
 }
 
 func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +74,7 @@ func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPIWorkload(*wl))
+	writeJSON(w, http.StatusOK, workloadView(*wl))
 }
 
 func (s *Server) getWorkloadFile(w http.ResponseWriter, r *http.Request) {
@@ -174,7 +164,7 @@ func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName s
 	if res.Created {
 		status = http.StatusCreated
 	}
-	out := toAPIWorkload(*wl)
+	out := workloadView(*wl)
 	if wl.Status.Phase == "" || res.Changed {
 		// The leader derives the status moments later; until then the
 		// answer shows what was asked for.
@@ -200,7 +190,7 @@ func (s *Server) deleteWorkload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPIWorkload(resources.Workload{Meta: *meta}))
+	writeJSON(w, http.StatusOK, workloadView(api.Workload{WorkloadMeta: *meta}))
 }
 
 func (s *Server) namespaceParam(w http.ResponseWriter, r *http.Request) (string, bool) {

@@ -39,7 +39,7 @@ type Request struct {
 	// cache registry path when Spec.Cache names none. Default none.
 	CacheImage string
 	// UserNSSlot is the workload's slot of Config.SubIDs
-	// (resources.Assignment.UserNSSlot): RUN steps run with the uid map
+	// (api.Assignment.UserNSSlot): RUN steps run with the uid map
 	// its containers get. Default nil: the range's last slot.
 	UserNSSlot *int
 }

@@ -130,7 +130,7 @@ func (e *env) generations() map[string]int64 {
 	}
 	out := map[string]int64{}
 	for _, w := range ws {
-		out[w.Meta.Namespace+"/"+w.Meta.Name] = w.Meta.Generation
+		out[w.Namespace+"/"+w.Name] = w.Generation
 	}
 	return out
 }

@@ -223,7 +223,7 @@ func (m *Manager) DispatchPush(_ context.Context, p webhook.Push) (int, error) {
 
 // Resume ends the suspension of a Git-owned workload and makes its source
 // apply Git's version again on a sync started now.
-func (m *Manager) Resume(ctx context.Context, ns, name string) (*resources.WorkloadMeta, error) {
+func (m *Manager) Resume(ctx context.Context, ns, name string) (*api.WorkloadMeta, error) {
 	meta, err := m.cfg.Repo.SetSuspended(ctx, ns, name, false)
 	if err != nil {
 		return nil, err
@@ -245,6 +245,6 @@ func (m *Manager) Resume(ctx context.Context, ns, name string) (*resources.Workl
 }
 
 // Suspend pauses Git management of a Git-owned workload.
-func (m *Manager) Suspend(ctx context.Context, ns, name string) (*resources.WorkloadMeta, error) {
+func (m *Manager) Suspend(ctx context.Context, ns, name string) (*api.WorkloadMeta, error) {
 	return m.cfg.Repo.SetSuspended(ctx, ns, name, true)
 }

@@ -11,7 +11,6 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // Listing is what one commit holds under a source's path: every workload
@@ -86,7 +85,7 @@ type DecideInput struct {
 	// touch: at least those the parsed directories define and those the
 	// source owns whose directory is parsed or no longer listed; on a full
 	// compare, every workload.
-	Current []resources.WorkloadMeta
+	Current []api.WorkloadMeta
 	// Owned is how many workloads the source owns in all; 0: count them in
 	// Current, which then holds every workload.
 	Owned int
@@ -129,8 +128,8 @@ type Plan struct {
 func Decide(in DecideInput) Plan {
 	var p Plan
 	key := func(ns, name string) string { return ns + "/" + name }
-	current := map[string]resources.WorkloadMeta{}
-	byPath := map[string][]resources.WorkloadMeta{} // this source's workloads by directory
+	current := map[string]api.WorkloadMeta{}
+	byPath := map[string][]api.WorkloadMeta{} // this source's workloads by directory
 	owned := 0
 	for _, m := range in.Current {
 		current[key(m.Namespace, m.Name)] = m

@@ -9,7 +9,6 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 func testQuadlet(t *testing.T, ns, name string, replicas int) *quadlet.Quadlet {
@@ -39,8 +38,8 @@ spec:
 `, name, ns, replicas)
 }
 
-func gitMeta(q *quadlet.Quadlet, source, path string) resources.WorkloadMeta {
-	return resources.WorkloadMeta{Namespace: q.Namespace(), Name: q.Name(), SpecHash: q.SpecHash(), Generation: 1,
+func gitMeta(q *quadlet.Quadlet, source, path string) api.WorkloadMeta {
+	return api.WorkloadMeta{Namespace: q.Namespace(), Name: q.Name(), SpecHash: q.SpecHash(), Generation: 1,
 		Owner: api.Owner{Kind: api.OwnerGit, Source: source, Path: path, Commit: "old"}}
 }
 
@@ -112,56 +111,56 @@ func TestDecide(t *testing.T) {
 		{
 			name: "changed spec is applied",
 			in: DecideInput{Listing: dirs("apps/web"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web2}},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
 			want: "apply apps/web default/web",
 		},
 		{
 			name: "full compare skips equal spec hash",
 			in: DecideInput{Full: true, Listing: dirs("apps/web", "apps/db"),
 				Parsed:  map[string]ParsedDir{"apps/web": {Quadlet: web1}, "apps/db": {Quadlet: db}},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
 			want: "apply apps/db default/db\nunchanged 1",
 		},
 		{
 			name: "removed directory is pruned",
 			in: DecideInput{Listing: dirs("apps/db"), Parsed: map[string]ParsedDir{},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web"), gitMeta(db, "config", "apps/db")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web"), gitMeta(db, "config", "apps/db")}},
 			want: "delete default/web (apps/web)",
 		},
 		{
 			name: "pruning every workload is refused",
 			in: DecideInput{Listing: dirs(), Parsed: map[string]ParsedDir{},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web"), gitMeta(db, "config", "apps/db")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web"), gitMeta(db, "config", "apps/db")}},
 			want: "refused",
 		},
 		{
 			name: "a commit sees only the workloads it may touch: one pruned of two owned is not a prune-all",
 			in: DecideInput{Listing: dirs("apps/db"), Parsed: map[string]ParsedDir{}, Owned: 2,
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
 			want: "delete default/web (apps/web)",
 		},
 		{
 			name: "and pruning all it owns is refused",
 			in: DecideInput{Listing: dirs(), Parsed: map[string]ParsedDir{}, Owned: 1,
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
 			want: "refused",
 		},
 		{
 			name: "pruning every workload is allowed when the source says so",
 			in: DecideInput{AllowPruneAll: true, Listing: dirs(), Parsed: map[string]ParsedDir{},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
 			want: "delete default/web (apps/web)",
 		},
 		{
 			name: "replacing every workload by new ones is not a prune-all",
 			in: DecideInput{Listing: dirs("apps/web3"), Parsed: map[string]ParsedDir{"apps/web3": {Quadlet: web3}},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
 			want: "apply apps/web3 default/web3\ndelete default/web (apps/web)",
 		},
 		{
 			name: "invalid directory keeps its workload and reports its error",
 			in: DecideInput{Listing: dirs("apps/web", "apps/db"), Parsed: map[string]ParsedDir{"apps/web": {Err: bad}, "apps/db": {Quadlet: db}},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web")}},
 			want: "apply apps/db default/db\nerror apps/web",
 		},
 		{
@@ -173,7 +172,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "fixing commit clears the error",
 			in: DecideInput{Listing: dirs("apps/web"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web2}},
-				Current:    []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web")},
+				Current:    []api.WorkloadMeta{gitMeta(web1, "config", "apps/web")},
 				PrevErrors: []api.PathError{{Path: "apps/web", Error: "x"}}},
 			want: "apply apps/web default/web",
 		},
@@ -186,19 +185,19 @@ func TestDecide(t *testing.T) {
 		{
 			name: "suspended workload is neither written nor pruned",
 			in: DecideInput{AllowPruneAll: true, Listing: dirs("apps/web"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web2}},
-				Current: []resources.WorkloadMeta{suspended}},
+				Current: []api.WorkloadMeta{suspended}},
 			want: "suspended default/web",
 		},
 		{
 			name: "api-owned workload is adopted",
 			in: DecideInput{Full: true, Listing: dirs("apps/web"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web1}},
-				Current: []resources.WorkloadMeta{apiOwned}},
+				Current: []api.WorkloadMeta{apiOwned}},
 			want: "apply apps/web default/web",
 		},
 		{
 			name: "workload of another source is an error",
 			in: DecideInput{Listing: dirs("apps/web"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web1}},
-				Current: []resources.WorkloadMeta{otherSource}},
+				Current: []api.WorkloadMeta{otherSource}},
 			want: "error apps/web",
 		},
 		{
@@ -209,19 +208,19 @@ func TestDecide(t *testing.T) {
 		{
 			name: "moved directory keeps its workload",
 			in: DecideInput{Listing: dirs("apps/web2", "apps/db"), Parsed: map[string]ParsedDir{"apps/web2": {Quadlet: web1}},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web"), gitMeta(db, "config", "apps/db")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web"), gitMeta(db, "config", "apps/db")}},
 			want: "apply apps/web2 default/web",
 		},
 		{
 			name: "new directory claiming an unchanged directory's workload",
 			in: DecideInput{Listing: dirs("a", "b"), Parsed: map[string]ParsedDir{"b": {Quadlet: web2}},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "a")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "a")}},
 			want: "error b",
 		},
 		{
 			name: "renamed workload prunes the old name",
 			in: DecideInput{Listing: dirs("apps/web", "apps/db"), Parsed: map[string]ParsedDir{"apps/web": {Quadlet: web3}},
-				Current: []resources.WorkloadMeta{gitMeta(web1, "config", "apps/web"), gitMeta(db, "config", "apps/db")}},
+				Current: []api.WorkloadMeta{gitMeta(web1, "config", "apps/web"), gitMeta(db, "config", "apps/db")}},
 			want: "apply apps/web default/web3\ndelete default/web (apps/web)",
 		},
 	}

@@ -480,13 +480,13 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 // source owns no workload outside its listing but those suspended, so only
 // those can be pruned (a drift behind Git's back waits for the full compare
 // of fullResyncInterval).
-func (s *source) current(in DecideInput, removed []string) []resources.WorkloadMeta {
+func (s *source) current(in DecideInput, removed []string) []api.WorkloadMeta {
 	if in.Full {
 		return s.desired.Metas()
 	}
 	seen := map[string]bool{}
-	var out []resources.WorkloadMeta
-	add := func(ms ...resources.WorkloadMeta) {
+	var out []api.WorkloadMeta
+	add := func(ms ...api.WorkloadMeta) {
 		for _, m := range ms {
 			if k := m.Namespace + "/" + m.Name; !seen[k] {
 				seen[k] = true

@@ -45,8 +45,8 @@ func TestSyncOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := api.Owner{Kind: api.OwnerGit, Source: "config", Path: "demo/cron", Commit: c1}
-		if w.Meta.Owner != want {
-			t.Errorf("owner = %+v, want %+v", w.Meta.Owner, want)
+		if w.Owner != want {
+			t.Errorf("owner = %+v, want %+v", w.Owner, want)
 		}
 		if c := condition(st.Conditions, CondReady); c == nil || c.Status != api.ConditionTrue {
 			t.Errorf("Ready = %+v, want True", c)
@@ -221,8 +221,8 @@ func TestSuspendAndResume(t *testing.T) {
 	c2 := r.Commit("git changes web", nil)
 	e.waitApplied("config", c2)
 	w, _ := e.repo.GetWorkload(ctx, "default", "web")
-	if w.Meta.SpecHash != q.SpecHash() || !w.Meta.Suspended {
-		t.Fatalf("suspended workload was overwritten by Git: %+v", w.Meta)
+	if w.SpecHash != q.SpecHash() || !w.Suspended {
+		t.Fatalf("suspended workload was overwritten by Git: %+v", w.WorkloadMeta)
 	}
 
 	if _, err := e.m.Resume(ctx, "default", "web"); err != nil {
@@ -231,8 +231,8 @@ func TestSuspendAndResume(t *testing.T) {
 	want := testQuadlet(t, "default", "web", 2).SpecHash()
 	e.eventually("Git's version applied again", func() string {
 		w, _ := e.repo.GetWorkload(ctx, "default", "web")
-		if w.Meta.SpecHash != want || w.Meta.Suspended {
-			return fmt.Sprintf("suspended=%v", w.Meta.Suspended)
+		if w.SpecHash != want || w.Suspended {
+			return fmt.Sprintf("suspended=%v", w.Suspended)
 		}
 		return ""
 	})
@@ -240,7 +240,7 @@ func TestSuspendAndResume(t *testing.T) {
 	if _, err := e.m.Suspend(ctx, "default", "web"); err != nil {
 		t.Fatal(err)
 	}
-	if w, _ := e.repo.GetWorkload(ctx, "default", "web"); !w.Meta.Suspended {
+	if w, _ := e.repo.GetWorkload(ctx, "default", "web"); !w.Suspended {
 		t.Error("suspend did not suspend")
 	}
 }

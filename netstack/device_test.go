@@ -17,8 +17,8 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/testenv"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // inNetnsEnv marks the copy of the test binary that runs in its own network
@@ -93,7 +93,7 @@ func testDevice(t *testing.T) {
 		t.Errorf("device type %q, MTU %d; want %q and 1400-80", dev.Type(), dev.MTU(), TypeUserspace)
 	}
 	k2, k3 := testKey(t), testKey(t)
-	nodes := []resources.NodeNetwork{
+	nodes := []api.NodeNetwork{
 		{Node: "a", Subnet: netip.MustParsePrefix("10.100.0.0/23")},
 		{Node: "b", Subnet: netip.MustParsePrefix("10.100.2.0/23"), PublicKey: k2.String(), Endpoint: "192.0.2.2:51820"},
 		{Node: "c", Subnet: netip.MustParsePrefix("10.100.4.0/23"), PublicKey: k3.String(), Endpoint: "192.0.2.3:51820"},

@@ -7,7 +7,7 @@
 // Each node holds a subnet of the cluster's clusterCIDR (the leader hands it
 // out, see resources.EnsureNodeNetwork) and a WireGuard key pair whose
 // private half never leaves the node ([LoadOrCreateKey]). The node's overlay
-// address ([resources.NodeNetwork.OverlayIP], the first address of its
+// address ([api.NodeNetwork.OverlayIP], the first address of its
 // subnet) sits as a /32 on the interface, so services such as the agent's DNS
 // server can bind it before any container runs. Every other node with a key
 // and an endpoint is a peer whose AllowedIPs is its subnet, and each peer

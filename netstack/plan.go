@@ -12,7 +12,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 // Mode chooses the WireGuard implementation Open uses.
@@ -114,7 +114,7 @@ type Plan struct {
 // PlanFor computes the plan of node self from every node's overlay record:
 // self's address, and one peer per other node with a valid key, endpoint
 // and subnet that overlaps neither self's subnet nor an earlier peer's.
-func PlanFor(self string, nodes []resources.NodeNetwork) Plan {
+func PlanFor(self string, nodes []api.NodeNetwork) Plan {
 	p := Plan{Skipped: map[string]string{}}
 	for _, n := range nodes {
 		if n.Node == self && n.Subnet.IsValid() {
@@ -154,7 +154,7 @@ func PlanFor(self string, nodes []resources.NodeNetwork) Plan {
 }
 
 // peerOf checks one node's record; the problem is "" when it makes a peer.
-func peerOf(n resources.NodeNetwork) (Peer, string) {
+func peerOf(n api.NodeNetwork) (Peer, string) {
 	if !n.Subnet.IsValid() {
 		return Peer{}, "no subnet yet"
 	}

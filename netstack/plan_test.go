@@ -9,7 +9,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 func testKey(t *testing.T) wgtypes.Key {
@@ -24,8 +24,8 @@ func testKey(t *testing.T) wgtypes.Key {
 func TestPlanFor(t *testing.T) {
 	k1, k2, k3 := testKey(t), testKey(t), testKey(t)
 	sub := netip.MustParsePrefix
-	node := func(name, subnet string, key wgtypes.Key, endpoint string) resources.NodeNetwork {
-		n := resources.NodeNetwork{Node: name, Endpoint: endpoint}
+	node := func(name, subnet string, key wgtypes.Key, endpoint string) api.NodeNetwork {
+		n := api.NodeNetwork{Node: name, Endpoint: endpoint}
 		if subnet != "" {
 			n.Subnet = sub(subnet)
 		}
@@ -36,14 +36,14 @@ func TestPlanFor(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		nodes   []resources.NodeNetwork
+		nodes   []api.NodeNetwork
 		addr    string
 		peers   []string // node=subnet
 		skipped map[string]string
 	}{
 		{
 			name: "every other node with a key and endpoint is a peer",
-			nodes: []resources.NodeNetwork{
+			nodes: []api.NodeNetwork{
 				node("a", "10.100.0.0/23", k1, "172.30.0.2:51820"),
 				node("b", "10.100.2.0/23", k2, "172.30.0.3:51820"),
 				node("c", "10.100.4.0/23", k3, "c.example:51820"),
@@ -53,7 +53,7 @@ func TestPlanFor(t *testing.T) {
 		},
 		{
 			name: "nodes without key, endpoint or subnet are skipped with the reason",
-			nodes: []resources.NodeNetwork{
+			nodes: []api.NodeNetwork{
 				node("a", "10.100.0.0/23", k1, "172.30.0.2:51820"),
 				node("b", "10.100.2.0/23", wgtypes.Key{}, ""),
 				node("c", "10.100.4.0/23", k3, ""),
@@ -67,14 +67,14 @@ func TestPlanFor(t *testing.T) {
 		},
 		{
 			name: "no subnet of its own yet: no address, peers still",
-			nodes: []resources.NodeNetwork{
+			nodes: []api.NodeNetwork{
 				node("b", "10.100.2.0/23", k2, "172.30.0.3:51820"),
 			},
 			peers: []string{"b=10.100.2.0/23"},
 		},
 		{
 			name: "a subnet overlapping this node's or an earlier peer's, or a repeated key, is refused",
-			nodes: []resources.NodeNetwork{
+			nodes: []api.NodeNetwork{
 				node("a", "10.100.0.0/23", k1, "172.30.0.2:51820"),
 				node("b", "10.100.0.0/24", k2, "172.30.0.3:51820"),
 				node("c", "10.100.4.0/23", k3, "172.30.0.4:51820"),

@@ -231,7 +231,7 @@ func TestOpenEnablesAuthOnAnOldDataDir(t *testing.T) {
 	n, err := Open(ctx, o, zerolog.Nop())
 	must(t, err)
 	// A worker joined before: registered, no etcd user.
-	must(t, n.repo.PutNodeRegistration(ctx, resources.NodeRegistration{Name: "w9", UID: "u9"}))
+	must(t, n.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "w9", UID: "u9"}))
 	// Back to how such a directory looked.
 	cli := n.etcd.Client()
 	_, err = cli.AuthDisable(ctx)

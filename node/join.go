@@ -166,7 +166,7 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 	if err != nil {
 		return nil, fmt.Errorf("sign the certificate of node %q: %w", req.NodeName, err)
 	}
-	reg := resources.NodeRegistration{
+	reg := api.NodeRegistration{
 		Name: req.NodeName, UID: req.NodeUID, AdvertiseAddress: req.AdvertiseAddress,
 		AgentPort: req.AgentPort, Labels: nodeLabels(req.NodeName, req.Labels), JoinedAt: time.Now().UTC(),
 		EtcdMember: req.EtcdPeer,

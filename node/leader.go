@@ -119,7 +119,7 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 			return err
 		}
 	}
-	reg := resources.NodeRegistration{
+	reg := api.NodeRegistration{
 		Name: n.state.NodeName, UID: n.state.NodeUID, AdvertiseAddress: n.state.AdvertiseAddress,
 		APIPort: spec.APIPort, AgentPort: spec.AgentPort, JoinedAt: now,
 		Labels: nodeLabels(n.state.NodeName, n.state.Labels), EtcdMember: true,
@@ -145,7 +145,7 @@ func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 	if err := n.ensureNodeNetwork(ctx, n.state.NodeName, n.state.AdvertiseAddress, overlayReport(n.state, n.wgKey)); err != nil {
 		return err
 	}
-	return n.repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: n.state.NodeName, APIURL: apiURL, Since: now})
+	return n.repo.SetLeaderEndpoint(ctx, api.Leader{Node: n.state.NodeName, APIURL: apiURL, Since: now})
 }
 
 // memberServers lists the API URLs of the etcd members other than the one

@@ -57,7 +57,7 @@ func TestOverlayRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := leader.repo.GetNodeNetwork(ctx, "w1")
-	want := resources.NodeNetwork{Node: "w1", Subnet: got.Subnet, PublicKey: key.PublicKey().String(), Endpoint: "192.0.2.7:51999"}
+	want := api.NodeNetwork{Node: "w1", Subnet: got.Subnet, PublicKey: key.PublicKey().String(), Endpoint: "192.0.2.7:51999"}
 	if err != nil || *got != want || got.Subnet.String() != "10.123.2.0/23" {
 		t.Fatalf("w1's overlay record: %+v, %v; want %+v in 10.123.2.0/23", got, err, want)
 	}

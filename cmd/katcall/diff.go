@@ -74,7 +74,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on an error
 
 // clusterView is what diff reads from the cluster; *apiclient.Client has it.
 type clusterView interface {
-	ListNamespaces(ctx context.Context) ([]api.Namespace, error)
+	ListNamespaces(ctx context.Context) ([]api.NamespaceView, error)
 	GetWorkload(ctx context.Context, ns, name string) (*api.Workload, error)
 	GetWorkloadFile(ctx context.Context, ns, name, file string) ([]byte, error)
 }
@@ -202,7 +202,7 @@ func runDiff(ctx context.Context, c clusterView, stdout, stderr io.Writer, o *di
 	}
 	byName := map[string]*api.Namespace{}
 	for i := range existing {
-		byName[existing[i].Name] = &existing[i]
+		byName[existing[i].Name] = &existing[i].Namespace
 		d.nsKnown[existing[i].Name] = true
 	}
 	seen := map[string]string{} // "ns/name" or "namespace name" -> label that defines it

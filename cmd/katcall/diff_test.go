@@ -25,8 +25,8 @@ func TestCompareWorkload(t *testing.T) {
 		want   change
 	}{
 		{"absent", nil, changeCreate},
-		{"same hash", &api.Workload{SpecHash: "aaa"}, changeNone},
-		{"other hash", &api.Workload{SpecHash: "bbb"}, changeUpdate},
+		{"same hash", &api.Workload{WorkloadMeta: api.WorkloadMeta{SpecHash: "aaa"}}, changeNone},
+		{"other hash", &api.Workload{WorkloadMeta: api.WorkloadMeta{SpecHash: "bbb"}}, changeUpdate},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,7 +195,7 @@ func applyUnified(a []string, diff string) ([]string, error) {
 
 // fakeCluster is an in-memory clusterView.
 type fakeCluster struct {
-	namespaces []api.Namespace
+	namespaces []api.NamespaceView
 	workloads  map[string]*api.Workload
 	files      map[string]map[string][]byte
 	down       bool
@@ -205,7 +205,7 @@ func notFound(what string) error {
 	return &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: what + " not found"}
 }
 
-func (f *fakeCluster) ListNamespaces(context.Context) ([]api.Namespace, error) {
+func (f *fakeCluster) ListNamespaces(context.Context) ([]api.NamespaceView, error) {
 	if f.down {
 		return nil, errors.New("cannot reach the KAT API at https://127.0.0.1:1: connection refused")
 	}
@@ -234,7 +234,7 @@ func (f *fakeCluster) store(t *testing.T, dir string, gen int64, owner api.Owner
 		t.Fatal(err)
 	}
 	key := q.Namespace() + "/" + q.Name()
-	w := &api.Workload{Namespace: q.Namespace(), Name: q.Name(), Generation: gen, SpecHash: q.SpecHash(), Owner: owner}
+	w := &api.Workload{WorkloadMeta: api.WorkloadMeta{Namespace: q.Namespace(), Name: q.Name(), Generation: gen, SpecHash: q.SpecHash(), Owner: owner}}
 	for name := range q.Files {
 		w.Files = append(w.Files, name)
 	}
@@ -273,7 +273,7 @@ func TestRunDiff(t *testing.T) {
 	hello := filepath.Join(examples, "default", "hello")
 	applied := func(t *testing.T) *fakeCluster {
 		t.Helper()
-		f := &fakeCluster{namespaces: []api.Namespace{{Name: "default"}, {Name: "demo", Labels: map[string]string{"team": "platform"}}}}
+		f := &fakeCluster{namespaces: []api.NamespaceView{{Namespace: api.Namespace{Name: "default"}}, {Namespace: api.Namespace{Name: "demo", Labels: map[string]string{"team": "platform"}}}}}
 		for _, dir := range []string{hello, filepath.Join(examples, "demo", "node-monitor"), filepath.Join(examples, "demo", "nightly-report")} {
 			f.store(t, dir, 1, api.Owner{Kind: api.OwnerAPI})
 		}
@@ -289,9 +289,11 @@ func TestRunDiff(t *testing.T) {
 		notStdout []string
 	}{
 		{
-			name:    "empty cluster",
-			cluster: func(*testing.T) *fakeCluster { return &fakeCluster{namespaces: []api.Namespace{{Name: "default"}}} },
-			code:    diffExitChanges,
+			name: "empty cluster",
+			cluster: func(*testing.T) *fakeCluster {
+				return &fakeCluster{namespaces: []api.NamespaceView{{Namespace: api.Namespace{Name: "default"}}}}
+			},
+			code: diffExitChanges,
 			stdout: []string{"+ namespace demo: created", "+ workload default/hello: created", "+ workload demo/node-monitor: created",
 				"4 to create, 0 to change, 0 unchanged"},
 		},
@@ -387,11 +389,13 @@ func TestRunDiff(t *testing.T) {
 			stdout: []string{"= workload default/hello: unchanged (generation 1)"},
 		},
 		{
-			name:    "missing namespace",
-			cluster: func(*testing.T) *fakeCluster { return &fakeCluster{namespaces: []api.Namespace{{Name: "default"}}} },
-			edit:    func(_ *testing.T, dir string) string { return filepath.Join(dir, "demo", "node-monitor") },
-			code:    diffExitError,
-			stderr:  []string{`namespace "demo" does not exist`},
+			name: "missing namespace",
+			cluster: func(*testing.T) *fakeCluster {
+				return &fakeCluster{namespaces: []api.NamespaceView{{Namespace: api.Namespace{Name: "default"}}}}
+			},
+			edit:   func(_ *testing.T, dir string) string { return filepath.Join(dir, "demo", "node-monitor") },
+			code:   diffExitError,
+			stderr: []string{`namespace "demo" does not exist`},
 		},
 		{
 			name:    "unreachable",

@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 // TestKatcallFailsOverAndRefreshesServers: with a configuration whose server
@@ -37,7 +37,7 @@ func TestKatcallFailsOverAndRefreshesServers(t *testing.T) {
 	}
 	port, _ := strconv.Atoi(live.Port())
 	// The live server is the leader, and a member; another member is down.
-	for _, reg := range []resources.NodeRegistration{
+	for _, reg := range []api.NodeRegistration{
 		{Name: "m-live", AdvertiseAddress: live.Hostname(), APIPort: port, EtcdMember: true},
 		{Name: "m-other", AdvertiseAddress: "127.0.0.2", APIPort: 9115, EtcdMember: true},
 	} {
@@ -45,7 +45,7 @@ func TestKatcallFailsOverAndRefreshesServers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: "m-live", APIURL: fc.Server, Since: time.Now()}); err != nil {
+	if err := c.repo.SetLeaderEndpoint(ctx, api.Leader{Node: "m-live", APIURL: fc.Server, Since: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

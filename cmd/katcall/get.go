@@ -108,7 +108,7 @@ func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns
 			return err
 		}
 		if name != "" {
-			nss = filter(nss, func(n api.Namespace) bool { return n.Name == name })
+			nss = filter(nss, func(n api.NamespaceView) bool { return n.Name == name })
 			if len(nss) == 0 {
 				return fmt.Errorf("namespace %q not found", name)
 			}

@@ -68,7 +68,7 @@ func newRealCluster(t *testing.T) *realCluster {
 	}
 	for _, n := range []string{"n1", "n2"} {
 		// n2 is an etcd member (it may lead); n1 a worker.
-		reg := resources.NodeRegistration{Name: n, Labels: map[string]string{resources.NodeNameLabel: n}, EtcdMember: n == "n2"}
+		reg := api.NodeRegistration{Name: n, Labels: map[string]string{resources.NodeNameLabel: n}, EtcdMember: n == "n2"}
 		if err := repo.PutNodeRegistration(ctx, reg); err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func newRealCluster(t *testing.T) *realCluster {
 		Resources: api.NodeResources{Allocatable: api.ResourceList{CPU: "2", Memory: "4Gi"}}}); err != nil {
 		t.Fatal(err)
 	}
-	as := []resources.Assignment{
+	as := []api.Assignment{
 		{InstanceID: "web-1", Workload: "web", Type: "Service", CPUMillis: 500, MemoryBytes: 256 << 20},
 		{InstanceID: "mon-1", Workload: "mon", Type: "DaemonService", CPUMillis: 1000},
 		{InstanceID: "job-1", Workload: "job", Type: "Job", MemoryBytes: 1 << 30},
@@ -221,7 +221,7 @@ func TestDrainWait(t *testing.T) {
 	}
 	remove := func(id string) {
 		t.Helper()
-		if _, err := c.repo.WriteAssignments(ctx, nil, []resources.Assignment{{Node: "n1", InstanceID: id}}); err != nil {
+		if _, err := c.repo.WriteAssignments(ctx, nil, []api.Assignment{{Node: "n1", InstanceID: id}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,7 +243,7 @@ func TestDrainWait(t *testing.T) {
 	}
 
 	// A Service instance that never moves: the wait gives up.
-	if _, err := c.repo.WriteAssignments(ctx, []resources.Assignment{{Node: "n1", InstanceID: "web-2", Namespace: "default", Workload: "web", Type: "Service"}}, nil); err != nil {
+	if _, err := c.repo.WriteAssignments(ctx, []api.Assignment{{Node: "n1", InstanceID: "web-2", Namespace: "default", Workload: "web", Type: "Service"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := c.katcall("drain", "n1", "--wait", "--timeout", "100ms", "--poll-interval", "20ms")

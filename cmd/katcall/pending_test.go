@@ -15,7 +15,7 @@ import (
 func TestPendingShown(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	w := api.Workload{Namespace: "ns1", Name: "big", Type: "Service", Generation: 1, CreatedAt: now, Status: api.WorkloadStatus{
+	w := api.Workload{WorkloadMeta: api.WorkloadMeta{Namespace: "ns1", Name: "big", Type: "Service", Generation: 1, CreatedAt: now}, Status: api.WorkloadStatus{
 		Phase: "Progressing", Desired: 3, Ready: 1, Unplaced: 2, UnplacedReason: "3 nodes: 3 insufficient memory",
 		Conditions: []api.Condition{{Type: "Scheduled", Status: api.ConditionFalse, Reason: "Unschedulable"}},
 	}}

@@ -40,7 +40,7 @@ func leaderWrites(t *testing.T, repo *resources.Repo, outcome string, failure *a
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := w.Meta.Generation
+	g := w.Generation
 	ro := api.Rollout{Generation: g, Counts: api.RolloutCounts{Desired: 2, New: 2, NewReady: 1, Old: 1, OldReady: 1},
 		Outcomes: map[int64]string{}, Failure: failure}
 	if outcome != "" {
@@ -112,7 +112,7 @@ func TestRolloutStatusAndApplyWait(t *testing.T) {
 			}()
 			poll.Until(t, 10*time.Second, "the new generation", func() bool {
 				w, err := c.repo.GetWorkload(context.Background(), "default", "roll")
-				return err == nil && w.Meta.Generation == int64(tc.replicas) // replicas 2 is generation 2, 3 is 3
+				return err == nil && w.Generation == int64(tc.replicas) // replicas 2 is generation 2, 3 is 3
 			})
 			leaderWrites(t, c.repo, tc.outcome, tc.failure)
 			var got [3]string

@@ -14,13 +14,13 @@ import (
 
 	"github.com/miekg/dns"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 // benchZone is a cluster's names: 5 namespaces of 20 workloads of 3
 // instances, each with a named TCP port.
-func benchZone() []resources.DNSRecord {
-	var recs []resources.DNSRecord
+func benchZone() []api.DNSRecord {
+	var recs []api.DNSRecord
 	for ns := range 5 {
 		for w := range 20 {
 			for i := range 3 {

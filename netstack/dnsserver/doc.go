@@ -11,7 +11,7 @@
 // # Names
 //
 // Under the cluster domain D, from the records the leader writes
-// (resources.DNSRecord):
+// (api.DNSRecord):
 //
 //	{workload}.{ns}.D                   A of every ready instance, rotated per query
 //	{instanceID}.{workload}.{ns}.D      A of one instance

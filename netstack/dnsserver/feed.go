@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -34,7 +35,7 @@ const (
 // starts over from a new listing. Records that do not decode are left
 // out.
 func FeedZone(ctx context.Context, st store.StateStore, h *Handler, resync time.Duration, log zerolog.Logger) error {
-	decode := func(kv store.KV) (resources.DNSRecord, bool) {
+	decode := func(kv store.KV) (api.DNSRecord, bool) {
 		d, err := resources.DecodeDNSRecord(kv)
 		if err != nil {
 			log.Warn().Err(err).Msg("dns record left out")
@@ -42,8 +43,8 @@ func FeedZone(ctx context.Context, st store.StateStore, h *Handler, resync time.
 		return d, err == nil
 	}
 	return follow(ctx, st, resources.DNSDomainPrefix(h.Domain()), decode, resync, log,
-		func(items map[string]resources.DNSRecord, rev int64) {
-			recs := make([]resources.DNSRecord, 0, len(items))
+		func(items map[string]api.DNSRecord, rev int64) {
+			recs := make([]api.DNSRecord, 0, len(items))
 			for _, d := range items {
 				recs = append(recs, d)
 			}
@@ -76,12 +77,12 @@ var _ Namespaces = (*SourceMap)(nil)
 // FeedSources keeps src in line with the addresses of node's assignments
 // until ctx ends, as FeedZone does the zone.
 func FeedSources(ctx context.Context, st store.StateStore, node string, src *SourceMap, resync time.Duration, log zerolog.Logger) error {
-	decode := func(kv store.KV) (resources.Assignment, bool) {
+	decode := func(kv store.KV) (api.Assignment, bool) {
 		a, err := resources.DecodeAssignment(kv.Value)
 		return a, err == nil && a.IP.IsValid()
 	}
 	return follow(ctx, st, resources.NodeAssignmentsPrefix(node), decode, resync, log,
-		func(items map[string]resources.Assignment, _ int64) {
+		func(items map[string]api.Assignment, _ int64) {
 			m := make(map[netip.Addr]string, len(items))
 			for _, a := range items {
 				m[a.IP] = a.Namespace
@@ -185,10 +186,10 @@ func followOnce[T any](ctx context.Context, st store.StateStore, prefix string, 
 // WaitNodeNetwork returns node's overlay record once it has a subnet (the
 // leader gives it one when the node joins), watching
 // /kat/network/nodes/{node}/; it returns ctx's error when ctx ends first.
-func WaitNodeNetwork(ctx context.Context, st store.StateStore, node string, log zerolog.Logger) (resources.NodeNetwork, error) {
+func WaitNodeNetwork(ctx context.Context, st store.StateStore, node string, log zerolog.Logger) (api.NodeNetwork, error) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var found *resources.NodeNetwork
+	var found *api.NodeNetwork
 	raw := func(kv store.KV) (store.KV, bool) { return kv, true }
 	_ = follow(fctx, st, resources.NodeNetworkPrefix(node), raw, 0, log, func(items map[string]store.KV, _ int64) {
 		nets, err := resources.DecodeNodeNetworks(slices.Collect(maps.Values(items)))
@@ -198,7 +199,7 @@ func WaitNodeNetwork(ctx context.Context, st store.StateStore, node string, log 
 		}
 	})
 	if found == nil {
-		return resources.NodeNetwork{}, fmt.Errorf("wait for the overlay network of node %q: %w", node, ctx.Err())
+		return api.NodeNetwork{}, fmt.Errorf("wait for the overlay network of node %q: %w", node, ctx.Err())
 	}
 	return *found, nil
 }

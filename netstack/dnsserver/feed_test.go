@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -83,11 +84,11 @@ func TestFeedZone(t *testing.T) {
 	ctx := t.Context()
 	h := NewHandler(HandlerConfig{Domain: testDomain})
 	runFeed(t, func(ctx context.Context) error { return FeedZone(ctx, st, h, 0, zerolog.Nop()) })
-	write := func(put []resources.DNSRecord, del ...resources.DNSRecord) {
+	write := func(put []api.DNSRecord, del ...api.DNSRecord) {
 		t.Helper()
 		var keys []string
 		for _, d := range del {
-			keys = append(keys, d.Key(testDomain))
+			keys = append(keys, resources.DNSKey(testDomain, d.Namespace, d.Workload, d.InstanceID))
 		}
 		if _, err := repo.WriteDNSRecords(ctx, testDomain, put, keys); err != nil {
 			t.Fatal(err)
@@ -101,9 +102,9 @@ func TestFeedZone(t *testing.T) {
 	b := record("shop", "web", "web-b", "10.99.1.2")
 	c := record("shop", "web", "web-c", "10.99.2.2")
 
-	write([]resources.DNSRecord{a})
+	write([]api.DNSRecord{a})
 	wait("web-a served", "web.shop.kat.test.", "10.99.0.2")
-	write([]resources.DNSRecord{b})
+	write([]api.DNSRecord{b})
 	wait("web-b added", "web.shop.kat.test.", "10.99.0.2 10.99.1.2")
 	write(nil, a)
 	wait("web-a removed", "web.shop.kat.test.", "10.99.1.2")
@@ -112,7 +113,7 @@ func TestFeedZone(t *testing.T) {
 	}
 
 	// Elsewhere and broken: left out.
-	if _, err := repo.WriteDNSRecords(ctx, "other.test", []resources.DNSRecord{c}, nil); err != nil {
+	if _, err := repo.WriteDNSRecords(ctx, "other.test", []api.DNSRecord{c}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Put(ctx, resources.DNSKey(testDomain, "shop", "web", "web-x"), []byte("{not json")); err != nil {
@@ -120,7 +121,7 @@ func TestFeedZone(t *testing.T) {
 	}
 
 	st.breakWatches()
-	write([]resources.DNSRecord{c}, b)
+	write([]api.DNSRecord{c}, b)
 	cur, err := etcd.Revision(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestFeedZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("the feed lists again after its watch ended and a compaction", "web.shop.kat.test.", "10.99.2.2")
-	write([]resources.DNSRecord{a})
+	write([]api.DNSRecord{a})
 	wait("and watches again", "web.shop.kat.test.", "10.99.0.2 10.99.2.2")
 	if got := h.Zone().soa[0].(*dns.SOA).Serial; got == 0 {
 		t.Error("SOA serial 0, want the records' revision")
@@ -143,7 +144,7 @@ func TestFeedSources(t *testing.T) {
 	repo := resources.New(st)
 	src := &SourceMap{}
 	runFeed(t, func(ctx context.Context) error { return FeedSources(ctx, st, "n1", src, 0, zerolog.Nop()) })
-	as := []resources.Assignment{
+	as := []api.Assignment{
 		{InstanceID: "web-a", Node: "n1", Namespace: "shop", Workload: "web", IP: netip.MustParseAddr("10.99.0.2")},
 		{InstanceID: "web-b", Node: "n2", Namespace: "shop", Workload: "web", IP: netip.MustParseAddr("10.99.1.2")},
 		{InstanceID: "old-a", Node: "n1", Namespace: "blog", Workload: "old"},
@@ -173,7 +174,7 @@ func TestFeedSources(t *testing.T) {
 func TestWaitNodeNetwork(t *testing.T) {
 	st := storetest.New(t)
 	repo := resources.New(st)
-	got := make(chan resources.NodeNetwork, 1)
+	got := make(chan api.NodeNetwork, 1)
 	runFeed(t, func(ctx context.Context) error {
 		nn, err := WaitNodeNetwork(ctx, st, "n1", zerolog.Nop())
 		if err == nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 // maxUDPSize caps UDP answers whatever buffer the client offers: the EDNS0
@@ -74,7 +74,7 @@ func (h *Handler) Domain() string { return h.cfg.Domain }
 
 // SetRecords replaces the zone by one built from records, serial being
 // their etcd revision.
-func (h *Handler) SetRecords(records []resources.DNSRecord, serial uint32) {
+func (h *Handler) SetRecords(records []api.DNSRecord, serial uint32) {
 	h.zone.Store(NewZone(h.cfg.Domain, records, serial))
 }
 

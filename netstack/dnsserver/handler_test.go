@@ -9,25 +9,25 @@ import (
 
 	"github.com/miekg/dns"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 const testDomain = "kat.test"
 
 // record is a ready instance of workload in ns at ip, with the named ports.
-func record(ns, workload, id, ip string, ports ...resources.DNSPort) resources.DNSRecord {
-	return resources.DNSRecord{Namespace: ns, Workload: workload, InstanceID: id, IP: netip.MustParseAddr(ip), Ports: ports}
+func record(ns, workload, id, ip string, ports ...api.DNSPort) api.DNSRecord {
+	return api.DNSRecord{Namespace: ns, Workload: workload, InstanceID: id, IP: netip.MustParseAddr(ip), Ports: ports}
 }
 
 var (
-	httpPort = resources.DNSPort{Name: "http", Port: 8080, Protocol: "tcp"}
-	dnsPort  = resources.DNSPort{Name: "dns", Port: 53, Protocol: "udp"}
+	httpPort = api.DNSPort{Name: "http", Port: 8080, Protocol: "tcp"}
+	dnsPort  = api.DNSPort{Name: "dns", Port: 53, Protocol: "udp"}
 )
 
 // testRecords: web in shop (two instances, named ports), web in blog (one
 // instance), db in shop.
-func testRecords() []resources.DNSRecord {
-	return []resources.DNSRecord{
+func testRecords() []api.DNSRecord {
+	return []api.DNSRecord{
 		record("shop", "web", "web-a", "10.99.0.2", httpPort, dnsPort),
 		record("shop", "web", "web-b", "10.99.1.2", httpPort, dnsPort),
 		record("blog", "web", "web-c", "10.99.0.3"),
@@ -176,7 +176,7 @@ func TestHandlerRotatesAnswers(t *testing.T) {
 // over UDP: the answer is cut, TC set, and the same question over TCP gets
 // them all; an EDNS0 client gets up to 1232 bytes and an OPT record.
 func TestHandlerTruncates(t *testing.T) {
-	var recs []resources.DNSRecord
+	var recs []api.DNSRecord
 	for i := range 200 {
 		recs = append(recs, record("ns", "big", fmt.Sprintf("big-%d", i), fmt.Sprintf("10.98.%d.%d", i/250, i%250+1)))
 	}
@@ -216,8 +216,8 @@ func TestHandlerTruncates(t *testing.T) {
 func TestZoneSkipsBadRecords(t *testing.T) {
 	h := NewHandler(HandlerConfig{Domain: testDomain})
 	bad := record("ns", "web", "x.y", "10.0.0.1")
-	v6 := resources.DNSRecord{Namespace: "ns", Workload: "v6", InstanceID: "v6-a", IP: netip.MustParseAddr("fd00::1")}
-	h.SetRecords([]resources.DNSRecord{bad, v6, record("ns", "ok", "ok-a", "10.0.0.2", resources.DNSPort{Name: "p", Port: 0, Protocol: "tcp"})}, 1)
+	v6 := api.DNSRecord{Namespace: "ns", Workload: "v6", InstanceID: "v6-a", IP: netip.MustParseAddr("fd00::1")}
+	h.SetRecords([]api.DNSRecord{bad, v6, record("ns", "ok", "ok-a", "10.0.0.2", api.DNSPort{Name: "p", Port: 0, Protocol: "tcp"})}, 1)
 	for _, tc := range []struct {
 		name  string
 		qtype uint16

@@ -8,7 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/api"
 )
 
 // Time to live of the answers the zone gives: short, as instances move.
@@ -57,7 +57,7 @@ func rotation(rrs []dns.RR, k uint32) []dns.RR {
 // NewZone builds the zone of domain from the records of its ready
 // instances; records of names that are not valid DNS labels are left out.
 // serial is the SOA serial (the etcd revision of the records).
-func NewZone(domain string, records []resources.DNSRecord, serial uint32) *Zone {
+func NewZone(domain string, records []api.DNSRecord, serial uint32) *Zone {
 	origin := dns.CanonicalName(domain)
 	z := &Zone{origin: origin, names: map[string]*zoneName{}}
 	z.soa = []dns.RR{&dns.SOA{
@@ -67,7 +67,7 @@ func NewZone(domain string, records []resources.DNSRecord, serial uint32) *Zone 
 	}}
 	z.at(origin).soa = true
 	recs := slices.Clone(records)
-	slices.SortFunc(recs, func(a, b resources.DNSRecord) int {
+	slices.SortFunc(recs, func(a, b api.DNSRecord) int {
 		return strings.Compare(a.Namespace+"/"+a.Workload+"/"+a.InstanceID, b.Namespace+"/"+b.Workload+"/"+b.InstanceID)
 	})
 	for _, r := range recs {

@@ -61,7 +61,7 @@ const stepTimeout = 5 * time.Minute
 // directories). hostPorts maps each container port of the
 // VirtualLoadBalancer to the host port the agent picked for it. An error
 // wrapping runtime.ErrInvalidSpec fails the instance.
-type SpecBuilder func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error)
+type SpecBuilder func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error)
 
 // AgentConfig holds the dependencies of an Agent.
 type AgentConfig struct {
@@ -121,7 +121,7 @@ type AgentConfig struct {
 	// message. Default none.
 	CheckHost func(ctx context.Context) error
 	// Networks makes the node's Podman network for the instances with an
-	// overlay address (resources.Assignment.IP), from the node's record
+	// overlay address (api.Assignment.IP), from the node's record
 	// under /kat/network/nodes/. Default nil: such instances wait with
 	// ErrNetworkNotReady; instances without an address run on Podman's
 	// default network either way.
@@ -204,7 +204,7 @@ type steppedContainer struct {
 }
 
 type assignedInstance struct {
-	a    resources.Assignment
+	a    api.Assignment
 	q    *quadlet.Quadlet
 	rule restartRule
 }
@@ -1066,7 +1066,7 @@ func (ag *Agent) releasePorts(id string) {
 // hop logs, at debug level, that the instance of a reached one step of its
 // way from a push to serving; the push-to-deploy benchmark prints the
 // timeline these lines make.
-func hop(log zerolog.Logger, name string, a resources.Assignment) {
+func hop(log zerolog.Logger, name string, a api.Assignment) {
 	log.Debug().Str("hop", name).Str("workload", a.Namespace+"/"+a.Workload).Str("instance", a.InstanceID).
 		Str("commit", a.SourceCommit).Msg("hop")
 }

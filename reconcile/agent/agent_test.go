@@ -48,7 +48,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 		Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
 		RestartBackoff: 10 * time.Millisecond, Builder: e.builder, BuildAuth: e.buildAuth, CheckHost: e.checkHost,
 		Logger: e.logger, Networks: e.networks, ClusterDomain: "kat.test",
-		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+		BuildSpec: func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
 			for c, h := range hostPorts {
 				spec.Ports = append(spec.Ports, runtime.PortMapping{HostPort: h, ContainerPort: c})
@@ -79,7 +79,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 func (e *agentEnv) idle() *Agent {
 	e.t.Helper()
 	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt,
-		BuildSpec: func(resources.Assignment, *quadlet.Quadlet, map[int]int) (runtime.ContainerSpec, error) {
+		BuildSpec: func(api.Assignment, *quadlet.Quadlet, map[int]int) (runtime.ContainerSpec, error) {
 			return runtime.ContainerSpec{}, nil
 		}})
 	if err != nil {
@@ -90,7 +90,7 @@ func (e *agentEnv) idle() *Agent {
 
 // assign writes an assignment of a workload with the given restart policy
 // and command; hc adds a VirtualLoadBalancer with an exec health check.
-func (e *agentEnv) assign(id, restart, cmd string, hc bool) resources.Assignment {
+func (e *agentEnv) assign(id, restart, cmd string, hc bool) api.Assignment {
 	e.t.Helper()
 	files := map[string][]byte{"workload.kat": fmt.Appendf(nil, `apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
@@ -117,9 +117,9 @@ spec:
 	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	a := resources.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "web", SpecHash: "h", Generation: 1,
+	a := api.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "web", SpecHash: "h", Generation: 1,
 		Image: "localhost/kat-base:latest", RestartPolicy: restart, Files: files, CreatedAt: time.Now()}
-	if _, err := e.repo.WriteAssignments(context.Background(), []resources.Assignment{a}, nil); err != nil {
+	if _, err := e.repo.WriteAssignments(context.Background(), []api.Assignment{a}, nil); err != nil {
 		e.t.Fatal(err)
 	}
 	return a
@@ -214,7 +214,7 @@ func TestAgentNeverAndUnassigned(t *testing.T) {
 	e.waitFor("never fails, always runs", ag, func(m map[string]api.InstanceStatus) bool {
 		return m["once-1"].Phase == api.InstanceFailed && m["once-1"].Restarts == 0 && m["keep-1"].Phase == api.InstanceRunning
 	})
-	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{a}); err != nil {
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{a}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, "the unassigned container removed", func() bool {
@@ -311,14 +311,14 @@ func TestAgentReportsMissingHostPrerequisite(t *testing.T) {
 }
 
 // assignFiles writes an assignment of workload web from its files.
-func (e *agentEnv) assignFiles(id string, files map[string][]byte) resources.Assignment {
+func (e *agentEnv) assignFiles(id string, files map[string][]byte) api.Assignment {
 	e.t.Helper()
 	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	a := resources.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "web", SpecHash: "h", Generation: 1,
+	a := api.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "web", SpecHash: "h", Generation: 1,
 		Image: "localhost/kat-base:latest", RestartPolicy: quadlet.RestartAlways, Files: files, CreatedAt: time.Now()}
-	if _, err := e.repo.WriteAssignments(context.Background(), []resources.Assignment{a}, nil); err != nil {
+	if _, err := e.repo.WriteAssignments(context.Background(), []api.Assignment{a}, nil); err != nil {
 		e.t.Fatal(err)
 	}
 	return a
@@ -353,7 +353,7 @@ func TestAgentStopGrace(t *testing.T) {
 	if l := e.rt.byInstance()["short-1"].Labels[runtime.LabelStopGrace]; l != "3" {
 		t.Errorf("short-1's %s label = %q, want 3", runtime.LabelStopGrace, l)
 	}
-	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{short, def}); err != nil {
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{short, def}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, "both removed", func() bool { return len(e.rt.byInstance()) == 0 })
@@ -374,7 +374,7 @@ func TestAgentRemovalHoldsNoStep(t *testing.T) {
 	e.rt.removeBlock = make(chan struct{})
 	old := e.assign("old-1", quadlet.RestartAlways, "httpd -f", false)
 	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, MaxConcurrentSteps: 1, Tick: 20 * time.Millisecond,
-		BuildSpec: func(a resources.Assignment, q *quadlet.Quadlet, _ map[int]int) (runtime.ContainerSpec, error) {
+		BuildSpec: func(a api.Assignment, q *quadlet.Quadlet, _ map[int]int) (runtime.ContainerSpec, error) {
 			return runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image}, nil
 		}})
 	if err != nil {
@@ -389,7 +389,7 @@ func TestAgentRemovalHoldsNoStep(t *testing.T) {
 	})
 	// Replace it: the old one's removal blocks (its grace), the new one
 	// starts meanwhile.
-	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{old}); err != nil {
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{old}); err != nil {
 		t.Fatal(err)
 	}
 	e.assign("new-1", quadlet.RestartAlways, "httpd -f", false)
@@ -530,7 +530,7 @@ func TestAgentStopsZombiesOnReturn(t *testing.T) {
 	if c := e.rt.byInstance()["web-1"]; c.State != runtime.StateRunning {
 		t.Fatalf("stopping the agent left web-1 %s", c.State)
 	}
-	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{gone}); err != nil {
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{gone}); err != nil {
 		t.Fatal(err)
 	}
 	ag2, _ := e.start()

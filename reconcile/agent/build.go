@@ -52,7 +52,7 @@ func (s BuildRecords) PutBuildRecord(ctx context.Context, r build.Record) error 
 }
 
 // buildRequest is the build an assignment asks for. It is pure.
-func buildRequest(a resources.Assignment, q *quadlet.Quadlet, auth api.GitAuth) build.Request {
+func buildRequest(a api.Assignment, q *quadlet.Quadlet, auth api.GitAuth) build.Request {
 	req := build.Request{
 		Namespace: a.Namespace, Workload: a.Workload, Repository: a.Build.Repository, Commit: a.Build.Commit,
 		CacheImage: q.Workload.Spec.Source.CacheImage, Auth: auth, UserNSSlot: a.UserNSSlot,

@@ -87,7 +87,7 @@ var buildSlot = 7
 
 // assignBuild applies the Git workload ns1/app (so it has a status) and
 // assigns one instance of commit.
-func (e *agentEnv) assignBuild(id, commit string) resources.Assignment {
+func (e *agentEnv) assignBuild(id, commit string) api.Assignment {
 	e.t.Helper()
 	files := map[string][]byte{"workload.kat": []byte(gitWorkloadYAML), "build.kat": []byte(buildYAML)}
 	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
@@ -101,10 +101,10 @@ func (e *agentEnv) assignBuild(id, commit string) resources.Assignment {
 	if _, err := e.repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q}); err != nil {
 		e.t.Fatal(err)
 	}
-	a := resources.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "app", SpecHash: "h", Generation: 1,
+	a := api.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "app", SpecHash: "h", Generation: 1,
 		Image: build.ImageName("ns1", "app", commit), RestartPolicy: "Always", Files: files, CreatedAt: time.Now(),
-		SourceCommit: commit, Build: &resources.BuildRef{Repository: "https://git.example.com/app.git", Commit: commit}, UserNSSlot: &buildSlot}
-	if _, err := e.repo.WriteAssignments(ctx, []resources.Assignment{a}, nil); err != nil {
+		SourceCommit: commit, Build: &api.BuildRef{Repository: "https://git.example.com/app.git", Commit: commit}, UserNSSlot: &buildSlot}
+	if _, err := e.repo.WriteAssignments(ctx, []api.Assignment{a}, nil); err != nil {
 		e.t.Fatal(err)
 	}
 	return a
@@ -155,7 +155,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	}
 
 	// Removing the old instance after a good build prunes old images.
-	if _, err := e.repo.WriteAssignments(context.Background(), nil, []resources.Assignment{old}); err != nil {
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{old}); err != nil {
 		t.Fatal(err)
 	}
 	e.assignBuild("app-3", strings.Repeat("c", 40))

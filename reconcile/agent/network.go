@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/runtime"
@@ -37,7 +38,7 @@ var ErrNetworkNotReady = errors.New("the node's container network is not ready")
 type nodeNetwork struct {
 	// rec is the node's overlay record whose network was made; nil while
 	// none is.
-	rec *resources.NodeNetwork
+	rec *api.NodeNetwork
 	// err is why the network is not made.
 	err error
 }
@@ -89,7 +90,7 @@ func (ag *Agent) ensureNetwork(ctx context.Context) {
 // a's address, with the node's DNS server as its only nameserver and the
 // search path of its namespace. An assignment without an address keeps
 // Podman's default network, as before IPAM.
-func (ag *Agent) joinNetwork(spec *runtime.ContainerSpec, a resources.Assignment) error {
+func (ag *Agent) joinNetwork(spec *runtime.ContainerSpec, a api.Assignment) error {
 	if !a.IP.IsValid() {
 		return nil
 	}

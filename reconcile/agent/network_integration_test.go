@@ -70,10 +70,10 @@ spec:
 	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a := resources.Assignment{InstanceID: "web-" + mark, Node: node, Namespace: "ns1", Workload: "web", SpecHash: "h",
+	a := api.Assignment{InstanceID: "web-" + mark, Node: node, Namespace: "ns1", Workload: "web", SpecHash: "h",
 		Generation: 1, Image: baseImage, RestartPolicy: quadlet.RestartAlways, Files: files, UserNSSlot: &slot,
 		CreatedAt: time.Now(), IP: ip}
-	if _, err := repo.WriteAssignments(ctx, []resources.Assignment{a}, nil); err != nil {
+	if _, err := repo.WriteAssignments(ctx, []api.Assignment{a}, nil); err != nil {
 		t.Fatal(err)
 	}
 	ag, _, stop := runPodmanAgent(t, AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: pm, Networks: pm,

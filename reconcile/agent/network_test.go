@@ -62,7 +62,7 @@ func TestAgentJoinsInstancesToTheNodeNetwork(t *testing.T) {
 	plain := e.assign("plain-1", "Always", "sleep 1d", false)
 	withIP := plain
 	withIP.InstanceID, withIP.IP = "addr-1", netip.MustParseAddr("10.100.0.10")
-	if _, err := e.repo.WriteAssignments(ctx, []resources.Assignment{withIP}, nil); err != nil {
+	if _, err := e.repo.WriteAssignments(ctx, []api.Assignment{withIP}, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor("plain runs, addr waits for the network", ag, func(m map[string]api.InstanceStatus) bool {
@@ -99,7 +99,7 @@ func TestAgentJoinsInstancesToTheNodeNetwork(t *testing.T) {
 	}
 	next := withIP
 	next.InstanceID, next.IP = "addr-2", netip.MustParseAddr("10.100.1.7")
-	if _, err := e.repo.WriteAssignments(ctx, []resources.Assignment{next}, nil); err != nil {
+	if _, err := e.repo.WriteAssignments(ctx, []api.Assignment{next}, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor("addr-2 waits for the network, naming it", ag, func(m map[string]api.InstanceStatus) bool {

@@ -8,7 +8,6 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // Restart back-off: the first restart waits restartBackoffBase, each quick
@@ -193,7 +192,7 @@ func (st instanceState) restarted() instanceState {
 }
 
 // instanceReport renders one instance for the heartbeat. It is pure.
-func instanceReport(a resources.Assignment, c *runtime.ContainerStatus, st instanceState, hasHealthCheck, hasVerify bool) api.InstanceStatus {
+func instanceReport(a api.Assignment, c *runtime.ContainerStatus, st instanceState, hasHealthCheck, hasVerify bool) api.InstanceStatus {
 	r := api.InstanceStatus{
 		WorkloadName: a.Workload, Namespace: a.Namespace, InstanceID: a.InstanceID, Generation: a.Generation,
 		SpecHash: a.SpecHash, Image: a.Image, Restarts: st.Restarts, RestartWindowStart: st.WindowStart,

@@ -77,13 +77,13 @@ spec:
     command: ["/bin/sleep", "100000"]
     stopGracePeriodSeconds: 0
 `)}
-	a := resources.Assignment{InstanceID: instance, Node: node, Namespace: "ns1", Workload: "web", SpecHash: "h",
+	a := api.Assignment{InstanceID: instance, Node: node, Namespace: "ns1", Workload: "web", SpecHash: "h",
 		Generation: 1, Image: baseImage, RestartPolicy: quadlet.RestartAlways, Files: files, UserNSSlot: &slot,
 		CreatedAt: time.Now()}
 	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.WriteAssignments(ctx, []resources.Assignment{a}, nil); err != nil {
+	if _, err := repo.WriteAssignments(ctx, []api.Assignment{a}, nil); err != nil {
 		t.Fatal(err)
 	}
 	rt := &countingRuntime{Runtime: pm}
@@ -139,7 +139,7 @@ func runPodmanAgent(t *testing.T, cfg AgentConfig, specs SpecBuilder, key, mark 
 	t.Helper()
 	logs := &testenv.SyncBuffer{}
 	cfg.Logger = zerolog.New(logs)
-	cfg.BuildSpec = func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+	cfg.BuildSpec = func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 		spec, err := specs(a, q, hostPorts)
 		if err == nil {
 			spec.Labels[key] = mark

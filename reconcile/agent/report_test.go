@@ -85,7 +85,7 @@ func TestLeaderLinkFollowsTheLeader(t *testing.T) {
 	}
 
 	first, second := startFakeLeader(t, ca), startFakeLeader(t, ca)
-	if err := repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: "n1", APIURL: first.srv.URL}); err != nil {
+	if err := repo.SetLeaderEndpoint(ctx, api.Leader{Node: "n1", APIURL: first.srv.URL}); err != nil {
 		t.Fatal(err)
 	}
 	if err := link.PostStatus(ctx, api.NodeStatus{NodeName: "w1", Timestamp: 7}); err != nil {
@@ -95,7 +95,7 @@ func TestLeaderLinkFollowsTheLeader(t *testing.T) {
 	if err := link.PutBuildRecord(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := repo.SetLeaderEndpoint(ctx, resources.LeaderEndpoint{Node: "n2", APIURL: second.srv.URL}); err != nil {
+	if err := repo.SetLeaderEndpoint(ctx, api.Leader{Node: "n2", APIURL: second.srv.URL}); err != nil {
 		t.Fatal(err)
 	}
 	if err := link.AppendEvent(ctx, api.Event{Type: api.EventWarning, Reason: "BuildFailed", Message: "m"}); err != nil {

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // NewSpecBuilder returns the SpecBuilder of a node: it maps an assignment to
@@ -19,7 +19,7 @@ import (
 // Podman's --userns=auto: Podman 4.3.1 hangs when an auto create runs
 // beside other container operations (see runtime.PodmanConfig.AutoUserNSLock).
 func NewSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange) SpecBuilder {
-	return func(a resources.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+	return func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 		inst := runtime.Instance{
 			ID: a.InstanceID, Node: node, Generation: a.Generation, SpecHash: a.SpecHash, SourceCommit: a.SourceCommit,
 			Image: a.Image, VolumeBasePath: volumeBase, HostPorts: hostPorts,
@@ -44,7 +44,7 @@ func NewSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange) SpecBuilde
 var ErrNoUserNS = errors.New("no user namespace for the container")
 
 // idMapOf returns the uid map of a's slot in ids.
-func idMapOf(a resources.Assignment, ids *runtime.SubIDRange) (*runtime.IDMap, error) {
+func idMapOf(a api.Assignment, ids *runtime.SubIDRange) (*runtime.IDMap, error) {
 	switch {
 	case ids == nil:
 		return nil, fmt.Errorf("%w: the node has no sub-id range for user %q in /etc/subuid and /etc/subgid (run scripts/install-prereqs.sh, then restart the agent)", ErrNoUserNS, "containers")

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // TestSpecBuilderUserNS: every container gets its slot's explicit uid map;
@@ -35,7 +35,7 @@ func TestSpecBuilderUserNS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			build := NewSpecBuilder("n1", t.TempDir(), tc.ids)
-			a := resources.Assignment{InstanceID: "web-1", Namespace: "ns1", Workload: "web", Generation: 1,
+			a := api.Assignment{InstanceID: "web-1", Namespace: "ns1", Workload: "web", Generation: 1,
 				Image: "localhost/kat-base:latest", UserNSSlot: tc.slot}
 			spec, err := build(a, q, nil)
 			if tc.wantErr != "" {

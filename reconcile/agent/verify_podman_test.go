@@ -57,13 +57,13 @@ spec:
 		"hangs": {verify: `{command: ["/bin/sleep", "60"], timeoutSeconds: 1}`, want: api.VerifyFailed,
 			message: "still running after 1s: killed"},
 	}
-	var put []resources.Assignment
+	var put []api.Assignment
 	for name, tc := range cases {
 		files := workload(name, tc.verify)
 		if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		put = append(put, resources.Assignment{InstanceID: name + "-" + mark, Node: node, Namespace: "ns1", Workload: name,
+		put = append(put, api.Assignment{InstanceID: name + "-" + mark, Node: node, Namespace: "ns1", Workload: name,
 			Type: quadlet.TypeDaemonService, SpecHash: "h", Generation: 1, Image: baseImage, RestartPolicy: quadlet.RestartAlways,
 			Files: files, UserNSSlot: &slot, CreatedAt: time.Now()})
 	}

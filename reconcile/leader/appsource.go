@@ -181,7 +181,7 @@ type appSourcePlan struct {
 // planAppSources decides which app repositories to resolve now: those never
 // resolved or whose ref or repository changed, those a webhook forced, and
 // those last checked Interval ago or more. It is pure.
-func planAppSources(ws []appWorkload, recs map[string]resources.AppSource, lastCheck map[string]time.Time, forced map[string]bool, now time.Time, interval time.Duration) appSourcePlan {
+func planAppSources(ws []appWorkload, recs map[string]api.AppSource, lastCheck map[string]time.Time, forced map[string]bool, now time.Time, interval time.Duration) appSourcePlan {
 	var p appSourcePlan
 	seen := map[string]bool{}
 	for _, w := range ws {
@@ -211,7 +211,7 @@ func (s *AppSources) pass(ctx context.Context, workloads []workload) error {
 	}
 	var ws []appWorkload
 	followed := map[string]quadlet.GitSource{}
-	meta := map[string]resources.WorkloadMeta{}
+	meta := map[string]api.WorkloadMeta{}
 	for _, w := range workloads {
 		if w.Spec == nil || w.Spec.Git == nil {
 			continue
@@ -249,7 +249,7 @@ func (s *AppSources) pass(ctx context.Context, workloads []workload) error {
 
 // resolve resolves one workload's ref and writes the record when something
 // changed; a new commit is a rollout, and an event.
-func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g quadlet.GitSource, prev resources.AppSource) error {
+func (s *AppSources) resolve(ctx context.Context, m api.WorkloadMeta, g quadlet.GitSource, prev api.AppSource) error {
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	commit, err := s.cfg.Resolve(rctx, g)
 	cancel()
@@ -257,7 +257,7 @@ func (s *AppSources) resolve(ctx context.Context, m resources.WorkloadMeta, g qu
 		return nil
 	}
 	now := s.cfg.Now().UTC()
-	next := resources.AppSource{
+	next := api.AppSource{
 		Namespace: m.Namespace, Workload: m.Name, Repository: gitx.RedactURL(g.Repository), Ref: gitsync.RefString(g),
 		Commit: prev.Commit, ResolvedAt: prev.ResolvedAt, CheckedAt: now,
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/webhook"
 )
 
@@ -17,29 +17,29 @@ func TestPlanAppSources(t *testing.T) {
 	repo := "https://git.example.com/app.git"
 	main := quadlet.GitSource{Repository: repo, Branch: "main"}
 	w := func(k string, g quadlet.GitSource) appWorkload { return appWorkload{Key: k, Git: g} }
-	rec := func(ref string) resources.AppSource {
-		return resources.AppSource{Repository: repo, Ref: ref, Commit: "c"}
+	rec := func(ref string) api.AppSource {
+		return api.AppSource{Repository: repo, Ref: ref, Commit: "c"}
 	}
 	tests := []struct {
 		name      string
 		ws        []appWorkload
-		recs      map[string]resources.AppSource
+		recs      map[string]api.AppSource
 		lastCheck map[string]time.Time
 		forced    map[string]bool
 		want      string
 	}{
 		{name: "never resolved", ws: []appWorkload{w("a/x", main)}, want: "due [a/x] delete []"},
-		{name: "checked recently", ws: []appWorkload{w("a/x", main)}, recs: map[string]resources.AppSource{"a/x": rec("branch main")},
+		{name: "checked recently", ws: []appWorkload{w("a/x", main)}, recs: map[string]api.AppSource{"a/x": rec("branch main")},
 			lastCheck: map[string]time.Time{"a/x": now.Add(-time.Second)}, want: "due [] delete []"},
-		{name: "interval passed", ws: []appWorkload{w("a/x", main)}, recs: map[string]resources.AppSource{"a/x": rec("branch main")},
+		{name: "interval passed", ws: []appWorkload{w("a/x", main)}, recs: map[string]api.AppSource{"a/x": rec("branch main")},
 			lastCheck: map[string]time.Time{"a/x": now.Add(-iv)}, want: "due [a/x] delete []"},
-		{name: "webhook forces", ws: []appWorkload{w("a/x", main)}, recs: map[string]resources.AppSource{"a/x": rec("branch main")},
+		{name: "webhook forces", ws: []appWorkload{w("a/x", main)}, recs: map[string]api.AppSource{"a/x": rec("branch main")},
 			lastCheck: map[string]time.Time{"a/x": now}, forced: map[string]bool{"a/x": true}, want: "due [a/x] delete []"},
-		{name: "a new leader checks once", ws: []appWorkload{w("a/x", main)}, recs: map[string]resources.AppSource{"a/x": rec("branch main")},
+		{name: "a new leader checks once", ws: []appWorkload{w("a/x", main)}, recs: map[string]api.AppSource{"a/x": rec("branch main")},
 			want: "due [a/x] delete []"},
-		{name: "ref changed", ws: []appWorkload{w("a/x", main)}, recs: map[string]resources.AppSource{"a/x": rec("tag v1")},
+		{name: "ref changed", ws: []appWorkload{w("a/x", main)}, recs: map[string]api.AppSource{"a/x": rec("tag v1")},
 			lastCheck: map[string]time.Time{"a/x": now}, want: "due [a/x] delete []"},
-		{name: "no longer built from Git", recs: map[string]resources.AppSource{"a/x": rec("branch main")}, want: "due [] delete [a/x]"},
+		{name: "no longer built from Git", recs: map[string]api.AppSource{"a/x": rec("branch main")}, want: "due [] delete [a/x]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

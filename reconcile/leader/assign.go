@@ -20,12 +20,12 @@ import (
 // add and instances to remove; and what the scheduler found for each
 // workload it planned, for the workloads' statuses.
 type AssignmentPlan struct {
-	Put    []resources.Assignment
-	Delete []resources.Assignment
+	Put    []api.Assignment
+	Delete []api.Assignment
 	// Leave are instances taken out of service: their assignments are
 	// written again with LeavingAt set, and deleted by a later plan once
 	// the drain delay has passed.
-	Leave []resources.Assignment
+	Leave []api.Assignment
 	// Scheduling is, by "ns/name", what placement found for each workload
 	// planned (not those left alone).
 	Scheduling map[string]Scheduling
@@ -35,7 +35,7 @@ type AssignmentPlan struct {
 	// DaemonRollouts are the DaemonServices' node-by-node update records
 	// to write, DropDaemonRollouts ("ns/name") those to delete; written
 	// before the assignments, so a record is never behind what runs.
-	DaemonRollouts     []resources.DaemonRollout
+	DaemonRollouts     []api.DaemonRolloutRecord
 	DropDaemonRollouts []string
 	// Rollouts are, by "ns/name", the rollout records that changed.
 	Rollouts map[string]api.Rollout
@@ -82,7 +82,7 @@ type AssignInput struct {
 	// Desired is every workload's desired state with its parsed spec.
 	Desired []workload
 	// Current are the assignments of the planned workloads, on every node.
-	Current []resources.Assignment
+	Current []api.Assignment
 	// Reported are the agents' reports, by instance ID: old instances are
 	// removed only once enough new ones are ready.
 	Reported map[string]api.InstanceStatus
@@ -113,7 +113,7 @@ type AssignInput struct {
 	Jobs map[string]jobRecords
 	// DaemonRollouts are, by "ns/name", the DaemonServices' node-by-node
 	// update records as stored.
-	DaemonRollouts map[string]*resources.DaemonRollout
+	DaemonRollouts map[string]*api.DaemonRolloutRecord
 	// DaemonNodeDeadline bounds one node's update; default
 	// DefaultDaemonNodeDeadline.
 	DaemonNodeDeadline time.Duration
@@ -152,7 +152,7 @@ type AssignInput struct {
 // at once when the rest fit nowhere, so a drain finishes), a
 // DaemonService's are removed, and a Job's run to their end.
 func PlanAssignments(in AssignInput) AssignmentPlan {
-	byWorkload := map[string][]resources.Assignment{}
+	byWorkload := map[string][]api.Assignment{}
 	for _, a := range in.Current {
 		k := a.Namespace + "/" + a.Workload
 		byWorkload[k] = append(byWorkload[k], a)
@@ -191,7 +191,7 @@ func PlanAssignments(in AssignInput) AssignmentPlan {
 // distinct slots, in order of put). A deleted workload's slot is free once
 // its assignments are gone from current, so it is reused on a later pass,
 // never the one deleting them. It is pure apart from setting put's slots.
-func assignUserNSSlots(current, put []resources.Assignment, slotUsed func(int) bool) {
+func assignUserNSSlots(current, put []api.Assignment, slotUsed func(int) bool) {
 	slotOf := map[string]int{}
 	used := map[int]bool{}
 	for _, a := range current {
@@ -226,9 +226,9 @@ func replaceStale(stale, readyFresh, want int) bool {
 	return stale > 0 && (want == 0 || readyFresh >= want)
 }
 
-func newAssignment(at sched.Placement, ip netip.Addr, req *sched.Request, w workload, commit string, now time.Time, suffix string) resources.Assignment {
+func newAssignment(at sched.Placement, ip netip.Addr, req *sched.Request, w workload, commit string, now time.Time, suffix string) api.Assignment {
 	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
-	a := resources.Assignment{
+	a := api.Assignment{
 		InstanceID: InstanceID(w.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
 		CPUMillis: req.CPU, MemoryBytes: req.Memory,
 		Node: at.Node, Namespace: w.Meta.Namespace, Workload: w.Meta.Name, Type: w.Meta.Type,
@@ -243,7 +243,7 @@ func newAssignment(at sched.Placement, ip netip.Addr, req *sched.Request, w work
 	if g := w.Spec.Git; g != nil && commit != "" {
 		a.Image = build.ImageName(w.Meta.Namespace, w.Meta.Name, commit)
 		a.SourceCommit = commit
-		a.Build = &resources.BuildRef{Repository: g.Repository, Commit: commit}
+		a.Build = &api.BuildRef{Repository: g.Repository, Commit: commit}
 	}
 	return a
 }
@@ -285,6 +285,8 @@ func RandomSuffix() string {
 	return hex.EncodeToString(b[:])[:5]
 }
 
-func sortAssignments(as []resources.Assignment) {
-	sort.Slice(as, func(i, j int) bool { return as[i].Key() < as[j].Key() })
+func sortAssignments(as []api.Assignment) {
+	sort.Slice(as, func(i, j int) bool {
+		return resources.AssignmentKey(as[i].Node, as[i].InstanceID) < resources.AssignmentKey(as[j].Node, as[j].InstanceID)
+	})
 }

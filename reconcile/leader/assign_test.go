@@ -9,7 +9,6 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
-	"kat.dws.rip/kat/store/resources"
 )
 
 func workloadFiles(t testing.TB, name, typ string, replicas int, cmd string) map[string][]byte {
@@ -43,13 +42,13 @@ spec:
 
 func desiredSpec(t testing.TB, name, typ string, replicas int, cmd string) workload {
 	t.Helper()
-	return parsedWorkload(t, resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: typ, Generation: 1},
+	return parsedWorkload(t, api.WorkloadMeta{Namespace: "ns1", Name: name, Type: typ, Generation: 1},
 		workloadFiles(t, name, typ, replicas, cmd))
 }
 
 // parsedWorkload is a workload of the view: meta (with the files' spec
 // hash) and files, parsed.
-func parsedWorkload(t testing.TB, meta resources.WorkloadMeta, files map[string][]byte) workload {
+func parsedWorkload(t testing.TB, meta api.WorkloadMeta, files map[string][]byte) workload {
 	t.Helper()
 	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{DefaultNamespace: meta.Namespace})
 	if err != nil {
@@ -69,14 +68,14 @@ func tmpl(t testing.TB, name, typ, cmd string) string {
 	return TemplateHash(q)
 }
 
-func assigned(name, hash, suffix string, created int) resources.Assignment {
-	return resources.Assignment{
+func assigned(name, hash, suffix string, created int) api.Assignment {
+	return api.Assignment{
 		InstanceID: InstanceID(name, hash, suffix), Node: "n1", Namespace: "ns1", Workload: name, SpecHash: hash,
 		TemplateHash: hash, CreatedAt: time.Unix(int64(created), 0),
 	}
 }
 
-func ids(as []resources.Assignment) []string {
+func ids(as []api.Assignment) []string {
 	out := []string{}
 	for _, a := range as {
 		out = append(out, a.InstanceID)
@@ -93,7 +92,7 @@ func TestPlanAssignments(t *testing.T) {
 	tests := []struct {
 		name       string
 		desired    []workload
-		current    []resources.Assignment
+		current    []api.Assignment
 		reported   []string // instance IDs reported running
 		wantPut    []string
 		wantDelete []string
@@ -112,55 +111,55 @@ func TestPlanAssignments(t *testing.T) {
 		{
 			name:    "satisfied workload changes nothing",
 			desired: []workload{desiredSpec(t, "web", svc, 2, "v1")},
-			current: []resources.Assignment{assigned("web", w1, "x", 1), assigned("web", w1, "y", 2)},
+			current: []api.Assignment{assigned("web", w1, "x", 1), assigned("web", w1, "y", 2)},
 			wantPut: []string{}, wantDelete: []string{},
 		},
 		{
 			name:    "scaling up keeps the instances and adds one",
 			desired: []workload{desiredSpec(t, "web", svc, 3, "v1")},
-			current: []resources.Assignment{assigned("web", w1, "x", 1), assigned("web", w1, "y", 2)},
+			current: []api.Assignment{assigned("web", w1, "x", 1), assigned("web", w1, "y", 2)},
 			wantPut: []string{id(w1, "s0")}, wantDelete: []string{},
 		},
 		{
 			name:    "replicas down removes the newest",
 			desired: []workload{desiredSpec(t, "web", svc, 1, "v1")},
-			current: []resources.Assignment{assigned("web", w1, "new", 9), assigned("web", w1, "old", 1)},
+			current: []api.Assignment{assigned("web", w1, "new", 9), assigned("web", w1, "old", 1)},
 			wantPut: []string{}, wantDelete: []string{id(w1, "new")},
 		},
 		{
 			name:    "replicas zero removes all",
 			desired: []workload{desiredSpec(t, "web", svc, 0, "v1")},
-			current: []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w1, "b", 2)},
+			current: []api.Assignment{assigned("web", w1, "a", 1), assigned("web", w1, "b", 2)},
 			wantPut: []string{}, wantDelete: []string{id(w1, "a"), id(w1, "b")},
 		},
 		{
 			name:    "deleted workload loses every instance",
-			current: []resources.Assignment{assigned("gone", w1, "a", 1), assigned("gone", w2, "b", 2)},
+			current: []api.Assignment{assigned("gone", w1, "a", 1), assigned("gone", w2, "b", 2)},
 			wantPut: []string{}, wantDelete: []string{InstanceID("gone", w1, "a"), InstanceID("gone", w2, "b")},
 		},
 		{
 			name:    "changed spec starts new instances and keeps the old ones",
 			desired: []workload{desiredSpec(t, "web", svc, 1, "v2")},
-			current: []resources.Assignment{assigned("web", w1, "a", 1)},
+			current: []api.Assignment{assigned("web", w1, "a", 1)},
 			wantPut: []string{id(w2, "s0")}, wantDelete: []string{},
 		},
 		{
 			name:    "old instances stay while the new ones are only assigned",
 			desired: []workload{desiredSpec(t, "web", svc, 1, "v2")},
-			current: []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w2, "b", 2)},
+			current: []api.Assignment{assigned("web", w1, "a", 1), assigned("web", w2, "b", 2)},
 			wantPut: []string{}, wantDelete: []string{},
 		},
 		{
 			name:     "old instances go once the new ones are ready",
 			desired:  []workload{desiredSpec(t, "web", svc, 1, "v2")},
-			current:  []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w2, "b", 2)},
+			current:  []api.Assignment{assigned("web", w1, "a", 1), assigned("web", w2, "b", 2)},
 			reported: []string{id(w2, "b")},
 			wantPut:  []string{}, wantDelete: []string{id(w1, "a")},
 		},
 		{
 			name:     "an old instance goes for each new one ready",
 			desired:  []workload{desiredSpec(t, "web", svc, 2, "v2")},
-			current:  []resources.Assignment{assigned("web", w1, "a", 1), assigned("web", w1, "c", 1), assigned("web", w2, "b", 2), assigned("web", w2, "d", 2)},
+			current:  []api.Assignment{assigned("web", w1, "a", 1), assigned("web", w1, "c", 1), assigned("web", w2, "b", 2), assigned("web", w2, "d", 2)},
 			reported: []string{id(w2, "b"), id(w1, "a"), id(w1, "c")},
 			wantPut:  []string{}, wantDelete: []string{id(w1, "a")},
 		},
@@ -228,7 +227,7 @@ spec:
 	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
 		t.Fatalf("fixture: %v", err)
 	}
-	return parsedWorkload(t, resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: quadlet.TypeService, Generation: 1}, files)
+	return parsedWorkload(t, api.WorkloadMeta{Namespace: "ns1", Name: name, Type: quadlet.TypeService, Generation: 1}, files)
 }
 
 func TestPlanAssignmentsGitCommit(t *testing.T) {
@@ -293,7 +292,7 @@ func TestReplaceStale(t *testing.T) {
 }
 
 // slotted is an assignment of workload name with a user namespace slot.
-func slotted(name string, slot int) resources.Assignment {
+func slotted(name string, slot int) api.Assignment {
 	a := assigned(name, "old", name, 0)
 	a.UserNSSlot = &slot
 	return a
@@ -305,7 +304,7 @@ func TestPlanAssignmentsUserNSSlots(t *testing.T) {
 	tests := []struct {
 		name    string
 		desired []workload
-		current []resources.Assignment
+		current []api.Assignment
 		// used are the slots held by workloads outside the plan.
 		used []int
 		want map[string]int // slot of each put, by workload
@@ -323,38 +322,38 @@ func TestPlanAssignmentsUserNSSlots(t *testing.T) {
 		{
 			name:    "lowest free slot skips the held ones",
 			desired: []workload{desiredSpec(t, "a", svc, 1, "v1"), desiredSpec(t, "web", svc, 1, "v1"), desiredSpec(t, "c", svc, 1, "v1"), desiredSpec(t, "d", svc, 1, "v1")},
-			current: []resources.Assignment{slotted("a", 0), slotted("c", 2)},
+			current: []api.Assignment{slotted("a", 0), slotted("c", 2)},
 			want:    map[string]int{"a": 0, "web": 1, "c": 2, "d": 3},
 		},
 		{
 			name:    "a workload keeps its slot across a template change",
 			desired: []workload{desiredSpec(t, "web", svc, 2, "v2")},
-			current: []resources.Assignment{slotted("web", 5)},
+			current: []api.Assignment{slotted("web", 5)},
 			want:    map[string]int{"web": 5},
 		},
 		{
 			name:    "a deleted workload's slot is held while it has assignments",
 			desired: []workload{desiredSpec(t, "web", svc, 1, "v1")},
-			current: []resources.Assignment{slotted("gone", 0)},
+			current: []api.Assignment{slotted("gone", 0)},
 			want:    map[string]int{"web": 1},
 		},
 		{
 			name:    "and reused once its assignments are deleted",
 			desired: []workload{desiredSpec(t, "web", svc, 1, "v1")},
-			current: []resources.Assignment{slotted("other", 1)},
+			current: []api.Assignment{slotted("other", 1)},
 			want:    map[string]int{"web": 0},
 		},
 		{
 			name:    "a plan of some workloads skips the slots the others hold",
 			desired: []workload{desiredSpec(t, "web", svc, 1, "v1"), desiredSpec(t, "api", svc, 1, "v1")},
-			current: []resources.Assignment{slotted("web", 1)},
+			current: []api.Assignment{slotted("web", 1)},
 			used:    []int{0, 1, 2, 4},
 			want:    map[string]int{"web": 1, "api": 3},
 		},
 		{
 			name:    "assignments without a slot hold none",
 			desired: []workload{desiredSpec(t, "web", svc, 2, "v2")},
-			current: []resources.Assignment{assigned("web", "old", "x", 0), assigned("other", "old", "y", 0)},
+			current: []api.Assignment{assigned("web", "old", "x", 0), assigned("other", "old", "y", 0)},
 			want:    map[string]int{"web": 0},
 		},
 	}

@@ -125,12 +125,12 @@ func benchCluster(b *testing.B, st store.StateStore, repo *resources.Repo) {
 	}
 	for i := range benchNodes {
 		name := fmt.Sprintf("node-%04d", i)
-		put(resources.NodeRegistrationKey(name), resources.NodeRegistration{Name: name, UID: "uid-" + name,
+		put(resources.NodeRegistrationKey(name), api.NodeRegistration{Name: name, UID: "uid-" + name,
 			Labels: map[string]string{"zone": strconv.Itoa(i % 3)}})
 		status := api.NodeStatus{NodeName: name, Timestamp: now}
 		status.Resources.Allocatable = api.ResourceList{CPU: "8", Memory: "16Gi"}
 		put(resources.NodeStatusKey(name), status)
-		put(resources.NodeHeartbeatKey(name), resources.NodeHeartbeat{Timestamp: now})
+		put(resources.NodeHeartbeatKey(name), api.NodeHeartbeat{Timestamp: now})
 		// A /22 of 10.0.0.0/8 each: every instance gets an address.
 		subnet := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 6), byte(i&63) << 2, 0}), 22)
 		ops = append(ops, store.Op{Type: store.OpPut, Key: resources.NodeSubnetKey(name), Value: []byte(subnet.String())},

@@ -11,7 +11,6 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/reconcile/leader/sched"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // DefaultDaemonNodeDeadline is Config.DaemonNodeDeadline's default: how long
@@ -25,7 +24,7 @@ type daemonRolloutInput struct {
 	// Namespace and Workload name the DaemonService.
 	Namespace, Workload string
 	// Rec is the update's record as stored; nil when there is none.
-	Rec *resources.DaemonRollout
+	Rec *api.DaemonRolloutRecord
 	// Target is what the desired spec runs.
 	Target daemonTarget
 	// Eligible are the nodes the DaemonService belongs on, sorted by name.
@@ -34,7 +33,7 @@ type daemonRolloutInput struct {
 	// when it is.
 	Ready map[string]bool
 	// Current are the DaemonService's assignments, of every template.
-	Current []resources.Assignment
+	Current []api.Assignment
 	// Reported are the agents' reports, by instance ID.
 	Reported map[string]api.InstanceStatus
 	// Deadline bounds one node's update (DefaultDaemonNodeDeadline).
@@ -61,16 +60,16 @@ type daemonRolloutPlan struct {
 	// Rec is the record as it is after the step; Changed says it differs
 	// from the input's and must be written. Drop asks for the stored
 	// record to be deleted.
-	Rec     *resources.DaemonRollout
+	Rec     *api.DaemonRolloutRecord
 	Changed bool
 	Drop    bool
 	// Place are the nodes that need an instance of the target.
 	Place []string
 	// Restore are previous instances to put back: copies of
 	// Rec.Previous's assignments with Node set, to get new IDs.
-	Restore []resources.Assignment
+	Restore []api.Assignment
 	// Delete are the assignments to remove.
-	Delete []resources.Assignment
+	Delete []api.Assignment
 }
 
 // stepDaemonRollout decides the next step of a DaemonService's node-by-node
@@ -92,17 +91,17 @@ type daemonRolloutPlan struct {
 // stopped, so it goes back at once). Pending nodes are never touched. The
 // update then holds as Failed until the template changes again.
 func stepDaemonRollout(in daemonRolloutInput) daemonRolloutPlan {
-	byNode := map[string][]resources.Assignment{}
+	byNode := map[string][]api.Assignment{}
 	stale := false
 	for _, a := range in.Current {
 		byNode[a.Node] = append(byNode[a.Node], a)
 		stale = stale || a.TemplateHash != in.Target.Template
 	}
 	for _, as := range byNode {
-		slices.SortStableFunc(as, func(a, b resources.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
+		slices.SortStableFunc(as, func(a, b api.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	}
 	var plan daemonRolloutPlan
-	var rec *resources.DaemonRollout
+	var rec *api.DaemonRolloutRecord
 	if in.Rec != nil && in.Rec.TargetTemplate == in.Target.Template {
 		rec = cloneDaemonRollout(in.Rec)
 	} else {
@@ -111,7 +110,7 @@ func stepDaemonRollout(in daemonRolloutInput) daemonRolloutPlan {
 			// template is gone.
 			return daemonRolloutPlan{Drop: in.Rec != nil}
 		}
-		rec = &resources.DaemonRollout{
+		rec = &api.DaemonRolloutRecord{
 			DaemonRollout: api.DaemonRollout{
 				Namespace: in.Namespace, Workload: in.Workload, Phase: api.RolloutProgressing,
 				TargetGeneration: in.Target.Generation, TargetTemplate: in.Target.Template,
@@ -136,7 +135,7 @@ func stepDaemonRollout(in daemonRolloutInput) daemonRolloutPlan {
 	for _, n := range rec.Nodes {
 		used[n.PreviousTemplate] = true
 	}
-	maps.DeleteFunc(rec.Previous, func(t string, _ resources.Assignment) bool { return !used[t] })
+	maps.DeleteFunc(rec.Previous, func(t string, _ api.Assignment) bool { return !used[t] })
 	if in.Rec == nil || !sameJSON(in.Rec, rec) {
 		rec.UpdatedAt = in.Now
 		plan.Changed = true
@@ -148,8 +147,8 @@ func stepDaemonRollout(in daemonRolloutInput) daemonRolloutPlan {
 // daemonStep is one stepDaemonRollout in progress.
 type daemonStep struct {
 	in     daemonRolloutInput
-	rec    *resources.DaemonRollout
-	byNode map[string][]resources.Assignment
+	rec    *api.DaemonRolloutRecord
+	byNode map[string][]api.Assignment
 	plan   *daemonRolloutPlan
 }
 
@@ -190,7 +189,7 @@ func (s *daemonStep) followMembership() {
 		if prev, ok := s.previousOn(node); ok {
 			n.PreviousTemplate, n.PreviousGeneration = prev.TemplateHash, prev.Generation
 			if s.rec.Previous == nil {
-				s.rec.Previous = map[string]resources.Assignment{}
+				s.rec.Previous = map[string]api.Assignment{}
 			}
 			if _, kept := s.rec.Previous[prev.TemplateHash]; !kept {
 				s.rec.Previous[prev.TemplateHash] = prev
@@ -202,8 +201,8 @@ func (s *daemonStep) followMembership() {
 
 // previousOn picks what node runs now other than the target: the oldest
 // ready instance, else the oldest.
-func (s *daemonStep) previousOn(node string) (resources.Assignment, bool) {
-	var first *resources.Assignment
+func (s *daemonStep) previousOn(node string) (api.Assignment, bool) {
+	var first *api.Assignment
 	for _, a := range s.byNode[node] {
 		if a.TemplateHash == s.rec.TargetTemplate {
 			continue
@@ -216,13 +215,13 @@ func (s *daemonStep) previousOn(node string) (resources.Assignment, bool) {
 		}
 	}
 	if first == nil {
-		return resources.Assignment{}, false
+		return api.Assignment{}, false
 	}
 	return *first, true
 }
 
 // split returns node's instances of the target and the others.
-func (s *daemonStep) split(node string) (target, other []resources.Assignment) {
+func (s *daemonStep) split(node string) (target, other []api.Assignment) {
 	for _, a := range s.byNode[node] {
 		if a.TemplateHash == s.rec.TargetTemplate {
 			target = append(target, a)
@@ -298,7 +297,7 @@ func (s *daemonStep) progress() {
 
 // judge moves an updating node by its new instance's report: failed, or
 // verified once ready (and verified by its agent when Verify).
-func (s *daemonStep) judge(n *api.DaemonRolloutNode, a resources.Assignment) {
+func (s *daemonStep) judge(n *api.DaemonRolloutNode, a api.Assignment) {
 	r, ok := s.in.Reported[a.InstanceID]
 	if !ok {
 		return
@@ -331,7 +330,7 @@ func (s *daemonStep) rollBack() {
 			s.setStep(n, api.NodeStepRollingBack, "")
 		}
 		_, other := s.split(n.Node)
-		var prev *resources.Assignment
+		var prev *api.Assignment
 		for j, a := range other {
 			if a.TemplateHash == n.PreviousTemplate {
 				prev = &other[j]
@@ -368,7 +367,7 @@ func (s *daemonStep) rollBack() {
 	}
 }
 
-func cloneDaemonRollout(r *resources.DaemonRollout) *resources.DaemonRollout {
+func cloneDaemonRollout(r *api.DaemonRolloutRecord) *api.DaemonRolloutRecord {
 	c := *r
 	c.Nodes = slices.Clone(r.Nodes)
 	c.Previous = maps.Clone(r.Previous)
@@ -395,7 +394,7 @@ func b2i(b bool) int {
 // not leaving, and reports whether it did; when it did not, w is planned
 // as usual. It adds the record to write to the plan; instances it removes
 // leave first (planner.stop).
-func (p *planner) daemonRollout(w workload, commit string, cur []resources.Assignment) bool {
+func (p *planner) daemonRollout(w workload, commit string, cur []api.Assignment) bool {
 	k := w.Key()
 	if w.Spec.RequestErr != nil {
 		return false // planned as usual: it keeps what it has
@@ -425,7 +424,7 @@ func (p *planner) daemonRollout(w workload, commit string, cur []resources.Assig
 	}
 	req := w.Spec.Request
 	req.Key = k
-	prevOf := map[string]resources.Assignment{}
+	prevOf := map[string]api.Assignment{}
 	for _, a := range cur {
 		prevOf[a.Node] = a
 	}
@@ -470,7 +469,7 @@ func (p *planner) daemonRollout(w workload, commit string, cur []resources.Assig
 
 // daemonEligible returns the nodes DaemonService w belongs on, Ready or
 // not: a node that runs one of cur needs no room for it.
-func (p *planner) daemonEligible(w workload, cur []resources.Assignment) []string {
+func (p *planner) daemonEligible(w workload, cur []api.Assignment) []string {
 	all := slices.Clone(p.nodes)
 	onNode := map[string]int{}
 	for _, a := range cur {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/store/resources"
 )
 
 const (
@@ -20,12 +19,12 @@ const (
 var rolloutT0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // dsAssignment is an instance of DaemonService default/d on node.
-func dsAssignment(id, node, tmpl string, age int) resources.Assignment {
+func dsAssignment(id, node, tmpl string, age int) api.Assignment {
 	gen := int64(1)
 	if tmpl == newTmpl {
 		gen = 2
 	}
-	return resources.Assignment{InstanceID: id, Node: node, Namespace: "default", Workload: "d", Type: "DaemonService",
+	return api.Assignment{InstanceID: id, Node: node, Namespace: "default", Workload: "d", Type: "DaemonService",
 		TemplateHash: tmpl, Generation: gen, Files: map[string][]byte{"workload.kat": []byte(tmpl)},
 		CreatedAt: rolloutT0.Add(time.Duration(age) * time.Second)}
 }
@@ -45,19 +44,19 @@ func verified(v string) api.InstanceStatus {
 }
 
 // oldOn3 is an old instance on each of nodes a, b and c, all running.
-func oldOn3() ([]resources.Assignment, map[string]api.InstanceStatus) {
-	cur := []resources.Assignment{dsAssignment("old-a", "a", oldTmpl, 0), dsAssignment("old-b", "b", oldTmpl, 0),
+func oldOn3() ([]api.Assignment, map[string]api.InstanceStatus) {
+	cur := []api.Assignment{dsAssignment("old-a", "a", oldTmpl, 0), dsAssignment("old-b", "b", oldTmpl, 0),
 		dsAssignment("old-c", "c", oldTmpl, 0)}
 	return cur, map[string]api.InstanceStatus{"old-a": dsRunning, "old-b": dsRunning, "old-c": dsRunning}
 }
 
 // rolloutRecord is a record of an update to newTmpl over a, b and c, each
 // from oldTmpl, at steps.
-func rolloutRecord(phase string, verify bool, steps ...string) *resources.DaemonRollout {
-	r := &resources.DaemonRollout{
+func rolloutRecord(phase string, verify bool, steps ...string) *api.DaemonRolloutRecord {
+	r := &api.DaemonRolloutRecord{
 		DaemonRollout: api.DaemonRollout{Namespace: "default", Workload: "d", Phase: phase, TargetGeneration: 2,
 			TargetTemplate: newTmpl, MaxParallel: 1, Verify: verify, StartedAt: rolloutT0},
-		Previous: map[string]resources.Assignment{oldTmpl: dsAssignment("old-a", "a", oldTmpl, 0)},
+		Previous: map[string]api.Assignment{oldTmpl: dsAssignment("old-a", "a", oldTmpl, 0)},
 	}
 	for i, st := range steps {
 		n := api.DaemonRolloutNode{Node: string(rune('a' + i)), Step: st, PreviousTemplate: oldTmpl, PreviousGeneration: 1}
@@ -103,7 +102,7 @@ func renderRollout(p daemonRolloutPlan) string {
 func TestStepDaemonRollout(t *testing.T) {
 	t.Parallel()
 	old, oldReports := oldOn3()
-	with := func(extra ...resources.Assignment) []resources.Assignment { return append(slices.Clone(old), extra...) }
+	with := func(extra ...api.Assignment) []api.Assignment { return append(slices.Clone(old), extra...) }
 	reports := func(kv ...any) map[string]api.InstanceStatus {
 		m := map[string]api.InstanceStatus{}
 		for k, v := range oldReports {
@@ -117,8 +116,8 @@ func TestStepDaemonRollout(t *testing.T) {
 	allReady := map[string]bool{"a": true, "b": true, "c": true}
 	tests := []struct {
 		name        string
-		rec         *resources.DaemonRollout
-		cur         []resources.Assignment
+		rec         *api.DaemonRolloutRecord
+		cur         []api.Assignment
 		reported    map[string]api.InstanceStatus
 		maxParallel int
 		verify      bool
@@ -130,7 +129,7 @@ func TestStepDaemonRollout(t *testing.T) {
 	}{
 		{
 			name: "a first deployment is not an update",
-			cur:  []resources.Assignment{dsAssignment("new-a", "a", newTmpl, 0)},
+			cur:  []api.Assignment{dsAssignment("new-a", "a", newTmpl, 0)},
 			want: "none (usual) | place [] restore [] delete []",
 		},
 		{
@@ -198,7 +197,7 @@ func TestStepDaemonRollout(t *testing.T) {
 		{
 			name: "a failure on the second node rolls the first back: its previous instance is put back first",
 			rec:  rolloutRecord(api.RolloutProgressing, true, api.NodeStepVerified, api.NodeStepUpdating, api.NodeStepPending),
-			cur: []resources.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("old-b", "b", oldTmpl, 0),
+			cur: []api.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("old-b", "b", oldTmpl, 0),
 				dsAssignment("new-b", "b", newTmpl, 5), dsAssignment("old-c", "c", oldTmpl, 0)},
 			reported: reports("new-a", verified(api.VerifyPassed), "new-b", verified(api.VerifyFailed)), verify: true,
 			want: "RollingBack a=rolling back b=rolled back c=pending | place [] restore [a:oldtemplate] delete [new-b]",
@@ -206,7 +205,7 @@ func TestStepDaemonRollout(t *testing.T) {
 		{
 			name: "the restored instance not ready yet: the new one stays",
 			rec:  rolloutRecord(api.RolloutRollingBack, true, api.NodeStepRollingBack, api.NodeStepRolledBack, api.NodeStepPending),
-			cur: []resources.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("back-a", "a", oldTmpl, 9),
+			cur: []api.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("back-a", "a", oldTmpl, 9),
 				dsAssignment("old-b", "b", oldTmpl, 0), dsAssignment("old-c", "c", oldTmpl, 0)},
 			reported: reports("new-a", verified(api.VerifyPassed), "back-a", dsStarting), verify: true,
 			want: "RollingBack a=rolling back b=rolled back c=pending | place [] restore [] delete []",
@@ -214,7 +213,7 @@ func TestStepDaemonRollout(t *testing.T) {
 		{
 			name: "the restored instance ready: the new one goes and the update has failed",
 			rec:  rolloutRecord(api.RolloutRollingBack, true, api.NodeStepRollingBack, api.NodeStepRolledBack, api.NodeStepPending),
-			cur: []resources.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("back-a", "a", oldTmpl, 9),
+			cur: []api.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("back-a", "a", oldTmpl, 9),
 				dsAssignment("old-b", "b", oldTmpl, 0), dsAssignment("old-c", "c", oldTmpl, 0)},
 			reported: reports("new-a", verified(api.VerifyPassed), "back-a", dsRunning), verify: true,
 			want: "Failed a=rolled back b=rolled back c=pending | place [] restore [] delete [new-a]",
@@ -228,7 +227,7 @@ func TestStepDaemonRollout(t *testing.T) {
 		{
 			name: "a leader that finds a node updating without its instance places it",
 			rec:  rolloutRecord(api.RolloutProgressing, false, api.NodeStepVerified, api.NodeStepUpdating, api.NodeStepPending),
-			cur: []resources.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("old-b", "b", oldTmpl, 0),
+			cur: []api.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("old-b", "b", oldTmpl, 0),
 				dsAssignment("old-c", "c", oldTmpl, 0)},
 			reported: reports("new-a", dsRunning),
 			want:     "Progressing a=verified b=updating c=pending | place [b] restore [] delete []",
@@ -236,7 +235,7 @@ func TestStepDaemonRollout(t *testing.T) {
 		{
 			name: "a leader that finds a pending node's new instance carries on from it",
 			rec:  rolloutRecord(api.RolloutProgressing, false, api.NodeStepVerified, api.NodeStepPending, api.NodeStepPending),
-			cur: []resources.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("old-b", "b", oldTmpl, 0),
+			cur: []api.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("old-b", "b", oldTmpl, 0),
 				dsAssignment("new-b", "b", newTmpl, 6), dsAssignment("old-c", "c", oldTmpl, 0)},
 			reported: reports("new-a", dsRunning, "new-b", dsRunning),
 			want:     "Progressing a=verified b=verified c=updating | place [c] restore [] delete [old-b]",
@@ -244,7 +243,7 @@ func TestStepDaemonRollout(t *testing.T) {
 		{
 			name: "every node verified: complete",
 			rec:  rolloutRecord(api.RolloutProgressing, false, api.NodeStepVerified, api.NodeStepVerified, api.NodeStepUpdating),
-			cur: []resources.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("new-b", "b", newTmpl, 5),
+			cur: []api.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("new-b", "b", newTmpl, 5),
 				dsAssignment("old-c", "c", oldTmpl, 0), dsAssignment("new-c", "c", newTmpl, 5)},
 			reported: reports("new-a", dsRunning, "new-b", dsRunning, "new-c", dsRunning),
 			want:     "Complete a=verified b=verified c=verified | place [] restore [] delete [old-c]",
@@ -252,14 +251,14 @@ func TestStepDaemonRollout(t *testing.T) {
 		{
 			name: "a complete update leaves the DaemonService to the usual rules",
 			rec:  rolloutRecord(api.RolloutComplete, false, api.NodeStepVerified, api.NodeStepVerified, api.NodeStepVerified),
-			cur: []resources.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("new-b", "b", newTmpl, 5),
+			cur: []api.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("new-b", "b", newTmpl, 5),
 				dsAssignment("new-c", "c", newTmpl, 5)},
 			want: "Complete a=verified b=verified c=verified (usual) | place [] restore [] delete []",
 		},
 		{
 			name: "a node no longer eligible loses its instances and leaves the update",
 			rec:  rolloutRecord(api.RolloutProgressing, false, api.NodeStepVerified, api.NodeStepUpdating, api.NodeStepPending),
-			cur: []resources.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("old-b", "b", oldTmpl, 0),
+			cur: []api.Assignment{dsAssignment("new-a", "a", newTmpl, 5), dsAssignment("old-b", "b", oldTmpl, 0),
 				dsAssignment("new-b", "b", newTmpl, 5), dsAssignment("old-c", "c", oldTmpl, 0)},
 			reported: reports("new-a", dsRunning, "new-b", dsStarting), eligible: []string{"a", "c"},
 			want: "Progressing a=verified c=updating | place [c] restore [] delete [new-b old-b]",
@@ -299,14 +298,14 @@ func TestStepDaemonRollout(t *testing.T) {
 // verify command. It returns the record, the assignments, the nodes in the
 // order they started, the most nodes updating at once, and each node's
 // assignments at every pass.
-func simulateRollout(t *testing.T, maxParallel int, failOn map[string]bool) (*resources.DaemonRollout, []resources.Assignment, []string, int, map[string][]string) {
+func simulateRollout(t *testing.T, maxParallel int, failOn map[string]bool) (*api.DaemonRolloutRecord, []api.Assignment, []string, int, map[string][]string) {
 	t.Helper()
 	nodes := []string{"a", "b", "c", "d", "e"}
-	var cur []resources.Assignment
+	var cur []api.Assignment
 	for _, n := range nodes {
 		cur = append(cur, dsAssignment("old-"+n, n, oldTmpl, 0))
 	}
-	var rec *resources.DaemonRollout
+	var rec *api.DaemonRolloutRecord
 	ready := map[string]bool{}
 	for _, n := range nodes {
 		ready[n] = true
@@ -325,13 +324,13 @@ func simulateRollout(t *testing.T, maxParallel int, failOn map[string]bool) (*re
 			}
 			reported[a.InstanceID] = r
 		}
-		var stored *resources.DaemonRollout
+		var stored *api.DaemonRolloutRecord
 		if rec != nil {
 			b, err := json.Marshal(rec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			stored = &resources.DaemonRollout{}
+			stored = &api.DaemonRolloutRecord{}
 			if err := json.Unmarshal(b, stored); err != nil {
 				t.Fatal(err)
 			}
@@ -361,8 +360,8 @@ func simulateRollout(t *testing.T, maxParallel int, failOn map[string]bool) (*re
 			seq++
 			cur = append(cur, dsAssignment(fmt.Sprintf("back-%s-%d", a.Node, seq), a.Node, a.TemplateHash, pass))
 		}
-		cur = slices.DeleteFunc(cur, func(a resources.Assignment) bool {
-			return slices.ContainsFunc(p.Delete, func(d resources.Assignment) bool { return d.InstanceID == a.InstanceID })
+		cur = slices.DeleteFunc(cur, func(a api.Assignment) bool {
+			return slices.ContainsFunc(p.Delete, func(d api.Assignment) bool { return d.InstanceID == a.InstanceID })
 		})
 		for _, n := range nodes {
 			var ids []string
@@ -381,7 +380,7 @@ func simulateRollout(t *testing.T, maxParallel int, failOn map[string]bool) (*re
 	return nil, nil, nil, 0, nil
 }
 
-func onNodes(cur []resources.Assignment) string {
+func onNodes(cur []api.Assignment) string {
 	var s []string
 	for _, a := range cur {
 		s = append(s, a.Node+":"+a.TemplateHash)

@@ -22,14 +22,14 @@ import (
 // its LeavingAt: it waits out the drain delay out of DNS), its node is Ready and its
 // last report says it runs and is healthy (or has no health check). It is
 // the one rule of the records loop.
-func DNSReady(a resources.Assignment, report *api.InstanceStatus, nodeReady bool) bool {
+func DNSReady(a api.Assignment, report *api.InstanceStatus, nodeReady bool) bool {
 	return a.IP.Is4() && a.LeavingAt.IsZero() && nodeReady && report != nil && report.Ready()
 }
 
 // DNSRecordOf is the record of the instance of assignment a, with its
 // named ports.
-func DNSRecordOf(a resources.Assignment, ports []resources.DNSPort) resources.DNSRecord {
-	return resources.DNSRecord{
+func DNSRecordOf(a api.Assignment, ports []api.DNSPort) api.DNSRecord {
+	return api.DNSRecord{
 		Namespace: a.Namespace, Workload: a.Workload, InstanceID: a.InstanceID, Node: a.Node, IP: a.IP, Ports: ports,
 	}
 }
@@ -37,10 +37,11 @@ func DNSRecordOf(a resources.Assignment, ports []resources.DNSPort) resources.DN
 // DiffDNSRecords returns what to write so that the records have (by key)
 // become want under the cluster domain domain: the records to put (new or
 // changed) and the keys to delete, both sorted. It is pure.
-func DiffDNSRecords(domain string, want []resources.DNSRecord, have map[string]resources.DNSRecord) (put []resources.DNSRecord, del []string) {
+func DiffDNSRecords(domain string, want []api.DNSRecord, have map[string]api.DNSRecord) (put []api.DNSRecord, del []string) {
+	key := func(d api.DNSRecord) string { return resources.DNSKey(domain, d.Namespace, d.Workload, d.InstanceID) }
 	keep := make(map[string]bool, len(want))
 	for _, d := range want {
-		k := d.Key(domain)
+		k := key(d)
 		keep[k] = true
 		if old, ok := have[k]; !ok || !old.Equal(d) {
 			put = append(put, d)
@@ -51,23 +52,23 @@ func DiffDNSRecords(domain string, want []resources.DNSRecord, have map[string]r
 			del = append(del, k)
 		}
 	}
-	slices.SortFunc(put, func(a, b resources.DNSRecord) int { return strings.Compare(a.Key(domain), b.Key(domain)) })
+	slices.SortFunc(put, func(a, b api.DNSRecord) int { return strings.Compare(key(a), key(b)) })
 	slices.Sort(del)
 	return put, del
 }
 
 // dnsPortsOf returns the named ports of a parsed workload's
 // VirtualLoadBalancer.kat, lowercased, in file order.
-func dnsPortsOf(q *quadlet.Quadlet) []resources.DNSPort {
+func dnsPortsOf(q *quadlet.Quadlet) []api.DNSPort {
 	if q.LoadBalancer == nil {
 		return nil
 	}
-	var out []resources.DNSPort
+	var out []api.DNSPort
 	for _, p := range q.LoadBalancer.Spec.Ports {
 		if p.Name == "" {
 			continue
 		}
-		out = append(out, resources.DNSPort{
+		out = append(out, api.DNSPort{
 			Name: strings.ToLower(p.Name), Port: p.ContainerPort, Protocol: strings.ToLower(p.Protocol),
 		})
 	}
@@ -81,7 +82,7 @@ func dnsPortsOf(q *quadlet.Quadlet) []resources.DNSPort {
 type dnsRecords struct {
 	l      *Leader
 	domain string
-	cache  *store.Cache[resources.DNSRecord]
+	cache  *store.Cache[api.DNSRecord]
 
 	mu sync.Mutex
 	// byWorkload is, by workload "ns/name", the keys of its records under
@@ -90,13 +91,13 @@ type dnsRecords struct {
 	byWorkload map[string]map[string]struct{}
 	foreign    map[string]struct{}
 	// ports are the named ports of each spec hash; only the loop uses it.
-	ports map[string][]resources.DNSPort
+	ports map[string][]api.DNSPort
 }
 
 func newDNSRecords(l *Leader) *dnsRecords {
 	d := &dnsRecords{
 		l: l, domain: strings.ToLower(l.cfg.ClusterDomain),
-		byWorkload: map[string]map[string]struct{}{}, foreign: map[string]struct{}{}, ports: map[string][]resources.DNSPort{},
+		byWorkload: map[string]map[string]struct{}{}, foreign: map[string]struct{}{}, ports: map[string][]api.DNSPort{},
 	}
 	d.cache = store.NewCache(l.cfg.Repo.Store(), resources.DNSPrefix(), decodeDNSRecord)
 	d.cache.SetIndex(d.recordChanged)
@@ -105,14 +106,14 @@ func newDNSRecords(l *Leader) *dnsRecords {
 
 // decodeDNSRecord keeps every key under the DNS prefix, even one that does
 // not decode (as a zero record), so the loop can delete it.
-func decodeDNSRecord(kv store.KV) (resources.DNSRecord, bool) {
-	var d resources.DNSRecord
+func decodeDNSRecord(kv store.KV) (api.DNSRecord, bool) {
+	var d api.DNSRecord
 	_ = json.Unmarshal(kv.Value, &d)
 	return d, true
 }
 
 // recordChanged is the records cache's hook.
-func (d *dnsRecords) recordChanged(key string, _, new *resources.DNSRecord) {
+func (d *dnsRecords) recordChanged(key string, _, new *api.DNSRecord) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	domain, ns, wl, _, ok := resources.ParseDNSKey(key)
@@ -162,7 +163,7 @@ func (d *dnsRecords) once(ctx context.Context, keys []string) error {
 		keys = slices.Compact(keys)
 		del = slices.Sorted(maps.Keys(d.foreign))
 	}
-	have := map[string]resources.DNSRecord{}
+	have := map[string]api.DNSRecord{}
 	for _, k := range keys {
 		for key := range d.byWorkload[k] {
 			have[key], _ = d.cache.Get(key)
@@ -172,7 +173,7 @@ func (d *dnsRecords) once(ctx context.Context, keys []string) error {
 	now := d.l.cfg.Now()
 	ready := map[string]bool{}
 	inUse := map[string]bool{}
-	var want []resources.DNSRecord
+	var want []api.DNSRecord
 	for _, k := range keys {
 		as := d.l.view.assignmentsOf(k)
 		reports := d.l.view.reportsOf(as)
@@ -214,12 +215,12 @@ func (d *dnsRecords) once(ctx context.Context, keys []string) error {
 
 // portsOf returns the named ports of assignment a's spec, parsed once per
 // spec hash; a spec that does not parse has none.
-func (d *dnsRecords) portsOf(a resources.Assignment) []resources.DNSPort {
+func (d *dnsRecords) portsOf(a api.Assignment) []api.DNSPort {
 	if p, ok := d.ports[a.SpecHash]; ok {
 		return p
 	}
 	q, err := quadlet.ParseWorkload(a.Files, quadlet.ParseOptions{DefaultNamespace: a.Namespace})
-	var p []resources.DNSPort
+	var p []api.DNSPort
 	if err != nil {
 		d.l.cfg.Logger.Warn().Str("component", "dns").Err(fmt.Errorf("parse the spec of instance %s: %w", a.InstanceID, err)).
 			Msg("no SRV records for the instance")

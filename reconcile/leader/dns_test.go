@@ -39,7 +39,7 @@ spec:
 
 // withIPs gives every assignment of workload an overlay address unless
 // placement gave it one, and returns the assignments as stored.
-func (e *leaderEnv) withIPs(workload string, base byte) []resources.Assignment {
+func (e *leaderEnv) withIPs(workload string, base byte) []api.Assignment {
 	e.t.Helper()
 	as := e.assignments(workload)
 	for i := range as {
@@ -56,7 +56,7 @@ func (e *leaderEnv) withIPs(workload string, base byte) []resources.Assignment {
 
 // reportHealth writes node's status with the instances as, each running
 // and healthy unless named in unhealthy.
-func (e *leaderEnv) reportHealth(node string, as []resources.Assignment, unhealthy ...string) {
+func (e *leaderEnv) reportHealth(node string, as []api.Assignment, unhealthy ...string) {
 	e.t.Helper()
 	st := api.NodeStatus{NodeName: node, Timestamp: time.Now().Unix()}
 	st.Resources.Allocatable = api.ResourceList{CPU: "4", Memory: "8Gi"}
@@ -96,7 +96,7 @@ func (e *leaderEnv) dnsState() string {
 	return strings.Join(lines, "\n")
 }
 
-func dnsLine(a resources.Assignment) string {
+func dnsLine(a api.Assignment) string {
 	ports := "http:8080/tcp,dns:53/udp"
 	if a.Workload != "web" {
 		ports = ""
@@ -104,7 +104,7 @@ func dnsLine(a resources.Assignment) string {
 	return fmt.Sprintf("%s/%s %s %s", a.Workload, a.InstanceID, a.IP, ports)
 }
 
-func dnsLines(as ...resources.Assignment) string {
+func dnsLines(as ...api.Assignment) string {
 	var lines []string
 	for _, a := range as {
 		lines = append(lines, dnsLine(a))
@@ -121,8 +121,8 @@ func dnsLines(as ...resources.Assignment) string {
 func TestLeaderDNSRecords(t *testing.T) {
 	t.Parallel()
 	e, b := newTwoNodeEnv(t)
-	stray := resources.DNSRecord{Namespace: "ns1", Workload: "gone", InstanceID: "gone-1", IP: netip.MustParseAddr("10.99.9.9")}
-	if _, err := e.repo.WriteDNSRecords(e.ctx, testDomain, []resources.DNSRecord{stray}, nil); err != nil {
+	stray := api.DNSRecord{Namespace: "ns1", Workload: "gone", InstanceID: "gone-1", IP: netip.MustParseAddr("10.99.9.9")}
+	if _, err := e.repo.WriteDNSRecords(e.ctx, testDomain, []api.DNSRecord{stray}, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.apply(lbFiles(t, "web", 2), api.APIOwner())
@@ -159,7 +159,7 @@ func TestLeaderDNSRecords(t *testing.T) {
 
 	leaving := apiIns[0]
 	leaving.LeavingAt = time.Now()
-	if _, err := e.repo.WriteAssignments(e.ctx, []resources.Assignment{leaving}, nil); err != nil {
+	if _, err := e.repo.WriteAssignments(e.ctx, []api.Assignment{leaving}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitDNS("the leaving instance out of DNS", dnsLines(web...))
@@ -175,15 +175,15 @@ func TestLeaderDNSRecords(t *testing.T) {
 }
 
 func TestDiffDNSRecords(t *testing.T) {
-	rec := func(id, ip string) resources.DNSRecord {
-		return resources.DNSRecord{Namespace: "ns", Workload: "w", InstanceID: id, IP: netip.MustParseAddr(ip)}
+	rec := func(id, ip string) api.DNSRecord {
+		return api.DNSRecord{Namespace: "ns", Workload: "w", InstanceID: id, IP: netip.MustParseAddr(ip)}
 	}
-	have := map[string]resources.DNSRecord{
-		rec("a", "10.0.0.1").Key("d"): rec("a", "10.0.0.1"),
-		rec("b", "10.0.0.2").Key("d"): rec("b", "10.0.0.2"),
-		rec("c", "10.0.0.3").Key("d"): rec("c", "10.0.0.3"),
+	have := map[string]api.DNSRecord{
+		resources.DNSKey("d", "ns", "w", "a"): rec("a", "10.0.0.1"),
+		resources.DNSKey("d", "ns", "w", "b"): rec("b", "10.0.0.2"),
+		resources.DNSKey("d", "ns", "w", "c"): rec("c", "10.0.0.3"),
 	}
-	put, del := DiffDNSRecords("d", []resources.DNSRecord{rec("a", "10.0.0.1"), rec("b", "10.0.0.9"), rec("e", "10.0.0.5")}, have)
+	put, del := DiffDNSRecords("d", []api.DNSRecord{rec("a", "10.0.0.1"), rec("b", "10.0.0.9"), rec("e", "10.0.0.5")}, have)
 	var got []string
 	for _, p := range put {
 		got = append(got, "put "+p.InstanceID+" "+p.IP.String())
@@ -206,20 +206,20 @@ func TestDNSReady(t *testing.T) {
 	exited := api.InstanceStatus{Phase: api.InstanceFailed, HealthStatus: api.HealthHealthy}
 	for _, tc := range []struct {
 		name      string
-		a         resources.Assignment
+		a         api.Assignment
 		report    *api.InstanceStatus
 		nodeReady bool
 		want      bool
 	}{
-		{"running and healthy", resources.Assignment{IP: ip}, &running, true, true},
-		{"running without a check", resources.Assignment{IP: ip}, &noCheck, true, true},
-		{"unhealthy", resources.Assignment{IP: ip}, &sick, true, false},
-		{"health pending", resources.Assignment{IP: ip}, &pending, true, false},
-		{"stopped", resources.Assignment{IP: ip}, &exited, true, false},
-		{"not reported", resources.Assignment{IP: ip}, nil, true, false},
-		{"node NotReady", resources.Assignment{IP: ip}, &running, false, false},
-		{"no address", resources.Assignment{}, &running, true, false},
-		{"leaving", resources.Assignment{IP: ip, LeavingAt: time.Unix(1, 0)}, &running, true, false},
+		{"running and healthy", api.Assignment{IP: ip}, &running, true, true},
+		{"running without a check", api.Assignment{IP: ip}, &noCheck, true, true},
+		{"unhealthy", api.Assignment{IP: ip}, &sick, true, false},
+		{"health pending", api.Assignment{IP: ip}, &pending, true, false},
+		{"stopped", api.Assignment{IP: ip}, &exited, true, false},
+		{"not reported", api.Assignment{IP: ip}, nil, true, false},
+		{"node NotReady", api.Assignment{IP: ip}, &running, false, false},
+		{"no address", api.Assignment{}, &running, true, false},
+		{"leaving", api.Assignment{IP: ip, LeavingAt: time.Unix(1, 0)}, &running, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := DNSReady(tc.a, tc.report, tc.nodeReady); got != tc.want {

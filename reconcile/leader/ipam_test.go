@@ -137,13 +137,13 @@ func (e *leaderEnv) watchDeletions() *deletions {
 
 // released waits until the assignments as are deleted with their address
 // keys, each pair in one transaction.
-func (d *deletions) released(t *testing.T, what string, as []resources.Assignment) {
+func (d *deletions) released(t *testing.T, what string, as []api.Assignment) {
 	t.Helper()
 	poll.Until(t, 10*time.Second, what, func() bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		for _, a := range as {
-			ar, ok1 := d.rev[a.Key()]
+			ar, ok1 := d.rev[resources.AssignmentKey(a.Node, a.InstanceID)]
 			ir, ok2 := d.rev[resources.IPAMKey(a.Node, a.IP)]
 			if !ok1 || !ok2 {
 				return false
@@ -159,8 +159,8 @@ func (d *deletions) released(t *testing.T, what string, as []resources.Assignmen
 	})
 }
 
-func on(as []resources.Assignment, node string) []resources.Assignment {
-	var out []resources.Assignment
+func on(as []api.Assignment, node string) []api.Assignment {
+	var out []api.Assignment
 	for _, a := range as {
 		if a.Node == node {
 			out = append(out, a)
@@ -197,9 +197,9 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 	before := e.assignments("web")
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), api.APIOwner())
 	poll.Until(t, 10*time.Second, "web scaled to 2", func() bool { return len(e.assignments("web")) == 2 })
-	var gone []resources.Assignment
+	var gone []api.Assignment
 	for _, a := range before {
-		if !slices.ContainsFunc(e.assignments("web"), func(b resources.Assignment) bool { return b.InstanceID == a.InstanceID }) {
+		if !slices.ContainsFunc(e.assignments("web"), func(b api.Assignment) bool { return b.InstanceID == a.InstanceID }) {
 			gone = append(gone, a)
 		}
 	}
@@ -235,10 +235,10 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 			}
 			held[k] = a.InstanceID
 		}
-		var fresh []resources.Assignment
+		var fresh []api.Assignment
 		left := 0
 		for _, a := range cur {
-			if slices.ContainsFunc(old, func(o resources.Assignment) bool { return o.InstanceID == a.InstanceID }) {
+			if slices.ContainsFunc(old, func(o api.Assignment) bool { return o.InstanceID == a.InstanceID }) {
 				left++
 			} else {
 				fresh = append(fresh, a)

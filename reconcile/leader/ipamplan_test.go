@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
-	"kat.dws.rip/kat/store/resources"
 )
 
 func subnet(s string, free int) func(*sched.Node) {
@@ -28,7 +28,7 @@ func TestPlanAssignmentsGivesAddresses(t *testing.T) {
 	b := schedWorkload(t, "b", quadlet.TypeService, wopts{replicas: 3})
 	n := 0
 	suffix := func() string { n++; return fmt.Sprintf("s%d", n) }
-	held := func(current []resources.Assignment, cooling ...string) func(string) ([]netip.Addr, []netip.Addr) {
+	held := func(current []api.Assignment, cooling ...string) func(string) ([]netip.Addr, []netip.Addr) {
 		return func(node string) ([]netip.Addr, []netip.Addr) {
 			var h, c []netip.Addr
 			for _, x := range current {
@@ -42,7 +42,7 @@ func TestPlanAssignmentsGivesAddresses(t *testing.T) {
 			return h, c
 		}
 	}
-	render := func(as []resources.Assignment) string {
+	render := func(as []api.Assignment) string {
 		var out []string
 		for _, x := range as {
 			ip := "-"

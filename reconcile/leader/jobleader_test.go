@@ -10,7 +10,6 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // fakeClock is a clock the test moves.
@@ -61,7 +60,7 @@ func (e *leaderEnv) reportAt(at time.Time, is ...api.InstanceStatus) {
 	}
 }
 
-func exitedWith(a resources.Assignment, code int) api.InstanceStatus {
+func exitedWith(a api.Assignment, code int) api.InstanceStatus {
 	phase := api.InstanceSucceeded
 	if code != 0 {
 		phase = api.InstanceFailed
@@ -82,9 +81,9 @@ func TestJobRunSurvivesALeaderChange(t *testing.T) {
 	seen := map[string]bool{}
 	reports := map[string]api.InstanceStatus{}
 	maxActive := 0
-	observe := func() []resources.Assignment {
+	observe := func() []api.Assignment {
 		as := e.assignments("batch")
-		var active []resources.Assignment
+		var active []api.Assignment
 		for _, a := range as {
 			if a.Run != "g1" {
 				t.Fatalf("assignment %s labelled %q, want run g1", a.InstanceID, a.Run)

@@ -24,7 +24,7 @@ type JobWrite struct {
 
 // job plans a Job (jobs.go): the steps of its runs, and where their new
 // instances run. It is the placement pass's entry point for Jobs.
-func (p *planner) job(w workload, commit string, cur []resources.Assignment) {
+func (p *planner) job(w workload, commit string, cur []api.Assignment) {
 	jp := planJob(jobInput{
 		Meta: w.Meta, Spec: *w.Spec.Job, Schedule: w.Spec.Schedule, Records: p.in.Jobs[w.Key()],
 		Assigned: cur, Reported: p.in.Reported, Now: p.in.Now,
@@ -69,8 +69,8 @@ func (p *planner) job(w workload, commit string, cur []resources.Assignment) {
 // dropWorkload removes workload ns/name's part of the plan: its puts,
 // deletes and job writes.
 func (p *AssignmentPlan) dropWorkload(ns, name string) {
-	other := func(a resources.Assignment) bool { return a.Namespace != ns || a.Workload != name }
-	p.Put = slices.DeleteFunc(p.Put, func(a resources.Assignment) bool { return !other(a) })
-	p.Delete = slices.DeleteFunc(p.Delete, func(a resources.Assignment) bool { return !other(a) })
+	other := func(a api.Assignment) bool { return a.Namespace != ns || a.Workload != name }
+	p.Put = slices.DeleteFunc(p.Put, func(a api.Assignment) bool { return !other(a) })
+	p.Delete = slices.DeleteFunc(p.Delete, func(a api.Assignment) bool { return !other(a) })
 	p.Jobs = slices.DeleteFunc(p.Jobs, func(j JobWrite) bool { return j.Namespace == ns && j.Name == name })
 }

@@ -31,7 +31,7 @@ type storedRun struct {
 // storedSchedule is a Job's schedule record with its version; version 0:
 // none yet.
 type storedSchedule struct {
-	sched   resources.JobSchedule
+	sched   api.JobSchedule
 	version int64
 }
 
@@ -43,14 +43,14 @@ type jobRecords struct {
 
 // jobInput is what planJob decides one Job's next step from.
 type jobInput struct {
-	Meta resources.WorkloadMeta
+	Meta api.WorkloadMeta
 	// Spec is job.kat's spec; Schedule its parsed schedule (nil: none).
 	Spec     quadlet.JobSpec
 	Schedule cron.Schedule
 	Records  jobRecords
 	// Assigned are the workload's assignments; Reported the agents'
 	// reports of them, by instance ID.
-	Assigned []resources.Assignment
+	Assigned []api.Assignment
 	Reported map[string]api.InstanceStatus
 	// NodeReady reports whether a node is registered and Ready.
 	NodeReady func(node string) bool
@@ -68,7 +68,7 @@ type jobPlan struct {
 	Create map[string]int
 	// Delete are assignments to remove: instances stopped, given up, or of
 	// runs past the history limits.
-	Delete []resources.Assignment
+	Delete []api.Assignment
 	// MustBeAbsent are etcd keys the plan takes for absent because the
 	// view lacks them: the run record of an assignment labelled with a run
 	// the view does not hold (an orphan, deleted in Delete), and the
@@ -78,7 +78,7 @@ type jobPlan struct {
 	// the plan, and otherwise drops this pass of the Job.
 	MustBeAbsent []string
 	// Active counts the instances that run or wait to, for the scheduler.
-	Active []resources.Assignment
+	Active []api.Assignment
 	// Next is the next firing of a scheduled Job; zero without a schedule.
 	Next time.Time
 	// Wake is when the plan next changes by the clock alone: the next
@@ -94,7 +94,7 @@ type jobPlan struct {
 // containers. It is pure.
 func planJob(in jobInput) jobPlan {
 	plan := jobPlan{Create: map[string]int{}}
-	byRun := map[string][]resources.Assignment{}
+	byRun := map[string][]api.Assignment{}
 	for _, a := range in.Assigned {
 		if _, ok := in.Records.runs[a.Run]; ok {
 			byRun[a.Run] = append(byRun[a.Run], a)
@@ -243,8 +243,9 @@ func planJob(in jobInput) jobPlan {
 			}
 		}
 	}
-	slices.SortFunc(plan.Delete, func(a, b resources.Assignment) int { return cmp.Compare(a.Key(), b.Key()) })
-	plan.Delete = slices.CompactFunc(plan.Delete, func(a, b resources.Assignment) bool { return a.Key() == b.Key() })
+	key := func(a api.Assignment) string { return resources.AssignmentKey(a.Node, a.InstanceID) }
+	slices.SortFunc(plan.Delete, func(a, b api.Assignment) int { return cmp.Compare(key(a), key(b)) })
+	plan.Delete = slices.CompactFunc(plan.Delete, func(a, b api.Assignment) bool { return key(a) == key(b) })
 	return plan
 }
 
@@ -289,10 +290,10 @@ func nextFiring(s cron.Schedule, rec storedSchedule, now time.Time) (fire, last 
 // completions still missing. It returns the record, how many instances to
 // create, the assignments to delete, and the keys of the assignments it
 // found gone. It is pure.
-func stepRun(run api.JobRun, as []resources.Assignment, reported map[string]api.InstanceStatus,
-	nodeReady func(string) bool, now time.Time) (_ api.JobRun, create int, del []resources.Assignment, gone []string) {
+func stepRun(run api.JobRun, as []api.Assignment, reported map[string]api.InstanceStatus,
+	nodeReady func(string) bool, now time.Time) (_ api.JobRun, create int, del []api.Assignment, gone []string) {
 	run.Instances = slices.Clone(run.Instances)
-	byID := map[string]resources.Assignment{}
+	byID := map[string]api.Assignment{}
 	for _, a := range as {
 		byID[a.InstanceID] = a
 		if instanceIndex(run, a.InstanceID) < 0 {
@@ -350,8 +351,8 @@ func runDeadline(run api.JobRun) time.Time {
 
 // finishRun ends a run: its unfinished instances are stopped (their
 // assignments, among as, added to del) and its counts and times set.
-func finishRun(run api.JobRun, as []resources.Assignment, state, reason, msg string, now time.Time,
-	del []resources.Assignment) (api.JobRun, []resources.Assignment) {
+func finishRun(run api.JobRun, as []api.Assignment, state, reason, msg string, now time.Time,
+	del []api.Assignment) (api.JobRun, []api.Assignment) {
 	run.Instances = slices.Clone(run.Instances)
 	stopped := map[string]bool{}
 	for i := range run.Instances {

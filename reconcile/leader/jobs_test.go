@@ -28,7 +28,7 @@ spec:
 `, name),
 		"job.kat": []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: JobDefinition\nspec:\n" + spec),
 	}
-	return parsedWorkload(t, resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: quadlet.TypeJob, Generation: gen}, files)
+	return parsedWorkload(t, api.WorkloadMeta{Namespace: "ns1", Name: name, Type: quadlet.TypeJob, Generation: gen}, files)
 }
 
 // jobWorld runs the placement pass of one Job against an in-memory copy of
@@ -40,7 +40,7 @@ type jobWorld struct {
 	w       workload
 	nodes   []sched.Node
 	rec     jobRecords
-	as      []resources.Assignment
+	as      []api.Assignment
 	reports map[string]api.InstanceStatus
 	now     time.Time
 	suffix  int
@@ -68,7 +68,7 @@ func (jw *jobWorld) pass() AssignmentPlan {
 		Jobs:      map[string]jobRecords{jw.w.Key(): jw.copyRecords()},
 	})
 	for _, a := range plan.Delete {
-		jw.as = slices.DeleteFunc(jw.as, func(b resources.Assignment) bool { return b.Key() == a.Key() })
+		jw.as = slices.DeleteFunc(jw.as, func(b api.Assignment) bool { return b.Node == a.Node && b.InstanceID == a.InstanceID })
 	}
 	for _, a := range plan.Put {
 		if a.Run == "" {
@@ -112,8 +112,8 @@ func (jw *jobWorld) copyRecords() jobRecords {
 
 // unfinished returns the assignments whose instance has not reported an
 // end.
-func (jw *jobWorld) unfinished() []resources.Assignment {
-	var out []resources.Assignment
+func (jw *jobWorld) unfinished() []api.Assignment {
+	var out []api.Assignment
 	for _, a := range jw.as {
 		if r, ok := jw.reports[a.InstanceID]; !ok || (r.Phase != api.InstanceSucceeded && r.Phase != api.InstanceFailed) {
 			out = append(out, a)
@@ -268,7 +268,7 @@ func TestJobRunNodeLoss(t *testing.T) {
 	if run.Failed != 1 || run.Instances[0].State != api.RunInstanceFailed || !strings.Contains(run.Instances[0].Message, "not ready") {
 		t.Fatalf("run = %+v", run)
 	}
-	if !slices.ContainsFunc(p.Delete, func(a resources.Assignment) bool { return a.InstanceID == lost.InstanceID }) {
+	if !slices.ContainsFunc(p.Delete, func(a api.Assignment) bool { return a.InstanceID == lost.InstanceID }) {
 		t.Error("the lost instance's assignment was not deleted")
 	}
 	if len(p.Put) != 1 || p.Put[0].Node != "n2" {
@@ -287,7 +287,7 @@ func TestJobNewGenerationSupersedes(t *testing.T) {
 	if r := jw.rec.runs["g1"].run; r.State != api.RunFailed || r.Reason != api.RunReasonSuperseded {
 		t.Fatalf("g1 = %+v", r)
 	}
-	if !slices.ContainsFunc(p.Delete, func(a resources.Assignment) bool { return a.InstanceID == old.InstanceID }) {
+	if !slices.ContainsFunc(p.Delete, func(a api.Assignment) bool { return a.InstanceID == old.InstanceID }) {
 		t.Error("the superseded run's instance was not stopped")
 	}
 	if r, ok := jw.rec.runs["g2"]; !ok || r.run.Completions != 2 {
@@ -317,7 +317,7 @@ func TestNextFiring(t *testing.T) {
 		return time.Date(2026, 11, 24, v.Hour(), v.Minute(), v.Second(), 0, time.UTC)
 	}
 	rec := func(last string) storedSchedule {
-		return storedSchedule{sched: resources.JobSchedule{LastScheduleTime: at(last)}, version: 7}
+		return storedSchedule{sched: api.JobSchedule{LastScheduleTime: at(last)}, version: 7}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -416,7 +416,7 @@ func TestScheduledJobConcurrencyPolicy(t *testing.T) {
 			if old.State != tc.wantOld {
 				t.Fatalf("first run %+v, want %s", old, tc.wantOld)
 			}
-			stopped := slices.ContainsFunc(p.Delete, func(a resources.Assignment) bool { return a.InstanceID == first.InstanceID })
+			stopped := slices.ContainsFunc(p.Delete, func(a api.Assignment) bool { return a.InstanceID == first.InstanceID })
 			if replace := tc.policy == quadlet.ConcurrencyReplace; stopped != replace || (replace && old.Reason != api.RunReasonReplaced) {
 				t.Errorf("first run's instance stopped %v, reason %q", stopped, old.Reason)
 			}
@@ -458,9 +458,9 @@ func TestJobHistoryLimits(t *testing.T) {
 func TestJobOrphansAndOldAssignments(t *testing.T) {
 	t.Parallel()
 	jw := newJobWorld(t, jobWorkload(t, "orph", 1, ""))
-	orphan := resources.Assignment{InstanceID: "orph-x", Node: "n1", Namespace: "ns1", Workload: "orph", Run: "g0"}
-	old := resources.Assignment{InstanceID: "orph-y", Node: "n1", Namespace: "ns1", Workload: "orph"}
-	jw.as = []resources.Assignment{orphan, old}
+	orphan := api.Assignment{InstanceID: "orph-x", Node: "n1", Namespace: "ns1", Workload: "orph", Run: "g0"}
+	old := api.Assignment{InstanceID: "orph-y", Node: "n1", Namespace: "ns1", Workload: "orph"}
+	jw.as = []api.Assignment{orphan, old}
 	p := jw.pass()
 	if len(p.Delete) != 2 {
 		t.Fatalf("deleted %v, want the orphan and the assignment without a run", ids(p.Delete))

@@ -10,7 +10,6 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // JobFacts are what a Job's status is derived from besides its
@@ -36,7 +35,7 @@ const ReasonScheduled = "Scheduled"
 // last run failed, and Scheduled otherwise; its next firing is NextRunTime.
 // Desired and Ready are the last run's completions and succeeded instances.
 // It is pure.
-func jobStatus(f WorkloadFacts, st *resources.WorkloadStatus) (ready api.Condition, failed string) {
+func jobStatus(f WorkloadFacts, st *api.WorkloadStatus) (ready api.Condition, failed string) {
 	j := f.Job
 	runs := slices.Clone(j.Runs)
 	slices.SortFunc(runs, func(a, b api.JobRun) int {

@@ -6,7 +6,6 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // TestJobStatus checks the Job part of a workload's status: the phase, the
@@ -67,8 +66,8 @@ func TestJobStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			job := tc.job
-			f := WorkloadFacts{Meta: resources.WorkloadMeta{Namespace: "ns1", Name: "j", Type: quadlet.TypeJob, Generation: tc.gen}, Job: &job}
-			st := DeriveWorkloadStatus(f, resources.WorkloadStatus{}, now)
+			f := WorkloadFacts{Meta: api.WorkloadMeta{Namespace: "ns1", Name: "j", Type: quadlet.TypeJob, Generation: tc.gen}, Job: &job}
+			st := DeriveWorkloadStatus(f, api.WorkloadStatus{}, now)
 			c := condition(st, ConditionReady)
 			if st.Phase != tc.wantPhase || c == nil || c.Reason != tc.wantReason || c.Status != tc.wantReady ||
 				st.Ready != tc.wantCounts[0] || st.Desired != tc.wantCounts[1] {

@@ -19,7 +19,7 @@ import (
 // version.
 type jobEntry struct {
 	run     *api.JobRun
-	sched   *resources.JobSchedule
+	sched   *api.JobSchedule
 	version int64
 }
 
@@ -30,7 +30,7 @@ func decodeJobEntry(kv store.KV) (jobEntry, bool) {
 	}
 	e := jobEntry{version: kv.Version}
 	if isSched {
-		e.sched = &resources.JobSchedule{}
+		e.sched = &api.JobSchedule{}
 		return e, json.Unmarshal(kv.Value, e.sched) == nil
 	}
 	e.run = &api.JobRun{}

@@ -239,8 +239,8 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	commits := map[string]string{}
 	jobs := map[string]jobRecords{}
 	rollouts := map[string]api.Rollout{}
-	daemonRollouts := map[string]*resources.DaemonRollout{}
-	var current []resources.Assignment
+	daemonRollouts := map[string]*api.DaemonRolloutRecord{}
+	var current []api.Assignment
 	for _, k := range keys {
 		current = append(current, l.view.assignmentsOf(k)...)
 		jobs[k] = l.view.jobsOf(k)

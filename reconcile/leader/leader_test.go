@@ -44,7 +44,7 @@ func newLeaderEnv(t *testing.T) *leaderEnv {
 // register registers node name with labels.
 func (e *leaderEnv) register(name string, labels map[string]string) {
 	e.t.Helper()
-	if err := e.repo.PutNodeRegistration(e.ctx, resources.NodeRegistration{Name: name, UID: "uid-" + name, Labels: labels}); err != nil {
+	if err := e.repo.PutNodeRegistration(e.ctx, api.NodeRegistration{Name: name, UID: "uid-" + name, Labels: labels}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -91,13 +91,13 @@ func (e *leaderEnv) apply(files map[string][]byte, owner api.Owner) {
 	}
 }
 
-func (e *leaderEnv) assignments(workload string) []resources.Assignment {
+func (e *leaderEnv) assignments(workload string) []api.Assignment {
 	e.t.Helper()
 	as, err := e.repo.ListAssignments(e.ctx, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var out []resources.Assignment
+	var out []api.Assignment
 	for _, a := range as {
 		if a.Workload == workload {
 			out = append(out, a)
@@ -106,7 +106,7 @@ func (e *leaderEnv) assignments(workload string) []resources.Assignment {
 	return out
 }
 
-func (e *leaderEnv) status(name string) resources.WorkloadStatus {
+func (e *leaderEnv) status(name string) api.WorkloadStatus {
 	e.t.Helper()
 	w, err := e.repo.GetWorkload(e.ctx, "ns1", name)
 	if err != nil {
@@ -124,12 +124,12 @@ func (e *leaderEnv) report(ts int64, is ...api.InstanceStatus) {
 	}
 }
 
-func running(a resources.Assignment) api.InstanceStatus {
+func running(a api.Assignment) api.InstanceStatus {
 	return api.InstanceStatus{InstanceID: a.InstanceID, Namespace: a.Namespace, WorkloadName: a.Workload,
 		Phase: api.InstanceRunning, State: "running", HealthStatus: api.HealthNotApplicable}
 }
 
-func condition(st resources.WorkloadStatus, typ string) *api.Condition {
+func condition(st api.WorkloadStatus, typ string) *api.Condition {
 	for _, c := range st.Conditions {
 		if c.Type == typ {
 			return &c
@@ -485,14 +485,14 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 	t.Parallel()
 	commit := strings.Repeat("c", 40)
 	orders := [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {1, 3, 0, 2}, {2, 0, 3, 1}}
-	var first resources.WorkloadStatus
+	var first api.WorkloadStatus
 	for i, order := range orders {
 		e := newLeaderEnv(t)
 		owner := api.Owner{Kind: api.OwnerGit, Source: "config", Path: "apps/app", Commit: "c0"}
 		e.apply(gitDesiredSpec(t, "app").Files, owner)
 		// The resolution succeeded once (the commit is known), the
 		// last attempt failed.
-		if err := e.repo.PutAppSource(e.ctx, resources.AppSource{Namespace: "ns1", Workload: "app",
+		if err := e.repo.PutAppSource(e.ctx, api.AppSource{Namespace: "ns1", Workload: "app",
 			Repository: "https://git.example.com/app.git", Ref: "branch main", Commit: commit}); err != nil {
 			t.Fatal(err)
 		}
@@ -529,7 +529,7 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 		for _, f := range order {
 			facts[f]()
 		}
-		var st resources.WorkloadStatus
+		var st api.WorkloadStatus
 		poll.Until(t, 10*time.Second, fmt.Sprintf("order %v: every condition", order), func() bool {
 			st = e.status("app")
 			c := condition(st, ConditionStalled)
@@ -554,8 +554,8 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 }
 
 // sameStatus compares statuses without their timestamps.
-func sameStatus(a, b resources.WorkloadStatus) bool {
-	strip := func(s resources.WorkloadStatus) resources.WorkloadStatus {
+func sameStatus(a, b api.WorkloadStatus) bool {
+	strip := func(s api.WorkloadStatus) api.WorkloadStatus {
 		s.UpdatedAt = time.Time{}
 		s.Conditions = append([]api.Condition(nil), s.Conditions...)
 		for i := range s.Conditions {

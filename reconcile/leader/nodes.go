@@ -3,6 +3,7 @@ package leader
 import (
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -14,7 +15,7 @@ import (
 // names of the draining nodes. A node is Ready while its heartbeat is no
 // older than lossTimeout (resources.Node.Ready), and Cordoned when
 // unschedulable or draining. It is pure.
-func SchedNodes(nodes []resources.Node, assigned []resources.Assignment, now time.Time, lossTimeout time.Duration) ([]sched.Node, map[string]bool) {
+func SchedNodes(nodes []resources.Node, assigned []api.Assignment, now time.Time, lossTimeout time.Duration) ([]sched.Node, map[string]bool) {
 	out := make([]sched.Node, len(nodes))
 	draining := map[string]bool{}
 	for i, n := range nodes {
@@ -30,7 +31,7 @@ func SchedNodes(nodes []resources.Node, assigned []resources.Assignment, now tim
 // applyAssigned sets the nodes' Used and GPUs in use from what the
 // assignments request (applyUsage); assignments of other nodes are
 // ignored.
-func applyAssigned(nodes []sched.Node, assigned []resources.Assignment) {
+func applyAssigned(nodes []sched.Node, assigned []api.Assignment) {
 	usage := map[string]*nodeUsage{}
 	for i := range assigned {
 		a := &assigned[i]

@@ -11,7 +11,6 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // beater heartbeats for the nodes it is told are alive, every 200 ms, as
@@ -165,7 +164,7 @@ func TestLeaderPendingReason(t *testing.T) {
 
 // reportOn writes node's status, as its agent would, with instances
 // reported running.
-func (e *leaderEnv) reportOn(node string, as ...resources.Assignment) {
+func (e *leaderEnv) reportOn(node string, as ...api.Assignment) {
 	e.t.Helper()
 	st := api.NodeStatus{NodeName: node, Timestamp: time.Now().Unix()}
 	st.Resources.Allocatable = api.ResourceList{CPU: "4", Memory: "8Gi"}
@@ -198,7 +197,7 @@ func TestLeaderDrain(t *testing.T) {
 	e.reportOn(from, old)
 	poll.Until(t, 10*time.Second, "web ready", func() bool { return e.status("web").Ready == 1 })
 
-	if _, err := e.repo.UpdateNodeRegistration(e.ctx, from, func(r *resources.NodeRegistration) error {
+	if _, err := e.repo.UpdateNodeRegistration(e.ctx, from, func(r *api.NodeRegistration) error {
 		r.Unschedulable, r.Draining = true, true
 		return nil
 	}); err != nil {
@@ -207,7 +206,7 @@ func TestLeaderDrain(t *testing.T) {
 	poll.Until(t, 10*time.Second, "a replacement on "+to+" and dmn off "+from, func() bool {
 		return e.onNodes("web") == "n1:1 n2:1" && e.onNodes("dmn") == to+":1"
 	})
-	var repl resources.Assignment
+	var repl api.Assignment
 	for _, a := range e.assignments("web") {
 		if a.Node == to {
 			repl = a
@@ -241,7 +240,7 @@ func TestLeaderTermGraceForNodes(t *testing.T) {
 	slot := 0
 	a := inst(w, "n2", "x", 1)
 	a.UserNSSlot = &slot
-	if _, err := e.repo.WriteAssignments(e.ctx, []resources.Assignment{a}, nil); err != nil {
+	if _, err := e.repo.WriteAssignments(e.ctx, []api.Assignment{a}, nil); err != nil {
 		t.Fatal(err)
 	}
 	l, stop := e.run(Config{NodeLossTimeout: 2 * time.Second})
@@ -260,7 +259,7 @@ func TestLeaderTermGraceForNodes(t *testing.T) {
 func TestIsMemberAddress(t *testing.T) {
 	t.Parallel()
 	e := newLeaderEnv(t)
-	for _, r := range []resources.NodeRegistration{
+	for _, r := range []api.NodeRegistration{
 		{Name: "m2", UID: "uid-m2", AdvertiseAddress: "10.0.0.2", EtcdMember: true},
 		{Name: "w3", UID: "uid-w3", AdvertiseAddress: "10.0.0.3"},
 	} {
@@ -282,7 +281,7 @@ func TestIsMemberAddress(t *testing.T) {
 		t.Error("m2's address in IPv4-mapped form does not count")
 	}
 	// A member deleted (or no longer a member) is trusted no more.
-	if err := e.repo.PutNodeRegistration(e.ctx, resources.NodeRegistration{Name: "m2", UID: "uid-m2", AdvertiseAddress: "10.0.0.2"}); err != nil {
+	if err := e.repo.PutNodeRegistration(e.ctx, api.NodeRegistration{Name: "m2", UID: "uid-m2", AdvertiseAddress: "10.0.0.2"}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, "m2 no longer trusted", func() bool {

@@ -10,7 +10,6 @@ import (
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // planner is one PlanAssignments: its own copy of the nodes, which each
@@ -40,19 +39,19 @@ func newPlanner(in AssignInput) *planner {
 }
 
 // ready reports whether the node of a is registered and Ready.
-func (p *planner) ready(a resources.Assignment) bool {
+func (p *planner) ready(a api.Assignment) bool {
 	i, ok := p.byName[a.Node]
 	return ok && p.nodes[i].Ready
 }
 
 // reportedReady reports whether a's instance is ready, or has succeeded.
-func (p *planner) reportedReady(a resources.Assignment) bool {
+func (p *planner) reportedReady(a api.Assignment) bool {
 	r, ok := p.in.Reported[a.InstanceID]
 	return ok && (r.Ready() || r.Phase == api.InstanceSucceeded)
 }
 
 // count sets the nodes' instance counts of workload k to those of as.
-func (p *planner) count(k string, as []resources.Assignment) {
+func (p *planner) count(k string, as []api.Assignment) {
 	for _, a := range as {
 		if i, ok := p.byName[a.Node]; ok {
 			n := &p.nodes[i]
@@ -127,14 +126,14 @@ func (p *planner) address(node string) (netip.Addr, error) {
 
 // workload plans one workload from its current assignments cur: its new
 // instances, those that stop, and its rollout's progress.
-func (p *planner) workload(w workload, commit string, cur []resources.Assignment) {
+func (p *planner) workload(w workload, commit string, cur []api.Assignment) {
 	if w.Meta.Type == quadlet.TypeJob && w.Spec.Job != nil {
 		p.job(w, commit, cur)
 		return
 	}
 	k := w.Key()
 	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
-	var fresh, stale, leaving []resources.Assignment
+	var fresh, stale, leaving []api.Assignment
 	for _, a := range cur {
 		switch {
 		case a.Leaving():
@@ -147,8 +146,8 @@ func (p *planner) workload(w workload, commit string, cur []resources.Assignment
 	}
 	p.drain(k, leaving)
 	// Oldest first: they are the most likely to be running.
-	for _, as := range [][]resources.Assignment{fresh, stale} {
-		slices.SortStableFunc(as, func(a, b resources.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	for _, as := range [][]api.Assignment{fresh, stale} {
+		slices.SortStableFunc(as, func(a, b api.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	}
 	if w.Meta.Type == quadlet.TypeDaemonService && w.Spec.NodeByNode &&
 		p.daemonRollout(w, commit, slices.Concat(fresh, stale)) {
@@ -173,13 +172,13 @@ func (p *planner) workload(w workload, commit string, cur []resources.Assignment
 
 // leavingOld reports whether an instance of another template than tmpl is
 // leaving.
-func leavingOld(leaving []resources.Assignment, tmpl string) bool {
-	return slices.ContainsFunc(leaving, func(a resources.Assignment) bool { return a.TemplateHash != tmpl })
+func leavingOld(leaving []api.Assignment, tmpl string) bool {
+	return slices.ContainsFunc(leaving, func(a api.Assignment) bool { return a.TemplateHash != tmpl })
 }
 
 // drain deletes the leaving instances of workload k whose drain delay has
 // passed, and asks to be woken when the next one's does.
-func (p *planner) drain(k string, leaving []resources.Assignment) {
+func (p *planner) drain(k string, leaving []api.Assignment) {
 	for _, a := range leaving {
 		end := a.LeavingAt.Add(p.in.DrainDelay)
 		if !p.in.Now.Before(end) {
@@ -201,7 +200,7 @@ func (p *planner) wakeAt(k string, t time.Time) {
 // DaemonService leaves (out of every ready list now, deleted once the drain
 // delay has passed) when there is a drain delay; any other is deleted at
 // once.
-func (p *planner) stop(a resources.Assignment) {
+func (p *planner) stop(a api.Assignment) {
 	if p.in.DrainDelay <= 0 || a.Type == quadlet.TypeJob || !p.ready(a) || !p.reportedReady(a) {
 		p.plan.Delete = append(p.plan.Delete, a)
 		return
@@ -213,7 +212,7 @@ func (p *planner) stop(a resources.Assignment) {
 
 // serving reports whether a is ready and on a Ready node that is not
 // draining: an instance that counts towards the capacity a rollout keeps.
-func (p *planner) serving(a resources.Assignment) bool {
+func (p *planner) serving(a api.Assignment) bool {
 	return p.ready(a) && !p.in.Draining[a.Node] && p.reportedReady(a)
 }
 
@@ -223,7 +222,7 @@ func (p *planner) serving(a resources.Assignment) bool {
 // stops surplus old instances first); new instances start while the
 // instances stay within replicas + maxSurge. With maxSurge 0 one old
 // instance stops at a time before its replacement starts.
-func (p *planner) rollService(w workload, commit string, fresh, stale []resources.Assignment, oldLeaving bool) Scheduling {
+func (p *planner) rollService(w workload, commit string, fresh, stale []api.Assignment, oldLeaving bool) Scheduling {
 	want := w.Spec.Desired
 	surge := w.Spec.Strategy.Surge(want)
 	readyFresh, pendingFresh := 0, 0
@@ -234,7 +233,7 @@ func (p *planner) rollService(w workload, commit string, fresh, stale []resource
 			pendingFresh++
 		}
 	}
-	var readyOld, idleOld []resources.Assignment
+	var readyOld, idleOld []api.Assignment
 	for _, a := range stale {
 		if p.serving(a) {
 			readyOld = append(readyOld, a)
@@ -277,7 +276,7 @@ func (p *planner) rollService(w workload, commit string, fresh, stale []resource
 // simultaneous plans the Simultaneous strategy while old instances remain
 // (spec §4.5): every old instance stops, and new ones start only once all
 // are gone. It keeps the workload's new instances, if any.
-func (p *planner) simultaneous(w workload, fresh, stale []resources.Assignment) Scheduling {
+func (p *planner) simultaneous(w workload, fresh, stale []api.Assignment) Scheduling {
 	for _, a := range stale {
 		p.stop(a)
 	}
@@ -293,7 +292,7 @@ func (p *planner) simultaneous(w workload, fresh, stale []resources.Assignment) 
 // strategy: today all of them, once every new instance is ready. It is the
 // hook for node-by-node rollouts (issue 13 item 3): fresh instances are
 // placed by daemon, this decides which old ones stop.
-func (p *planner) rollDaemon(_ workload, st Scheduling, stale []resources.Assignment, readyFresh int) {
+func (p *planner) rollDaemon(_ workload, st Scheduling, stale []api.Assignment, readyFresh int) {
 	if replaceStale(len(stale), readyFresh, st.Desired) {
 		for _, a := range stale {
 			p.stop(a)
@@ -305,9 +304,9 @@ func (p *planner) rollDaemon(_ workload, st Scheduling, stale []resources.Assign
 // or draining nodes replaced, but no more than room instances in
 // all (-1: no bound; a rolling update's surge). It returns what placement
 // found and how many kept instances are ready.
-func (p *planner) replicas(w workload, commit string, fresh []resources.Assignment, room int) (Scheduling, int) {
+func (p *planner) replicas(w workload, commit string, fresh []api.Assignment, room int) (Scheduling, int) {
 	want := w.Spec.Desired
-	var healthy, lost, draining []resources.Assignment
+	var healthy, lost, draining []api.Assignment
 	for _, a := range fresh {
 		switch {
 		case !p.ready(a):
@@ -325,7 +324,7 @@ func (p *planner) replicas(w workload, commit string, fresh []resources.Assignme
 		p.plan.Delete = append(p.plan.Delete, lost[len(lost)-n:]...)
 		lost, surplus = lost[:len(lost)-n], surplus-n
 		// The newest go; those not ready first, so the ready stay ready.
-		slices.SortStableFunc(healthy, func(a, b resources.Assignment) int {
+		slices.SortStableFunc(healthy, func(a, b api.Assignment) int {
 			return cmpBool(!p.reportedReady(a), !p.reportedReady(b))
 		})
 		cut := len(healthy) - surplus
@@ -367,7 +366,7 @@ func (p *planner) replicas(w workload, commit string, fresh []resources.Assignme
 // daemon plans a DaemonService: one instance on each eligible node. An
 // instance stays on a NotReady node (spec §4.1.4) and goes from a node that
 // is no longer eligible or no longer registered.
-func (p *planner) daemon(w workload, commit string, fresh []resources.Assignment) (Scheduling, int) {
+func (p *planner) daemon(w workload, commit string, fresh []api.Assignment) (Scheduling, int) {
 	k := w.Key()
 	if err := w.Spec.RequestErr; err != nil {
 		return Scheduling{Desired: len(fresh), Reason: err.Error()}, 0 // keep what it has
@@ -378,7 +377,7 @@ func (p *planner) daemon(w workload, commit string, fresh []resources.Assignment
 	for _, n := range p.daemonEligible(w, fresh) {
 		eligible[n] = true
 	}
-	var kept []resources.Assignment
+	var kept []api.Assignment
 	has := map[string]bool{}
 	for _, a := range fresh {
 		if !eligible[a.Node] || has[a.Node] {

@@ -52,12 +52,12 @@ func schedWorkload(t testing.TB, name, typ string, o wopts) workload {
 	if typ == quadlet.TypeJob {
 		files["job.kat"] = []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: JobDefinition\nspec: {}\n")
 	}
-	return parsedWorkload(t, resources.WorkloadMeta{Namespace: "ns1", Name: name, Type: typ, Generation: 1}, files)
+	return parsedWorkload(t, api.WorkloadMeta{Namespace: "ns1", Name: name, Type: typ, Generation: 1}, files)
 }
 
 // inst is a current instance of w on node, made at second created.
-func inst(w workload, node, suffix string, created int) resources.Assignment {
-	return resources.Assignment{
+func inst(w workload, node, suffix string, created int) api.Assignment {
+	return api.Assignment{
 		InstanceID: InstanceID(w.Meta.Name, w.Spec.TemplateHash, suffix), Node: node, Namespace: "ns1", Workload: w.Meta.Name,
 		Type: w.Meta.Type, SpecHash: w.Meta.SpecHash, TemplateHash: w.Spec.TemplateHash, CreatedAt: time.Unix(int64(created), 0),
 		MemoryBytes: w.Spec.Request.Memory, CPUMillis: w.Spec.Request.CPU,
@@ -86,7 +86,7 @@ func taint(k, v, effect string) func(*sched.Node) {
 }
 
 // perNode renders the puts as "node:count" in node order.
-func perNode(as []resources.Assignment) string {
+func perNode(as []api.Assignment) string {
 	counts := map[string]int{}
 	for _, a := range as {
 		counts[a.Node]++
@@ -114,7 +114,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 	every := schedWorkload(t, "every", dmn, wopts{})
 	bigDaemon := schedWorkload(t, "bigd", dmn, wopts{memory: "768Mi"})
 	edgeLabel := label("role", "edge")
-	ready := func(as ...resources.Assignment) map[string]api.InstanceStatus {
+	ready := func(as ...api.Assignment) map[string]api.InstanceStatus {
 		m := map[string]api.InstanceStatus{}
 		for _, a := range as {
 			m[a.InstanceID] = api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceRunning, HealthStatus: api.HealthHealthy}
@@ -123,13 +123,13 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 	}
 	// Two instances on draining node a, their replacements on b and c.
 	drainNodes := []sched.Node{node("a", cordoned), node("b"), node("c")}
-	replaced := []resources.Assignment{inst(web2, "a", "x", 1), inst(web2, "a", "y", 2), inst(web2, "b", "p", 3), inst(web2, "c", "q", 3)}
+	replaced := []api.Assignment{inst(web2, "a", "x", 1), inst(web2, "a", "y", 2), inst(web2, "b", "p", 3), inst(web2, "c", "q", 3)}
 	tests := []struct {
 		name     string
 		nodes    []sched.Node
 		draining []string
 		desired  []workload
-		current  []resources.Assignment
+		current  []api.Assignment
 		reported map[string]api.InstanceStatus
 		wantPut  string   // puts per node
 		wantDel  []string // deleted instance IDs
@@ -163,7 +163,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			name:    "cordon stops new placements and keeps what runs",
 			nodes:   []sched.Node{node("a", cordoned), node("b")},
 			desired: []workload{web3},
-			current: []resources.Assignment{inst(web3, "a", "x", 1)},
+			current: []api.Assignment{inst(web3, "a", "x", 1)},
 			wantPut: "b:2", wantSch: "desired 3 unplaced 0",
 		},
 		{
@@ -184,7 +184,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			name:    "DaemonService: one instance per eligible node",
 			nodes:   []sched.Node{node("a", edgeLabel), node("b", edgeLabel), node("c")},
 			desired: []workload{edge},
-			current: []resources.Assignment{inst(edge, "a", "x", 1)},
+			current: []api.Assignment{inst(edge, "a", "x", 1)},
 			wantPut: "b:1", wantSch: "desired 2 unplaced 0",
 		},
 		{
@@ -197,21 +197,21 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			name:    "DaemonService leaves nodes that are no longer eligible",
 			nodes:   []sched.Node{node("a", edgeLabel), node("b", edgeLabel, cordoned), node("c"), node("d", edgeLabel, taint("k", "v", sched.NoSchedule))},
 			desired: []workload{edge},
-			current: []resources.Assignment{inst(edge, "a", "x", 1), inst(edge, "b", "y", 1), inst(edge, "c", "z", 1), inst(edge, "d", "w", 1), inst(edge, "gone", "v", 1)},
+			current: []api.Assignment{inst(edge, "a", "x", 1), inst(edge, "b", "y", 1), inst(edge, "c", "z", 1), inst(edge, "d", "w", 1), inst(edge, "gone", "v", 1)},
 			wantDel: []string{inst(edge, "", "v", 0).InstanceID, inst(edge, "", "w", 0).InstanceID, inst(edge, "", "y", 0).InstanceID, inst(edge, "", "z", 0).InstanceID},
 			wantSch: "desired 1 unplaced 0",
 		},
 		{
 			name:    "DaemonService is not moved off a NotReady node",
 			nodes:   []sched.Node{node("a", notReady), node("b")},
-			desired: []workload{every}, current: []resources.Assignment{inst(every, "a", "x", 1)},
+			desired: []workload{every}, current: []api.Assignment{inst(every, "a", "x", 1)},
 			wantPut: "b:1", wantSch: "desired 2 unplaced 0",
 		},
 		{
 			name:    "Service instances of a lost node are replaced: exactly replicas on Ready nodes",
 			nodes:   []sched.Node{node("a", notReady), node("b"), node("c")},
 			desired: []workload{web3},
-			current: []resources.Assignment{inst(web3, "a", "x", 1), inst(web3, "a", "y", 2), inst(web3, "b", "z", 3)},
+			current: []api.Assignment{inst(web3, "a", "x", 1), inst(web3, "a", "y", 2), inst(web3, "b", "z", 3)},
 			wantPut: "b:1 c:1", wantDel: []string{inst(web3, "", "x", 0).InstanceID, inst(web3, "", "y", 0).InstanceID},
 			wantSch: "desired 3 unplaced 0",
 		},
@@ -219,14 +219,14 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			name:    "a lost instance with no room elsewhere stays until a replacement fits",
 			nodes:   []sched.Node{node("a", notReady), node("b", memory(gib))},
 			desired: []workload{big2},
-			current: []resources.Assignment{inst(big2, "a", "x", 1), inst(big2, "b", "y", 2)},
+			current: []api.Assignment{inst(big2, "a", "x", 1), inst(big2, "b", "y", 2)},
 			wantSch: "desired 2 unplaced 1 reason 2 nodes: 1 insufficient memory, 1 not ready",
 		},
 		{
 			name:    "scaling down removes lost instances first",
 			nodes:   []sched.Node{node("a", notReady), node("b")},
 			desired: []workload{web1},
-			current: []resources.Assignment{inst(web1, "b", "x", 1), inst(web1, "a", "y", 2)},
+			current: []api.Assignment{inst(web1, "b", "x", 1), inst(web1, "a", "y", 2)},
 			wantDel: []string{inst(web1, "", "y", 0).InstanceID}, wantSch: "desired 1 unplaced 0",
 		},
 		{
@@ -234,7 +234,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			nodes:    []sched.Node{node("a", cordoned), node("b"), node("c")},
 			draining: []string{"a"},
 			desired:  []workload{web2},
-			current:  []resources.Assignment{inst(web2, "a", "x", 1), inst(web2, "a", "y", 2)},
+			current:  []api.Assignment{inst(web2, "a", "x", 1), inst(web2, "a", "y", 2)},
 			reported: ready(inst(web2, "", "x", 0), inst(web2, "", "y", 0)),
 			wantPut:  "b:1 c:1", wantSch: "desired 2 unplaced 0",
 		},
@@ -255,7 +255,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			nodes:    []sched.Node{node("a", cordoned), node("b", cordoned)},
 			draining: []string{"a"},
 			desired:  []workload{web1},
-			current:  []resources.Assignment{inst(web1, "a", "x", 1)},
+			current:  []api.Assignment{inst(web1, "a", "x", 1)},
 			wantDel:  []string{inst(web1, "", "x", 0).InstanceID}, wantSch: "desired 1 unplaced 1 reason 2 nodes: 2 cordoned",
 		},
 		{
@@ -263,7 +263,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			nodes:    []sched.Node{node("a", cordoned), node("b")},
 			draining: []string{"a"},
 			desired:  []workload{every},
-			current:  []resources.Assignment{inst(every, "a", "x", 1), inst(every, "b", "y", 1)},
+			current:  []api.Assignment{inst(every, "a", "x", 1), inst(every, "b", "y", 1)},
 			wantDel:  []string{inst(every, "", "x", 0).InstanceID}, wantSch: "desired 1 unplaced 0",
 		},
 	}
@@ -319,12 +319,12 @@ func TestSchedNodes(t *testing.T) {
 	st := &api.NodeStatus{GPUs: []api.GPU{{Index: 0, Driver: "nvidia", VRAMMiB: 8000}, {Index: 1, Driver: "nvidia", VRAMMiB: 8000}}}
 	st.Resources.Allocatable = api.ResourceList{CPU: "2", Memory: "4Gi"}
 	nodes := []resources.Node{
-		{Registration: resources.NodeRegistration{Name: "a", Taints: []api.Taint{{Key: "k", Effect: "NoSchedule"}}}, Status: st, Heartbeat: now.Add(-60 * time.Second)},
-		{Registration: resources.NodeRegistration{Name: "b", Draining: true}, Heartbeat: now.Add(-61 * time.Second)},
-		{Registration: resources.NodeRegistration{Name: "c", Unschedulable: true}},
+		{Registration: api.NodeRegistration{Name: "a", Taints: []api.Taint{{Key: "k", Effect: "NoSchedule"}}}, Status: st, Heartbeat: now.Add(-60 * time.Second)},
+		{Registration: api.NodeRegistration{Name: "b", Draining: true}, Heartbeat: now.Add(-61 * time.Second)},
+		{Registration: api.NodeRegistration{Name: "c", Unschedulable: true}},
 	}
 	g := 1
-	as := []resources.Assignment{
+	as := []api.Assignment{
 		{Node: "a", CPUMillis: 500, MemoryBytes: gib, GPU: &g}, {Node: "a", CPUMillis: 250}, {Node: "gone", CPUMillis: 1},
 	}
 	got, draining := SchedNodes(nodes, as, now, 60*time.Second)

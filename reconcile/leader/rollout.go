@@ -8,7 +8,6 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // keptOutcomes bounds the settled outcomes a rollout record keeps: more than
@@ -19,7 +18,7 @@ const keptOutcomes = 50
 type rolloutFacts struct {
 	// Meta is the workload's desired-state metadata: its generation, and
 	// whether a rollback wrote it.
-	Meta resources.WorkloadMeta
+	Meta api.WorkloadMeta
 	// Strategy is the workload's update strategy (nil: the defaults).
 	Strategy *quadlet.UpdateStrategy
 	// Counts are its instances now; Nodes per node for a DaemonService.
@@ -136,7 +135,7 @@ func pruneOutcomes(m map[int64]string, g int64) map[int64]string {
 
 // track counts a workload's instances as the pass found them, steps its
 // rollout, and adds a changed record, a rollback and a wake-up to the plan.
-func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []resources.Assignment, tmpl, failed string) {
+func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []api.Assignment, tmpl, failed string) {
 	k := w.Key()
 	c := api.RolloutCounts{Desired: st.Desired, New: len(fresh), Old: len(stale), Leaving: len(leaving)}
 	nodes := map[string]*api.RolloutNode{}
@@ -190,7 +189,7 @@ func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []resou
 }
 
 // notReadyCause says why instance a is not ready, from its agent's report.
-func (p *planner) notReadyCause(a resources.Assignment) string {
+func (p *planner) notReadyCause(a api.Assignment) string {
 	r, ok := p.in.Reported[a.InstanceID]
 	switch {
 	case !p.ready(a):

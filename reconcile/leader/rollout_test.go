@@ -11,7 +11,6 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // strategyWorkload is a Service "web" of replicas running cmd, with
@@ -37,14 +36,14 @@ spec:
   container:
     command: ["/bin/sh", "-c", %q]
 `, replicas, us, cmd)}
-	return parsedWorkload(t, resources.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: gen}, files)
+	return parsedWorkload(t, api.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: gen}, files)
 }
 
 func webTemplate(t testing.TB, w workload) string { t.Helper(); return w.Spec.TemplateHash }
 
 // instances are n assignments of template hash, created at created+i.
-func instances(hash, prefix string, n, created int) []resources.Assignment {
-	var out []resources.Assignment
+func instances(hash, prefix string, n, created int) []api.Assignment {
+	var out []api.Assignment
 	for i := range n {
 		a := assigned("web", hash, fmt.Sprintf("%s%d", prefix, i), created+i)
 		a.Type = quadlet.TypeService
@@ -53,7 +52,7 @@ func instances(hash, prefix string, n, created int) []resources.Assignment {
 	return out
 }
 
-func readyReports(as ...[]resources.Assignment) map[string]api.InstanceStatus {
+func readyReports(as ...[]api.Assignment) map[string]api.InstanceStatus {
 	out := map[string]api.InstanceStatus{}
 	for _, list := range as {
 		for _, a := range list {
@@ -73,8 +72,8 @@ func TestRollingUpdatePlan(t *testing.T) {
 	tests := []struct {
 		name    string
 		desired workload
-		current func(h2 string) []resources.Assignment
-		ready   func(cur []resources.Assignment, h2 string) map[string]api.InstanceStatus
+		current func(h2 string) []api.Assignment
+		ready   func(cur []api.Assignment, h2 string) map[string]api.InstanceStatus
 		want    want
 		// leftOld are the old instances expected to stay (by suffix).
 		wantLeaveIDs []string
@@ -82,8 +81,8 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "maxSurge 1 (default) starts one new instance and stops none",
 			desired: strategyWorkload(t, 2, 3, "v2", ""),
-			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			current: func(string) []api.Assignment { return instances(h1, "o", 3, 1) },
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 1},
@@ -91,8 +90,8 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "maxSurge as a count",
 			desired: strategyWorkload(t, 2, 3, "v2", "    rolling: {maxSurge: 2}\n"),
-			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			current: func(string) []api.Assignment { return instances(h1, "o", 3, 1) },
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 2},
@@ -100,8 +99,8 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "maxSurge as a percentage of replicas, rounded up",
 			desired: strategyWorkload(t, 2, 4, "v2", "    rolling: {maxSurge: \"30%\"}\n"),
-			current: func(string) []resources.Assignment { return instances(h1, "o", 4, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			current: func(string) []api.Assignment { return instances(h1, "o", 4, 1) },
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 2},
@@ -109,10 +108,10 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "a new instance not ready yet stops no old one",
 			desired: strategyWorkload(t, 2, 3, "v2", ""),
-			current: func(h2 string) []resources.Assignment {
+			current: func(h2 string) []api.Assignment {
 				return append(instances(h1, "o", 3, 1), instances(h2, "n", 1, 10)...)
 			},
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur[:3])
 			},
 			want: want{},
@@ -120,10 +119,10 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "a ready new instance lets the oldest old one leave and the next new one start",
 			desired: strategyWorkload(t, 2, 3, "v2", ""),
-			current: func(h2 string) []resources.Assignment {
+			current: func(h2 string) []api.Assignment {
 				return append(instances(h1, "o", 3, 1), instances(h2, "n", 1, 10)...)
 			},
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want:         want{put: 1, leave: 1},
@@ -132,8 +131,8 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "scaling down with a new spec stops surplus old instances first",
 			desired: strategyWorkload(t, 2, 3, "v2", ""),
-			current: func(string) []resources.Assignment { return instances(h1, "o", 5, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			current: func(string) []api.Assignment { return instances(h1, "o", 5, 1) },
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 1, leave: 2},
@@ -141,8 +140,8 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "maxSurge 0 stops one old instance before its replacement",
 			desired: strategyWorkload(t, 2, 3, "v2", "    rolling: {maxSurge: 0}\n"),
-			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			current: func(string) []api.Assignment { return instances(h1, "o", 3, 1) },
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{put: 1, leave: 1},
@@ -150,10 +149,10 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "old instances that serve nobody go once the rest hold the capacity",
 			desired: strategyWorkload(t, 2, 2, "v2", ""),
-			current: func(h2 string) []resources.Assignment {
+			current: func(h2 string) []api.Assignment {
 				return append(instances(h1, "o", 1, 1), instances(h2, "n", 2, 10)...)
 			},
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur[1:])
 			},
 			want: want{del: 1},
@@ -161,16 +160,16 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "old instances that never get ready take room",
 			desired: strategyWorkload(t, 2, 3, "v2", ""),
-			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
+			current: func(string) []api.Assignment { return instances(h1, "o", 3, 1) },
 			want:    want{put: 1},
 		},
 		{
 			name:    "old instances that never get ready make room one at a time",
 			desired: strategyWorkload(t, 2, 3, "v2", ""),
-			current: func(h2 string) []resources.Assignment {
+			current: func(h2 string) []api.Assignment {
 				return append(instances(h1, "o", 3, 1), instances(h2, "n", 1, 10)...)
 			},
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur[3:])
 			},
 			want: want{put: 1, del: 1},
@@ -178,8 +177,8 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "Simultaneous stops every old instance and starts none",
 			desired: strategyWorkload(t, 2, 3, "v2", "    type: Simultaneous\n"),
-			current: func(string) []resources.Assignment { return instances(h1, "o", 3, 1) },
-			ready: func(cur []resources.Assignment, _ string) map[string]api.InstanceStatus {
+			current: func(string) []api.Assignment { return instances(h1, "o", 3, 1) },
+			ready: func(cur []api.Assignment, _ string) map[string]api.InstanceStatus {
 				return readyReports(cur)
 			},
 			want: want{leave: 3},
@@ -187,7 +186,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "Simultaneous waits for leaving old instances to go",
 			desired: strategyWorkload(t, 2, 3, "v2", "    type: Simultaneous\n"),
-			current: func(string) []resources.Assignment {
+			current: func(string) []api.Assignment {
 				as := instances(h1, "o", 1, 1)
 				as[0].LeavingAt = now.Add(-time.Second)
 				return as
@@ -197,7 +196,7 @@ func TestRollingUpdatePlan(t *testing.T) {
 		{
 			name:    "Simultaneous starts every new instance once no old one is left",
 			desired: strategyWorkload(t, 2, 3, "v2", "    type: Simultaneous\n"),
-			current: func(string) []resources.Assignment { return nil },
+			current: func(string) []api.Assignment { return nil },
 			want:    want{put: 3},
 		},
 	}
@@ -320,8 +319,8 @@ func TestRollingUpdateKeepsCapacity(t *testing.T) {
 }
 
 // applyPlan is what writing plan does to the current assignments.
-func applyPlan(cur []resources.Assignment, plan AssignmentPlan) []resources.Assignment {
-	byID := map[string]resources.Assignment{}
+func applyPlan(cur []api.Assignment, plan AssignmentPlan) []api.Assignment {
+	byID := map[string]api.Assignment{}
 	for _, a := range cur {
 		byID[a.InstanceID] = a
 	}
@@ -339,8 +338,8 @@ func TestStepRollout(t *testing.T) {
 	t0 := time.Unix(10000, 0)
 	off := false
 	short := 60
-	meta := func(gen int64) resources.WorkloadMeta {
-		return resources.WorkloadMeta{Namespace: "ns1", Name: "web", Generation: gen}
+	meta := func(gen int64) api.WorkloadMeta {
+		return api.WorkloadMeta{Namespace: "ns1", Name: "web", Generation: gen}
 	}
 	counts := func(newReady, old int) api.RolloutCounts {
 		return api.RolloutCounts{Desired: 3, New: 3, NewReady: newReady, Old: old, OldReady: old}
@@ -353,7 +352,7 @@ func TestStepRollout(t *testing.T) {
 	tests := []struct {
 		name     string
 		prev     api.Rollout
-		meta     resources.WorkloadMeta
+		meta     api.WorkloadMeta
 		strategy *quadlet.UpdateStrategy
 		counts   api.RolloutCounts
 		now      time.Time
@@ -389,7 +388,7 @@ func TestStepRollout(t *testing.T) {
 		{name: "a failed generation still current asks for its rollback again", prev: failed, meta: meta(3), counts: counts(1, 2),
 			now: t0.Add(70 * time.Second), outcome: api.OutcomeFailed, rollbackTo: 1, progressAt: t0, failure: "x"},
 		{name: "the automatic rollback's generation keeps the failure", prev: failed,
-			meta:   resources.WorkloadMeta{Generation: 4, Rollback: &api.RollbackRef{From: 3, To: 1, Auto: true}},
+			meta:   api.WorkloadMeta{Generation: 4, Rollback: &api.RollbackRef{From: 3, To: 1, Auto: true}},
 			counts: counts(0, 3), now: t0.Add(70 * time.Second), progressAt: t0.Add(70 * time.Second), failure: "x"},
 		{name: "a later apply clears the failure", prev: failed, meta: meta(4), counts: counts(0, 3), now: t0.Add(70 * time.Second),
 			progressAt: t0.Add(70 * time.Second), failure: "-"},
@@ -452,7 +451,7 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	start := time.Now()
 	v2 := strategyWorkload(t, 0, 2, "v2", "    progressDeadlineSeconds: 1\n")
 	e.apply(v2.Files, api.APIOwner())
-	var broken resources.Assignment
+	var broken api.Assignment
 	poll.Until(t, 10*time.Second, "a new instance of generation 2", func() bool {
 		for _, a := range e.assignments("web") {
 			if a.Generation == 2 {
@@ -465,14 +464,14 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	unhealthy := running(broken)
 	unhealthy.HealthStatus = api.HealthUnhealthy
 	e.report(2, running(old[0]), running(old[1]), unhealthy)
-	var w *resources.Workload
+	var w *api.Workload
 	poll.Until(t, 20*time.Second, "generation 3, a rollback", func() bool {
 		var err error
 		w, err = e.repo.GetWorkload(e.ctx, "ns1", "web")
-		return err == nil && w.Meta.Generation == 3
+		return err == nil && w.Generation == 3
 	})
-	if rb := w.Meta.Rollback; rb == nil || *rb != (api.RollbackRef{From: 2, To: 1, Auto: true}) || w.Meta.SpecHash != v1.Meta.SpecHash {
-		t.Fatalf("generation 3: rollback %+v, spec hash %s, want generation 1's %s", w.Meta.Rollback, w.Meta.SpecHash, v1.Meta.SpecHash)
+	if rb := w.Rollback; rb == nil || *rb != (api.RollbackRef{From: 2, To: 1, Auto: true}) || w.SpecHash != v1.Meta.SpecHash {
+		t.Fatalf("generation 3: rollback %+v, spec hash %s, want generation 1's %s", w.Rollback, w.SpecHash, v1.Meta.SpecHash)
 	}
 	poll.Until(t, 10*time.Second, "the broken instance gone, RolloutFailed shown", func() bool {
 		as := e.assignments("web")

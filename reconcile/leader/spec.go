@@ -5,6 +5,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -89,7 +90,7 @@ func newSpecCache() *specCache { return &specCache{byHash: map[string]*spec{}} }
 // files really hash to meta.SpecHash: a pass that catches a workload between
 // its meta and its manifests (the watch delivers a transaction's keys one by
 // one) gets nil and waits for the next pass.
-func (c *specCache) get(meta resources.WorkloadMeta, files map[string][]byte) *spec {
+func (c *specCache) get(meta api.WorkloadMeta, files map[string][]byte) *spec {
 	// Parsing under the lock keeps two loops from parsing the same new
 	// spec at once; parses are rare (a new spec hash) and short.
 	c.mu.Lock()

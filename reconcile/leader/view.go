@@ -53,7 +53,7 @@ const (
 // storedStatus is a workload's status as stored, with its version for a
 // compare-and-swap.
 type storedStatus struct {
-	status  resources.WorkloadStatus
+	status  api.WorkloadStatus
 	version int64
 }
 
@@ -69,14 +69,14 @@ type view struct {
 	// desired is run by the view when ownDesired (no index was given).
 	desired    *resources.DesiredIndex
 	ownDesired bool
-	assigns    *store.Cache[resources.Assignment]
+	assigns    *store.Cache[api.Assignment]
 	nodes      *store.Cache[api.NodeStatus]
-	apps       *store.Cache[resources.AppSource]
+	apps       *store.Cache[api.AppSource]
 	builds     *store.Cache[build.Record]
 	sources    *store.Cache[api.SourceStatus]
 	statuses   *store.Cache[storedStatus]
-	regs       *store.Cache[resources.NodeRegistration]
-	beats      *store.Cache[resources.NodeHeartbeat]
+	regs       *store.Cache[api.NodeRegistration]
+	beats      *store.Cache[api.NodeHeartbeat]
 	jobs       *store.Cache[jobEntry]
 	jobIdx     jobIndex
 	rollouts   *store.Cache[api.Rollout]
@@ -86,7 +86,7 @@ type view struct {
 	ipam    *store.Cache[string]
 	// daemonRollouts are the DaemonServices' node-by-node update records,
 	// which placement writes.
-	daemonRollouts *store.Cache[resources.DaemonRollout]
+	daemonRollouts *store.Cache[api.DaemonRolloutRecord]
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -130,22 +130,22 @@ type subscription struct {
 
 func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout time.Duration, now func() time.Time) *view {
 	v := &view{
-		regs:        store.NewCache(st, resources.NodeRegistrationPrefix(), decodeJSON[resources.NodeRegistration]),
-		beats:       store.NewCache(st, resources.NodeHeartbeatPrefix(), decodeJSON[resources.NodeHeartbeat]),
+		regs:        store.NewCache(st, resources.NodeRegistrationPrefix(), decodeJSON[api.NodeRegistration]),
+		beats:       store.NewCache(st, resources.NodeHeartbeatPrefix(), decodeJSON[api.NodeHeartbeat]),
 		lossTimeout: lossTimeout, now: now, termStart: now(), beatWake: make(chan struct{}, 1), scheduling: map[string]Scheduling{},
 		wakes: map[string]time.Time{}, wakesChanged: make(chan struct{}, 1),
 		rollouts:       store.NewCache(st, resources.RolloutsPrefix(), decodeRollout),
 		specs:          newSpecCache(),
 		desired:        desired,
-		assigns:        store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[resources.Assignment]),
+		assigns:        store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[api.Assignment]),
 		nodes:          store.NewCache(st, resources.NodeStatusPrefix(), decodeJSON[api.NodeStatus]),
-		apps:           store.NewCache(st, resources.AppSourcesPrefix(), decodeJSON[resources.AppSource]),
+		apps:           store.NewCache(st, resources.AppSourcesPrefix(), decodeJSON[api.AppSource]),
 		builds:         store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
 		sources:        store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
 		statuses:       store.NewCache(st, resources.StatusPrefix(), decodeStatus),
 		subnets:        store.NewCache(st, resources.NetworkNodesPrefix(), decodeSubnet),
 		ipam:           store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
-		daemonRollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[resources.DaemonRollout]),
+		daemonRollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[api.DaemonRolloutRecord]),
 		jobs:           store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
 		jobIdx:         jobIndex{keys: map[string]map[string]struct{}{}},
 		idx:            newViewIndex(),
@@ -156,10 +156,10 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	v.desired.Subscribe(func(k string) { v.markDirty(factDesired, k) })
 	v.assigns.SetIndex(v.assignmentChanged)
 	v.nodes.SetIndex(v.nodeChanged)
-	v.apps.SetIndex(func(key string, _, _ *resources.AppSource) {
+	v.apps.SetIndex(func(key string, _, _ *api.AppSource) {
 		v.markDirty(factAppSources, strings.TrimPrefix(key, resources.AppSourcesPrefix()))
 	})
-	v.regs.SetIndex(func(string, *resources.NodeRegistration, *resources.NodeRegistration) {
+	v.regs.SetIndex(func(string, *api.NodeRegistration, *api.NodeRegistration) {
 		v.markAll(factNodes)
 		reconcile.Poke(v.beatWake)
 	})
@@ -214,8 +214,8 @@ func decodeSourceStatus(kv store.KV) (api.SourceStatus, bool) {
 }
 
 func decodeStatus(kv store.KV) (storedStatus, bool) {
-	st, ok := decodeJSON[resources.WorkloadStatus](kv)
-	st.Intern()
+	st, ok := decodeJSON[api.WorkloadStatus](kv)
+	resources.InternStatus(&st)
 	return storedStatus{status: st, version: kv.Version}, ok
 }
 
@@ -362,7 +362,7 @@ func (v *view) waitSynced(ctx context.Context) error {
 
 // workload is one workload's desired state with its parsed spec.
 type workload struct {
-	Meta        resources.WorkloadMeta
+	Meta        api.WorkloadMeta
 	MetaVersion int64
 	Files       map[string][]byte
 	// Spec is nil while the files do not parse to the meta's spec hash.
@@ -395,7 +395,7 @@ func (v *view) workloadsOf(keys []string) []workload {
 }
 
 // appSource returns the app-source record of workload key.
-func (v *view) appSource(key string) (resources.AppSource, bool) {
+func (v *view) appSource(key string) (api.AppSource, bool) {
 	return v.apps.Get(resources.AppSourcesPrefix() + key)
 }
 
@@ -406,7 +406,7 @@ func (v *view) storedStatus(key string) storedStatus {
 }
 
 // daemonRollout returns the node-by-node update record of workload key.
-func (v *view) daemonRollout(key string) (*resources.DaemonRollout, bool) {
+func (v *view) daemonRollout(key string) (*api.DaemonRolloutRecord, bool) {
 	ns, name := resources.SplitKey(key)
 	r, ok := v.daemonRollouts.Get(resources.DaemonRolloutKey(ns, name))
 	if !ok {

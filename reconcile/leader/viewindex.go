@@ -74,10 +74,10 @@ func removeKey(m map[string]map[string]struct{}, group, key string) {
 }
 
 // assignmentChanged is the assignments cache's hook.
-func (v *view) assignmentChanged(key string, old, new *resources.Assignment) {
+func (v *view) assignmentChanged(key string, old, new *api.Assignment) {
 	var dirty []string
 	v.idx.mu.Lock()
-	for i, a := range []*resources.Assignment{old, new} {
+	for i, a := range []*api.Assignment{old, new} {
 		if a == nil {
 			continue
 		}
@@ -228,11 +228,11 @@ func sourceName(key string) string {
 }
 
 // assignmentsOf returns workload key's assignments, sorted by key.
-func (v *view) assignmentsOf(key string) []resources.Assignment {
+func (v *view) assignmentsOf(key string) []api.Assignment {
 	v.idx.mu.RLock()
 	keys := slices.Sorted(maps.Keys(v.idx.assigned[key]))
 	v.idx.mu.RUnlock()
-	out := make([]resources.Assignment, 0, len(keys))
+	out := make([]api.Assignment, 0, len(keys))
 	for _, k := range keys {
 		if a, ok := v.assigns.Get(k); ok {
 			out = append(out, a)
@@ -250,7 +250,7 @@ func (v *view) assignedKeys() []string {
 
 // reportsOf returns the agents' latest report of each of the assignments'
 // instances that has one, by instance ID.
-func (v *view) reportsOf(as []resources.Assignment) map[string]api.InstanceStatus {
+func (v *view) reportsOf(as []api.Assignment) map[string]api.InstanceStatus {
 	out := make(map[string]api.InstanceStatus, len(as))
 	v.idx.mu.RLock()
 	defer v.idx.mu.RUnlock()

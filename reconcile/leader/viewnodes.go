@@ -21,7 +21,7 @@ type nodeUsage struct {
 }
 
 // add adds (n 1) or removes (n -1) what assignment a requests.
-func (u *nodeUsage) add(a *resources.Assignment, n int) {
+func (u *nodeUsage) add(a *api.Assignment, n int) {
 	u.cpu += int64(n) * a.CPUMillis
 	u.mem += int64(n) * a.MemoryBytes
 	if a.GPU != nil {
@@ -33,7 +33,7 @@ func (u *nodeUsage) add(a *resources.Assignment, n int) {
 
 // addUsage adds (n 1) or removes (n -1) assignment a's requests to its
 // node's usage. Called with idx.mu held.
-func (x *viewIndex) addUsage(a *resources.Assignment, n int) {
+func (x *viewIndex) addUsage(a *api.Assignment, n int) {
 	u := x.usage[a.Node]
 	if u == nil {
 		u = &nodeUsage{gpus: map[int]int{}}
@@ -64,13 +64,13 @@ func applyUsage(nodes []sched.Node, usage map[string]*nodeUsage) {
 // heartbeatChanged is the heartbeats cache's hook: a node that turns Ready
 // again makes every workload's placement look again (one that turns
 // NotReady changes no key: the node-loss clock wakes placement then).
-func (v *view) heartbeatChanged(_ string, old, new *resources.NodeHeartbeat) {
+func (v *view) heartbeatChanged(_ string, old, new *api.NodeHeartbeat) {
 	if new == nil {
 		reconcile.Poke(v.beatWake)
 		return
 	}
 	now := v.now()
-	fresh := func(hb *resources.NodeHeartbeat) bool {
+	fresh := func(hb *api.NodeHeartbeat) bool {
 		if hb == nil {
 			return false
 		}
@@ -116,7 +116,7 @@ func (v *view) schedNodes(now time.Time) ([]sched.Node, map[string]bool) {
 
 // node returns a registered node with its status and last heartbeat, as
 // the term counts it (no earlier than the term's start).
-func (v *view) node(reg resources.NodeRegistration) resources.Node {
+func (v *view) node(reg api.NodeRegistration) resources.Node {
 	n := resources.Node{Registration: reg}
 	if st, ok := v.nodes.Get(resources.NodeStatusKey(reg.Name)); ok {
 		n.Status = &st

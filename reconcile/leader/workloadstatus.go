@@ -11,7 +11,6 @@ import (
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // Condition types and reasons of a workload's status. The status loop
@@ -52,7 +51,7 @@ const buildLogTail = 2048
 // records (agents) and the instance states (heartbeats).
 type WorkloadFacts struct {
 	// Meta is the workload's desired-state metadata.
-	Meta resources.WorkloadMeta
+	Meta api.WorkloadMeta
 	// TemplateHash is what the current instances run (InstanceTemplate):
 	// assignments with another are old instances.
 	TemplateHash string
@@ -62,9 +61,9 @@ type WorkloadFacts struct {
 	FromGit bool
 	// App is the leader's record of the app repository, for a workload
 	// built from one; nil before the first resolution.
-	App *resources.AppSource
+	App *api.AppSource
 	// Assigned are the workload's assignments, on every node.
-	Assigned []resources.Assignment
+	Assigned []api.Assignment
 	// Reported are the agents' reports, by instance ID; an instance not
 	// reported yet is absent.
 	Reported map[string]api.InstanceStatus
@@ -95,7 +94,7 @@ type WorkloadFacts struct {
 // placed but one that ran before is restarting or unhealthy; Pending while
 // nothing runs and nothing is being replaced; Progressing otherwise (starting,
 // rolling out).
-func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now time.Time) resources.WorkloadStatus {
+func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Time) api.WorkloadStatus {
 	var ready, failed, succeeded, running, fresh, stale, troubled int
 	var appliedGen int64
 	instErr := ""
@@ -143,7 +142,7 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev resources.WorkloadStatus, now ti
 	}
 	settled := stale == 0 && fresh == f.Desired
 	isJob := f.Meta.Type == quadlet.TypeJob
-	st := resources.WorkloadStatus{Desired: f.Desired, Ready: ready, Unplaced: f.Unplaced}
+	st := api.WorkloadStatus{Desired: f.Desired, Ready: ready, Unplaced: f.Unplaced}
 	if f.Unplaced > 0 {
 		st.UnplacedReason = f.UnplacedReason
 	}
@@ -307,7 +306,7 @@ func instanceError(r api.InstanceStatus) string {
 }
 
 // statusEqual compares two statuses, ignoring UpdatedAt.
-func statusEqual(a, b resources.WorkloadStatus) bool {
+func statusEqual(a, b api.WorkloadStatus) bool {
 	return a.ObservedGeneration == b.ObservedGeneration && a.AppliedGeneration == b.AppliedGeneration && a.Phase == b.Phase &&
 		a.Desired == b.Desired && a.Ready == b.Ready && a.LastError == b.LastError && a.SourceCommit == b.SourceCommit &&
 		a.Unplaced == b.Unplaced && a.UnplacedReason == b.UnplacedReason && a.LastRun == b.LastRun &&

@@ -8,30 +8,29 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/store/resources"
 )
 
 func TestDeriveWorkloadStatus(t *testing.T) {
 	t.Parallel()
 	const h1, h2 = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
 	now := time.Unix(1000, 0)
-	meta := resources.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 2, SpecHash: h2}
+	meta := api.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 2, SpecHash: h2}
 	a1, a2, old := assigned("web", h2, "a", 1), assigned("web", h2, "b", 2), assigned("web", h1, "o", 0)
 	a1.Generation, a2.Generation, old.Generation = 2, 2, 1
-	running := func(a resources.Assignment, health string) api.InstanceStatus {
+	running := func(a api.Assignment, health string) api.InstanceStatus {
 		return api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceRunning, HealthStatus: health}
 	}
-	failed := func(a resources.Assignment) api.InstanceStatus {
+	failed := func(a api.Assignment) api.InstanceStatus {
 		return api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceFailed, ExitCode: 1, Restarts: 2}
 	}
-	restarting := func(a resources.Assignment) api.InstanceStatus {
+	restarting := func(a api.Assignment) api.InstanceStatus {
 		return api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstancePending, Restarts: 3, Message: "exited with code 1; restarting in 4s"}
 	}
 	tests := []struct {
 		name      string
-		meta      resources.WorkloadMeta
+		meta      api.WorkloadMeta
 		desired   int
-		assigned  []resources.Assignment
+		assigned  []api.Assignment
 		reported  []api.InstanceStatus
 		phase     string
 		ready     int
@@ -40,29 +39,29 @@ func TestDeriveWorkloadStatus(t *testing.T) {
 		lastError string
 	}{
 		{name: "nothing assigned yet is pending", meta: meta, desired: 2, phase: api.PhasePending},
-		{name: "assigned but not reported is pending", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
+		{name: "assigned but not reported is pending", meta: meta, desired: 2, assigned: []api.Assignment{a1, a2},
 			phase: api.PhasePending, observed: 2},
-		{name: "one of two ready is progressing", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
+		{name: "one of two ready is progressing", meta: meta, desired: 2, assigned: []api.Assignment{a1, a2},
 			reported: []api.InstanceStatus{running(a1, api.HealthHealthy), running(a2, api.HealthPending)},
 			phase:    api.PhaseProgressing, ready: 1, observed: 2, applied: 2},
-		{name: "all ready is ready", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
+		{name: "all ready is ready", meta: meta, desired: 2, assigned: []api.Assignment{a1, a2},
 			reported: []api.InstanceStatus{running(a1, api.HealthHealthy), running(a2, api.HealthNotApplicable)},
 			phase:    api.PhaseReady, ready: 2, observed: 2, applied: 2},
-		{name: "an unhealthy instance is degraded", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
+		{name: "an unhealthy instance is degraded", meta: meta, desired: 2, assigned: []api.Assignment{a1, a2},
 			reported: []api.InstanceStatus{running(a1, api.HealthHealthy), running(a2, api.HealthUnhealthy)},
 			phase:    api.PhaseDegraded, ready: 1, observed: 2, applied: 2},
-		{name: "a restarting instance is degraded", meta: meta, desired: 2, assigned: []resources.Assignment{a1, a2},
+		{name: "a restarting instance is degraded", meta: meta, desired: 2, assigned: []api.Assignment{a1, a2},
 			reported: []api.InstanceStatus{running(a1, api.HealthHealthy), restarting(a2)},
 			phase:    api.PhaseDegraded, ready: 1, observed: 2, applied: 2,
 			lastError: "instance web-bbbbbbbb-b: exited with code 1; restarting in 4s"},
-		{name: "all failed is failed", meta: meta, desired: 1, assigned: []resources.Assignment{a1},
+		{name: "all failed is failed", meta: meta, desired: 1, assigned: []api.Assignment{a1},
 			reported: []api.InstanceStatus{failed(a1)}, phase: api.PhaseFailed, observed: 2,
 			lastError: "instance web-bbbbbbbb-a failed: exit code 1 after 2 restarts"},
 		{name: "old instance still assigned is progressing, the old generation applied", meta: meta, desired: 1,
-			assigned: []resources.Assignment{old, a1}, reported: []api.InstanceStatus{running(old, api.HealthHealthy)},
+			assigned: []api.Assignment{old, a1}, reported: []api.InstanceStatus{running(old, api.HealthHealthy)},
 			phase: api.PhaseProgressing, observed: 2, applied: 1},
-		{name: "succeeded job is ready", meta: resources.WorkloadMeta{Name: "j", Type: quadlet.TypeJob, Generation: 1, SpecHash: h2},
-			desired: 1, assigned: []resources.Assignment{a1},
+		{name: "succeeded job is ready", meta: api.WorkloadMeta{Name: "j", Type: quadlet.TypeJob, Generation: 1, SpecHash: h2},
+			desired: 1, assigned: []api.Assignment{a1},
 			reported: []api.InstanceStatus{{InstanceID: a1.InstanceID, Phase: api.InstanceSucceeded}},
 			phase:    api.PhaseReady, observed: 1, applied: 1},
 		{name: "zero replicas with nothing left is ready", meta: meta, desired: 0, phase: api.PhaseReady, observed: 2, applied: 2},
@@ -75,7 +74,7 @@ func TestDeriveWorkloadStatus(t *testing.T) {
 				rep[r.InstanceID] = r
 			}
 			f := WorkloadFacts{Meta: tc.meta, TemplateHash: h2, Desired: tc.desired, Assigned: tc.assigned, Reported: rep}
-			got := DeriveWorkloadStatus(f, resources.WorkloadStatus{}, now)
+			got := DeriveWorkloadStatus(f, api.WorkloadStatus{}, now)
 			if got.Phase != tc.phase || got.Ready != tc.ready || got.Desired != tc.desired || got.ObservedGeneration != tc.observed ||
 				got.AppliedGeneration != tc.applied || got.LastError != tc.lastError {
 				t.Fatalf("got phase %s ready %d/%d observed %d applied %d lastError %q; want %s %d/%d %d %d %q",
@@ -101,15 +100,15 @@ func factSet() (WorkloadFacts, []func(*WorkloadFacts)) {
 	a := assigned("app", tmplHash, "a", 1)
 	a.Generation = 3
 	base := WorkloadFacts{
-		Meta:    resources.WorkloadMeta{Namespace: "ns1", Name: "app", Type: quadlet.TypeService, Generation: 3},
+		Meta:    api.WorkloadMeta{Namespace: "ns1", Name: "app", Type: quadlet.TypeService, Generation: 3},
 		Desired: 1, FromGit: true, TemplateHash: tmplHash, Reported: map[string]api.InstanceStatus{},
 	}
 	add := []func(*WorkloadFacts){
 		func(f *WorkloadFacts) { // placement
-			f.Assigned = []resources.Assignment{a}
+			f.Assigned = []api.Assignment{a}
 		},
 		func(f *WorkloadFacts) { // app sources: the last resolution failed
-			f.App = &resources.AppSource{Namespace: "ns1", Workload: "app", Repository: "https://git.example.com/app.git",
+			f.App = &api.AppSource{Namespace: "ns1", Workload: "app", Repository: "https://git.example.com/app.git",
 				Commit: commit, LastError: "ls-remote: connection refused"}
 		},
 		func(f *WorkloadFacts) { // a node's build of the commit failed
@@ -135,12 +134,12 @@ func factSet() (WorkloadFacts, []func(*WorkloadFacts)) {
 func TestDeriveWorkloadStatusAnyOrder(t *testing.T) {
 	t.Parallel()
 	_, add := factSet()
-	var want *resources.WorkloadStatus
+	var want *api.WorkloadStatus
 	n := 0
 	permute(len(add), func(order []int) {
 		n++
 		f, add := factSet() // fresh facts per order
-		var st resources.WorkloadStatus
+		var st api.WorkloadStatus
 		now := time.Unix(1000, 0)
 		for _, i := range order {
 			add[i](&f)
@@ -180,7 +179,7 @@ func TestDeriveWorkloadStatusKeepsTransitionTimes(t *testing.T) {
 		a(&f)
 	}
 	t0 := time.Unix(1000, 0)
-	st := DeriveWorkloadStatus(f, resources.WorkloadStatus{}, t0)
+	st := DeriveWorkloadStatus(f, api.WorkloadStatus{}, t0)
 	f.Builds = f.Builds[:1] // one build failure fewer: BuildFailed's message changes
 	st2 := DeriveWorkloadStatus(f, st, t0.Add(time.Hour))
 	for _, c := range st2.Conditions {
@@ -227,12 +226,12 @@ func TestDeriveWorkloadStatusPending(t *testing.T) {
 	const h = "aaaaaaaaaaaa"
 	a := assigned("web", h, "a", 1)
 	f := WorkloadFacts{
-		Meta:    resources.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 1, SpecHash: h},
-		Desired: 3, TemplateHash: h, Assigned: []resources.Assignment{a},
+		Meta:    api.WorkloadMeta{Namespace: "ns1", Name: "web", Type: quadlet.TypeService, Generation: 1, SpecHash: h},
+		Desired: 3, TemplateHash: h, Assigned: []api.Assignment{a},
 		Reported: map[string]api.InstanceStatus{a.InstanceID: {InstanceID: a.InstanceID, Phase: api.InstanceRunning}},
 		Unplaced: 2, UnplacedReason: "3 nodes: 3 insufficient memory",
 	}
-	st := DeriveWorkloadStatus(f, resources.WorkloadStatus{}, time.Unix(1, 0))
+	st := DeriveWorkloadStatus(f, api.WorkloadStatus{}, time.Unix(1, 0))
 	c := condition(st, ConditionScheduled)
 	if st.Unplaced != 2 || st.UnplacedReason != f.UnplacedReason || c == nil || c.Status != api.ConditionFalse ||
 		c.Reason != ReasonUnschedulable || st.LastError != "2 instances fit on no node: 3 nodes: 3 insufficient memory" {

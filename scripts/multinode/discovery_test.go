@@ -17,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/scripts/e2e"
 	"kat.dws.rip/kat/scripts/harness"
@@ -36,7 +37,7 @@ func rootEtcd(t *testing.T, c *harness.Cluster) *clientv3.Client {
 }
 
 // nodeNetworks reads every node's overlay record.
-func nodeNetworks(t testing.TB, cli *clientv3.Client) map[string]resources.NodeNetwork {
+func nodeNetworks(t testing.TB, cli *clientv3.Client) map[string]api.NodeNetwork {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -52,7 +53,7 @@ func nodeNetworks(t testing.TB, cli *clientv3.Client) map[string]resources.NodeN
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]resources.NodeNetwork{}
+	out := map[string]api.NodeNetwork{}
 	for _, n := range nets {
 		out[n.Node] = n
 	}
@@ -175,7 +176,7 @@ func TestServiceDiscovery(t *testing.T) {
 	c := startCluster(t, clusterSpec{name: "sd", hosts: 3})
 	cli := rootEtcd(t, c.Cluster)
 
-	var nets map[string]resources.NodeNetwork
+	var nets map[string]api.NodeNetwork
 	poll.UntilErr(t, time.Minute, "every node's overlay record", func() error {
 		nets = nodeNetworks(t, cli)
 		for _, h := range c.Hosts {
@@ -323,7 +324,7 @@ func TestServiceDiscovery(t *testing.T) {
 			old[a.InstanceID] = true
 		}
 		c.applyWeb(t, 9, "")
-		var fresh []resources.Assignment
+		var fresh []api.Assignment
 		poll.UntilErr(t, time.Minute, "6 new web instances with addresses", func() error {
 			fresh = fresh[:0]
 			for _, a := range webAssignments(t, cli) {
@@ -413,7 +414,7 @@ func TestServiceDiscovery(t *testing.T) {
 }
 
 // webAssignments lists the assignments of default/web on every node.
-func webAssignments(t *testing.T, cli *clientv3.Client) []resources.Assignment {
+func webAssignments(t *testing.T, cli *clientv3.Client) []api.Assignment {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -421,7 +422,7 @@ func webAssignments(t *testing.T, cli *clientv3.Client) []resources.Assignment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []resources.Assignment
+	var out []api.Assignment
 	for _, kv := range resp.Kvs {
 		a, err := resources.DecodeAssignment(kv.Value)
 		if err == nil && a.Namespace == "default" && a.Workload == "web" {

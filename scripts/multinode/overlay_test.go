@@ -15,9 +15,9 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/scripts/harness"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // overlayCluster is a testCluster with what the overlay test reads.
@@ -28,7 +28,7 @@ type overlayCluster struct {
 }
 
 // records reads every node's overlay record, as agents read it.
-func (c *overlayCluster) records(t testing.TB) map[string]resources.NodeNetwork {
+func (c *overlayCluster) records(t testing.TB) map[string]api.NodeNetwork {
 	t.Helper()
 	return nodeNetworks(t, c.etcd)
 }

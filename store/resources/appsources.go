@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
@@ -40,31 +41,8 @@ func BuildRecordsPrefix(ns, name, commit string) string {
 	return prefixBuilds + ns + "/" + name + "/" + commit[:min(12, len(commit))] + "/"
 }
 
-// AppSource is the leader's record of a workload's app repository
-// (workload.kat spec.source.git): the ref it follows and the commit that ref
-// resolved to last. It is level-triggered state: a new leader reads it back
-// and keeps the commit until the ref moves.
-type AppSource struct {
-	Namespace string `json:"namespace"`
-	Workload  string `json:"workload"`
-	// Repository is the app repository URL, credentials removed.
-	Repository string `json:"repository"`
-	// Ref is what the workload follows: "branch main", "tag v1" or
-	// "commit 0123abc".
-	Ref string `json:"ref"`
-	// Commit is the full commit hash Ref resolved to last; empty until the
-	// first resolution succeeds.
-	Commit string `json:"commit,omitempty"`
-	// ResolvedAt is the time of the last successful resolution.
-	ResolvedAt time.Time `json:"resolvedAt,omitzero"`
-	// CheckedAt is the time of the last attempt.
-	CheckedAt time.Time `json:"checkedAt,omitzero"`
-	// LastError says why the last attempt failed; empty after a success.
-	LastError string `json:"lastError,omitempty"`
-}
-
 // PutAppSource stores a.
-func (r *Repo) PutAppSource(ctx context.Context, a AppSource) error {
+func (r *Repo) PutAppSource(ctx context.Context, a api.AppSource) error {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return fmt.Errorf("encode app source %s/%s: %w", a.Namespace, a.Workload, err)
@@ -85,14 +63,14 @@ func (r *Repo) DeleteAppSource(ctx context.Context, ns, name string) error {
 }
 
 // ListAppSources returns every AppSource, by "ns/name".
-func (r *Repo) ListAppSources(ctx context.Context) (map[string]AppSource, error) {
+func (r *Repo) ListAppSources(ctx context.Context) (map[string]api.AppSource, error) {
 	kvs, err := r.st.List(ctx, prefixAppSources)
 	if err != nil {
 		return nil, fmt.Errorf("list app sources: %w", err)
 	}
-	out := make(map[string]AppSource, len(kvs))
+	out := make(map[string]api.AppSource, len(kvs))
 	for _, kv := range kvs {
-		var a AppSource
+		var a api.AppSource
 		if err := json.Unmarshal(kv.Value, &a); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}

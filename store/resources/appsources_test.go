@@ -30,7 +30,7 @@ func TestWriteWorkloadStatusGuards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := resources.WorkloadStatus{Phase: api.PhaseReady, Desired: 1, Ready: 1}
+	ready := api.WorkloadStatus{Phase: api.PhaseReady, Desired: 1, Ready: 1}
 	tests := []struct {
 		name             string
 		metaVer, statVer int64
@@ -63,7 +63,7 @@ func TestAppSourcesAndBuildRecords(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
-	a := resources.AppSource{Namespace: "default", Workload: "web", Repository: "https://x/app.git", Ref: "branch main", Commit: "abc"}
+	a := api.AppSource{Namespace: "default", Workload: "web", Repository: "https://x/app.git", Ref: "branch main", Commit: "abc"}
 	if err := r.PutAppSource(ctx, a); err != nil {
 		t.Fatal(err)
 	}

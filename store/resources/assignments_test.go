@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -16,9 +17,9 @@ func TestWriteAssignmentsInBatches(t *testing.T) {
 	t.Parallel()
 	r, st := newRepo(t)
 	ctx := t.Context()
-	var as []resources.Assignment
+	var as []api.Assignment
 	for i := range 450 {
-		as = append(as, resources.Assignment{Node: fmt.Sprintf("n%d", i%3), InstanceID: fmt.Sprintf("web-%03d", i), Namespace: "default", Workload: "web"})
+		as = append(as, api.Assignment{Node: fmt.Sprintf("n%d", i%3), InstanceID: fmt.Sprintf("web-%03d", i), Namespace: "default", Workload: "web"})
 	}
 	rev, err := r.WriteAssignments(ctx, as, nil)
 	if err != nil {
@@ -57,10 +58,10 @@ func TestWriteAssignmentsRecordsAddresses(t *testing.T) {
 	t.Parallel()
 	r, st := newRepo(t)
 	ctx := t.Context()
-	var as []resources.Assignment
+	var as []api.Assignment
 	ip := netip.MustParseAddr("10.100.0.2")
 	for i := range 120 { // more than one transaction holds
-		as = append(as, resources.Assignment{Node: "n1", InstanceID: fmt.Sprintf("web-%03d", i), Namespace: "default", Workload: "web", IP: ip})
+		as = append(as, api.Assignment{Node: "n1", InstanceID: fmt.Sprintf("web-%03d", i), Namespace: "default", Workload: "web", IP: ip})
 		ip = ip.Next()
 	}
 	if _, err := r.WriteAssignments(ctx, as, nil); err != nil {
@@ -79,7 +80,7 @@ func TestWriteAssignmentsRecordsAddresses(t *testing.T) {
 			t.Fatalf("address key of %s: %v %v", a.InstanceID, kv, err)
 		}
 	}
-	clash := []resources.Assignment{
+	clash := []api.Assignment{
 		{Node: "n1", InstanceID: "api-1", Namespace: "default", Workload: "api", IP: netip.MustParseAddr("10.100.1.2")},
 		{Node: "n1", InstanceID: "api-2", Namespace: "default", Workload: "api", IP: as[7].IP},
 	}

@@ -157,10 +157,10 @@ func (r *Repo) planFrom(ctx context.Context, req ApplyRequest, nsKV, metaKV *sto
 	if nsKV == nil {
 		return plannedApply{}, fmt.Errorf("namespace %q: %w", ns, ErrNotFound)
 	}
-	var cur *WorkloadMeta
+	var cur *api.WorkloadMeta
 	var metaVer int64
 	if metaKV != nil {
-		cur, metaVer = &WorkloadMeta{}, metaKV.Version
+		cur, metaVer = &api.WorkloadMeta{}, metaKV.Version
 		if err := json.Unmarshal(metaKV.Value, cur); err != nil {
 			return plannedApply{}, fmt.Errorf("decode %s: %w", metaKV.Key, err)
 		}
@@ -192,7 +192,7 @@ func (r *Repo) planFrom(ctx context.Context, req ApplyRequest, nsKV, metaKV *sto
 // versions WriteWorkloadStatus checks.
 type StatusWrite struct {
 	Namespace, Name            string
-	Status                     WorkloadStatus
+	Status                     api.WorkloadStatus
 	MetaVersion, StatusVersion int64
 }
 

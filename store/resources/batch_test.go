@@ -148,7 +148,7 @@ func TestApplyWorkloadsBatches(t *testing.T) {
 			t.Errorf("request %d (%s): %+v, %v", i, mixed[i].Quadlet.Name(), outs[i].Result, outs[i].Err)
 		}
 	}
-	if w, err := r.GetWorkload(ctx, "default", "w002"); err != nil || w.Meta.Generation != 1 {
+	if w, err := r.GetWorkload(ctx, "default", "w002"); err != nil || w.Generation != 1 {
 		t.Errorf("w002 after a refused write: %+v, %v", w, err)
 	}
 }
@@ -207,7 +207,7 @@ func TestWriteWorkloadStatusesBatches(t *testing.T) {
 			mv-- // a meta version that is no longer current
 		}
 		ws = append(ws, resources.StatusWrite{Namespace: "default", Name: o.Result.Meta.Name, MetaVersion: mv,
-			Status: resources.WorkloadStatus{ObservedGeneration: 1, Phase: api.PhasePending, Desired: i}})
+			Status: api.WorkloadStatus{ObservedGeneration: 1, Phase: api.PhasePending, Desired: i}})
 	}
 	before := cs.writeCount()
 	written, rev, err := r.WriteWorkloadStatuses(ctx, ws)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 )
@@ -131,15 +132,8 @@ func (r *Repo) SealedJoinToken(ctx context.Context) (sealed []byte, hash string,
 	return kv.Value, hash, err
 }
 
-// LeaderEndpoint is what the leader publishes about itself.
-type LeaderEndpoint struct {
-	Node   string    `json:"node"`
-	APIURL string    `json:"apiURL"`
-	Since  time.Time `json:"since"`
-}
-
 // SetLeaderEndpoint records the current leader's API endpoint.
-func (r *Repo) SetLeaderEndpoint(ctx context.Context, ep LeaderEndpoint) error {
+func (r *Repo) SetLeaderEndpoint(ctx context.Context, ep api.Leader) error {
 	b, err := json.Marshal(ep)
 	if err != nil {
 		return fmt.Errorf("encode leader endpoint: %w", err)
@@ -151,8 +145,8 @@ func (r *Repo) SetLeaderEndpoint(ctx context.Context, ep LeaderEndpoint) error {
 }
 
 // GetLeaderEndpoint returns the last recorded leader endpoint.
-func (r *Repo) GetLeaderEndpoint(ctx context.Context) (*LeaderEndpoint, error) {
-	var ep LeaderEndpoint
+func (r *Repo) GetLeaderEndpoint(ctx context.Context) (*api.Leader, error) {
+	var ep api.Leader
 	ver, err := r.getJSON(ctx, keyLeaderEndpoint, &ep)
 	if err != nil {
 		return nil, fmt.Errorf("read leader endpoint: %w", err)

@@ -19,32 +19,16 @@ func DaemonRolloutPrefix() string { return prefixDaemonRollout }
 // DaemonService ns/name.
 func DaemonRolloutKey(ns, name string) string { return prefixDaemonRollout + ns + "/" + name }
 
-// DaemonRollout is the leader's record of a DaemonService's node-by-node
-// update (/kat/workloads/daemonrollout/{ns}/{name}): how far it got, as the
-// API shows it, and what each node ran before, so that a rollback, by this
-// leader or the next, can give it back. Only the leader's placement loop
-// writes it; deleting the workload deletes it.
-type DaemonRollout struct {
-	api.DaemonRollout
-	// Previous holds, by template, one assignment the nodes ran before the
-	// update: a node rolled back gets a copy of its template's (files,
-	// image, ports), as a new instance.
-	Previous map[string]Assignment `json:"previous,omitempty"`
-}
-
-// Key is the record's etcd key.
-func (d *DaemonRollout) Key() string { return DaemonRolloutKey(d.Namespace, d.Workload) }
-
 // WriteDaemonRollouts puts the records put and deletes the records of the
 // workloads del ("ns/name"), in one transaction, and returns its revision
 // (0 when there was nothing to write).
-func (r *Repo) WriteDaemonRollouts(ctx context.Context, put []DaemonRollout, del []string) (int64, error) {
+func (r *Repo) WriteDaemonRollouts(ctx context.Context, put []api.DaemonRolloutRecord, del []string) (int64, error) {
 	if len(put) == 0 && len(del) == 0 {
 		return 0, nil
 	}
 	ops := make([]store.Op, 0, len(put)+len(del))
 	for i := range put {
-		op, err := putJSON(put[i].Key(), &put[i])
+		op, err := putJSON(DaemonRolloutKey(put[i].Namespace, put[i].Workload), &put[i])
 		if err != nil {
 			return 0, err
 		}
@@ -63,8 +47,8 @@ func (r *Repo) WriteDaemonRollouts(ctx context.Context, put []DaemonRollout, del
 
 // GetDaemonRollout returns the node-by-node update record of DaemonService
 // ns/name, or nil when it has none.
-func (r *Repo) GetDaemonRollout(ctx context.Context, ns, name string) (*DaemonRollout, error) {
-	var d DaemonRollout
+func (r *Repo) GetDaemonRollout(ctx context.Context, ns, name string) (*api.DaemonRolloutRecord, error) {
+	var d api.DaemonRolloutRecord
 	ver, err := r.getJSON(ctx, DaemonRolloutKey(ns, name), &d)
 	if err != nil {
 		return nil, fmt.Errorf("get daemon rollout of %s/%s: %w", ns, name, err)

@@ -38,14 +38,14 @@ type DesiredIndex struct {
 // desiredEntry is one key of the desired state: a workload's meta, or one
 // manifest file.
 type desiredEntry struct {
-	meta    *WorkloadMeta
+	meta    *api.WorkloadMeta
 	data    []byte
 	version int64
 }
 
 // DesiredWorkload is one workload's desired state as a DesiredIndex holds it.
 type DesiredWorkload struct {
-	Meta WorkloadMeta
+	Meta api.WorkloadMeta
 	// Version is the meta's version, for a compare-and-swap against it.
 	Version int64
 	// Files are the manifest files Meta lists, those the index holds.
@@ -71,11 +71,11 @@ func decodeDesiredEntry(kv store.KV) (desiredEntry, bool) {
 	if file != "" {
 		return desiredEntry{data: kv.Value, version: kv.Version}, true
 	}
-	var m WorkloadMeta
+	var m api.WorkloadMeta
 	if err := json.Unmarshal(kv.Value, &m); err != nil {
 		return desiredEntry{}, false
 	}
-	m.Intern()
+	InternMeta(&m)
 	return desiredEntry{meta: &m, version: kv.Version}, true
 }
 
@@ -164,10 +164,10 @@ func (d *DesiredIndex) Workload(ns, name string) (DesiredWorkload, bool) {
 }
 
 // Meta returns the meta of workload ns/name.
-func (d *DesiredIndex) Meta(ns, name string) (WorkloadMeta, bool) {
+func (d *DesiredIndex) Meta(ns, name string) (api.WorkloadMeta, bool) {
 	e, ok := d.cache.Get(MetaKey(ns, name))
 	if !ok || e.meta == nil {
-		return WorkloadMeta{}, false
+		return api.WorkloadMeta{}, false
 	}
 	return *e.meta, true
 }
@@ -185,7 +185,7 @@ func (d *DesiredIndex) Keys() []string {
 }
 
 // Metas returns the meta of every workload.
-func (d *DesiredIndex) Metas() []WorkloadMeta { return d.metasOf(d.Keys()) }
+func (d *DesiredIndex) Metas() []api.WorkloadMeta { return d.metasOf(d.Keys()) }
 
 // Owned returns how many workloads Git source owns.
 func (d *DesiredIndex) Owned(source string) int {
@@ -196,7 +196,7 @@ func (d *DesiredIndex) Owned(source string) int {
 
 // OwnedAt returns the metas of the workloads Git source owns whose directory
 // is path.
-func (d *DesiredIndex) OwnedAt(source, path string) []WorkloadMeta {
+func (d *DesiredIndex) OwnedAt(source, path string) []api.WorkloadMeta {
 	d.mu.RLock()
 	keys := slices.Clone(d.owned[source][path])
 	d.mu.RUnlock()
@@ -204,8 +204,8 @@ func (d *DesiredIndex) OwnedAt(source, path string) []WorkloadMeta {
 }
 
 // metasOf returns the metas of those of keys that exist.
-func (d *DesiredIndex) metasOf(keys []string) []WorkloadMeta {
-	out := make([]WorkloadMeta, 0, len(keys))
+func (d *DesiredIndex) metasOf(keys []string) []api.WorkloadMeta {
+	out := make([]api.WorkloadMeta, 0, len(keys))
 	for _, k := range keys {
 		ns, name := SplitKey(k)
 		if m, ok := d.Meta(ns, name); ok {

@@ -1,6 +1,8 @@
 // Package resources is KAT's cluster state as typed records in the
 // [store.StateStore]: the etcd key schema, namespaces, workloads (desired
 // manifests, metadata, archive and status), nodes and cluster configuration.
+// The records themselves are package api's, stored as they are; this
+// package owns where they live and how they are written together.
 //
 // Everything that writes desired state goes through this package, so the rules
 // hold whichever way the change arrived (katcall apply today, a Git source

@@ -13,38 +13,38 @@ import (
 func TestDeriveHistory(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0).UTC()
-	meta := func(gen int64, hash string, rb *api.RollbackRef) resources.WorkloadMeta {
-		return resources.WorkloadMeta{Generation: gen, SpecHash: hash, UpdatedAt: t0.Add(time.Duration(gen) * time.Minute),
+	meta := func(gen int64, hash string, rb *api.RollbackRef) api.WorkloadMeta {
+		return api.WorkloadMeta{Generation: gen, SpecHash: hash, UpdatedAt: t0.Add(time.Duration(gen) * time.Minute),
 			Owner: api.Owner{Kind: api.OwnerGit, Source: "cfg", Path: "web", Commit: fmt.Sprintf("c%d", gen)}, Rollback: rb}
 	}
 	tests := []struct {
 		name     string
-		archived []resources.WorkloadMeta
+		archived []api.WorkloadMeta
 		outcomes map[int64]string
 		current  int64
 		want     []string
 	}{
 		{
 			name:     "current generation in progress, the one before succeeded",
-			archived: []resources.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil)},
+			archived: []api.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil)},
 			outcomes: map[int64]string{1: api.OutcomeSucceeded}, current: 2,
 			want: []string{"1 succeeded", "2 in progress"},
 		},
 		{
 			name:     "a failed generation rolled back automatically",
-			archived: []resources.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil), meta(3, "h1", &api.RollbackRef{From: 2, To: 1, Auto: true})},
+			archived: []api.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil), meta(3, "h1", &api.RollbackRef{From: 2, To: 1, Auto: true})},
 			outcomes: map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeFailed, 3: api.OutcomeSucceeded}, current: 3,
 			want: []string{"1 succeeded", "2 rolled back", "3 succeeded"},
 		},
 		{
 			name:     "failed without a rollback (autoRollback false)",
-			archived: []resources.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil)},
+			archived: []api.WorkloadMeta{meta(1, "h1", nil), meta(2, "h2", nil)},
 			outcomes: map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeFailed}, current: 2,
 			want: []string{"1 succeeded", "2 failed"},
 		},
 		{
 			name:     "replaced before its rollout ended",
-			archived: []resources.WorkloadMeta{meta(4, "h4", nil), meta(5, "h5", nil), meta(6, "h6", nil)},
+			archived: []api.WorkloadMeta{meta(4, "h4", nil), meta(5, "h5", nil), meta(6, "h6", nil)},
 			outcomes: map[int64]string{4: api.OutcomeSucceeded}, current: 6,
 			want: []string{"4 succeeded", "5 superseded", "6 in progress"},
 		},
@@ -69,7 +69,7 @@ func TestDeriveHistory(t *testing.T) {
 
 func TestRollbackTarget(t *testing.T) {
 	t.Parallel()
-	metas := []resources.WorkloadMeta{{Generation: 1, SpecHash: "a"}, {Generation: 2, SpecHash: "b"}, {Generation: 3, SpecHash: "c"},
+	metas := []api.WorkloadMeta{{Generation: 1, SpecHash: "a"}, {Generation: 2, SpecHash: "b"}, {Generation: 3, SpecHash: "c"},
 		{Generation: 4, SpecHash: "a"}}
 	ro := api.Rollout{Outcomes: map[int64]string{1: api.OutcomeSucceeded, 2: api.OutcomeSucceeded, 3: api.OutcomeFailed}}
 	tests := []struct {

@@ -42,7 +42,7 @@ func (r *Repo) ListNodeStatuses(ctx context.Context) ([]api.NodeStatus, error) {
 // only writer of workload statuses; the checks keep a status from outliving
 // its workload's deletion and from overwriting a newer derivation. It also
 // returns the store revision after the attempt.
-func (r *Repo) WriteWorkloadStatus(ctx context.Context, ns, name string, st WorkloadStatus, metaVersion, statusVersion int64) (bool, int64, error) {
+func (r *Repo) WriteWorkloadStatus(ctx context.Context, ns, name string, st api.WorkloadStatus, metaVersion, statusVersion int64) (bool, int64, error) {
 	op, err := putJSON(StatusKey(ns, name), st)
 	if err != nil {
 		return false, 0, err

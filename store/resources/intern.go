@@ -20,9 +20,9 @@ func intern(s string) string {
 	return unique.Make(s).Value()
 }
 
-// Intern replaces the strings of m that many workloads share by canonical
-// copies, for a cache that holds m.
-func (m *WorkloadMeta) Intern() {
+// InternMeta replaces the strings of m that many workloads share by
+// canonical copies, for a cache that holds m.
+func InternMeta(m *api.WorkloadMeta) {
 	m.Namespace, m.Type = intern(m.Namespace), intern(m.Type)
 	m.Owner.Kind, m.Owner.Source, m.Owner.Commit = intern(m.Owner.Kind), intern(m.Owner.Source), intern(m.Owner.Commit)
 	for i, f := range m.Files {
@@ -30,9 +30,9 @@ func (m *WorkloadMeta) Intern() {
 	}
 }
 
-// Intern replaces the strings of s that many workloads share by canonical
-// copies, for a cache that holds s.
-func (s *WorkloadStatus) Intern() {
+// InternStatus replaces the strings of s that many workloads share by
+// canonical copies, for a cache that holds s.
+func InternStatus(s *api.WorkloadStatus) {
 	s.Phase, s.LastError, s.SourceCommit = intern(s.Phase), intern(s.LastError), intern(s.SourceCommit)
 	s.UnplacedReason, s.LastRun = intern(s.UnplacedReason), intern(s.LastRun)
 	for i := range s.Conditions {
@@ -42,8 +42,7 @@ func (s *WorkloadStatus) Intern() {
 }
 
 // InternRollout replaces the strings of r that many workloads share by
-// canonical copies, for a cache that holds r. (Rollout is the API's type,
-// which has no such method.)
+// canonical copies, for a cache that holds r.
 func InternRollout(r *api.Rollout) {
 	for g, o := range r.Outcomes {
 		r.Outcomes[g] = intern(o)

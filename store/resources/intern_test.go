@@ -16,7 +16,7 @@ func TestDecodedMetasShareTheirCommonStrings(t *testing.T) {
 	t.Parallel()
 	var es []desiredEntry
 	for _, name := range []string{"web", "db"} {
-		m := WorkloadMeta{
+		m := api.WorkloadMeta{
 			UID: "uid-" + name, Namespace: "default", Name: name, Type: "Service", SpecHash: "hash-" + name,
 			Owner: api.Owner{Kind: api.OwnerGit, Source: "config", Path: "apps/" + name, Commit: "0123456789abcdef0123456789abcdef01234567"},
 			Files: []string{"workload.kat"},
@@ -57,14 +57,14 @@ func TestInternStatusAndRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := WorkloadStatus{Phase: api.PhaseReady, SourceCommit: "abc", Conditions: []api.Condition{
+	st := api.WorkloadStatus{Phase: api.PhaseReady, SourceCommit: "abc", Conditions: []api.Condition{
 		{Type: "Available", Status: api.ConditionTrue, Reason: "InstancesReady", Message: "0 of 0 instances ready"},
 	}}
-	var s1, s2 WorkloadStatus
+	var s1, s2 api.WorkloadStatus
 	decode(st, &s1)
 	decode(st, &s2)
-	s1.Intern()
-	s2.Intern()
+	InternStatus(&s1)
+	InternStatus(&s2)
 	c1, c2 := s1.Conditions[0], s2.Conditions[0]
 	for field, pair := range map[string][2]string{
 		"phase": {s1.Phase, s2.Phase}, "sourceCommit": {s1.SourceCommit, s2.SourceCommit},

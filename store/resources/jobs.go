@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
@@ -19,18 +18,6 @@ import (
 //	/kat/jobs/{ns}/{name}/runs/{run}   JobRun
 //	/kat/jobs/{ns}/{name}/schedule     JobSchedule
 const prefixJobs = "/kat/jobs/"
-
-// JobSchedule is a scheduled Job's memory of its firings: the leader judges
-// the next firing from it, so a new leader neither repeats a firing nor
-// stacks the ones missed while there was none.
-type JobSchedule struct {
-	// LastScheduleTime is the last firing handled (run, skipped, or the
-	// moment the schedule was first seen).
-	LastScheduleTime time.Time `json:"lastScheduleTime"`
-	// Skipped counts the firings skipped because of concurrencyPolicy
-	// Forbid.
-	Skipped int `json:"skipped,omitempty"`
-}
 
 // JobsPrefix is the prefix of every Job's run records.
 func JobsPrefix() string { return prefixJobs }
@@ -74,7 +61,7 @@ type JobRunWrite struct {
 // (0: it must not exist yet).
 type JobScheduleWrite struct {
 	Namespace, Name string
-	Schedule        JobSchedule
+	Schedule        api.JobSchedule
 	Version         int64
 }
 

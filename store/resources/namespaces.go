@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
@@ -29,14 +30,14 @@ func (r *Repo) EnsureNamespace(ctx context.Context, name string, labels map[stri
 
 // PutNamespace creates a namespace or replaces its labels, reporting whether it
 // was created.
-func (r *Repo) PutNamespace(ctx context.Context, name string, labels map[string]string) (*Namespace, bool, error) {
+func (r *Repo) PutNamespace(ctx context.Context, name string, labels map[string]string) (*api.Namespace, bool, error) {
 	return r.putNamespace(ctx, name, labels, true)
 }
 
 // CreateNamespace creates a namespace, failing with ErrAlreadyExists when it
 // exists.
-func (r *Repo) CreateNamespace(ctx context.Context, name string, labels map[string]string) (*Namespace, error) {
-	rec := Namespace{Name: name, UID: r.newUID(), Labels: labels, CreatedAt: r.now().UTC()}
+func (r *Repo) CreateNamespace(ctx context.Context, name string, labels map[string]string) (*api.Namespace, error) {
+	rec := api.Namespace{Name: name, UID: r.newUID(), Labels: labels, CreatedAt: r.now().UTC()}
 	op, err := putJSON(NamespaceKey(name), rec)
 	if err != nil {
 		return nil, err
@@ -51,9 +52,9 @@ func (r *Repo) CreateNamespace(ctx context.Context, name string, labels map[stri
 	return &rec, nil
 }
 
-func (r *Repo) putNamespace(ctx context.Context, name string, labels map[string]string, replace bool) (*Namespace, bool, error) {
+func (r *Repo) putNamespace(ctx context.Context, name string, labels map[string]string, replace bool) (*api.Namespace, bool, error) {
 	for range maxTxnAttempts {
-		var cur Namespace
+		var cur api.Namespace
 		ver, err := r.getJSON(ctx, NamespaceKey(name), &cur)
 		if err != nil {
 			return nil, false, fmt.Errorf("put namespace %q: %w", name, err)
@@ -63,7 +64,7 @@ func (r *Repo) putNamespace(ctx context.Context, name string, labels map[string]
 		}
 		rec := cur
 		if ver == 0 {
-			rec = Namespace{Name: name, UID: r.newUID(), CreatedAt: r.now().UTC()}
+			rec = api.Namespace{Name: name, UID: r.newUID(), CreatedAt: r.now().UTC()}
 		}
 		rec.Labels = labels
 		op, err := putJSON(NamespaceKey(name), rec)
@@ -82,8 +83,8 @@ func (r *Repo) putNamespace(ctx context.Context, name string, labels map[string]
 }
 
 // GetNamespace returns one namespace.
-func (r *Repo) GetNamespace(ctx context.Context, name string) (*Namespace, error) {
-	var ns Namespace
+func (r *Repo) GetNamespace(ctx context.Context, name string) (*api.Namespace, error) {
+	var ns api.Namespace
 	ver, err := r.getJSON(ctx, NamespaceKey(name), &ns)
 	if err != nil {
 		return nil, fmt.Errorf("get namespace %q: %w", name, err)
@@ -95,14 +96,14 @@ func (r *Repo) GetNamespace(ctx context.Context, name string) (*Namespace, error
 }
 
 // ListNamespaces returns all namespaces sorted by name.
-func (r *Repo) ListNamespaces(ctx context.Context) ([]Namespace, error) {
+func (r *Repo) ListNamespaces(ctx context.Context) ([]api.Namespace, error) {
 	kvs, err := r.st.List(ctx, prefixNamespaces)
 	if err != nil {
 		return nil, fmt.Errorf("list namespaces: %w", err)
 	}
-	out := make([]Namespace, 0, len(kvs))
+	out := make([]api.Namespace, 0, len(kvs))
 	for _, kv := range kvs {
-		var ns Namespace
+		var ns api.Namespace
 		if err := json.Unmarshal(kv.Value, &ns); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
 )
 
@@ -76,25 +77,6 @@ func IPAMPrefix() string { return prefixIPAM }
 // DNS server watches: /kat/dns/{clusterDomain}/{ns}/{workload}/{instanceID}.
 func DNSPrefix() string { return prefixDNS }
 
-// NodeNetwork is a node's place in the overlay: the subnet the leader gave
-// it and its WireGuard identity.
-type NodeNetwork struct {
-	Node string
-	// Subnet is the node's share of clusterCIDR: its instances' addresses
-	// and its overlay address come from it.
-	Subnet netip.Prefix
-	// PublicKey is the base64 WireGuard public key; "" until the node
-	// reported one.
-	PublicKey string
-	// Endpoint is host:port where the node's WireGuard device listens; ""
-	// until the node reported one.
-	Endpoint string
-}
-
-// OverlayIP is the node's own address in the overlay: the first address of
-// its subnet, where its DNS server listens and its containers' gateway is.
-func (n NodeNetwork) OverlayIP() netip.Addr { return n.Subnet.Masked().Addr().Next() }
-
 // ErrSubnetsExhausted means clusterCIDR has no free node subnet left.
 var ErrSubnetsExhausted = errors.New("no node subnet left in the cluster CIDR")
 
@@ -104,14 +86,14 @@ var ErrSubnetsExhausted = errors.New("no node subnet left in the cluster CIDR")
 // handed out once: its index key is created in the same transaction as the
 // node's subnet key, only while absent, and freed by DeleteNode. It returns
 // the node's record as written.
-func (r *Repo) EnsureNodeNetwork(ctx context.Context, node string, clusterCIDR netip.Prefix, subnetBits int, publicKey, endpoint string) (*NodeNetwork, error) {
+func (r *Repo) EnsureNodeNetwork(ctx context.Context, node string, clusterCIDR netip.Prefix, subnetBits int, publicKey, endpoint string) (*api.NodeNetwork, error) {
 	for attempt := 0; attempt < 64; attempt++ {
 		cur, err := r.GetNodeNetwork(ctx, node)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
 		if cur == nil {
-			cur = &NodeNetwork{Node: node}
+			cur = &api.NodeNetwork{Node: node}
 		}
 		var checks []store.Compare
 		var ops []store.Op
@@ -173,7 +155,7 @@ func (r *Repo) takenSubnets(ctx context.Context) ([]netip.Prefix, error) {
 
 // GetNodeNetwork returns one node's overlay record, or an error wrapping
 // ErrNotFound when the node has none.
-func (r *Repo) GetNodeNetwork(ctx context.Context, node string) (*NodeNetwork, error) {
+func (r *Repo) GetNodeNetwork(ctx context.Context, node string) (*api.NodeNetwork, error) {
 	kvs, err := r.st.List(ctx, NodeNetworkPrefix(node))
 	if err != nil {
 		return nil, fmt.Errorf("read the overlay network of node %q: %w", node, err)
@@ -189,7 +171,7 @@ func (r *Repo) GetNodeNetwork(ctx context.Context, node string) (*NodeNetwork, e
 }
 
 // ListNodeNetworks returns every node's overlay record, sorted by node.
-func (r *Repo) ListNodeNetworks(ctx context.Context) ([]NodeNetwork, error) {
+func (r *Repo) ListNodeNetworks(ctx context.Context) ([]api.NodeNetwork, error) {
 	kvs, err := r.st.List(ctx, prefixNetworkNodes)
 	if err != nil {
 		return nil, fmt.Errorf("list overlay networks: %w", err)
@@ -200,8 +182,8 @@ func (r *Repo) ListNodeNetworks(ctx context.Context) ([]NodeNetwork, error) {
 // DecodeNodeNetworks groups the keys under NetworkNodesPrefix (as a list or
 // a watch's snapshot gives them) into one record per node, sorted by node.
 // Unknown keys are skipped, so a newer leader may add some.
-func DecodeNodeNetworks(kvs []store.KV) ([]NodeNetwork, error) {
-	byNode := map[string]*NodeNetwork{}
+func DecodeNodeNetworks(kvs []store.KV) ([]api.NodeNetwork, error) {
+	byNode := map[string]*api.NodeNetwork{}
 	for _, kv := range kvs {
 		rest, ok := strings.CutPrefix(kv.Key, prefixNetworkNodes)
 		if !ok {
@@ -213,7 +195,7 @@ func DecodeNodeNetworks(kvs []store.KV) ([]NodeNetwork, error) {
 		}
 		n := byNode[node]
 		if n == nil {
-			n = &NodeNetwork{Node: node}
+			n = &api.NodeNetwork{Node: node}
 			byNode[node] = n
 		}
 		v := strings.TrimSpace(string(kv.Value))
@@ -230,7 +212,7 @@ func DecodeNodeNetworks(kvs []store.KV) ([]NodeNetwork, error) {
 			n.Subnet = p
 		}
 	}
-	out := make([]NodeNetwork, 0, len(byNode))
+	out := make([]api.NodeNetwork, 0, len(byNode))
 	for _, n := range byNode {
 		out = append(out, *n)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -56,7 +57,7 @@ func TestEnsureNodeNetwork(t *testing.T) {
 	for i := range nodes {
 		wg.Go(func() {
 			name := fmt.Sprintf("n%d", i)
-			if err := r.RegisterJoiningNode(ctx, resources.NodeRegistration{Name: name, UID: name}); err != nil {
+			if err := r.RegisterJoiningNode(ctx, api.NodeRegistration{Name: name, UID: name}); err != nil {
 				errs <- err
 				return
 			}

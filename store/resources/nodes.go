@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,54 +13,15 @@ import (
 	"kat.dws.rip/kat/store"
 )
 
-// NodeRegistration is a node's static record, written when it joins (or, for
-// the first leader, at init).
-type NodeRegistration struct {
-	Name             string            `json:"name"`
-	UID              string            `json:"uid"`
-	AdvertiseAddress string            `json:"advertiseAddress"`
-	APIPort          int               `json:"apiPort"`
-	AgentPort        int               `json:"agentPort"`
-	Labels           map[string]string `json:"labels,omitempty"`
-	JoinedAt         time.Time         `json:"joinedAt"`
-	// Taints repel instances that do not tolerate them (spec §4.4).
-	Taints []api.Taint `json:"taints,omitempty"`
-	// Unschedulable is set by katcall cordon (and drain): the node gets no
-	// new instance; what runs there stays.
-	Unschedulable bool `json:"unschedulable,omitempty"`
-	// Draining is set by katcall drain: Service and DaemonService instances
-	// are moved off the node, Job instances run to their end.
-	Draining bool `json:"draining,omitempty"`
-	// EtcdMember marks a node that is a member of the cluster's etcd
-	// quorum: a leader candidate that serves the API (katcall and webhook
-	// senders may use any member's address).
-	EtcdMember bool `json:"etcdMember,omitempty"`
-}
-
-// APIURL is the URL of the node's API server (an etcd member's), "" when
-// it has no API port.
-func (r NodeRegistration) APIURL() string {
-	if r.APIPort == 0 {
-		return ""
-	}
-	return "https://" + net.JoinHostPort(r.AdvertiseAddress, strconv.Itoa(r.APIPort))
-}
-
 // NodeNameLabel is the label every node carries with its own name, for
 // nodeSelectors; KAT sets it and operators cannot change it.
 const NodeNameLabel = "kat.dws.rip/nodeName"
-
-// Taint effects.
-const (
-	TaintNoSchedule       = "NoSchedule"
-	TaintPreferNoSchedule = "PreferNoSchedule"
-)
 
 // KeepOperatorFields returns reg, as a node registers itself again (a
 // restart, a rejoin), with what the operator set on its old registration
 // kept: the first JoinedAt, taints, cordon and drain, and labels, of which
 // reg's own (its --node-label flags) win.
-func KeepOperatorFields(old, reg NodeRegistration) NodeRegistration {
+func KeepOperatorFields(old, reg api.NodeRegistration) api.NodeRegistration {
 	reg.JoinedAt = old.JoinedAt
 	reg.Taints, reg.Unschedulable, reg.Draining = old.Taints, old.Unschedulable, old.Draining
 	if len(old.Labels) > 0 {
@@ -80,7 +39,7 @@ func KeepOperatorFields(old, reg NodeRegistration) NodeRegistration {
 
 // Node is a node's registration with its last status.
 type Node struct {
-	Registration NodeRegistration
+	Registration api.NodeRegistration
 	Status       *api.NodeStatus
 	// Heartbeat is the node's last heartbeat; zero when it never beat.
 	Heartbeat time.Time
@@ -126,14 +85,8 @@ func LastHeartbeat(beat int64, st *api.NodeStatus) time.Time {
 	return time.Unix(beat, 0).UTC()
 }
 
-// NodeHeartbeat is a node's last heartbeat: when it beat, in Unix seconds
-// (the time its status says).
-type NodeHeartbeat struct {
-	Timestamp int64 `json:"timestamp"`
-}
-
 // PutNodeRegistration records a node's registration.
-func (r *Repo) PutNodeRegistration(ctx context.Context, reg NodeRegistration) error {
+func (r *Repo) PutNodeRegistration(ctx context.Context, reg api.NodeRegistration) error {
 	op, err := putJSON(NodeRegistrationKey(reg.Name), reg)
 	if err != nil {
 		return err
@@ -149,8 +102,8 @@ func (r *Repo) PutNodeRegistration(ctx context.Context, reg NodeRegistration) er
 // KeepOperatorFields of both. The write happens only while the
 // registration is as read, so a cordon, drain, taint or label the
 // operator sets meanwhile is kept, not overwritten.
-func (r *Repo) RegisterSelf(ctx context.Context, reg NodeRegistration) error {
-	_, err := updateJSON(ctx, r, NodeRegistrationKey(reg.Name), func(cur *NodeRegistration, ver int64) error {
+func (r *Repo) RegisterSelf(ctx context.Context, reg api.NodeRegistration) error {
+	_, err := updateJSON(ctx, r, NodeRegistrationKey(reg.Name), func(cur *api.NodeRegistration, ver int64) error {
 		if ver == 0 {
 			*cur = reg
 			return nil
@@ -174,8 +127,8 @@ var ErrNodeNameTaken = errors.New("node name taken")
 // error wrapping ErrNodeNameTaken, and nothing is written. Two joins of one
 // name race safely: the write happens only while the registration is as
 // read.
-func (r *Repo) RegisterJoiningNode(ctx context.Context, reg NodeRegistration) error {
-	_, err := updateJSON(ctx, r, NodeRegistrationKey(reg.Name), func(cur *NodeRegistration, ver int64) error {
+func (r *Repo) RegisterJoiningNode(ctx context.Context, reg api.NodeRegistration) error {
+	_, err := updateJSON(ctx, r, NodeRegistrationKey(reg.Name), func(cur *api.NodeRegistration, ver int64) error {
 		if ver == 0 {
 			*cur = reg
 			return nil
@@ -190,8 +143,8 @@ func (r *Repo) RegisterJoiningNode(ctx context.Context, reg NodeRegistration) er
 }
 
 // GetNodeRegistration returns a node's registration.
-func (r *Repo) GetNodeRegistration(ctx context.Context, name string) (*NodeRegistration, error) {
-	var reg NodeRegistration
+func (r *Repo) GetNodeRegistration(ctx context.Context, name string) (*api.NodeRegistration, error) {
+	var reg api.NodeRegistration
 	ver, err := r.getJSON(ctx, NodeRegistrationKey(name), &reg)
 	if err != nil {
 		return nil, fmt.Errorf("read node %q: %w", name, err)
@@ -218,7 +171,7 @@ func (r *Repo) PutNodeStatus(ctx context.Context, st api.NodeStatus) error {
 // false otherwise): the caller needs to read the registration only when it
 // changed, not on every beat.
 func (r *Repo) RecordHeartbeat(ctx context.Context, st api.NodeStatus, withStatus bool, regVersion int64) (bool, error) {
-	hb, err := putJSON(NodeHeartbeatKey(st.NodeName), NodeHeartbeat{Timestamp: st.Timestamp})
+	hb, err := putJSON(NodeHeartbeatKey(st.NodeName), api.NodeHeartbeat{Timestamp: st.Timestamp})
 	if err != nil {
 		return false, err
 	}
@@ -278,7 +231,7 @@ func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
 	}
 	beats := map[string]int64{}
 	for _, kv := range hbs {
-		var hb NodeHeartbeat
+		var hb api.NodeHeartbeat
 		if err := json.Unmarshal(kv.Value, &hb); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
@@ -303,8 +256,8 @@ func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
 // there first; change sees a fresh copy each time. It returns the written
 // registration, or an error wrapping ErrNotFound for an unknown node, or
 // change's error, with nothing written.
-func (r *Repo) UpdateNodeRegistration(ctx context.Context, name string, change func(*NodeRegistration) error) (*NodeRegistration, error) {
-	return updateJSON(ctx, r, NodeRegistrationKey(name), func(reg *NodeRegistration, ver int64) error {
+func (r *Repo) UpdateNodeRegistration(ctx context.Context, name string, change func(*api.NodeRegistration) error) (*api.NodeRegistration, error) {
+	return updateJSON(ctx, r, NodeRegistrationKey(name), func(reg *api.NodeRegistration, ver int64) error {
 		if ver == 0 {
 			return fmt.Errorf("node %q: %w", name, ErrNotFound)
 		}

@@ -18,13 +18,13 @@ func TestUpdateAndDeleteNode(t *testing.T) {
 	ctx := context.Background()
 	r, _ := newRepo(t)
 	joined := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	reg := resources.NodeRegistration{Name: "n1", UID: "u1", Labels: map[string]string{"zone": "a"}, JoinedAt: joined}
+	reg := api.NodeRegistration{Name: "n1", UID: "u1", Labels: map[string]string{"zone": "a"}, JoinedAt: joined}
 	if err := r.RegisterJoiningNode(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.UpdateNodeRegistration(ctx, "n1", func(reg *resources.NodeRegistration) error {
+	got, err := r.UpdateNodeRegistration(ctx, "n1", func(reg *api.NodeRegistration) error {
 		reg.Unschedulable = true
-		reg.Taints = append(reg.Taints, api.Taint{Key: "gpu", Value: "yes", Effect: resources.TaintNoSchedule})
+		reg.Taints = append(reg.Taints, api.Taint{Key: "gpu", Value: "yes", Effect: api.TaintNoSchedule})
 		reg.Labels["disk"] = "ssd"
 		return nil
 	})
@@ -34,7 +34,7 @@ func TestUpdateAndDeleteNode(t *testing.T) {
 
 	// Rejoining (a restart) keeps what the operator set; the node's own
 	// labels win.
-	again := resources.NodeRegistration{Name: "n1", UID: "u1", Labels: map[string]string{"zone": "b"}, JoinedAt: joined.Add(time.Hour)}
+	again := api.NodeRegistration{Name: "n1", UID: "u1", Labels: map[string]string{"zone": "b"}, JoinedAt: joined.Add(time.Hour)}
 	if err := r.RegisterJoiningNode(ctx, again); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestUpdateAndDeleteNode(t *testing.T) {
 	}
 
 	refuse := errors.New("no")
-	if _, err := r.UpdateNodeRegistration(ctx, "n1", func(reg *resources.NodeRegistration) error {
+	if _, err := r.UpdateNodeRegistration(ctx, "n1", func(reg *api.NodeRegistration) error {
 		reg.Unschedulable = false
 		return refuse
 	}); !errors.Is(err, refuse) {
@@ -57,11 +57,11 @@ func TestUpdateAndDeleteNode(t *testing.T) {
 	if stored, _ := r.GetNodeRegistration(ctx, "n1"); !stored.Unschedulable {
 		t.Fatal("a refused change was written")
 	}
-	if _, err := r.UpdateNodeRegistration(ctx, "nope", func(*resources.NodeRegistration) error { return nil }); !errors.Is(err, resources.ErrNotFound) {
+	if _, err := r.UpdateNodeRegistration(ctx, "nope", func(*api.NodeRegistration) error { return nil }); !errors.Is(err, resources.ErrNotFound) {
 		t.Fatalf("unknown node: %v", err)
 	}
 
-	if _, err := r.WriteAssignments(ctx, []resources.Assignment{{Node: "n1", InstanceID: "web-1", Namespace: "default", Workload: "web"}}, nil); err != nil {
+	if _, err := r.WriteAssignments(ctx, []api.Assignment{{Node: "n1", InstanceID: "web-1", Namespace: "default", Workload: "web"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.PutNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: 1}); err != nil {
@@ -97,7 +97,7 @@ func (s *cordonBetween) Get(ctx context.Context, key string) (*store.KV, error) 
 	kv, err := s.StateStore.Get(ctx, key)
 	if key == s.key {
 		s.once.Do(func() {
-			var reg resources.NodeRegistration
+			var reg api.NodeRegistration
 			if err := json.Unmarshal(kv.Value, &reg); err != nil {
 				panic(err)
 			}
@@ -120,7 +120,7 @@ func TestRegisterSelfKeepsAConcurrentCordon(t *testing.T) {
 	_, st := newRepo(t)
 	joined := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := resources.New(&cordonBetween{StateStore: st, key: resources.NodeRegistrationKey("n1")})
-	first := resources.NodeRegistration{Name: "n1", UID: "u1", Labels: map[string]string{"zone": "a"}, JoinedAt: joined, EtcdMember: true}
+	first := api.NodeRegistration{Name: "n1", UID: "u1", Labels: map[string]string{"zone": "a"}, JoinedAt: joined, EtcdMember: true}
 	if err := resources.New(st).RegisterSelf(ctx, first); err != nil {
 		t.Fatal(err)
 	}

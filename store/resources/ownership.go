@@ -12,9 +12,9 @@ import (
 // returns its metadata. A workload the API owns is a conflict: there is no Git
 // management to suspend. Resuming only clears the flag; the owning source
 // applies Git's version again on its next sync.
-func (r *Repo) SetSuspended(ctx context.Context, ns, name string, suspended bool) (*WorkloadMeta, error) {
+func (r *Repo) SetSuspended(ctx context.Context, ns, name string, suspended bool) (*api.WorkloadMeta, error) {
 	for range maxTxnAttempts {
-		var cur WorkloadMeta
+		var cur api.WorkloadMeta
 		ver, err := r.getJSON(ctx, MetaKey(ns, name), &cur)
 		if err != nil {
 			return nil, fmt.Errorf("suspend workload %s/%s: %w", ns, name, err)

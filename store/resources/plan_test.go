@@ -31,7 +31,7 @@ spec:
 	return q
 }
 
-func suspended(m *WorkloadMeta) *WorkloadMeta {
+func suspended(m *api.WorkloadMeta) *api.WorkloadMeta {
 	m.Suspended = true
 	return m
 }
@@ -40,14 +40,14 @@ func TestPlanApply(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	q1, q2 := quadletFor(t, 1), quadletFor(t, 2)
-	existing := func(owner api.Owner) *WorkloadMeta {
-		return &WorkloadMeta{UID: "u1", Namespace: "default", Name: "web", Type: "Service", Generation: 4,
+	existing := func(owner api.Owner) *api.WorkloadMeta {
+		return &api.WorkloadMeta{UID: "u1", Namespace: "default", Name: "web", Type: "Service", Generation: 4,
 			SpecHash: q1.SpecHash(), Owner: owner, Files: []string{"old.kat", "workload.kat"}, CreatedAt: now.Add(-time.Hour)}
 	}
 	gitOwner := api.Owner{Kind: api.OwnerGit, Source: "config", Path: "apps/web", Commit: "abc"}
 	tests := []struct {
 		name      string
-		cur       *WorkloadMeta
+		cur       *api.WorkloadMeta
 		archived  []int64
 		req       ApplyRequest
 		wantErr   error

@@ -65,7 +65,7 @@ func TestApplyGenerationsAndArchive(t *testing.T) {
 		t.Fatalf("stale manifest still there: %v", err)
 	}
 	w, err := r.GetWorkload(ctx, "default", "web")
-	if err != nil || w.Meta.Generation != 5 || len(w.Meta.Files) != 1 || w.Meta.Files[0] != "workload.kat" {
+	if err != nil || w.Generation != 5 || len(w.Files) != 1 || w.Files[0] != "workload.kat" {
 		t.Fatalf("workload %+v, %v; want generation 5 with workload.kat only", w, err)
 	}
 }
@@ -89,8 +89,8 @@ func TestConcurrentAppliesLoseNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Meta.Generation != writers {
-		t.Fatalf("generation = %d after %d distinct specs; a write was lost", w.Meta.Generation, writers)
+	if w.Generation != writers {
+		t.Fatalf("generation = %d after %d distinct specs; a write was lost", w.Generation, writers)
 	}
 	gens, _ := r.ArchivedGenerations(ctx, "default", "web")
 	if len(gens) != writers {
@@ -162,7 +162,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 		t.Errorf("status survived the delete: %v", err)
 	}
 	ws, err := r.ListWorkloads(ctx, "")
-	if err != nil || len(ws) != 1 || ws[0].Meta.Name != "web-2" {
+	if err != nil || len(ws) != 1 || ws[0].Name != "web-2" {
 		t.Fatalf("after delete: %+v, %v; want only web-2 (a name sharing the prefix)", ws, err)
 	}
 	if _, err := r.DeleteWorkload(ctx, resources.DeleteRequest{Namespace: "default", Name: "web"}); !errors.Is(err, resources.ErrNotFound) {

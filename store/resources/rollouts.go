@@ -66,23 +66,23 @@ func (r *Repo) WriteRollouts(ctx context.Context, ws []RolloutWrite) (int64, err
 
 // archivedMetas returns the meta of every archived generation of a
 // workload, oldest first.
-func (r *Repo) archivedMetas(ctx context.Context, ns, name string) ([]WorkloadMeta, error) {
+func (r *Repo) archivedMetas(ctx context.Context, ns, name string) ([]api.WorkloadMeta, error) {
 	kvs, err := r.st.List(ctx, ArchivePrefix(ns, name))
 	if err != nil {
 		return nil, fmt.Errorf("list archive of %s/%s: %w", ns, name, err)
 	}
-	var out []WorkloadMeta
+	var out []api.WorkloadMeta
 	for _, kv := range kvs {
 		if !strings.HasSuffix(kv.Key, "/meta") {
 			continue
 		}
-		var m WorkloadMeta
+		var m api.WorkloadMeta
 		if err := json.Unmarshal(kv.Value, &m); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
 		out = append(out, m)
 	}
-	slices.SortFunc(out, func(a, b WorkloadMeta) int { return int(a.Generation - b.Generation) })
+	slices.SortFunc(out, func(a, b api.WorkloadMeta) int { return int(a.Generation - b.Generation) })
 	return out, nil
 }
 
@@ -91,7 +91,7 @@ func (r *Repo) archivedMetas(ctx context.Context, ns, name string) ([]WorkloadMe
 // back from is OutcomeRolledBack; else its settled outcome in ro; else the
 // current generation is OutcomeInProgress and an older one
 // OutcomeSuperseded.
-func DeriveHistory(archived []WorkloadMeta, ro api.Rollout, current int64) []api.HistoryEntry {
+func DeriveHistory(archived []api.WorkloadMeta, ro api.Rollout, current int64) []api.HistoryEntry {
 	rolledBack := map[int64]bool{}
 	for _, m := range archived {
 		if m.Rollback != nil {
@@ -132,14 +132,14 @@ func (r *Repo) WorkloadHistory(ctx context.Context, ns, name string) ([]api.Hist
 	if err != nil {
 		return nil, err
 	}
-	return DeriveHistory(metas, ro, w.Meta.Generation), nil
+	return DeriveHistory(metas, ro, w.Generation), nil
 }
 
 // RollbackTarget picks the generation a rollback of the current generation
 // cur (with spec hash curHash) applies again: the newest archived one before
 // cur whose rollout succeeded and whose spec differs from the current one.
 // It is pure; ok is false when there is none.
-func RollbackTarget(archived []WorkloadMeta, ro api.Rollout, cur int64, curHash string) (int64, bool) {
+func RollbackTarget(archived []api.WorkloadMeta, ro api.Rollout, cur int64, curHash string) (int64, bool) {
 	for i := len(archived) - 1; i >= 0; i-- {
 		m := archived[i]
 		if m.Generation < cur && ro.Outcomes[m.Generation] == api.OutcomeSucceeded && m.SpecHash != curHash {
@@ -178,7 +178,7 @@ func (r *Repo) RollbackWorkload(ctx context.Context, req RollbackRequest) (*Appl
 	if err != nil {
 		return nil, 0, err
 	}
-	cur := w.Meta.Generation
+	cur := w.Generation
 	if req.FromGeneration != 0 && req.FromGeneration != cur {
 		return nil, 0, fmt.Errorf("roll back %s/%s from generation %d: generation %d is current now: %w",
 			ns, name, req.FromGeneration, cur, ErrConflict)
@@ -195,19 +195,19 @@ func (r *Repo) RollbackWorkload(ctx context.Context, req RollbackRequest) (*Appl
 			return nil, 0, err
 		}
 		var ok bool
-		if to, ok = RollbackTarget(metas, ro, cur, w.Meta.SpecHash); !ok {
+		if to, ok = RollbackTarget(metas, ro, cur, w.SpecHash); !ok {
 			return nil, 0, fmt.Errorf("roll back %s/%s from generation %d: %w", ns, name, cur, ErrNoRollbackTarget)
 		}
 	case to >= cur:
 		return nil, 0, fmt.Errorf("roll back %s/%s: --to-generation %d: %w: it must be older than the current generation %d",
 			ns, name, to, ErrInvalid, cur)
 	}
-	i := slices.IndexFunc(metas, func(m WorkloadMeta) bool { return m.Generation == to })
+	i := slices.IndexFunc(metas, func(m api.WorkloadMeta) bool { return m.Generation == to })
 	if i < 0 {
 		return nil, 0, fmt.Errorf("roll back %s/%s: generation %d is not in the archive (kept: %s): %w",
 			ns, name, to, generationList(metas), ErrNotFound)
 	}
-	if metas[i].SpecHash == w.Meta.SpecHash {
+	if metas[i].SpecHash == w.SpecHash {
 		return nil, 0, fmt.Errorf("roll back %s/%s: generation %d has the spec generation %d runs already: %w",
 			ns, name, to, cur, ErrConflict)
 	}
@@ -227,7 +227,7 @@ func (r *Repo) RollbackWorkload(ctx context.Context, req RollbackRequest) (*Appl
 	return res, to, nil
 }
 
-func generationList(metas []WorkloadMeta) string {
+func generationList(metas []api.WorkloadMeta) string {
 	if len(metas) == 0 {
 		return "none"
 	}

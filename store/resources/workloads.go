@@ -37,7 +37,7 @@ type ApplyRequest struct {
 
 // ApplyResult says what an apply did.
 type ApplyResult struct {
-	Meta WorkloadMeta
+	Meta api.WorkloadMeta
 	// Created is true when the workload did not exist before.
 	Created bool
 	// Changed is true when anything was written: a new workload, a new
@@ -51,7 +51,7 @@ type ApplyResult struct {
 // applyPlan is the pure decision of an apply: what the new metadata is, which
 // manifest files disappear, and whether anything changes at all.
 type applyPlan struct {
-	meta       WorkloadMeta
+	meta       api.WorkloadMeta
 	created    bool
 	newSpec    bool // the generation moved: write manifests and archive
 	changed    bool
@@ -61,7 +61,7 @@ type applyPlan struct {
 
 // planApply decides an apply from the current metadata (nil when the workload
 // does not exist), the archived generations and the request.
-func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, now time.Time, uid string) (applyPlan, error) {
+func planApply(cur *api.WorkloadMeta, archived []int64, req ApplyRequest, keep int, now time.Time, uid string) (applyPlan, error) {
 	q := req.Quadlet
 	ns, name := q.Namespace(), q.Name()
 	files := make([]string, 0, len(q.Files))
@@ -72,7 +72,7 @@ func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, 
 	hash := q.SpecHash()
 
 	if cur == nil {
-		meta := WorkloadMeta{
+		meta := api.WorkloadMeta{
 			UID: uid, Namespace: ns, Name: name, Type: q.Workload.Spec.Type, Generation: 1, SpecHash: hash,
 			Owner: req.Owner, Files: files, CreatedAt: now, UpdatedAt: now, Rollback: req.Rollback,
 		}
@@ -121,7 +121,7 @@ func planApply(cur *WorkloadMeta, archived []int64, req ApplyRequest, keep int, 
 
 // checkGitWrite refuses a Git write to a workload whose Git management is
 // suspended (unless it resumes it) or that another source manages.
-func checkGitWrite(cur *WorkloadMeta, req ApplyRequest) error {
+func checkGitWrite(cur *api.WorkloadMeta, req ApplyRequest) error {
 	if req.Owner.Kind != api.OwnerGit || cur.Owner.Kind != api.OwnerGit {
 		return nil
 	}
@@ -183,7 +183,7 @@ func (r *Repo) ApplyWorkload(ctx context.Context, req ApplyRequest) (*ApplyResul
 func (r *Repo) applyOnce(ctx context.Context, req ApplyRequest) (*ApplyResult, bool, error) {
 	q := req.Quadlet
 	ns, name := q.Namespace(), q.Name()
-	var nsRec Namespace
+	var nsRec api.Namespace
 	nsVer, err := r.getJSON(ctx, NamespaceKey(ns), &nsRec)
 	if err != nil {
 		return nil, false, err
@@ -191,12 +191,12 @@ func (r *Repo) applyOnce(ctx context.Context, req ApplyRequest) (*ApplyResult, b
 	if nsVer == 0 {
 		return nil, false, fmt.Errorf("namespace %q: %w", ns, ErrNotFound)
 	}
-	var cur WorkloadMeta
+	var cur api.WorkloadMeta
 	metaVer, err := r.getJSON(ctx, MetaKey(ns, name), &cur)
 	if err != nil {
 		return nil, false, err
 	}
-	var curPtr *WorkloadMeta
+	var curPtr *api.WorkloadMeta
 	if metaVer != 0 {
 		curPtr = &cur
 	}
@@ -302,9 +302,9 @@ func (r *Repo) ArchivedFiles(ctx context.Context, ns, name string, gen int64) (m
 }
 
 // GetWorkload returns one workload's metadata and status.
-func (r *Repo) GetWorkload(ctx context.Context, ns, name string) (*Workload, error) {
-	var w Workload
-	ver, err := r.getJSON(ctx, MetaKey(ns, name), &w.Meta)
+func (r *Repo) GetWorkload(ctx context.Context, ns, name string) (*api.Workload, error) {
+	var w api.Workload
+	ver, err := r.getJSON(ctx, MetaKey(ns, name), &w.WorkloadMeta)
 	if err != nil {
 		return nil, fmt.Errorf("get workload %s/%s: %w", ns, name, err)
 	}
@@ -319,7 +319,7 @@ func (r *Repo) GetWorkload(ctx context.Context, ns, name string) (*Workload, err
 
 // ListWorkloads returns the workloads of namespace ns, or of every namespace
 // when ns is empty, sorted by namespace and name.
-func (r *Repo) ListWorkloads(ctx context.Context, ns string) ([]Workload, error) {
+func (r *Repo) ListWorkloads(ctx context.Context, ns string) ([]api.Workload, error) {
 	desired, status := prefixDesired, prefixStatus
 	if ns != "" {
 		desired, status = prefixDesired+ns+"/", prefixStatus+ns+"/"
@@ -334,14 +334,14 @@ func (r *Repo) ListWorkloads(ctx context.Context, ns string) ([]Workload, error)
 	}
 	// The desired state's keys are mostly manifests: scanned a page at a
 	// time, only the metas are kept.
-	var out []Workload
+	var out []api.Workload
 	if _, err := r.st.Scan(ctx, desired, func(kv store.KV) error {
 		wns, name, ok := splitDesiredMeta(kv.Key)
 		if !ok {
 			return nil
 		}
-		var w Workload
-		if err := json.Unmarshal(kv.Value, &w.Meta); err != nil {
+		var w api.Workload
+		if err := json.Unmarshal(kv.Value, &w.WorkloadMeta); err != nil {
 			return fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
 		if b, ok := statuses[wns+"/"+name]; ok {
@@ -379,7 +379,7 @@ type DeleteRequest struct {
 
 // DeleteWorkload removes a workload's desired state, status, archive and rollout record in one
 // transaction and returns the metadata it had.
-func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*WorkloadMeta, error) {
+func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*api.WorkloadMeta, error) {
 	m, _, err := r.DeleteWorkloadRevision(ctx, req)
 	return m, err
 }
@@ -387,13 +387,13 @@ func (r *Repo) DeleteWorkload(ctx context.Context, req DeleteRequest) (*Workload
 // DeleteWorkloadRevision is DeleteWorkload that also returns the store
 // revision of the deletion, for a caller that then waits until a watch-fed
 // copy holds it.
-func (r *Repo) DeleteWorkloadRevision(ctx context.Context, req DeleteRequest) (*WorkloadMeta, int64, error) {
+func (r *Repo) DeleteWorkloadRevision(ctx context.Context, req DeleteRequest) (*api.WorkloadMeta, int64, error) {
 	ns, name := req.Namespace, req.Name
 	if req.Owner.Kind == "" {
 		req.Owner = api.APIOwner()
 	}
 	for range maxTxnAttempts {
-		var cur WorkloadMeta
+		var cur api.WorkloadMeta
 		ver, err := r.getJSON(ctx, MetaKey(ns, name), &cur)
 		if err != nil {
 			return nil, 0, fmt.Errorf("delete workload %s/%s: %w", ns, name, err)
@@ -432,17 +432,17 @@ func (r *Repo) DeleteWorkloadRevision(ctx context.Context, req DeleteRequest) (*
 
 // ListWorkloadMetas returns the metadata of every workload, without status:
 // cheaper than ListWorkloads for callers that only need owners and hashes.
-func (r *Repo) ListWorkloadMetas(ctx context.Context) ([]WorkloadMeta, error) {
+func (r *Repo) ListWorkloadMetas(ctx context.Context) ([]api.WorkloadMeta, error) {
 	kvs, err := r.st.List(ctx, prefixDesired)
 	if err != nil {
 		return nil, fmt.Errorf("list workloads: %w", err)
 	}
-	var out []WorkloadMeta
+	var out []api.WorkloadMeta
 	for _, kv := range kvs {
 		if _, _, ok := splitDesiredMeta(kv.Key); !ok {
 			continue
 		}
-		var m WorkloadMeta
+		var m api.WorkloadMeta
 		if err := json.Unmarshal(kv.Value, &m); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}

@@ -274,20 +274,6 @@ type WorkloadDetail struct {
 	DaemonRollout *DaemonRollout `json:"daemonRollout,omitempty"`
 }
 
-// Build is one node's record of the build of one commit of a workload: the
-// build.Record the node stored under /kat/builds.
-type Build struct {
-	Node       string    `json:"node"`
-	Commit     string    `json:"commit"`
-	Image      string    `json:"image"`
-	State      string    `json:"state"`
-	CacheHit   bool      `json:"cacheHit"`
-	StartedAt  time.Time `json:"startedAt"`
-	FinishedAt time.Time `json:"finishedAt,omitzero"`
-	Error      string    `json:"error,omitempty"`
-	Warnings   []string  `json:"warnings,omitempty"`
-}
-
 // SyncResult is the response to a sync request.
 type SyncResult struct {
 	// Triggered is how many sources were asked to poll now.

@@ -11,20 +11,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"kat.dws.rip/kat/api"
 )
 
 var commitQueryRE = regexp.MustCompile(`^[0-9a-f]{7,40}$`)
-
-// buildRecordRef is the part of a node's build record the leader needs to
-// find a build log.
-type buildRecordRef struct {
-	Node      string    `json:"node"`
-	Commit    string    `json:"commit"`
-	StartedAt time.Time `json:"startedAt"`
-}
 
 // workloadBuilds returns the build records of workload ns/name, newest
 // first; records that do not decode are skipped.
@@ -76,9 +67,9 @@ func (s *Server) buildLog(w http.ResponseWriter, r *http.Request, ns, name strin
 		writeError(w, errorFor(err))
 		return
 	}
-	var best *buildRecordRef
+	var best *api.Build
 	for _, kv := range kvs {
-		var rec buildRecordRef
+		var rec api.Build
 		if json.Unmarshal(kv.Value, &rec) != nil || !strings.HasPrefix(rec.Commit, commit) {
 			continue
 		}

@@ -29,14 +29,6 @@ var (
 	reasonRE     = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 )
 
-// nodeRecordRef is what a stored build record must say about itself.
-type nodeRecordRef struct {
-	Node      string `json:"node"`
-	Namespace string `json:"namespace"`
-	Workload  string `json:"workload"`
-	Commit    string `json:"commit"`
-}
-
 // putNodeBuildRecord stores a node's record of a build, as the node sent
 // it, once its names match the URL's.
 func (s *Server) putNodeBuildRecord(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +49,7 @@ func (s *Server) putNodeBuildRecord(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("invalid commit %q in the URL: must be 40 (or 64) lowercase hex digits", commit))
 		return
 	}
-	var ref nodeRecordRef
+	var ref api.Build
 	if err := json.Unmarshal(raw, &ref); err != nil {
 		writeError(w, badRequest("build record: must be a JSON object: %v", err))
 		return

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/runtime"
 )
@@ -104,7 +105,7 @@ type Builder struct {
 // is closed.
 type flight struct {
 	done chan struct{}
-	rec  Record
+	rec  api.Build
 	err  error
 }
 
@@ -178,15 +179,15 @@ func (b *Builder) Close() error {
 // the node yet. Concurrent calls for the same namespace, workload and
 // commit share one build; ctx bounds only this caller's wait. A failed
 // build is a *FailedError; an invalid request an ErrInvalid.
-func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
+func (b *Builder) Build(ctx context.Context, req Request) (api.Build, error) {
 	if err := req.normalize(); err != nil {
-		return Record{}, err
+		return api.Build{}, err
 	}
 	key := req.key()
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return Record{}, ErrClosed
+		return api.Build{}, ErrClosed
 	}
 	f, ok := b.flights[key]
 	if !ok {
@@ -234,7 +235,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Record, error) {
 	case <-f.done:
 		return f.rec, f.err
 	case <-ctx.Done():
-		return Record{}, fmt.Errorf("wait for build of %s/%s at %s: %w", req.Namespace, req.Workload, short(req.Commit), ctx.Err())
+		return api.Build{}, fmt.Errorf("wait for build of %s/%s at %s: %w", req.Namespace, req.Workload, short(req.Commit), ctx.Err())
 	}
 }
 
@@ -253,7 +254,7 @@ func (b *Builder) Release(namespace, workload, commit string) {
 }
 
 // buildResult is the kat_build_duration_seconds result of a build.
-func buildResult(rec Record, err error) string {
+func buildResult(rec api.Build, err error) string {
 	switch {
 	case err != nil:
 		return metrics.ResultFailure
@@ -270,10 +271,10 @@ const DefaultHold = 30 * time.Second
 
 // run does one build, from the existing-image check to the final record.
 // It also returns what is left to do once its callers have the image.
-func (b *Builder) run(req Request) (Record, []func(context.Context), error) {
-	rec := Record{
+func (b *Builder) run(req Request) (api.Build, []func(context.Context), error) {
+	rec := api.Build{
 		Namespace: req.Namespace, Workload: req.Workload, Commit: req.Commit, Node: b.cfg.Node,
-		Image: req.Image(), State: StateBuilding, StartedAt: b.cfg.Now().UTC(),
+		Image: req.Image(), State: api.BuildBuilding, StartedAt: b.cfg.Now().UTC(),
 	}
 	// The clone starts at once, while the image's presence is checked
 	// and a build slot awaited; it is thrown away when not needed.
@@ -318,7 +319,7 @@ func (b *Builder) run(req Request) (Record, []func(context.Context), error) {
 			fmt.Fprintf(log, "build timed out after %s\n", b.cfg.Timeout)
 		}
 		fmt.Fprintf(log, "build failed at stage %s: %v\n", stage, err)
-		rec.State, rec.Error, rec.LogTail = StateFailed, err.Error(), tl.String()
+		rec.State, rec.Error, rec.LogTail = api.BuildFailed, err.Error(), tl.String()
 		b.putRecord(rec)
 		file.Close()
 		return rec, nil, &FailedError{
@@ -327,7 +328,7 @@ func (b *Builder) run(req Request) (Record, []func(context.Context), error) {
 		}
 	}
 	fmt.Fprintf(log, "build succeeded: %s (%s) in %s, cache hit %t\n", rec.Image, rec.ImageID, rec.FinishedAt.Sub(rec.StartedAt).Round(time.Millisecond), rec.CacheHit)
-	rec.State, rec.LogTail = StateSucceeded, tl.String()
+	rec.State, rec.LogTail = api.BuildSucceeded, tl.String()
 	b.putRecord(rec)
 	final := rec
 	// After the callers have the image: the cache's work, in the same log;
@@ -352,7 +353,7 @@ func (b *Builder) run(req Request) (Record, []func(context.Context), error) {
 
 // existing reports whether rec's image is already on the node, and fills
 // in rec when it is.
-func (b *Builder) existing(rec *Record) (bool, error) {
+func (b *Builder) existing(rec *api.Build) (bool, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
 	defer cancel()
 	exists, err := b.cfg.Podman.ImageExists(ctx, rec.Image)
@@ -362,7 +363,7 @@ func (b *Builder) existing(rec *Record) (bool, error) {
 	if !exists {
 		return false, nil
 	}
-	rec.State, rec.Existing, rec.FinishedAt = StateSucceeded, true, b.cfg.Now().UTC()
+	rec.State, rec.Existing, rec.FinishedAt = api.BuildSucceeded, true, b.cfg.Now().UTC()
 	rec.ImageID, _ = b.pm.imageID(ctx, rec.Image)
 	return true, nil
 }
@@ -377,7 +378,7 @@ type afterStep func(ctx context.Context, log io.Writer) string
 // wait, a hit throws the clone away). What the callers need not wait for (the push
 // to the cache, dropping the cache's name of a pulled image) is returned. It
 // returns the stage that failed.
-func (b *Builder) produce(ctx context.Context, req *Request, rec *Record, log io.Writer, src *source) (string, []afterStep, error) {
+func (b *Builder) produce(ctx context.Context, req *Request, rec *api.Build, log io.Writer, src *source) (string, []afterStep, error) {
 	reg := req.RegistryPath()
 	cacheRef := ""
 	var pulled chan cachePull
@@ -507,7 +508,7 @@ func (s *source) discard() {
 // useCache names the image pulled from the cache (its ID id) as the
 // workload's, and leaves dropping the cache's name (so housekeeping sees one
 // name) for after.
-func (b *Builder) useCache(ctx context.Context, cacheRef, id string, rec *Record, log io.Writer) (string, []afterStep, error) {
+func (b *Builder) useCache(ctx context.Context, cacheRef, id string, rec *api.Build, log io.Writer) (string, []afterStep, error) {
 	if err := b.pm.stream(ctx, log, "tag", cacheRef, rec.Image); err != nil {
 		return StageBuild, nil, fmt.Errorf("cache hit, but tag it: %w", err)
 	}
@@ -596,7 +597,7 @@ func (b *Builder) housekeeping(namespace, workload, commit, image string) {
 
 // putRecord stores rec; a failure is logged, not returned: the build's
 // outcome does not depend on it and the next build writes again.
-func (b *Builder) putRecord(rec Record) {
+func (b *Builder) putRecord(rec api.Build) {
 	if b.cfg.Records == nil {
 		return
 	}

@@ -53,7 +53,7 @@ func TestBuildFromGit(t *testing.T) {
 	if want := "kat-local/" + ns + "_" + wl + ":" + commit[:12]; rec.Image != want {
 		t.Errorf("image %q, want %q", rec.Image, want)
 	}
-	if rec.State != StateSucceeded || rec.CacheHit || rec.Existing || !rec.Shallow || rec.ImageID == "" {
+	if rec.State != api.BuildSucceeded || rec.CacheHit || rec.Existing || !rec.Shallow || rec.ImageID == "" {
 		t.Errorf("record %+v: want a shallow, succeeded, non-cached build with an image ID", rec)
 	}
 	out := podmanOutput(t, storeArgs(), "run", "--rm", "--network", "none", "--name", randomName("bt-run"), rec.Image, "cat", "/www/index.html", "/www/greeting.txt")
@@ -62,7 +62,7 @@ func TestBuildFromGit(t *testing.T) {
 	}
 
 	hist := recs.History()
-	if len(hist) != 2 || hist[0].State != StateBuilding || hist[1].State != StateSucceeded {
+	if len(hist) != 2 || hist[0].State != api.BuildBuilding || hist[1].State != api.BuildSucceeded {
 		t.Fatalf("records %+v: want Building then Succeeded", hist)
 	}
 	if hist[1].Node != "node-test" || hist[1].LogPath == "" || !strings.Contains(hist[1].LogTail, "build succeeded") {
@@ -126,7 +126,7 @@ func TestConcurrentRequestsShareOneBuild(t *testing.T) {
 
 	const callers = 4
 	var wg sync.WaitGroup
-	results := make([]Record, callers)
+	results := make([]api.Build, callers)
 	errs := make([]error, callers)
 	for i := range callers {
 		wg.Go(func() { results[i], errs[i] = b.Build(context.Background(), req) })
@@ -145,7 +145,7 @@ func TestConcurrentRequestsShareOneBuild(t *testing.T) {
 	}
 	building := 0
 	for _, r := range recs.History() {
-		if r.State == StateBuilding {
+		if r.State == api.BuildBuilding {
 			building++
 		}
 	}
@@ -184,10 +184,10 @@ func TestBrokenDockerfile(t *testing.T) {
 	if len(fe.LogTail) > tailSize {
 		t.Errorf("log tail is %d bytes, want at most %d", len(fe.LogTail), tailSize)
 	}
-	if rec.State != StateFailed || rec.Error == "" || rec.LogTail != fe.LogTail {
+	if rec.State != api.BuildFailed || rec.Error == "" || rec.LogTail != fe.LogTail {
 		t.Errorf("record %+v", rec)
 	}
-	if last, _ := recs.Get(ns, wl, commit); last.State != StateFailed {
+	if last, _ := recs.Get(ns, wl, commit); last.State != api.BuildFailed {
 		t.Errorf("stored record %+v: want Failed", last)
 	}
 	if exists, _ := b.cfg.Podman.ImageExists(context.Background(), ImageName(ns, wl, commit)); exists {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -41,7 +42,7 @@ func TestRegistryCache(t *testing.T) {
 	if !strings.Contains(log, "cache miss") || !strings.Contains(log, "podman push") {
 		t.Errorf("first build log lacks the cache miss or the push:\n%s", log)
 	}
-	if got, _ := firstRecs.Get(ns, wl, commit); got.State != StateSucceeded {
+	if got, _ := firstRecs.Get(ns, wl, commit); got.State != api.BuildSucceeded {
 		t.Errorf("stored record %+v", got)
 	}
 
@@ -55,7 +56,7 @@ func TestRegistryCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("cache hit in a fresh store took %s (the build took %s)", time.Since(start).Round(time.Millisecond), rec.FinishedAt.Sub(rec.StartedAt).Round(time.Millisecond))
-	if !hit.CacheHit || second.builds.Load() != 0 || hit.Node != "node-b" || hit.State != StateSucceeded {
+	if !hit.CacheHit || second.builds.Load() != 0 || hit.Node != "node-b" || hit.State != api.BuildSucceeded {
 		t.Fatalf("second node: %+v (%d builds): want a cache hit and no build", hit, second.builds.Load())
 	}
 	if hit.ImageID != rec.ImageID {
@@ -98,12 +99,12 @@ func TestPushFailureIsAWarning(t *testing.T) {
 	rec, err := b.Build(context.Background(), Request{
 		Namespace: ns, Workload: wl, Repository: repo.url, Commit: commit, CacheImage: dead + "/cache/app",
 	})
-	if err != nil || rec.State != StateSucceeded || rec.CacheHit {
+	if err != nil || rec.State != api.BuildSucceeded || rec.CacheHit {
 		t.Fatalf("Build = %+v, %v: want a success", rec, err)
 	}
 	// The push fails after Build returned: the stored record says so.
 	b.settle()
-	if rec, _ = recs.Get(ns, wl, commit); rec.State != StateSucceeded || len(rec.Warnings) != 1 || !strings.Contains(rec.Warnings[0], "push to cache") {
+	if rec, _ = recs.Get(ns, wl, commit); rec.State != api.BuildSucceeded || len(rec.Warnings) != 1 || !strings.Contains(rec.Warnings[0], "push to cache") {
 		t.Errorf("record %+v: want a success with a push warning", rec)
 	}
 }

@@ -27,7 +27,7 @@ A node agent holds one Builder and asks it for the image of an instance:
 # One build per commit
 
 Build is idempotent: an image that already exists locally is returned at once
-(Record.Existing). Concurrent requests for the same namespace, workload and
+(api.Build.Existing). Concurrent requests for the same namespace, workload and
 commit share one build; each caller waits for it under its own context, and a
 caller that gives up does not stop the build, which runs until it finishes,
 reaches Config.Timeout (default 10 minutes) or the Builder is closed. At most
@@ -46,9 +46,9 @@ working container.
 
 # Records and logs
 
-Every build (not an existing image) writes a Record to Config.Records twice:
-once in state Building when it starts and once when it ends (Succeeded or
-Failed), with the tail of its log. The whole log stays in a file under
+Every build (not an existing image) writes its record ([api.Build]) to
+Config.Records twice: once in state Building when it starts and once when it
+ends (Succeeded or Failed), with the tail of its log. The whole log stays in a file under
 WorkDir/logs/{namespace}/{workload}/ (the newest Config.KeepLogs per workload
 are kept) and Builder.Log reads it back.
 
@@ -67,7 +67,7 @@ exist yet does not, as it may still be provisioned.
 
 With build.kat's cache.registryPath set, the Builder first tries to pull
 {registryPath}:{commit12}; on success it tags that image with the kat-local
-name and does not build (Record.CacheHit). After a build it pushes the image
+name and does not build (api.Build.CacheHit). After a build it pushes the image
 there; a failed push is a warning in the record, not a failed build.
 Registry credentials come from Podman's auth file (Config.AuthFile);
 registries listed in Config.InsecureRegistries are used without TLS

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -358,14 +359,14 @@ func TestBuildResult(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		rec  Record
+		rec  api.Build
 		err  error
 		want string
 	}{
-		{"built", Record{}, nil, metrics.ResultBuilt},
-		{"from the cache", Record{CacheHit: true}, nil, metrics.ResultCacheHit},
-		{"already there", Record{Existing: true}, nil, metrics.ResultExisting},
-		{"failed", Record{CacheHit: true}, errors.New("boom"), metrics.ResultFailure},
+		{"built", api.Build{}, nil, metrics.ResultBuilt},
+		{"from the cache", api.Build{CacheHit: true}, nil, metrics.ResultCacheHit},
+		{"already there", api.Build{Existing: true}, nil, metrics.ResultExisting},
+		{"failed", api.Build{CacheHit: true}, errors.New("boom"), metrics.ResultFailure},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
 )
 
@@ -48,7 +49,7 @@ func TestBuildRunStepsAreNotHostRoot(t *testing.T) {
 		}
 	})
 	type result struct {
-		rec Record
+		rec api.Build
 		err error
 	}
 	done := make(chan result, 1)

@@ -88,7 +88,7 @@ func runWorkloadStatus(ctx context.Context, c *apiclient.Client, g *globals, ref
 		if b.CacheHit {
 			cache = "hit"
 		}
-		bt.row(short(b.Commit), b.Node, b.State, cache, b.StartedAt.Local().Format("15:04:05"), orDash(firstLine(b.Error)))
+		bt.row(short(b.Commit), b.Node, string(b.State), cache, b.StartedAt.Local().Format("15:04:05"), orDash(firstLine(b.Error)))
 	}
 	return bt.flush()
 }

@@ -21,7 +21,7 @@ import (
 // image of an assignment that carries a build reference instead of pulling
 // it.
 type Builder interface {
-	Build(ctx context.Context, req build.Request) (build.Record, error)
+	Build(ctx context.Context, req build.Request) (api.Build, error)
 	Prune(ctx context.Context, namespace, workload string) ([]string, error)
 	Release(namespace, workload, commit string)
 	Log(namespace, workload, commit string) (io.ReadCloser, error)
@@ -43,7 +43,7 @@ type BuildRecords struct {
 var _ build.RecordStore = BuildRecords{}
 
 // PutBuildRecord stores r.
-func (s BuildRecords) PutBuildRecord(ctx context.Context, r build.Record) error {
+func (s BuildRecords) PutBuildRecord(ctx context.Context, r api.Build) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode build record: %w", err)

@@ -27,21 +27,21 @@ type fakeBuilder struct {
 	released []string
 }
 
-func (f *fakeBuilder) Build(ctx context.Context, req build.Request) (build.Record, error) {
+func (f *fakeBuilder) Build(ctx context.Context, req build.Request) (api.Build, error) {
 	if f.block != nil {
 		select {
 		case <-f.block:
 		case <-ctx.Done():
-			return build.Record{}, ctx.Err()
+			return api.Build{}, ctx.Err()
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reqs = append(f.reqs, req)
 	if fe := f.fail[req.Commit]; fe != nil {
-		return build.Record{Image: req.Image(), State: build.StateFailed}, fe
+		return api.Build{Image: req.Image(), State: api.BuildFailed}, fe
 	}
-	return build.Record{Image: req.Image(), State: build.StateSucceeded}, nil
+	return api.Build{Image: req.Image(), State: api.BuildSucceeded}, nil
 }
 
 func (f *fakeBuilder) Prune(context.Context, string, string) ([]string, error) {

@@ -71,7 +71,7 @@ func (l *LeaderLink) PostStatus(ctx context.Context, st api.NodeStatus) error {
 }
 
 // PutBuildRecord stores a build record of this node (build.RecordStore).
-func (l *LeaderLink) PutBuildRecord(ctx context.Context, r build.Record) error {
+func (l *LeaderLink) PutBuildRecord(ctx context.Context, r api.Build) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode build record: %w", err)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
@@ -91,7 +90,7 @@ func TestLeaderLinkFollowsTheLeader(t *testing.T) {
 	if err := link.PostStatus(ctx, api.NodeStatus{NodeName: "w1", Timestamp: 7}); err != nil {
 		t.Fatal(err)
 	}
-	rec := build.Record{Namespace: "default", Workload: "web", Commit: "abc123", Node: "w1", State: "Succeeded"}
+	rec := api.Build{Namespace: "default", Workload: "web", Commit: "abc123", Node: "w1", State: "Succeeded"}
 	if err := link.PutBuildRecord(ctx, rec); err != nil {
 		t.Fatal(err)
 	}

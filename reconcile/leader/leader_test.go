@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -515,8 +514,8 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 				}
 			},
 			func() { // node n1's build of the commit failed
-				b, _ := json.Marshal(build.Record{Namespace: "ns1", Workload: "app", Commit: commit, Node: "n1",
-					State: build.StateFailed, Error: "podman build: exit status 1", LogTail: "STEP 2/2: RUN false\n"})
+				b, _ := json.Marshal(api.Build{Namespace: "ns1", Workload: "app", Commit: commit, Node: "n1",
+					State: api.BuildFailed, Error: "podman build: exit status 1", LogTail: "STEP 2/2: RUN false\n"})
 				if err := e.repo.PutBuildRecordJSON(e.ctx, "ns1", "app", commit, "n1", b); err != nil {
 					t.Fatal(err)
 				}

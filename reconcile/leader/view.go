@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -72,7 +71,7 @@ type view struct {
 	assigns    *store.Cache[api.Assignment]
 	nodes      *store.Cache[api.NodeStatus]
 	apps       *store.Cache[api.AppSource]
-	builds     *store.Cache[build.Record]
+	builds     *store.Cache[api.Build]
 	sources    *store.Cache[api.SourceStatus]
 	statuses   *store.Cache[storedStatus]
 	regs       *store.Cache[api.NodeRegistration]
@@ -140,7 +139,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		assigns:        store.NewCache(st, resources.AssignmentsPrefix(), decodeJSON[api.Assignment]),
 		nodes:          store.NewCache(st, resources.NodeStatusPrefix(), decodeJSON[api.NodeStatus]),
 		apps:           store.NewCache(st, resources.AppSourcesPrefix(), decodeJSON[api.AppSource]),
-		builds:         store.NewCache(st, resources.BuildsPrefix(), decodeJSON[build.Record]),
+		builds:         store.NewCache(st, resources.BuildsPrefix(), decodeJSON[api.Build]),
 		sources:        store.NewCache(st, resources.SourcesPrefix(), decodeSourceStatus),
 		statuses:       store.NewCache(st, resources.StatusPrefix(), decodeStatus),
 		subnets:        store.NewCache(st, resources.NetworkNodesPrefix(), decodeSubnet),

@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -168,7 +167,7 @@ func instanceFingerprint(is api.InstanceStatus) uint64 {
 
 // buildChanged is the build records cache's hook; a record's key is
 // /kat/builds/{ns}/{name}/{commit12}/{node}.
-func (v *view) buildChanged(key string, _, new *build.Record) {
+func (v *view) buildChanged(key string, _, new *api.Build) {
 	parts := strings.SplitN(strings.TrimPrefix(key, resources.BuildsPrefix()), "/", 3)
 	if len(parts) < 3 {
 		return
@@ -271,11 +270,11 @@ func (v *view) slotUsed(s int) bool {
 
 // buildsOf returns the build records of workload key for commit, by any
 // node.
-func (v *view) buildsOf(key, commit string) []build.Record {
+func (v *view) buildsOf(key, commit string) []api.Build {
 	v.idx.mu.RLock()
 	keys := slices.Sorted(maps.Keys(v.idx.builds[key]))
 	v.idx.mu.RUnlock()
-	var out []build.Record
+	var out []api.Build
 	for _, k := range keys {
 		if r, ok := v.builds.Get(k); ok && reconcile.ShortCommit(r.Commit) == reconcile.ShortCommit(commit) {
 			out = append(out, r)

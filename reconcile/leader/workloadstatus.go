@@ -68,7 +68,7 @@ type WorkloadFacts struct {
 	// reported yet is absent.
 	Reported map[string]api.InstanceStatus
 	// Builds are the nodes' records of the build of the current app commit.
-	Builds []build.Record
+	Builds []api.Build
 	// PathError is the Git source's error for the workload's directory at a
 	// newer commit than the one applied; nil when there is none.
 	PathError *api.PathError
@@ -268,7 +268,7 @@ func buildFailure(f WorkloadFacts) string {
 	}
 	var out []string
 	for _, r := range f.Builds {
-		if r.State != build.StateFailed || reconcile.ShortCommit(r.Commit) != reconcile.ShortCommit(f.App.Commit) {
+		if r.State != api.BuildFailed || reconcile.ShortCommit(r.Commit) != reconcile.ShortCommit(f.App.Commit) {
 			continue
 		}
 		msg := fmt.Sprintf("build of %s at %s failed on node %s: %s", f.App.Repository, reconcile.ShortCommit(r.Commit), r.Node, r.Error)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -112,10 +111,10 @@ func factSet() (WorkloadFacts, []func(*WorkloadFacts)) {
 				Commit: commit, LastError: "ls-remote: connection refused"}
 		},
 		func(f *WorkloadFacts) { // a node's build of the commit failed
-			f.Builds = append(f.Builds, build.Record{Node: "n2", Commit: commit, State: build.StateFailed, Error: "exit status 1", LogTail: "RUN false\n"})
+			f.Builds = append(f.Builds, api.Build{Node: "n2", Commit: commit, State: api.BuildFailed, Error: "exit status 1", LogTail: "RUN false\n"})
 		},
 		func(f *WorkloadFacts) { // another node's build of it failed too
-			f.Builds = append(f.Builds, build.Record{Node: "n1", Commit: commit, State: build.StateFailed, Error: "exit status 2"})
+			f.Builds = append(f.Builds, api.Build{Node: "n1", Commit: commit, State: api.BuildFailed, Error: "exit status 2"})
 		},
 		func(f *WorkloadFacts) { // gitsync: the directory is invalid at a newer commit
 			f.PathError = &api.PathError{Path: "apps/app", Error: "apps/app/workload.kat:7: bad", Commit: strings.Repeat("d", 40)}

@@ -79,7 +79,7 @@ func (r *Repo) ListAppSources(ctx context.Context) (map[string]api.AppSource, er
 	return out, nil
 }
 
-// PutBuildRecordJSON stores a node's build record (build.Record, encoded by
+// PutBuildRecordJSON stores a node's build record (api.Build, encoded by
 // the caller) of commit of workload ns/name.
 func (r *Repo) PutBuildRecordJSON(ctx context.Context, ns, name, commit, node string, record []byte) error {
 	if err := r.st.Put(ctx, BuildRecordKey(ns, name, commit, node), record); err != nil {

@@ -46,6 +46,9 @@ const (
 	// another member of the cluster may (HTTP 503): it has no leader to
 	// answer for. Clients try the next server.
 	CodeUnavailable = "unavailable"
+	// CodeMethodNotAllowed answers a webhook sent with another method than
+	// POST (HTTP 405).
+	CodeMethodNotAllowed = "method_not_allowed"
 )
 
 // ApplyResult is the response to a workload POST or PUT.

@@ -17,6 +17,8 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/go-chi/httprate"
 	"github.com/rs/zerolog"
+
+	"kat.dws.rip/kat/api"
 )
 
 // Defaults of [HandlerConfig].
@@ -26,28 +28,6 @@ const (
 	DefaultRateWindow      = time.Minute
 	DefaultDispatchTimeout = 10 * time.Second
 )
-
-// Error codes of the JSON error body, the same words the API uses.
-const (
-	codeBadRequest   = "bad_request"
-	codeUnauthorized = "unauthorized"
-	codeNotFound     = "not_found"
-	codeTooLarge     = "too_large"
-	codeRateLimited  = "rate_limited"
-	codeMethod       = "method_not_allowed"
-	codeUnavailable  = "unavailable"
-)
-
-// errorBody is the API's error shape: {"error", "message", "details"}.
-type errorBody struct {
-	Code    string   `json:"error"`
-	Message string   `json:"message"`
-	Details []detail `json:"details,omitempty"`
-}
-
-type detail struct {
-	Message string `json:"message"`
-}
 
 // Handler is an http.Handler serving POST .../{provider}. Make one with
 // [NewHandler].
@@ -91,7 +71,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	h.floodLog = h.log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Minute})
 	h.limiter = httprate.NewRateLimiter(cfg.RateLimit, cfg.RateWindow,
 		httprate.WithLimitHandler(func(w http.ResponseWriter, _ *http.Request) {
-			writeError(w, http.StatusTooManyRequests, codeRateLimited,
+			writeError(w, http.StatusTooManyRequests, api.CodeRateLimited,
 				fmt.Sprintf("more than %d webhook requests in %s from this address", cfg.RateLimit, cfg.RateWindow))
 		}))
 	return h, nil
@@ -144,11 +124,11 @@ type okBody struct {
 // it was refused.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, provider string) (int, okBody, *rejection) {
 	if r.Method != http.MethodPost {
-		return 0, okBody{}, reject(OutcomeMethodNotAllowed, http.StatusMethodNotAllowed, codeMethod,
+		return 0, okBody{}, reject(OutcomeMethodNotAllowed, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
 			"method %s not allowed: webhooks are POST", r.Method)
 	}
 	if !knownProvider(provider) {
-		return 0, okBody{}, reject(OutcomeUnknownProvider, http.StatusBadRequest, codeBadRequest,
+		return 0, okBody{}, reject(OutcomeUnknownProvider, http.StatusBadRequest, api.CodeBadRequest,
 			"unknown webhook provider %q: use github, gitlab, gitea or generic", truncate(provider, 64))
 	}
 	body, rej := h.readBody(w, r)
@@ -157,7 +137,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, provider string)
 	}
 	secret, err := h.cfg.Secret()
 	if err != nil {
-		rej := reject(OutcomeSecretUnavailable, http.StatusServiceUnavailable, codeUnavailable, "webhook secret unavailable")
+		rej := reject(OutcomeSecretUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable, "webhook secret unavailable")
 		rej.err = err
 		return 0, okBody{}, rej
 	}
@@ -174,11 +154,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, provider string)
 	}
 	payload, err := formPayload(r.Header, body)
 	if err != nil {
-		return 0, okBody{}, reject(OutcomeMalformed, http.StatusBadRequest, codeBadRequest, "malformed %s form body: %v", provider, err)
+		return 0, okBody{}, reject(OutcomeMalformed, http.StatusBadRequest, api.CodeBadRequest, "malformed %s form body: %v", provider, err)
 	}
 	push, err := ParsePayload(provider, payload)
 	if err != nil {
-		rej := reject(OutcomeMalformed, http.StatusBadRequest, codeBadRequest, "malformed %s push payload: %v", provider, err)
+		rej := reject(OutcomeMalformed, http.StatusBadRequest, api.CodeBadRequest, "malformed %s push payload: %v", provider, err)
 		return 0, okBody{}, rej
 	}
 	observePush(r.Context(), push)
@@ -187,12 +167,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, provider string)
 	defer cancel()
 	matched, err := h.cfg.Dispatcher.DispatchPush(ctx, push)
 	if err != nil {
-		rej := reject(OutcomeDispatchFailed, http.StatusServiceUnavailable, codeUnavailable, "webhook could not be dispatched, try again later")
+		rej := reject(OutcomeDispatchFailed, http.StatusServiceUnavailable, api.CodeUnavailable, "webhook could not be dispatched, try again later")
 		rej.err = err
 		return 0, okBody{}, rej
 	}
 	if matched == 0 {
-		return 0, okBody{}, reject(OutcomeNoMatch, http.StatusNotFound, codeNotFound,
+		return 0, okBody{}, reject(OutcomeNoMatch, http.StatusNotFound, api.CodeNotFound,
 			"no source matches repository %s and ref %s", truncate(push.RepoURLs[0], 256), truncate(push.Ref, 256))
 	}
 	h.stats.add(provider, OutcomeAccepted)
@@ -204,7 +184,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, provider string)
 // readBody reads at most MaxBodyBytes of the body; more is a 413.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *rejection) {
 	limit := h.cfg.MaxBodyBytes
-	tooLarge := reject(OutcomeTooLarge, http.StatusRequestEntityTooLarge, codeTooLarge,
+	tooLarge := reject(OutcomeTooLarge, http.StatusRequestEntityTooLarge, api.CodeTooLarge,
 		"webhook body is larger than the limit of %d bytes", limit)
 	if r.ContentLength > limit {
 		return nil, tooLarge
@@ -215,7 +195,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *rej
 		return nil, tooLarge
 	}
 	if err != nil {
-		rej := reject(OutcomeMalformed, http.StatusBadRequest, codeBadRequest, "read webhook body: %v", err)
+		rej := reject(OutcomeMalformed, http.StatusBadRequest, api.CodeBadRequest, "read webhook body: %v", err)
 		rej.err = err
 		return nil, rej
 	}
@@ -300,7 +280,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, errorBody{Code: code, Message: message})
+	writeJSON(w, status, api.Error{Code: code, Message: message})
 }
 
 func truncate(s string, n int) string {

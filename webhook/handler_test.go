@@ -21,6 +21,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/testenv"
 )
 
@@ -403,7 +404,7 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	got := post(t, http.MethodPost, srv.url+"generic", h.Clone(), body)
-	if got.status != http.StatusTooManyRequests || got.body["error"] != codeRateLimited {
+	if got.status != http.StatusTooManyRequests || got.body["error"] != api.CodeRateLimited {
 		t.Fatalf("fourth request answered %d %v, want 429 rate_limited", got.status, got.body)
 	}
 	// Rate limiting comes before verification: a bad signature is limited too.

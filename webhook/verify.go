@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+
+	"kat.dws.rip/kat/api"
 )
 
 // Signature and event headers.
@@ -40,7 +42,7 @@ func mac(secret, body []byte) []byte {
 // constant time. It never puts the secret or the signature into its answer.
 func verify(provider string, h http.Header, body, secret []byte) *rejection {
 	if len(secret) == 0 {
-		return reject(OutcomeNoSecret, http.StatusUnauthorized, codeUnauthorized,
+		return reject(OutcomeNoSecret, http.StatusUnauthorized, api.CodeUnauthorized,
 			"webhook cannot be verified: no webhook secret is configured")
 	}
 	var header, got string
@@ -58,10 +60,10 @@ func verify(provider string, h http.Header, body, secret []byte) *rejection {
 		header, got = headerGitLabToken, h.Get(headerGitLabToken)
 	}
 	if got == "" {
-		return reject(OutcomeMissingSignature, http.StatusUnauthorized, codeUnauthorized,
+		return reject(OutcomeMissingSignature, http.StatusUnauthorized, api.CodeUnauthorized,
 			"missing %s header", header)
 	}
-	bad := reject(OutcomeBadSignature, http.StatusUnauthorized, codeUnauthorized, "%s does not match", header)
+	bad := reject(OutcomeBadSignature, http.StatusUnauthorized, api.CodeUnauthorized, "%s does not match", header)
 	switch provider {
 	case ProviderGitLab:
 		// Hash both sides so the comparison does not leak the length.

@@ -1,6 +1,7 @@
 package kat
 
 import (
+	"fmt"
 	"go/ast"
 	"go/build"
 	"go/parser"
@@ -18,14 +19,16 @@ import (
 
 const module = "kat.dws.rip/kat"
 
-// layers is DESIGN.md's package table, top to bottom: a package may import only
-// packages of its own layer or of layers below it. An entry names a package
-// path below the module and covers its subpackages, unless a longer entry
-// names them (reconcile/leader sits above reconcile). Nothing imports cmd; nothing outside scripts imports scripts
-// (scripts/harness is shared by the end-to-end tests and task cluster:up).
+// layers is the architecture table in docs/architecture.md, top to bottom:
+// each top-level folder is one layer, and a package may import only packages
+// of its own layer or of layers below it. An entry names a package path below
+// the module and covers its subpackages, unless a longer entry names them
+// (reconcile/leader and reconcile/agent sit above reconcile). Nothing imports
+// cmd; nothing outside scripts imports scripts (scripts/harness is shared by
+// the end-to-end tests and task cluster:up).
 var layers = []string{
 	"cmd", "node", "apiserver", "reconcile/leader", "reconcile/agent", "reconcile",
-	"gitsync", "webhook", "build", "netstack", "runtime", "store", "gitx", "apiclient", "quadlet", "api", "pki", "internal",
+	"gitsync", "netstack", "store", "webhook", "build", "runtime", "gitx", "apiclient", "pki", "api", "quadlet", "internal",
 }
 
 // goPackageDirs returns every directory of the module holding Go files,
@@ -97,14 +100,209 @@ func TestImportsPointDownwards(t *testing.T) {
 				t.Errorf("%s imports %s: nothing may import cmd, nor scripts from outside scripts", dir, imp)
 			case from == "cmd" || isScripts(rel) || from == to:
 			case from == "":
-				t.Errorf("%s is not a package of DESIGN.md's table; add it there and to layers", dir)
+				t.Errorf("%s is not a package of docs/architecture.md's table; add it there and to layers", dir)
 			case to == "":
-				t.Errorf("%s imports %s, which is not in DESIGN.md's table", dir, imp)
+				t.Errorf("%s imports %s, which is not in docs/architecture.md's table", dir, imp)
 			case layerOf(to) < layerOf(from):
-				t.Errorf("%s imports %s: %s sits above %s in DESIGN.md, imports must point downwards", dir, imp, to, from)
+				t.Errorf("%s imports %s: %s sits above %s in docs/architecture.md, imports must point downwards", dir, imp, to, from)
 			}
 		}
 	}
+}
+
+// TestAPIImportsTheStandardLibraryOnly: api is the model every layer stands
+// on, so it links nothing but the standard library.
+func TestAPIImportsTheStandardLibraryOnly(t *testing.T) {
+	pkg, err := build.ImportDir("api", 0)
+	if err != nil {
+		t.Fatalf("read package api: %v", err)
+	}
+	for _, imp := range slices.Concat(pkg.Imports, pkg.TestImports) {
+		found, err := build.Import(imp, ".", build.FindOnly)
+		if err != nil || !found.Goroot {
+			t.Errorf("api imports %s: api may import the standard library only", imp)
+		}
+	}
+}
+
+// TestNoAliasOfAPI: a record of api has one name, api.X: no package
+// renames an api type or constant under an alias of its own.
+func TestNoAliasOfAPI(t *testing.T) {
+	for _, dir := range goPackageDirs(t) {
+		if filepath.ToSlash(dir) == "api" {
+			continue
+		}
+		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, name, nil, 0)
+			if err != nil {
+				t.Fatalf("parse %s: %v", name, err)
+			}
+			for _, a := range apiAliases(f) {
+				t.Errorf("%s: %s: use api.%s itself instead of an alias of it", fset.Position(a.pos), a.name, a.target)
+			}
+		}
+	}
+}
+
+type apiAlias struct {
+	pos          token.Pos
+	name, target string
+}
+
+// apiAliases returns the type aliases (type X = api.Y) and constants
+// (const X = api.Y) of f that rename a name of package api.
+func apiAliases(f *ast.File) []apiAlias {
+	local := ""
+	for _, imp := range f.Imports {
+		if strings.Trim(imp.Path.Value, `"`) == module+"/api" {
+			local = "api"
+			if imp.Name != nil {
+				local = imp.Name.Name
+			}
+		}
+	}
+	if local == "" {
+		return nil
+	}
+	target := func(e ast.Expr) (string, bool) {
+		if ix, ok := e.(*ast.IndexExpr); ok {
+			e = ix.X
+		}
+		sel, ok := e.(*ast.SelectorExpr)
+		if !ok {
+			return "", false
+		}
+		x, ok := sel.X.(*ast.Ident)
+		return sel.Sel.Name, ok && x.Name == local
+	}
+	var out []apiAlias
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok {
+			continue
+		}
+		for _, spec := range g.Specs {
+			switch spec := spec.(type) {
+			case *ast.TypeSpec:
+				if name, ok := target(spec.Type); ok && spec.Assign.IsValid() {
+					out = append(out, apiAlias{spec.Pos(), spec.Name.Name, name})
+				}
+			case *ast.ValueSpec:
+				if g.Tok != token.CONST {
+					continue
+				}
+				for i, v := range spec.Values {
+					if name, ok := target(v); ok && i < len(spec.Names) {
+						out = append(out, apiAlias{spec.Names[i].Pos(), spec.Names[i].Name, name})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestAPIAliasesFound(t *testing.T) {
+	src := `package p
+
+import (
+	model "kat.dws.rip/kat/api"
+	"time"
+)
+
+type (
+	Owner = model.Owner
+	Mine  struct{ model.Owner }
+	Span  = time.Duration
+)
+
+const (
+	Ready   = model.PhaseReady
+	Second  = time.Second
+	Literal = "Ready"
+)
+`
+	f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range apiAliases(f) {
+		got = append(got, a.name+"="+a.target)
+	}
+	if want := []string{"Owner=Owner", "Ready=PhaseReady"}; !slices.Equal(got, want) {
+		t.Errorf("aliases found: %v, want %v", got, want)
+	}
+}
+
+// TestArchitectureTableIsLayers: the table of docs/architecture.md lists
+// the packages in the order of layers, so the doc a contributor reads is
+// the rule the tests enforce. A row names its package first, in
+// backquotes; rows of a layer's subpackages (store/resources under store)
+// count as their layer's, and scripts and examples-repo, which hold no
+// layer of the product, are left out.
+func TestArchitectureTableIsLayers(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := architectureTable(string(b))
+	if err != nil {
+		t.Fatalf("docs/architecture.md: %v", err)
+	}
+	if !slices.Equal(got, layers) {
+		t.Errorf("docs/architecture.md's table lists the layers\n%v\nlayout_test.go's layers are\n%v", got, layers)
+	}
+}
+
+// architectureTable returns the layers the package table of an
+// architecture doc lists, in order: the table whose header is
+// "| package | owns |".
+func architectureTable(doc string) ([]string, error) {
+	var out []string
+	in := false
+	for _, line := range strings.Split(doc, "\n") {
+		line = strings.TrimSpace(line)
+		if !in {
+			in = strings.HasPrefix(strings.ReplaceAll(line, " ", ""), "|package|owns|")
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			if len(out) > 0 {
+				break
+			}
+			continue
+		}
+		cell, _, _ := strings.Cut(strings.TrimPrefix(line, "|"), "|")
+		if strings.Trim(cell, " -") == "" {
+			continue // the header's rule
+		}
+		_, rest, ok := strings.Cut(cell, "`")
+		name, _, ok2 := strings.Cut(rest, "`")
+		if !ok || !ok2 {
+			return nil, fmt.Errorf("row %q names no package in backquotes", line)
+		}
+		name = strings.TrimSuffix(name, "/*")
+		if name == "scripts" || name == "examples-repo" {
+			continue
+		}
+		entry := layerEntry(name)
+		if entry == "" {
+			return nil, fmt.Errorf("row %q: %s is in no layer of layout_test.go", line, name)
+		}
+		if len(out) == 0 || out[len(out)-1] != entry {
+			out = append(out, entry)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no table with the header | package | owns |")
+	}
+	return out, nil
 }
 
 func TestEveryPackageHasADocComment(t *testing.T) {

@@ -23,3 +23,12 @@ const JoinTokenPath = "/v1alpha1/join-token"
 // MetricsCertPath is where katcall metrics-cert asks for a metrics
 // certificate.
 const MetricsCertPath = "/v1alpha1/metrics-certificates"
+
+// Headers of a log's answer (GET .../workloads/{name}/logs): the instance
+// whose log it is, and for a build log the node that built it and the
+// commit.
+const (
+	HeaderInstance = "X-Kat-Instance"
+	HeaderNode     = "X-Kat-Node"
+	HeaderCommit   = "X-Kat-Commit"
+)

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -16,11 +17,11 @@ import (
 
 // ErrUnknownBuild is what AgentConfig.BuildLog returns (wrapped) for a build
 // the node has no log of; the agent API answers 404.
-var ErrUnknownBuild = errors.New("api: unknown build")
+var ErrUnknownBuild = errors.New("apiserver: unknown build")
 
 // ErrUnknownInstance is what AgentConfig.Logs returns (wrapped) for an
 // instance the node does not run; the agent API answers 404.
-var ErrUnknownInstance = errors.New("api: unknown instance")
+var ErrUnknownInstance = errors.New("apiserver: unknown instance")
 
 // AgentConfig holds the dependencies of the agent API. Serve it on the node's
 // agent port with a TLS configuration that requires and verifies a client
@@ -71,9 +72,11 @@ func AgentHandler(cfg AgentConfig) http.Handler {
 		err = cfg.Logs(r.Context(), id, follow, fw)
 		switch {
 		case errors.Is(err, ErrUnknownInstance) && !fw.wrote:
-			writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: err.Error()})
+			writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound,
+				Message: fmt.Sprintf("instance %s does not run on this node", id)})
 		case err != nil && !fw.wrote:
-			writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal, Message: err.Error()})
+			writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal,
+				Message: fmt.Sprintf("read the log of instance %s: %v", id, err)})
 		case err != nil:
 			cfg.Logger.Warn().Err(err).Str("instance", id).Msg("log stream ended with an error")
 		}
@@ -90,9 +93,11 @@ func AgentHandler(cfg AgentConfig) http.Handler {
 		err := cfg.BuildLog(r.Context(), ns, name, commit, fw)
 		switch {
 		case errors.Is(err, ErrUnknownBuild) && !fw.wrote:
-			writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound, Message: err.Error()})
+			writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound,
+				Message: fmt.Sprintf("this node has no log of the build of %s/%s at %s", ns, name, commit)})
 		case err != nil && !fw.wrote:
-			writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal, Message: err.Error()})
+			writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal,
+				Message: fmt.Sprintf("read the log of the build of %s/%s at %s: %v", ns, name, commit, err)})
 		case err != nil:
 			cfg.Logger.Warn().Err(err).Str("workload", ns+"/"+name).Msg("build log ended with an error")
 		}

@@ -106,8 +106,8 @@ func (s *Server) buildLog(w http.ResponseWriter, r *http.Request, ns, name strin
 	}
 	defer resp.Body.Close()
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.Header().Set("X-Kat-api.Node", best.Node)
-	w.Header().Set("X-Kat-Commit", best.Commit)
+	w.Header().Set(api.HeaderNode, best.Node)
+	w.Header().Set(api.HeaderCommit, best.Commit)
 	w.WriteHeader(resp.StatusCode)
 	_ = copyFlushing(w, resp.Body)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiserver"
 )
 
@@ -44,6 +45,12 @@ func TestBuildLogProxied(t *testing.T) {
 		if err := f.client.BuildLog(ctx, "default", "web", c, &buf); err != nil || buf.String() != "STEP 1/2: FROM localhost/kat-base:latest (default/web)\n" {
 			t.Fatalf("build log at %s = %q, %v", c, buf.String(), err)
 		}
+	}
+	// The answer names the node that built the commit and the commit.
+	code, h := f.header(t, "/v1alpha1/n/default/workloads/web/logs?build=true&commit="+commit[:7])
+	if code != http.StatusOK || h.Get(api.HeaderNode) != "n1" || h.Get(api.HeaderCommit) != commit {
+		t.Fatalf("build log: %d, %s %q, %s %q, want 200, n1 and %s (header %v)", code, api.HeaderNode, h.Get(api.HeaderNode),
+			api.HeaderCommit, h.Get(api.HeaderCommit), commit, h)
 	}
 	if err := f.client.BuildLog(ctx, "default", "web", "xyz", &buf); !isStatus(err, http.StatusBadRequest) {
 		t.Fatalf("malformed commit: %v, want 400", err)

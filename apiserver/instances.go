@@ -302,7 +302,7 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.Header().Set("X-Kat-api.Instance", ins[i].InstanceID)
+	w.Header().Set(api.HeaderInstance, ins[i].InstanceID)
 	w.WriteHeader(resp.StatusCode)
 	_ = copyFlushing(w, resp.Body)
 }

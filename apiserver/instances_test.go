@@ -60,6 +60,10 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 	if err := f.client.Logs(ctx, "default", "web", "", true, &buf); err != nil || buf.String() != "hello from web-1 follow=true\n" {
 		t.Fatalf("logs = %q, %v", buf.String(), err)
 	}
+	// The answer names the instance whose log it is (the server picked it).
+	if code, h := f.header(t, "/v1alpha1/n/default/workloads/web/logs"); code != http.StatusOK || h.Get(api.HeaderInstance) != "web-1" {
+		t.Fatalf("logs: %d, %s %q, want 200 and web-1 (header %v)", code, api.HeaderInstance, h.Get(api.HeaderInstance), h)
+	}
 	if err := f.client.Logs(ctx, "default", "web", "nope", false, &buf); !isStatus(err, http.StatusNotFound) {
 		t.Fatalf("logs of an unknown instance: %v, want 404", err)
 	}

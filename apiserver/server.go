@@ -147,10 +147,10 @@ type Server struct {
 // New checks cfg, applies defaults and returns a Server.
 func New(cfg Config) (*Server, error) {
 	if cfg.Repo == nil {
-		return nil, errors.New("api: server needs a Repo")
+		return nil, errors.New("configure the API server: Config.Repo is required")
 	}
 	if cfg.AdminTokenHash == "" {
-		return nil, errors.New("api: server needs the admin token hash")
+		return nil, errors.New("configure the API server: Config.AdminTokenHash is required")
 	}
 	if cfg.NodeLossTimeout <= 0 {
 		cfg.NodeLossTimeout = DefaultNodeLossTimeout

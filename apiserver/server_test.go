@@ -120,6 +120,24 @@ func (f *fixture) rawType(t *testing.T, method, path, bearer, contentType string
 	return resp.StatusCode, e
 }
 
+// header answers GET path with the admin token and returns the answer's
+// status and header, its body read.
+func (f *fixture) header(t *testing.T, path string) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header
+}
+
 // snapshot returns every key and value under /kat/ but the audit log
 // (which records refused requests too), to prove that refused requests
 // change nothing.

@@ -6,10 +6,9 @@ import (
 	"net/http"
 	"slices"
 
-	"kat.dws.rip/kat/api"
-
 	"github.com/go-chi/chi/v5"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 

@@ -14,10 +14,9 @@ import (
 	"strings"
 	"sync"
 
-	"kat.dws.rip/kat/api"
-
 	"github.com/go-chi/chi/v5"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 

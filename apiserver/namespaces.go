@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"kat.dws.rip/kat/api"
-
 	"kat.dws.rip/kat/quadlet"
 )
 

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"kat.dws.rip/kat/api"
-
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )

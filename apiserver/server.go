@@ -9,13 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"kat.dws.rip/kat/api"
-
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/go-chi/httprate"
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store/resources"
 )
 

@@ -8,10 +8,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"kat.dws.rip/kat/api"
-
 	"github.com/go-chi/chi/v5"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitsync"
 )
 

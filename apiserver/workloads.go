@@ -7,10 +7,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"kat.dws.rip/kat/api"
-
 	"github.com/go-chi/chi/v5"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )

@@ -88,3 +88,130 @@ func (t Taint) String() string {
 	}
 	return t.Key + "=" + t.Value + ":" + t.Effect
 }
+
+// ResourceList is an amount of CPU and memory in the spec's quantity syntax.
+type ResourceList struct {
+	CPU    string `json:"cpu"`
+	Memory string `json:"memory"`
+}
+
+// NodeResources is a node's capacity and what is allocatable to workloads.
+type NodeResources struct {
+	Capacity    ResourceList `json:"capacity"`
+	Allocatable ResourceList `json:"allocatable"`
+}
+
+// NodeStatus is a node's heartbeat (spec §4.1.3), the body of
+// POST /v1alpha1/nodes/{node}/status.
+type NodeStatus struct {
+	NodeName  string        `json:"nodeName"`
+	NodeUID   string        `json:"nodeUID"`
+	Timestamp int64         `json:"timestamp"`
+	Resources NodeResources `json:"resources"`
+	// WorkloadInstances are the instances assigned to the node as the agent
+	// sees them.
+	WorkloadInstances []InstanceStatus `json:"workloadInstances,omitempty"`
+	// GPUs are the GPUs nvidia-smi reports; empty without one.
+	GPUs []GPU `json:"gpus,omitempty"`
+	// Conditions report node problems, such as a missing container runtime
+	// (type RuntimeReady).
+	Conditions []Condition `json:"conditions,omitempty"`
+	// Overlay is the node's WireGuard identity; the leader records it
+	// when it differs from what the cluster holds (a node that joined
+	// before it had one, or whose port changed). Nil: no overlay.
+	Overlay *NodeOverlay `json:"overlay,omitempty"`
+}
+
+// NodeOverlay is a node's place in the WireGuard overlay as the node
+// reports it: its public key and the port at its advertise address.
+type NodeOverlay struct {
+	// PublicKey is the base64 WireGuard public key.
+	PublicKey string `json:"publicKey"`
+	// Port is the UDP port the device listens on.
+	Port int `json:"port"`
+}
+
+// GPU is one GPU of a node.
+type GPU struct {
+	Index   int    `json:"index"`
+	Name    string `json:"name"`
+	Driver  string `json:"driver"`
+	VRAMMiB int    `json:"vramMiB"`
+}
+
+// Node states.
+const (
+	NodeReady    = "Ready"
+	NodeNotReady = "NotReady"
+	NodeUnknown  = "Unknown"
+)
+
+// Node is a node as the API returns it: its registration, with what its
+// last heartbeat said and what the leader placed on it.
+type Node struct {
+	NodeRegistration
+	// Status is NodeReady, NodeNotReady, or NodeUnknown for a node that
+	// never beat.
+	Status string `json:"status"`
+	// Leader marks the node that leads the cluster.
+	Leader        bool       `json:"leader"`
+	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
+	// Resources and Conditions are what the node's last heartbeat
+	// reported: its capacity, and problems such as RuntimeReady=False when
+	// it cannot run containers.
+	Resources  NodeResources `json:"resources"`
+	Conditions []Condition   `json:"conditions,omitempty"`
+	// Instances is how many instances the leader has placed on the node
+	// (its assignments), ended Job instances included.
+	Instances int `json:"instances"`
+	// Requested is the sum of what the instances placed on the node request.
+	Requested NodeRequested `json:"requested"`
+	// Active counts, by workload type (Service, DaemonService, Job), the
+	// instances placed on the node that have not ended: every Service and
+	// DaemonService instance, and the Job instances its agent has not
+	// reported Succeeded or Failed. A drained node has none.
+	Active map[string]int `json:"active,omitempty"`
+	// HeartbeatAgeSeconds is how old LastHeartbeat was when the server
+	// answered; absent when the node never beat.
+	HeartbeatAgeSeconds *int64 `json:"heartbeatAgeSeconds,omitempty"`
+}
+
+// Node schedulability, as StatusText shows it beside the readiness.
+const (
+	NodeCordoned = "Cordoned"
+	NodeDraining = "Draining"
+)
+
+// StatusText is the node's readiness with its schedulability, as katcall get
+// nodes shows it: "Ready", "NotReady,Cordoned", "Ready,Draining".
+func (n Node) StatusText() string {
+	switch {
+	case n.Draining:
+		return n.Status + "," + NodeDraining
+	case n.Unschedulable:
+		return n.Status + "," + NodeCordoned
+	}
+	return n.Status
+}
+
+// NodeRequested is what the instances placed on a node request in total.
+type NodeRequested struct {
+	CPUMillis   int64 `json:"cpuMillis"`
+	MemoryBytes int64 `json:"memoryBytes"`
+	// GPUs is how many of the node's GPUs instances hold.
+	GPUs int `json:"gpus"`
+}
+
+// TaintChange is the body of PATCH /v1alpha1/nodes/{node}/taints, with
+// kubectl taint's semantics.
+type TaintChange struct {
+	// Add adds taints; one with the key and effect of a taint the node has
+	// replaces it only with Overwrite (else the request is refused).
+	Add []Taint `json:"add,omitempty"`
+	// Remove removes, per item, the taint of that key and effect, or with
+	// no effect every taint of that key; one that matches nothing is
+	// refused.
+	Remove []Taint `json:"remove,omitempty"`
+	// Overwrite lets Add replace a taint of the same key and effect.
+	Overwrite bool `json:"overwrite,omitempty"`
+}

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // WorkloadMeta is the metadata of a workload's desired state
 // (/kat/workloads/desired/{ns}/{name}/meta, and a copy in each archived
@@ -66,10 +69,68 @@ type Workload struct {
 	Status WorkloadStatus `json:"status"`
 }
 
-// Namespace is a namespace (/kat/namespaces/{name}).
-type Namespace struct {
-	Name      string            `json:"name"`
-	UID       string            `json:"uid"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	CreatedAt time.Time         `json:"createdAt"`
+// Owner kinds.
+const (
+	OwnerAPI = "api"
+	OwnerGit = "git"
+)
+
+// Owner says which path of desired state a workload belongs to.
+type Owner struct {
+	// Kind is "api" (katcall apply) or "git" (a config-repo source).
+	Kind string `json:"kind"`
+	// Source, Path and Commit identify the Git source, the directory inside it
+	// and the commit the spec came from; empty for "api".
+	Source string `json:"source,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Commit string `json:"commit,omitempty"`
+}
+
+// APIOwner is the owner of workloads applied through the API.
+func APIOwner() Owner { return Owner{Kind: OwnerAPI} }
+
+// String describes the owner for messages.
+func (o Owner) String() string {
+	if o.Kind == OwnerGit {
+		return fmt.Sprintf("git source %q path %q", o.Source, o.Path)
+	}
+	return o.Kind
+}
+
+// Workload phases.
+const (
+	PhasePending     = "Pending"
+	PhaseProgressing = "Progressing"
+	PhaseReady       = "Ready"
+	PhaseDegraded    = "Degraded"
+	PhaseFailed      = "Failed"
+	// PhaseRunning, PhaseSucceeded and PhaseScheduled are a Job's: a run
+	// is active; its run of the current generation succeeded; a scheduled
+	// Job waits for its next firing.
+	PhaseRunning   = "Running"
+	PhaseSucceeded = "Succeeded"
+	PhaseScheduled = "Scheduled"
+)
+
+// ApplyResult is the response to a workload POST or PUT.
+type ApplyResult struct {
+	Workload Workload `json:"workload"`
+	// Created is true when the workload is new.
+	Created bool `json:"created"`
+	// Changed is false when the spec hash, owner and suspension were all as
+	// stored already: nothing was written and the generation did not move.
+	Changed bool `json:"changed"`
+}
+
+// WorkloadDetail is a workload with its instances, the answer of
+// GET /v1alpha1/n/{ns}/workloads/{name}/status.
+type WorkloadDetail struct {
+	Workload
+	Instances []Instance `json:"instances"`
+	// Builds are the nodes' records of the workload's image builds (a
+	// workload built from an app repository), newest first.
+	Builds []Build `json:"builds,omitempty"`
+	// DaemonRollout is a DaemonService's last node-by-node update; nil
+	// when it had none.
+	DaemonRollout *DaemonRollout `json:"daemonRollout,omitempty"`
 }

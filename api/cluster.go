@@ -1,0 +1,90 @@
+package api
+
+import "time"
+
+// JoinTokenResponse is the answer of POST /v1alpha1/join-token: the new
+// join token.
+type JoinTokenResponse struct {
+	// Token is the whole join token (katjoin1.SECRET.FINGERPRINT), as
+	// kat-agent join --token-file reads it.
+	Token string `json:"token"`
+}
+
+// MetricsCertPrefix begins the common name of a metrics certificate
+// (POST /v1alpha1/metrics-certificates): a client certificate of the
+// cluster CA that may scrape /metrics on every node's agent port and every
+// member's API port, and nothing else. Node names are DNS labels, so no
+// node's certificate has it.
+const MetricsCertPrefix = "kat-metrics:"
+
+// MetricsCertRequest is the body of POST /v1alpha1/metrics-certificates.
+type MetricsCertRequest struct {
+	// Name names the scraper (a DNS label, such as "prometheus"); the
+	// certificate's common name is MetricsCertPrefix + Name.
+	Name string `json:"name"`
+	// CSR is a PEM-encoded certificate signing request for the scraper's
+	// key; only its key is used (the names are the leader's choice).
+	CSR string `json:"csr"`
+	// ValidityDays is how long the certificate is valid, 1 to
+	// MaxMetricsCertDays. Default DefaultMetricsCertDays. Nothing revokes
+	// a metrics certificate before it expires.
+	ValidityDays int `json:"validityDays,omitempty"`
+}
+
+// Validity of metrics certificates, in days.
+const (
+	DefaultMetricsCertDays = 365
+	MaxMetricsCertDays     = 5 * 365
+)
+
+// MetricsCertResponse is the answer of POST /v1alpha1/metrics-certificates.
+type MetricsCertResponse struct {
+	// Certificate is the PEM-encoded client certificate.
+	Certificate string `json:"certificate"`
+	// CA is the cluster CA's certificate (PEM), to verify the nodes' ports.
+	CA string `json:"ca"`
+	// NotAfter is when the certificate expires.
+	NotAfter time.Time `json:"notAfter"`
+}
+
+// Leader is the current leader as it publishes itself
+// (/kat/config/leader_endpoint): its node, the URL of its API and when it
+// began to lead.
+type Leader struct {
+	Node   string    `json:"node"`
+	APIURL string    `json:"apiURL"`
+	Since  time.Time `json:"since"`
+}
+
+// ClusterServers are the API URLs of the cluster's etcd members, which
+// katcall and webhook senders may use: the leader's first.
+type ClusterServers struct {
+	Leader  string   `json:"leader,omitempty"`
+	Servers []string `json:"servers"`
+}
+
+// ClusterConfig is the cluster's configuration with its identity.
+type ClusterConfig struct {
+	UID       string    `json:"uid"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Spec is the ClusterConfiguration spec with defaults applied. It holds no
+	// secrets: tokens are never part of it, and the webhook secret appears only
+	// as the path of its file.
+	Spec any `json:"spec"`
+}
+
+// Status is the cluster summary behind katcall status.
+type Status struct {
+	Cluster    ClusterConfig   `json:"cluster"`
+	Leader     *Leader         `json:"leader,omitempty"`
+	Nodes      []Node          `json:"nodes"`
+	Namespaces []NamespaceView `json:"namespaces"`
+	Workloads  []Workload      `json:"workloads"`
+	Phases     map[string]int  `json:"phases"`
+	// Sources are the Git sources with their status.
+	Sources []Source `json:"sources"`
+	// Backup is the leader's record of its etcd snapshots; nil before the
+	// first attempt.
+	Backup *BackupStatus `json:"backup,omitempty"`
+}

@@ -1,0 +1,110 @@
+package api
+
+import "time"
+
+// Instance phases, the agent's verdict on one instance.
+const (
+	// InstancePending: no container is running yet (pulling, creating,
+	// waiting for a restart back-off).
+	InstancePending = "Pending"
+	// InstanceRunning: the container runs.
+	InstanceRunning = "Running"
+	// InstanceSucceeded: the container exited 0 and is not restarted.
+	InstanceSucceeded = "Succeeded"
+	// InstanceFailed: the container exited and the restart policy gives up.
+	InstanceFailed = "Failed"
+)
+
+// Health states of an instance (spec §4.1.3 healthStatus).
+const (
+	HealthHealthy       = "healthy"
+	HealthUnhealthy     = "unhealthy"
+	HealthPending       = "pending_check"
+	HealthNotApplicable = "not_applicable"
+)
+
+// InstanceStatus is one instance as its agent reports it (spec §4.1.3
+// workloadInstances).
+type InstanceStatus struct {
+	WorkloadName string `json:"workloadName"`
+	Namespace    string `json:"namespace"`
+	InstanceID   string `json:"instanceID"`
+	Generation   int64  `json:"generation"`
+	SpecHash     string `json:"specHash"`
+	ContainerID  string `json:"containerID,omitempty"`
+	ImageID      string `json:"imageID,omitempty"`
+	Image        string `json:"image"`
+	// State is the container's state: running, exited, created, paused,
+	// unknown, or empty when there is no container yet.
+	State string `json:"state"`
+	// Phase is InstancePending, InstanceRunning, InstanceSucceeded or
+	// InstanceFailed.
+	Phase        string `json:"phase"`
+	ExitCode     int    `json:"exitCode"`
+	HealthStatus string `json:"healthStatus"`
+	// Restarts counts the restarts the agent made, kept across agent
+	// restarts.
+	Restarts int `json:"restarts"`
+	// RestartWindowStart is when the current MaxCount window began.
+	RestartWindowStart time.Time `json:"restartWindowStart,omitzero"`
+	// WindowRestarts counts the restarts since RestartWindowStart.
+	WindowRestarts int `json:"windowRestarts,omitempty"`
+	// Ports are the container ports published on the node.
+	Ports     []PublishedPort `json:"ports,omitempty"`
+	StartedAt time.Time       `json:"startedAt,omitzero"`
+	// Message says what the agent last failed to do, or why it waits.
+	Message string `json:"message,omitempty"`
+	// Verification is, for an instance whose updateStrategy has a verify
+	// command, VerifyPending until the command ran in the healthy instance,
+	// then VerifyPassed or VerifyFailed for good. Empty without one.
+	Verification string `json:"verification,omitempty"`
+	// VerifyMessage says how the verify command failed: its exit status and
+	// the end of its output.
+	VerifyMessage string `json:"verifyMessage,omitempty"`
+}
+
+// Ready reports whether the instance counts towards a workload's ready
+// instances: running and healthy (or without a health check).
+func (s InstanceStatus) Ready() bool {
+	return s.Phase == InstanceRunning && (s.HealthStatus == HealthHealthy || s.HealthStatus == HealthNotApplicable)
+}
+
+// PublishedPort is a container port published on the node.
+type PublishedPort struct {
+	HostIP        string `json:"hostIP,omitempty"`
+	HostPort      int    `json:"hostPort"`
+	ContainerPort int    `json:"containerPort"`
+	Protocol      string `json:"protocol,omitempty"`
+}
+
+// Instance is one instance of a workload: where it is assigned and what its
+// agent last reported.
+type Instance struct {
+	InstanceID  string `json:"instanceID"`
+	Node        string `json:"node"`
+	Generation  int64  `json:"generation"`
+	SpecHash    string `json:"specHash"`
+	ContainerID string `json:"containerID"`
+	State       string `json:"state"`
+	Phase       string `json:"phase"`
+	Health      string `json:"health"`
+	Restarts    int    `json:"restarts"`
+	ExitCode    int    `json:"exitCode"`
+	Image       string `json:"image"`
+	// SourceCommit is the app commit the instance's image is built from
+	// (or the config repo commit its spec came from).
+	SourceCommit string          `json:"sourceCommit,omitempty"`
+	Ports        []PublishedPort `json:"ports,omitempty"`
+	Message      string          `json:"message,omitempty"`
+	// Verification and VerifyMessage are the agent's verdict on the
+	// updateStrategy.verify command (InstanceStatus.Verification).
+	Verification  string `json:"verification,omitempty"`
+	VerifyMessage string `json:"verifyMessage,omitempty"`
+	// Ready is true when the instance serves: running, healthy (or without
+	// a health check) and not leaving. Clients that pick instances from
+	// this list use only these.
+	Ready bool `json:"ready"`
+	// Leaving is true once the leader has taken the instance out of
+	// service: it stops after the drain delay.
+	Leaving bool `json:"leaving,omitempty"`
+}

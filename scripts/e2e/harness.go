@@ -15,10 +15,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -30,15 +30,33 @@ type Binaries struct {
 	Katcall string
 }
 
-// RepoRoot returns the module root, found from this file's location.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+// RepoRoot returns the module root: the nearest directory at or above the
+// working directory (go test runs a package's tests in the package's
+// directory) whose go.mod is this module's. Not this file's compiled-in
+// path, which -trimpath (task test's builds) takes out.
+var RepoRoot = sync.OnceValue(func() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("e2e: find the repository: %v", err))
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && slices.Contains(strings.Split(string(b), "\n"), "module "+modulePath) {
+			return dir
+		}
+		if filepath.Dir(dir) == dir {
+			panic(fmt.Sprintf("e2e: no go.mod of %s at or above %s", modulePath, wd))
+		}
+	}
+})
 
-// Build compiles kat-agent and katcall into dir.
+// modulePath is the module RepoRoot looks for.
+const modulePath = "kat.dws.rip/kat"
+
+// Build compiles kat-agent and katcall into dir, with -trimpath as task
+// build and scripts/up.sh do: the packages compiled for one are in Go's
+// build cache for the others, whichever directory the repository is in.
 func Build(dir string) (Binaries, error) {
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/kat-agent", "./cmd/katcall")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+string(os.PathSeparator), "./cmd/kat-agent", "./cmd/katcall")
 	cmd.Dir = RepoRoot()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

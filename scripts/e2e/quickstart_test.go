@@ -30,9 +30,10 @@ func TestQuickStartScripts(t *testing.T) {
 	env := append(os.Environ(), "KAT_DATA_DIR="+data, "KAT_CONFIG_REPO="+configRepo, "KAT_NODE_NAME="+node,
 		"KAT_API_PORT="+itoa(ports[0]), "KAT_AGENT_PORT="+itoa(ports[1]),
 		"KAT_ETCD_CLIENT_PORT="+itoa(ports[2]), "KAT_ETCD_PEER_PORT="+itoa(ports[3]))
-	// up.sh compiles both binaries first (-trimpath: nothing of the test
-	// build is reused), which on a busy 2-core machine takes minutes: the
-	// bound is for a hang, not for slowness.
+	// up.sh builds both binaries first, with -trimpath as TestMain's Build
+	// does, so it links the packages compiled there; a cold build cache on
+	// a busy 2-core machine still takes minutes: the bound is for a hang,
+	// not for slowness.
 	script := func(name string, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()

@@ -65,6 +65,22 @@ func Build(dir string) (Binaries, error) {
 	return Binaries{Agent: filepath.Join(dir, "kat-agent"), Katcall: filepath.Join(dir, "katcall")}, nil
 }
 
+// BuildTemp compiles kat-agent and katcall (Build) into a new temporary
+// directory, for a test binary's TestMain: every test of the package then
+// runs the same binaries, and remove deletes the directory.
+func BuildTemp() (bin Binaries, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "kat-test-bin-")
+	if err != nil {
+		return Binaries{}, nil, fmt.Errorf("build kat-agent and katcall: %w", err)
+	}
+	remove = func() { os.RemoveAll(dir) }
+	if bin, err = Build(dir); err != nil {
+		remove()
+		return Binaries{}, nil, err
+	}
+	return bin, remove, nil
+}
+
 // FreePorts returns n TCP ports free on 127.0.0.1 at the time of the call,
 // for servers (never for a port a container publishes: see containerPort).
 func FreePorts(n int) ([]int, error) {

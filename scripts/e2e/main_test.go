@@ -14,19 +14,14 @@ import (
 var binaries Binaries
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kat-e2e-bin-")
-	if err != nil {
+	var remove func()
+	var err error
+	if binaries, remove, err = BuildTemp(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binaries, err = Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

@@ -78,10 +78,7 @@ type clusterSpec struct {
 // also when it fails.
 func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 	t.Helper()
-	bin, err := e2e.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := binaries
 	// Podman refuses a run root of more than 50 characters: t.TempDir's
 	// paths are too long for StateDir/nodeN/podman/run.
 	short, err := os.MkdirTemp("", "kmn") //nolint:usetesting // see above

@@ -1,0 +1,25 @@
+package multinode
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"kat.dws.rip/kat/scripts/e2e"
+)
+
+// binaries are the kat-agent and katcall every test's cluster runs, built
+// once for the test binary.
+var binaries e2e.Binaries
+
+func TestMain(m *testing.M) {
+	var remove func()
+	var err error
+	if binaries, remove, err = e2e.BuildTemp(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	remove()
+	os.Exit(code)
+}

@@ -155,12 +155,17 @@ spec:
 		return nil, fmt.Errorf("harness %s: write cluster.kat: %w", c.Name, err)
 	}
 	if opts.BaseImageScript != "" {
-		for _, h := range c.Hosts {
+		// Every host has its own Podman storage: build them side by side.
+		err := forEachHost(c.Hosts, func(h Host) error {
 			cmd := h.Command(ctx, "bash", opts.BaseImageScript)
 			cmd.Env = append(cmd.Env, "KAT_PODMAN_ARGS="+strings.Join(h.PodmanArgs(), " "))
 			if err := runCmd(cmd); err != nil {
-				return nil, fmt.Errorf("harness %s: base image for %s: %w", c.Name, h.Name, err)
+				return fmt.Errorf("harness %s: base image for %s: %w", c.Name, h.Name, err)
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	hosts := c.Hosts
@@ -336,28 +341,25 @@ func (c *Cluster) Katcall(ctx context.Context, katcall string, args ...string) (
 	return outputCmd(cmd)
 }
 
-// StopAgents ends the kat-agent of every host recorded in its pid file:
-// SIGTERM, then SIGKILL after StopTimeout. The agents' containers keep
-// running (RemoveContainers removes them).
+// StopAgents ends the kat-agent of every host recorded in its pid file, all
+// at once: SIGTERM, then SIGKILL after StopTimeout. The agents' containers
+// keep running (RemoveContainers removes them).
 func (c *Cluster) StopAgents(ctx context.Context) error {
-	var errs []error
-	for _, h := range c.Hosts {
+	return forEachHost(c.Hosts, func(h Host) error {
 		b, err := os.ReadFile(h.agentPidFile())
 		if errors.Is(err, fs.ErrNotExist) {
-			continue
+			return nil
 		}
 		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("harness %s: %s: pid file: %w", c.Name, h.Name, err))
-			continue
+			return fmt.Errorf("harness %s: %s: pid file: %w", c.Name, h.Name, err)
 		}
 		if err := stopPid(ctx, h, pid); err != nil {
-			errs = append(errs, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err))
-			continue
+			return fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err)
 		}
 		_ = os.Remove(h.agentPidFile())
-	}
-	return errors.Join(errs...)
+		return nil
+	})
 }
 
 // stopPid ends pid if it is still a process in h's namespace (a pid file
@@ -386,25 +388,22 @@ func stopPid(ctx context.Context, h Host, pid int) error {
 // from every host's Podman storage: those labelled with the host's node
 // name and the cluster's UID (kat.node, kat.cluster). Stopping a kat-agent
 // never stops its containers; their conmon processes and mounts would
-// outlive the hosts.
+// outlive the hosts. The hosts are done side by side.
 func (c *Cluster) RemoveContainers(ctx context.Context) error {
-	var errs []error
-	for _, h := range c.Hosts {
+	return forEachHost(c.Hosts, func(h Host) error {
 		uid, err := clusterUID(h)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err))
-			continue
+			return fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err)
 		}
 		if uid == "" {
-			continue // the host never ran a kat-agent
+			return nil // the host never ran a kat-agent
 		}
 		ids, err := h.Containers(ctx, "label=kat.node="+h.Name, "label=kat.cluster="+uid)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return err
 		}
 		if len(ids) == 0 {
-			continue
+			return nil
 		}
 		args := append(append(h.PodmanArgs(), "rm", "--force", "--time", "0", "--ignore"), ids...)
 		// Podman 4.3 sometimes fails to unmount a root filesystem that
@@ -416,10 +415,10 @@ func (c *Cluster) RemoveContainers(ctx context.Context) error {
 			time.Sleep(time.Second)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err))
+			return fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err)
 		}
-	}
-	return errors.Join(errs...)
+		return nil
+	})
 }
 
 // Containers lists the IDs of h's containers (all states) that match every

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,10 +45,14 @@ func (c *Cluster) Down(ctx context.Context) error { return c.down(ctx) }
 
 func (c *Cluster) down(ctx context.Context) error {
 	var errs []error
-	for _, h := range c.Hosts {
+	// Each host's processes wait for their own StopTimeout: all at once.
+	if err := forEachHost(c.Hosts, func(h Host) error {
 		if err := stopProcesses(ctx, h); err != nil {
-			errs = append(errs, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err))
+			return fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err)
 		}
+		return nil
+	}); err != nil {
+		errs = append(errs, err)
 	}
 	for _, h := range c.Hosts {
 		// A killed kat-agent leaves its WireGuard UAPI socket behind
@@ -100,6 +105,18 @@ func (c *Cluster) down(ctx context.Context) error {
 		_ = os.Remove(c.StateDir)
 	}
 	return nil
+}
+
+// forEachHost runs f for every host at once and returns their errors
+// joined, in the hosts' order, once every f has returned.
+func forEachHost(hosts []Host, f func(Host) error) error {
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Go(func() { errs[i] = f(h) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // deleteLink deletes the link name of the machine's network namespace if it

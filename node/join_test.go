@@ -28,6 +28,13 @@ func runLeader(t *testing.T, dir string) (*Node, Options) {
 	return runLeaderWith(t, o), o
 }
 
+// leaderStartTimeout bounds the wait for a test's leader to serve its API:
+// a bound for a hang, not a speed check. The package's tests start their
+// leaders (each an embedded etcd) side by side, beside other packages'
+// tests, and under the race detector on a busy 2-core machine one took
+// more than 30 s.
+const leaderStartTimeout = 90 * time.Second
+
 // runLeaderWith opens and runs a leader with options o until the test
 // ends, and waits until it serves its API.
 func runLeaderWith(t *testing.T, o Options) *Node {
@@ -44,7 +51,7 @@ func runLeaderWith(t *testing.T, o Options) *Node {
 		<-done
 		n.Close()
 	})
-	poll.UntilErr(t, 30*time.Second, "the leader serves the API", func() error {
+	poll.UntilErr(t, leaderStartTimeout, "the leader serves the API", func() error {
 		_, err := os.Stat(n.KatcallConfigPath())
 		return err
 	})

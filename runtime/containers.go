@@ -132,7 +132,8 @@ func (p *Podman) StopContainer(ctx context.Context, id string, grace time.Durati
 }
 
 // RemoveContainer implements ContainerRuntime. With force a running
-// container is killed at once (stop it first for a graceful end).
+// container is killed at once (stop it first for a graceful end). As
+// StopAndRemoveContainer, it makes sure no process of the container is left.
 func (p *Podman) RemoveContainer(ctx context.Context, id string, force bool) error {
 	if err := checkID(id); err != nil {
 		return err
@@ -141,39 +142,86 @@ func (p *Podman) RemoveContainer(ctx context.Context, id string, force bool) err
 	if force {
 		args = append(args, "--force", "--time", "0")
 	}
-	_, err := p.run(ctx, append(args, "--", id)...)
-	if err != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
-		// podman 4.3 sometimes fails to unmount a container's shm while
-		// its cleanup process races it, yet removes the container: what
-		// counts is whether it is gone.
-		if exists, xerr := p.containerExists(ctx, id); xerr == nil && !exists {
-			return nil
-		}
+	err := p.remove(ctx, "remove container", id, args)
+	if force && errors.Is(err, ErrNotFound) {
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("remove container %s: %w", id, err)
-	}
-	return nil
+	return err
 }
 
 // StopAndRemoveContainer implements ContainerRuntime: `podman rm --force
 // --time GRACE`, which sends the stop signal, kills after grace and removes,
-// in one process.
+// in one process; then it makes sure no process of the container is left.
 func (p *Podman) StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	_, err := p.run(ctx, "rm", "--force", "--time", strconv.Itoa(ceilSeconds(max(grace, 0))), "--", id)
+	err := p.remove(ctx, "stop and remove container", id, []string{"rm", "--force", "--time", strconv.Itoa(ceilSeconds(max(grace, 0)))})
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// remove runs podman rm with args and then makes sure that no process of
+// the container is left once podman no longer has it. Podman 4.3 removes a
+// container whose stop was cut short (podman shows it "stopping": the
+// podman stop or rm was killed half way) without stopping it, even with
+// --force: it runs the stop only for a container "running", and deletes
+// from runc only one "stopped" or "created". The processes then run on,
+// unseen by podman and KAT, holding the container's ports. remove kills
+// what is left, waits until it is gone and returns an error wrapping
+// ErrKilledLeftovers.
+func (p *Podman) remove(ctx context.Context, what, id string, args []string) error {
+	full := id
+	if !isFullID(id) { // the processes are found by the full ID
+		st, err := p.InspectContainer(ctx, id)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", what, id, err)
+		}
+		full = st.ID
+	}
+	_, err := p.run(ctx, append(args, "--", full)...)
 	if err != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
-		// As in RemoveContainer: gone is what counts.
-		if exists, xerr := p.containerExists(ctx, id); xerr == nil && !exists {
-			return nil
+		// podman 4.3 sometimes fails to unmount a container's shm while
+		// its cleanup process races it, yet removes the container: what
+		// counts is whether it is gone.
+		if exists, xerr := p.containerExists(ctx, full); xerr == nil && !exists {
+			err = nil
 		}
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("stop and remove container %s: %w", id, err)
+		return fmt.Errorf("%s %s: %w", what, id, err)
+	}
+	// Podman has no such container (any more): its processes must be gone
+	// too.
+	killed, kerr := killLeftovers(ctx, procRoot, full)
+	switch {
+	case kerr != nil:
+		return fmt.Errorf("%s %s: podman has no such container, but its processes run on: %w", what, id, kerr)
+	case len(killed) > 0:
+		return fmt.Errorf("%s %s: %w: killed processes %v", what, id, ErrKilledLeftovers, killed)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", what, id, err)
 	}
 	return nil
+}
+
+// procRoot is where the driver looks for a container's processes.
+const procRoot = "/proc"
+
+// isFullID reports whether id is a whole podman container ID: 64 lowercase
+// hexadecimal digits.
+func isFullID(id string) bool {
+	if len(id) != 64 {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // containerExists runs `podman container exists`.

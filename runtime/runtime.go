@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -43,11 +44,16 @@ type ContainerRuntime interface {
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
 	// RemoveContainer removes a container; force also removes a running
 	// one (killing it at once) and makes removing an absent container a
-	// success. Without force, an absent container wraps ErrNotFound.
+	// success. Without force, an absent container wraps ErrNotFound. As
+	// StopAndRemoveContainer, it leaves no process of the container.
 	RemoveContainer(ctx context.Context, id string, force bool) error
 	// StopAndRemoveContainer stops a container (the stop signal, then a
 	// kill after grace) and removes it, in one step; an absent container is
-	// a success.
+	// a success. It returns nil only once no process of the container is
+	// left; when the runtime removed the container but left processes of
+	// it, they are killed and the error wraps ErrKilledLeftovers. Podman
+	// 4.3 does so with a container whose stop was cut short
+	// (ContainerStatus.Stopping): stop it first, for a graceful end.
 	StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error
 	// InspectContainer returns the current status of one container.
 	InspectContainer(ctx context.Context, id string) (*ContainerStatus, error)
@@ -121,6 +127,10 @@ var (
 	ErrInvalidSpec = errors.New("runtime: invalid container spec")
 	// ErrExecTimeout means an Exec outlived its timeout and was killed.
 	ErrExecTimeout = errors.New("runtime: exec timed out")
+	// ErrKilledLeftovers means the runtime removed a container but left
+	// processes of it running, which were then killed: the container and
+	// its processes are gone, but not as the runtime should have done it.
+	ErrKilledLeftovers = errors.New("runtime: the container runtime left processes of a removed container running")
 )
 
 // ContainerSpec is what CreateContainer needs. ToContainerSpec builds one
@@ -265,6 +275,13 @@ type ContainerStatus struct {
 	// Ports are the published ports.
 	Ports []PortMapping
 }
+
+// Stopping reports whether podman shows a stop of the container under way
+// or cut short (its podman stop or rm was killed half way, which leaves the
+// state so for good): its processes may still run. StopContainer stops such
+// a container again; Podman 4.3's rm, even with --force, removes it without
+// stopping it.
+func (c *ContainerStatus) Stopping() bool { return strings.EqualFold(c.RawState, "stopping") }
 
 // Event actions (Event.Action) the agent cares about. Podman reports more
 // (attach, exec, mount, ...); they are passed through as podman names them.

@@ -58,6 +58,20 @@
 // every restart. State is observed through Events plus a periodic resync with
 // ListManagedContainers; events can be lost.
 //
+// # Removal
+//
+// StopAndRemoveContainer and RemoveContainer return only once no process of
+// the container is left (ContainerProcesses finds them in /proc: its cgroup,
+// libpod-ID, and its conmon). Podman 4.3 can leave some: a podman stop or rm
+// killed while it waits out the grace period leaves the container
+// "stopping" for good (ContainerStatus.Stopping), and podman rm, even with
+// --force, then removes it without stopping it (it stops only a "running"
+// container), while its processes run on, holding its published ports. Stop
+// such a container with StopContainer before removing it; what is left all
+// the same is killed, and the error says so (ErrKilledLeftovers). The
+// driver runs podman in a process group of its own, so a signal to the
+// caller's group (^C) never cuts a stop short.
+//
 // # User namespaces
 //
 // A container with an IDMap maps uids and gids 0..65535 to HostBase.. on the

@@ -109,6 +109,11 @@ func (p *Podman) command(ctx context.Context, args ...string) *exec.Cmd {
 	// once can leave a container half made.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = p.cfg.WaitDelay
+	// Only ctx ends podman: in a process group of its own, it does not get
+	// the signals sent to its caller's (^C in a terminal, a service
+	// manager stopping the whole group), which would cut a stop or a run
+	// short, leaving a container "stopping" (see remove) or half made.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }
 

@@ -30,6 +30,7 @@ type Runtime interface {
 	PullImage(ctx context.Context, ref string, opts runtime.PullOptions) (string, error)
 	RunContainer(ctx context.Context, spec runtime.ContainerSpec) (string, error)
 	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
 	StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error
 	InspectContainer(ctx context.Context, id string) (*runtime.ContainerStatus, error)
 	ListManagedContainers(ctx context.Context, labels map[string]string) ([]runtime.ContainerStatus, error)
@@ -267,7 +268,8 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 }
 
 // Run reconciles until ctx ends. It returns nil then, after every goroutine
-// it started has ended. Containers keep running.
+// it started has ended: a container run, start or removal under way
+// finishes first. Containers keep running.
 func (ag *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -726,36 +728,34 @@ func (ag *Agent) runStep(ctx context.Context, id string, step stepKind, ai assig
 // with a health check pays for an inspect, after the slot is free. The next
 // listing brings the exact time either way.
 func (ag *Agent) runtimeStep(ctx context.Context, step stepKind, ai assignedInstance, c *runtime.ContainerStatus) (*runtime.ContainerStatus, bool, error) {
-	if step != stepRemove {
-		// A run or start under way finishes even when the agent stops
-		// (Run waits for it): a podman run killed half way leaves a
-		// container Podman no longer lists but runc still runs. A removal
-		// may be cut short: the next agent removes it again.
-		ctx = context.WithoutCancel(ctx)
-	}
 	// A hung runtime call must not hold the instance forever.
 	timeout := stepTimeout
 	if step == stepRemove {
 		timeout += ag.stopGrace(ai, c)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	// A runtime call under way finishes even when the agent stops (Run
+	// waits for it): a podman run killed half way leaves a container
+	// Podman no longer lists but runc still runs, and a removal killed
+	// half way one Podman shows "stopping" for good. Only a step still
+	// waiting for its slot gives up.
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	after, err := ag.slotStep(ctx, step, ai, c)
+	after, err := ag.slotStep(ctx, callCtx, step, ai, c)
 	if err != nil || after == nil || healthCheckOf(ai.q) == nil {
 		return after, err == nil, err
 	}
 	ag.recordStepped(ai.a.InstanceID, after) // it runs: tell at once
-	inspected, err := ag.cfg.Runtime.InspectContainer(ctx, after.ID)
+	inspected, err := ag.cfg.Runtime.InspectContainer(callCtx, after.ID)
 	if err != nil {
 		return nil, false, nil // it ran; a listing tells the rest
 	}
 	return inspected, true, nil
 }
 
-// slotStep makes the runtime call of one step in its pool's slot and
-// returns what it left the container as: nil when removed, else running
-// since now.
-func (ag *Agent) slotStep(ctx context.Context, step stepKind, ai assignedInstance, c *runtime.ContainerStatus) (*runtime.ContainerStatus, error) {
+// slotStep makes the runtime call of one step, under callCtx, in its
+// pool's slot, unless the agent stops (ctx ends) first; it returns what the
+// call left the container as: nil when removed, else running since now.
+func (ag *Agent) slotStep(ctx, callCtx context.Context, step stepKind, ai assignedInstance, c *runtime.ContainerStatus) (*runtime.ContainerStatus, error) {
 	pool := ag.slots
 	if step == stepRemove {
 		pool = ag.removals
@@ -765,26 +765,51 @@ func (ag *Agent) slotStep(ctx context.Context, step stepKind, ai assignedInstanc
 		defer func() { <-pool }()
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-callCtx.Done():
+		return nil, callCtx.Err()
 	}
 	switch step {
 	case stepCreate:
 		hop(ag.cfg.Logger, "run-start", ai.a)
-		id, spec, err := ag.create(ctx, ai)
+		id, spec, err := ag.create(callCtx, ai)
 		if err != nil {
 			return nil, err
 		}
 		return &runtime.ContainerStatus{ID: id, Name: spec.Name, Image: spec.Image, Labels: spec.Labels,
 			State: runtime.StateRunning, Ports: spec.Ports, StartedAt: ag.cfg.Now()}, nil
 	case stepStart:
-		if err := ag.cfg.Runtime.StartContainer(ctx, c.ID); err != nil {
+		if err := ag.cfg.Runtime.StartContainer(callCtx, c.ID); err != nil {
 			return nil, err
 		}
 		after := *c
 		after.State, after.ExitCode, after.StartedAt, after.FinishedAt = runtime.StateRunning, 0, ag.cfg.Now(), time.Time{}
 		return &after, nil
 	default:
-		return nil, ag.cfg.Runtime.StopAndRemoveContainer(ctx, c.ID, ag.stopGrace(ai, c))
+		return nil, ag.remove(callCtx, ai, c)
 	}
+}
+
+// remove stops and removes an instance's container, leaving no process of
+// it. A container whose stop was cut short (Podman shows it "stopping": an
+// agent stopped or killed in the middle of a removal, before the removal
+// ran apart from the agent) is stopped again first, with its whole grace:
+// Podman 4.3 removes such a container without stopping it, and its
+// processes would run on unseen, holding its ports and its address.
+func (ag *Agent) remove(ctx context.Context, ai assignedInstance, c *runtime.ContainerStatus) error {
+	grace := ag.stopGrace(ai, c)
+	if c.Stopping() {
+		if err := ag.cfg.Runtime.StopContainer(ctx, c.ID, grace); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return fmt.Errorf("stop the container whose stop was cut short: %w", err)
+		}
+	}
+	err := ag.cfg.Runtime.StopAndRemoveContainer(ctx, c.ID, grace)
+	if errors.Is(err, runtime.ErrKilledLeftovers) {
+		// Removed, and nothing of it runs: said, not failed.
+		ag.cfg.Logger.Warn().Err(err).Str("instance", c.Labels[runtime.LabelInstance]).Str("container", c.ID).
+			Msg("the runtime left processes of the removed container running; they were killed")
+		return nil
+	}
+	return err
 }
 
 // stopGrace is how long a container gets between the stop signal and the

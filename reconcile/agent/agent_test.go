@@ -14,6 +14,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
@@ -516,32 +517,110 @@ func TestAgentInspectsOnlyForHealthChecks(t *testing.T) {
 // TestAgentStopsZombiesOnReturn: an instance whose assignment the leader
 // deleted while the node was away (lost, its instances replaced
 // elsewhere) is stopped and removed by the agent when the node comes back,
-// while an instance still assigned is adopted and keeps running.
+// while an instance still assigned is adopted and keeps running. A
+// container the agent finds "stopping" (an agent stopped or killed in the
+// middle of its removal) is stopped before it is removed: Podman 4.3's rm
+// removes it without stopping it, and its processes would run on.
 func TestAgentStopsZombiesOnReturn(t *testing.T) {
 	t.Parallel()
-	e := newAgentEnv(t)
-	gone := e.assign("web-1", quadlet.RestartAlways, "sleep 1000", false)
-	e.assign("web-2", quadlet.RestartAlways, "sleep 1000", false)
-	ag, stop := e.start()
-	got := e.waitFor("both running", ag, func(m map[string]api.InstanceStatus) bool {
-		return m["web-1"].Phase == api.InstanceRunning && m["web-2"].Phase == api.InstanceRunning
-	})
-	stop()
-	if c := e.rt.byInstance()["web-1"]; c.State != runtime.StateRunning {
-		t.Fatalf("stopping the agent left web-1 %s", c.State)
+	for _, cutShort := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stop cut short %v", cutShort), func(t *testing.T) {
+			t.Parallel()
+			e := newAgentEnv(t)
+			gone := e.assign("web-1", quadlet.RestartAlways, "sleep 1000", false)
+			e.assign("web-2", quadlet.RestartAlways, "sleep 1000", false)
+			ag, stop := e.start()
+			got := e.waitFor("both running", ag, func(m map[string]api.InstanceStatus) bool {
+				return m["web-1"].Phase == api.InstanceRunning && m["web-2"].Phase == api.InstanceRunning
+			})
+			stop()
+			if c := e.rt.byInstance()["web-1"]; c.State != runtime.StateRunning {
+				t.Fatalf("stopping the agent left web-1 %s", c.State)
+			}
+			if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{gone}); err != nil {
+				t.Fatal(err)
+			}
+			zombie := got["web-1"].ContainerID
+			if cutShort {
+				e.rt.stopping(zombie)
+			}
+			ag2, _ := e.start()
+			poll.Until(t, 10*time.Second, "the replaced instance's container removed", func() bool {
+				_, ok := e.rt.byInstance()["web-1"]
+				return !ok
+			})
+			got2 := e.waitFor("web-2 adopted", ag2, func(m map[string]api.InstanceStatus) bool {
+				return m["web-2"].Phase == api.InstanceRunning
+			})
+			if got2["web-2"].ContainerID != got["web-2"].ContainerID {
+				t.Errorf("web-2 container %s after the return, want the adopted %s", got2["web-2"].ContainerID, got["web-2"].ContainerID)
+			}
+			e.rt.mu.Lock()
+			defer e.rt.mu.Unlock()
+			if wantStops := map[bool][]string{true: {zombie}}[cutShort]; !slices.Equal(e.rt.stops, wantStops) || len(e.rt.orphaned) > 0 {
+				t.Errorf("stopped %v, removed while stopping %v; want %v stopped first, none removed while stopping",
+					e.rt.stops, e.rt.orphaned, wantStops)
+			}
+		})
 	}
+}
+
+// TestAgentRemovalWithLeftoversIsDone: a removal after which the runtime
+// had to kill processes of the container it left running is done (the
+// container and its processes are gone), with a warning in the log, not a
+// failed step retried.
+func TestAgentRemovalWithLeftoversIsDone(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	logs := &testenv.SyncBuffer{}
+	e.logger = zerolog.New(logs)
+	gone := e.assign("web-1", quadlet.RestartAlways, "sleep 1000", false)
+	ag, stop := e.start()
+	e.waitFor("web-1 running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning
+	})
+	e.rt.mu.Lock()
+	e.rt.leftovers = true
+	e.rt.mu.Unlock()
 	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{gone}); err != nil {
 		t.Fatal(err)
 	}
-	ag2, _ := e.start()
-	poll.Until(t, 10*time.Second, "the replaced instance's container removed", func() bool {
+	poll.Until(t, 10*time.Second, "web-1's container removed", func() bool {
 		_, ok := e.rt.byInstance()["web-1"]
 		return !ok
 	})
-	got2 := e.waitFor("web-2 adopted", ag2, func(m map[string]api.InstanceStatus) bool {
-		return m["web-2"].Phase == api.InstanceRunning
+	stop()
+	if !strings.Contains(logs.String(), "left processes of the removed container running") || strings.Contains(logs.String(), "step failed") {
+		t.Errorf("log:\n%s\nwant the leftovers warned about, and no failed step", logs)
+	}
+}
+
+// TestAgentStopLetsARemovalFinish: a removal under way when the agent stops
+// is not cut short (a podman rm killed half way leaves the container
+// "stopping"); the agent returns once it is done.
+func TestAgentStopLetsARemovalFinish(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	e.rt.removeBlock, e.rt.removing = make(chan struct{}), make(chan struct{}, 1)
+	gone := e.assign("web-1", quadlet.RestartAlways, "sleep 1000", false)
+	ag, stop := e.start()
+	e.waitFor("web-1 running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning
 	})
-	if got2["web-2"].ContainerID != got["web-2"].ContainerID {
-		t.Errorf("web-2 container %s after the return, want the adopted %s", got2["web-2"].ContainerID, got["web-2"].ContainerID)
+	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{gone}); err != nil {
+		t.Fatal(err)
+	}
+	<-e.rt.removing // the removal is under way
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("the agent returned while its removal was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(e.rt.removeBlock)
+	<-stopped
+	if c, ok := e.rt.byInstance()["web-1"]; ok {
+		t.Fatalf("after the stop, web-1's container is %+v, want it removed", c)
 	}
 }

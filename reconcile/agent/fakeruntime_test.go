@@ -30,8 +30,21 @@ type fakeRuntime struct {
 	createErr error
 	// graces are the stop graces removals were given.
 	graces []time.Duration
-	// removeBlock, when set, holds every removal until it is closed.
+	// stops are the containers StopContainer stopped, in order.
+	stops []string
+	// orphaned are the containers removed while "stopping", which Podman
+	// 4.3 removes without stopping them: their processes ran on.
+	orphaned []string
+	// leftovers, when set, makes every removal report that the runtime
+	// left processes of the container, which it killed.
+	leftovers bool
+	// removeBlock, when set, holds every removal until it is closed; a
+	// removal whose context ends meanwhile fails, as a killed podman rm
+	// would.
 	removeBlock chan struct{}
+	// removing, when set, is told of every removal that waits for
+	// removeBlock.
+	removing chan struct{}
 	// runBlock, when set, holds every run until it is closed; a run whose
 	// context ends meanwhile fails, as a killed podman run would.
 	runBlock chan struct{}
@@ -142,12 +155,38 @@ func (f *fakeRuntime) RunContainer(ctx context.Context, spec runtime.ContainerSp
 	return id, f.StartContainer(ctx, id)
 }
 
+// StopContainer stops a container, as podman stop does, also one whose
+// stop was cut short ("stopping").
+func (f *fakeRuntime) StopContainer(_ context.Context, id string, _ time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.c[id]
+	if !ok {
+		return runtime.ErrNotFound
+	}
+	f.stops = append(f.stops, id)
+	c.State, c.RawState, c.FinishedAt = runtime.StateExited, "exited", f.now()
+	return nil
+}
+
+// stopping makes a running container's stop cut short, as a podman stop
+// or rm killed half way leaves it.
+func (f *fakeRuntime) stopping(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.c[id].State, f.c[id].RawState = runtime.StateExited, "stopping"
+}
+
 // StopAndRemoveContainer records the grace it was given and removes the
-// container; an absent one is a success.
+// container, as Podman 4.3 does: one "stopping" without stopping it (it is
+// recorded as orphaned); an absent one is a success.
 func (f *fakeRuntime) StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error {
 	f.mu.Lock()
-	block := f.removeBlock
+	block, removing := f.removeBlock, f.removing
 	f.mu.Unlock()
+	if removing != nil {
+		removing <- struct{}{}
+	}
 	if block != nil {
 		select {
 		case <-block:
@@ -158,7 +197,13 @@ func (f *fakeRuntime) StopAndRemoveContainer(ctx context.Context, id string, gra
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.graces = append(f.graces, grace)
+	if c, ok := f.c[id]; ok && c.Stopping() {
+		f.orphaned = append(f.orphaned, id)
+	}
 	delete(f.c, id)
+	if f.leftovers {
+		return fmt.Errorf("stop and remove container %s: %w", id, runtime.ErrKilledLeftovers)
+	}
 	return nil
 }
 

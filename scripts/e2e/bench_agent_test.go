@@ -140,7 +140,7 @@ func mustApplyTB(tb testing.TB, c *Cluster, path string) {
 
 func removeLabelled(tb testing.TB, label string) {
 	tb.Helper()
-	if err := removeByFilter("label=" + label); err != nil {
+	if err := removeByFilter(nil, "label="+label); err != nil {
 		tb.Error(err)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	katruntime "kat.dws.rip/kat/runtime"
 )
 
 // Binaries are the paths of the built kat-agent and katcall.
@@ -466,7 +468,7 @@ func RemoveNodeContainers(node string) error {
 	if _, err := exec.LookPath("podman"); err != nil {
 		return nil
 	}
-	if err := removeByFilter("label=kat.node=" + node); err != nil {
+	if err := removeByFilter(nil, "label=kat.node="+node); err != nil {
 		return err
 	}
 	return removeNodeNetwork(node)
@@ -487,26 +489,45 @@ func removeNodeNetwork(node string) error {
 	return nil
 }
 
-// removeByFilter force-removes the containers podman ps --filter finds.
-func removeByFilter(filter string) error {
+// removeByFilter force-removes the containers podman ps --filter finds in
+// the store of podman's global args (nil: the machine's). It stops them
+// first: podman 4.3's rm --force removes a container whose stop was cut
+// short (a kat-agent killed in the middle of a removal leaves it
+// "stopping") without stopping it, and its processes ran on after the
+// tests, unseen by podman. What is left of a removed container all the same
+// is killed, and reported.
+func removeByFilter(args []string, filter string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// podman rm now and then fails on a busy shm mount; a retry succeeds.
-	var last error
-	for range 4 {
-		out, err := exec.CommandContext(ctx, "podman", "ps", "-aq", "--filter", filter).Output()
-		if err != nil {
-			return fmt.Errorf("podman ps: %w", err)
-		}
-		ids := strings.Fields(string(out))
-		if len(ids) == 0 {
-			return nil
-		}
-		out, err = exec.CommandContext(ctx, "podman", append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput()
-		if err == nil {
-			return nil
-		}
-		last = fmt.Errorf("podman rm: %w\n%s", err, out)
+	podman := func(more ...string) *exec.Cmd {
+		return exec.CommandContext(ctx, "podman", slices.Concat(args, more)...)
 	}
-	return last
+	out, err := podman("ps", "-aq", "--no-trunc", "--filter", filter).Output()
+	if err != nil {
+		return fmt.Errorf("podman ps: %w", err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return nil
+	}
+	// Errors for containers that cannot be stopped (paused, never
+	// started) are the removal's to report.
+	_ = podman(append([]string{"stop", "-i", "-t", "0"}, ids...)...).Run()
+	// podman rm now and then fails on a busy shm mount; a retry succeeds.
+	var errs []error
+	for range 4 {
+		out, err := podman(append([]string{"rm", "-f", "-i", "-t", "0"}, ids...)...).CombinedOutput()
+		if err == nil {
+			errs = nil
+			break
+		}
+		errs = []error{fmt.Errorf("podman rm: %w\n%s", err, out)}
+	}
+	for _, id := range ids {
+		killed, err := katruntime.KillLeftovers(ctx, id)
+		if err != nil || len(killed) > 0 {
+			errs = append(errs, fmt.Errorf("podman left processes %v of the removed container %s running: killed them (%v)", killed, id, err))
+		}
+	}
+	return errors.Join(errs...)
 }

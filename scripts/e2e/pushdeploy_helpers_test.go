@@ -154,24 +154,8 @@ func cleanStore(t testing.TB, dir, node string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	args := storeArgs(dir)
-	out, err := exec.CommandContext(ctx, "podman", append(args, "ps", "-aq", "--filter", "label=kat.node="+node)...).Output()
-	if err != nil {
-		t.Errorf("cleanup: podman ps in %s: %v", dir, err)
-	}
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		// podman rm now and then fails on a busy shm mount; a retry
-		// succeeds (as in RemoveNodeContainers).
-		var rmErr error
-		for range 3 {
-			out, err := exec.CommandContext(ctx, "podman", append(append(args, "rm", "-f", "-i", "-t", "0"), ids...)...).CombinedOutput()
-			if rmErr = err; err == nil {
-				break
-			}
-			rmErr = fmt.Errorf("%w\n%s", err, out)
-		}
-		if rmErr != nil {
-			t.Errorf("cleanup: podman rm in %s: %v", dir, rmErr)
-		}
+	if err := removeByFilter(args, "label=kat.node="+node); err != nil {
+		t.Errorf("cleanup: remove the containers in %s: %v", dir, err)
 	}
 	_ = exec.CommandContext(ctx, "podman", append(args, "rmi", "--all", "--force")...).Run()
 	// A container whose bundle is under dir but that podman no longer

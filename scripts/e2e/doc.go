@@ -8,7 +8,8 @@
 // # Harness
 //
 // A [Cluster] is one kat-agent started with "init" on free loopback ports. It
-// can be killed (SIGKILL) or stopped (SIGTERM) and started again on the same
-// data directory. [Cluster.Katcall] runs the katcall binary with the cluster's
+// can be killed (SIGKILL), stopped (SIGTERM) or, started in a process group of
+// its own ([Cluster.OwnGroup]), interrupted as by ^C in a terminal, and
+// started again on the same data directory. [Cluster.Katcall] runs the katcall binary with the cluster's
 // configuration and returns its exit code and output.
 package e2e

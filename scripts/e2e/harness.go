@@ -114,8 +114,12 @@ type Cluster struct {
 	// ExtraArgs are appended to kat-agent init's arguments.
 	ExtraArgs []string
 	// Env, when set, is added to kat-agent's environment (e.g. "PATH=...").
-	Env   []string
-	ports []int
+	Env []string
+	// OwnGroup starts kat-agent in a process group of its own, which
+	// Interrupt signals as a terminal's ^C does. Default false: the test
+	// binary's group, so that a ^C of go test stops the agents too.
+	OwnGroup bool
+	ports    []int
 	// clusterCIDR is the cluster's clusterCIDR line (nextClusterCIDR).
 	clusterCIDR string
 	cmd         *exec.Cmd
@@ -262,6 +266,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 		c.cmd.Env = append(os.Environ(), c.Env...)
 	}
 	c.cmd.Stdout, c.cmd.Stderr = log, log
+	if c.OwnGroup {
+		c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if err := c.cmd.Start(); err != nil {
 		log.Close()
 		return fmt.Errorf("start kat-agent: %w", err)
@@ -354,6 +361,25 @@ func (c *Cluster) Stop(timeout time.Duration) error {
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
+	return c.waitExit(timeout, "SIGTERM")
+}
+
+// Interrupt sends SIGINT to the agent's process group (OwnGroup), as ^C in
+// a terminal does, and waits up to timeout for the agent to exit, returning
+// its exit error (nil for status 0).
+func (c *Cluster) Interrupt(timeout time.Duration) error {
+	if !c.OwnGroup {
+		return errors.New("interrupt: kat-agent was not started in a process group of its own (OwnGroup)")
+	}
+	if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		return err
+	}
+	return c.waitExit(timeout, "SIGINT")
+}
+
+// waitExit waits up to timeout for the agent to exit after signal, killing
+// it then.
+func (c *Cluster) waitExit(timeout time.Duration, signal string) error {
 	defer c.log.Close()
 	select {
 	case err := <-c.waitErr:
@@ -361,7 +387,7 @@ func (c *Cluster) Stop(timeout time.Duration) error {
 	case <-time.After(timeout):
 		_ = c.cmd.Process.Kill()
 		c.exitErr = <-c.waitErr
-		return fmt.Errorf("kat-agent did not exit within %s of SIGTERM", timeout)
+		return fmt.Errorf("kat-agent did not exit within %s of %s", timeout, signal)
 	}
 }
 

@@ -34,13 +34,17 @@ func StartTestCluster(t testing.TB) *Cluster {
 	return startClusterFrom(t, filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "cluster.kat"))
 }
 
-// startClusterFrom is StartTestCluster with the cluster.kat at path.
-func startClusterFrom(t testing.TB, path string) *Cluster {
+// startClusterFrom is StartTestCluster with the cluster.kat at path; setup
+// funcs change the cluster before it starts.
+func startClusterFrom(t testing.TB, path string, setup ...func(*Cluster)) *Cluster {
 	t.Helper()
 	bin := sharedBinaries(t)
 	c, err := NewCluster(bin, t.TempDir(), path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(c)
 	}
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,6 +75,11 @@ func TestPodmanRemovesAStopCutShort(t *testing.T) {
 	})
 
 	id, pids = cutShort("removed")
+	t.Cleanup(func() {
+		// Podman forgot it without deleting it from runc: runc keeps
+		// its state (without processes).
+		_ = exec.Command("runc", "delete", "--force", id).Run()
+	})
 	err := pm.StopAndRemoveContainer(ctx, id, time.Second)
 	if left := running(pids); len(left) > 0 {
 		t.Fatalf("after StopAndRemoveContainer (%v), processes of the container still run: %s", err, strings.Join(left, " "))
@@ -106,4 +113,56 @@ func podmanVersion(t *testing.T, pm *Podman) string {
 		return err.Error()
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// TestPodmanRemovesInEveryState: StopAndRemoveContainer leaves no process
+// of a container, and needs no kill of leftovers, in every other state the
+// agent may find one in: created, initialized (podman init: conmon and
+// runc's init run), running, paused and exited.
+func TestPodmanRemovesInEveryState(t *testing.T) {
+	pm, mark := podmanForTest(t)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		name, state string
+		then        []string // podman commands that take a started container there
+		start       bool
+	}{
+		{name: "created", state: "created"},
+		{name: "initialized", state: "initialized", then: []string{"init"}},
+		{name: "running", state: "running", start: true},
+		{name: "paused", state: "paused", start: true, then: []string{"pause"}},
+		{name: "exited", state: "exited", start: true, then: []string{"stop", "--time", "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec(mark, "state-"+tc.name, "100000")
+			spec.Command = []string{"/bin/sleep"}
+			id, err := pm.CreateContainer(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.start {
+				if err := pm.StartContainer(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.then != nil {
+				if _, err := pm.run(ctx, append(tc.then, "--", id)...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := pm.InspectContainer(ctx, id)
+			if err != nil || st.RawState != tc.state {
+				t.Fatalf("container in state %+v (%v), want %s", st, err, tc.state)
+			}
+			procs, conmons, _ := containerProcs(procRoot, id)
+			pids := slices.Concat(procs, conmons)
+			if err := pm.StopAndRemoveContainer(ctx, id, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 30*time.Second, "its processes "+fmt.Sprint(pids)+" gone", func() (bool, error) {
+				procs, conmons, err := containerProcs(procRoot, id)
+				return err == nil && len(procs) == 0 && len(conmons) == 0 && len(running(pids)) == 0, err
+			})
+		})
+	}
 }

@@ -31,11 +31,11 @@ type Config struct {
 	// nodeLossTimeoutSeconds). Default quadlet.DefaultNodeLossTimeoutSeconds.
 	NodeLossTimeout time.Duration
 	// AppInterval is how often app repositories are resolved again without
-	// a webhook. Default gitsync.DefaultIntervalSeconds.
+	// a webhook. Default quadlet.DefaultPollIntervalSeconds.
 	AppInterval time.Duration
 	// AppAuth names the app repositories' credential files. Default none.
 	AppAuth api.GitAuth
-	// Resolve resolves an app repository's ref; default gitsync.ResolveRef
+	// Resolve resolves an app repository's ref; default gitx.ResolveAppRef
 	// with AppAuth. Tests replace it.
 	Resolve func(ctx context.Context, g quadlet.GitSource) (string, error)
 	// Resync is the period of a pass over every workload, changed or not.

@@ -235,7 +235,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (api.Build, error) {
 	case <-f.done:
 		return f.rec, f.err
 	case <-ctx.Done():
-		return api.Build{}, fmt.Errorf("wait for build of %s/%s at %s: %w", req.Namespace, req.Workload, short(req.Commit), ctx.Err())
+		return api.Build{}, fmt.Errorf("wait for build of %s/%s at %s: %w", req.Namespace, req.Workload, api.ShortCommit(req.Commit), ctx.Err())
 	}
 }
 
@@ -358,7 +358,7 @@ func (b *Builder) existing(rec *api.Build) (bool, error) {
 	defer cancel()
 	exists, err := b.cfg.Podman.ImageExists(ctx, rec.Image)
 	if err != nil {
-		return false, fmt.Errorf("build %s/%s at %s: %w", rec.Namespace, rec.Workload, short(rec.Commit), err)
+		return false, fmt.Errorf("build %s/%s at %s: %w", rec.Namespace, rec.Workload, api.ShortCommit(rec.Commit), err)
 	}
 	if !exists {
 		return false, nil
@@ -384,7 +384,7 @@ func (b *Builder) produce(ctx context.Context, req *Request, rec *api.Build, log
 	var pulled chan cachePull
 	var pullLog bytes.Buffer
 	if reg != "" {
-		cacheRef = reg + ":" + short(req.Commit)
+		cacheRef = reg + ":" + api.ShortCommit(req.Commit)
 		// A look at the registry first: a miss then costs no pull, a
 		// hit no clone.
 		switch found, why := b.probeCache(ctx, cacheRef); found {
@@ -475,7 +475,7 @@ func (b *Builder) startSource(req *Request) (*source, error) {
 	if err := os.MkdirAll(filepath.Join(b.cfg.WorkDir, "src"), 0o700); err != nil {
 		return nil, fmt.Errorf("create clone dir: %w", err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Join(b.cfg.WorkDir, "src"), req.Namespace+"_"+req.Workload+"-"+short(req.Commit)+"-")
+	tmp, err := os.MkdirTemp(filepath.Join(b.cfg.WorkDir, "src"), req.Namespace+"_"+req.Workload+"-"+api.ShortCommit(req.Commit)+"-")
 	if err != nil {
 		return nil, fmt.Errorf("create clone dir: %w", err)
 	}

@@ -190,7 +190,7 @@ func TestBrokenDockerfile(t *testing.T) {
 	if last, _ := recs.Get(ns, wl, commit); last.State != api.BuildFailed {
 		t.Errorf("stored record %+v: want Failed", last)
 	}
-	if exists, _ := b.cfg.Podman.ImageExists(context.Background(), ImageName(ns, wl, commit)); exists {
+	if exists, _ := b.cfg.Podman.ImageExists(context.Background(), api.ImageName(ns, wl, commit)); exists {
 		t.Error("a failed build left an image")
 	}
 	if n := buildCount(t, metrics.ResultFailure) - failures; n != 1 {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/runtime"
@@ -164,7 +165,7 @@ func testBuilder(t testing.TB, cfg Config, namespace, workload string) (*Builder
 func removeImages(t testing.TB, pm podman, namespace, workload string) {
 	t.Helper()
 	ctx := context.Background()
-	imgs, err := pm.listImages(ctx, repoName(namespace, workload))
+	imgs, err := pm.listImages(ctx, api.ImageRepository(namespace, workload))
 	if err != nil {
 		t.Logf("cleanup: %v", err)
 		return

@@ -112,10 +112,10 @@ func (e *env) source(name string) api.Source {
 // waitApplied waits until the source has applied commit.
 func (e *env) waitApplied(name, commit string) api.SourceStatus {
 	e.t.Helper()
-	e.eventually("source "+name+" applies "+short(commit), func() string {
+	e.eventually("source "+name+" applies "+api.ShortCommit(commit), func() string {
 		st := e.source(name).Status
 		if st.AppliedCommit != commit {
-			return fmt.Sprintf("applied %q (last error %q)", short(st.AppliedCommit), st.LastError)
+			return fmt.Sprintf("applied %q (last error %q)", api.ShortCommit(st.AppliedCommit), st.LastError)
 		}
 		return ""
 	})

@@ -89,9 +89,9 @@ func TestLocalSourceSyncsWhenTheRefMoves(t *testing.T) {
 	e.addSource(api.SourceSpec{Name: "work", URL: "file://" + r.Work, Branch: "main", IntervalSeconds: 3600})
 	waitUntriggered := func(t *testing.T, name, commit string) {
 		t.Helper()
-		poll.UntilErr(t, 60*time.Second, "source "+name+" applies "+short(commit)+" untriggered", func() error {
+		poll.UntilErr(t, 60*time.Second, "source "+name+" applies "+api.ShortCommit(commit)+" untriggered", func() error {
 			if st := e.source(name).Status; st.AppliedCommit != commit {
-				return fmt.Errorf("applied %q (last error %q)", short(st.AppliedCommit), st.LastError)
+				return fmt.Errorf("applied %q (last error %q)", api.ShortCommit(st.AppliedCommit), st.LastError)
 			}
 			return nil
 		})

@@ -102,7 +102,7 @@ func (e *agentEnv) assignBuild(id, commit string) api.Assignment {
 		e.t.Fatal(err)
 	}
 	a := api.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "app", SpecHash: "h", Generation: 1,
-		Image: build.ImageName("ns1", "app", commit), RestartPolicy: "Always", Files: files, CreatedAt: time.Now(),
+		Image: api.ImageName("ns1", "app", commit), RestartPolicy: "Always", Files: files, CreatedAt: time.Now(),
 		SourceCommit: commit, Build: &api.BuildRef{Repository: "https://git.example.com/app.git", Commit: commit}, UserNSSlot: &buildSlot}
 	if _, err := e.repo.WriteAssignments(ctx, []api.Assignment{a}, nil); err != nil {
 		e.t.Fatal(err)
@@ -150,7 +150,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 			m["app-1"].Phase == api.InstanceRunning
 	})
 	evs, err := e.repo.ListEvents(context.Background(), 10)
-	if err != nil || len(evs) == 0 || evs[len(evs)-1].Reason != build.ReasonBuildFailed {
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].Reason != api.ReasonBuildFailed {
 		t.Fatalf("events = %+v, %v", evs, err)
 	}
 

@@ -290,7 +290,7 @@ func (s *AppSources) resolve(ctx context.Context, m api.WorkloadMeta, g quadlet.
 			log.Warn().Err(perr).Msg("cannot prune old build records")
 		}
 		_ = s.cfg.Repo.AppendEvent(ctx, api.Event{Type: api.EventNormal, Object: obj, Reason: "NewCommit",
-			Message: fmt.Sprintf("%s of %s is at %s", next.Ref, next.Repository, reconcile.ShortCommit(commit))})
+			Message: fmt.Sprintf("%s of %s is at %s", next.Ref, next.Repository, api.ShortCommit(commit))})
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -241,7 +240,7 @@ func newAssignment(at sched.Placement, ip netip.Addr, req *sched.Request, w work
 		a.GPU = &g
 	}
 	if g := w.Spec.Git; g != nil && commit != "" {
-		a.Image = build.ImageName(w.Meta.Namespace, w.Meta.Name, commit)
+		a.Image = api.ImageName(w.Meta.Namespace, w.Meta.Name, commit)
 		a.SourceCommit = commit
 		a.Build = &api.BuildRef{Repository: g.Repository, Commit: commit}
 	}

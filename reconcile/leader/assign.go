@@ -123,7 +123,7 @@ type AssignInput struct {
 // DaemonService one on each eligible node, and a Job runs (jobs.go: its
 // records in Jobs say how many instances each run wants; the plan writes the
 // records in Jobs); each new instance on a node with an overlay subnet gets a
-// free address of it (netstack.Pool: the lowest one not held nor released
+// free address of it (ipam.Pool: the lowest one not held nor released
 // lately). It is pure: nodes, desired state and current assignments in, plan
 // out. Workloads are planned in order, each seeing the placements of those
 // before it.

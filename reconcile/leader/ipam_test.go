@@ -12,7 +12,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
-	"kat.dws.rip/kat/netstack"
+	"kat.dws.rip/kat/netstack/ipam"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -79,7 +79,7 @@ func (e *leaderEnv) checkAddresses() map[string]netip.Addr {
 		if !a.IP.IsValid() {
 			continue // written before its node had a subnet: runs as it is
 		}
-		if !netstack.InstanceAddress(sub, a.IP) {
+		if !ipam.InstanceAddress(sub, a.IP) {
 			e.t.Errorf("%s on %s has address %v, not an instance address of %s", a.InstanceID, a.Node, a.IP, sub)
 			continue
 		}

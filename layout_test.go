@@ -443,6 +443,42 @@ func TestLinks(t *testing.T) {
 	}
 }
 
+// TestOnlyTestHelpersLinkTesting: package testing (and what imports it)
+// stays out of every program and library of the module, so kat-agent and
+// katcall never carry it. Only the helpers tests share link it: packages
+// named for it (gittest, polltest, storetest, ...) and internal/testenv.
+// A helper a program needs too goes in a package of its own without
+// testing (poll.Wait beside polltest.Until).
+func TestOnlyTestHelpersLinkTesting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, " ")
+		if !slices.Contains(strings.Fields(deps), "testing") || isTestHelper(pkg) {
+			continue
+		}
+		var helpers []string
+		for _, d := range strings.Fields(deps) {
+			if isTestHelper(d) {
+				helpers = append(helpers, d)
+			}
+		}
+		t.Errorf("%s links package testing (test helpers among its dependencies: %v): only test helpers may", pkg, helpers)
+	}
+}
+
+// isTestHelper reports whether package path p is one of the module's test
+// helpers: named ...test, or internal/testenv.
+func isTestHelper(p string) bool {
+	rel, ok := strings.CutPrefix(p, module+"/")
+	return ok && (strings.HasSuffix(rel, "test") || rel == "internal/testenv")
+}
+
 // matchesPattern reports whether package path p is pattern, or below it
 // when pattern ends in "/...".
 func matchesPattern(pattern, p string) bool {

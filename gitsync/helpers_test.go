@@ -11,7 +11,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx/gittest"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -91,7 +91,7 @@ func (e *env) addSource(spec api.SourceSpec) {
 // triggering the sources in between.
 func (e *env) eventually(what string, cond func() string) {
 	e.t.Helper()
-	poll.UntilErr(e.t, 60*time.Second, what, func() error {
+	polltest.UntilErr(e.t, 60*time.Second, what, func() error {
 		if last := cond(); last != "" {
 			_, _ = e.m.Trigger("")
 			return errors.New(last)

@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -49,7 +49,7 @@ func runLeaderWith(t *testing.T, o Options) *Node {
 		<-done
 		n.Close()
 	})
-	poll.UntilErr(t, leaderStartTimeout, "the leader serves the API", func() error {
+	polltest.UntilErr(t, leaderStartTimeout, "the leader serves the API", func() error {
 		_, err := os.Stat(n.KatcallConfigPath())
 		return err
 	})
@@ -122,7 +122,7 @@ func TestJoin(t *testing.T) {
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	poll.UntilErr(t, 30*time.Second, "the worker's heartbeat reaches the leader", func() error {
+	polltest.UntilErr(t, 30*time.Second, "the worker's heartbeat reaches the leader", func() error {
 		st, err := leader.repo.GetNodeStatus(ctx, "w1")
 		if err != nil {
 			return err

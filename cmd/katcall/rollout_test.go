@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -110,7 +110,7 @@ func TestRolloutStatusAndApplyWait(t *testing.T) {
 				code, out, errOut := c.katcall("apply", "-f", dir, "--wait", "--timeout", "1m")
 				done <- [3]string{itoa(code), out, errOut}
 			}()
-			poll.Until(t, 10*time.Second, "the new generation", func() bool {
+			polltest.Until(t, 10*time.Second, "the new generation", func() bool {
 				w, err := c.repo.GetWorkload(context.Background(), "default", "roll")
 				return err == nil && w.Generation == int64(tc.replicas) // replicas 2 is generation 2, 3 is 3
 			})

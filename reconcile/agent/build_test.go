@@ -12,7 +12,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -135,7 +135,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 		req.Auth.TokenFile != "/etc/kat/app.token" || req.Ref != "refs/heads/main" || req.UserNSSlot == nil || *req.UserNSSlot != buildSlot {
 		t.Fatalf("build request %+v", req)
 	}
-	poll.Until(t, 10*time.Second, "the build released once its container runs", func() bool {
+	polltest.Until(t, 10*time.Second, "the build released once its container runs", func() bool {
 		fb.mu.Lock()
 		defer fb.mu.Unlock()
 		return slices.Contains(fb.released, good)
@@ -162,7 +162,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	e.waitFor("the fixed instance running", ag, func(m map[string]api.InstanceStatus) bool {
 		return m["app-3"].Phase == api.InstanceRunning
 	})
-	poll.Until(t, 10*time.Second, "image housekeeping after the old instance went", func() bool {
+	polltest.Until(t, 10*time.Second, "image housekeeping after the old instance went", func() bool {
 		fb.mu.Lock()
 		defer fb.mu.Unlock()
 		return fb.pruned > 0

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // TestCheckPrereqsScript: scripts/check-prereqs.sh (run by every `task
@@ -69,7 +69,7 @@ func TestAgentNamesAMissingPrerequisite(t *testing.T) {
 			t.Errorf("remove the test's containers: %v", err)
 		}
 	})
-	poll.UntilErr(t, time.Minute, "the node reports the missing iptables", func() error {
+	polltest.UntilErr(t, time.Minute, "the node reports the missing iptables", func() error {
 		r := c.Katcall(context.Background(), "get", "nodes", "-o", "json")
 		var nodes []api.Node
 		if err := json.Unmarshal([]byte(r.Stdout), &nodes); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 )
 
@@ -363,7 +364,7 @@ func TestAgentRunsWorkloads(t *testing.T) {
 			t.Fatalf("delete %s: %s", name, r)
 		}
 	}
-	poll.UntilErr(t, 2*time.Minute, "every container removed after delete", func() error {
+	polltest.UntilErr(t, 2*time.Minute, "every container removed after delete", func() error {
 		left := slices.Concat(containerIDs(t, c.Node, web), containerIDs(t, c.Node, bad), containerIDs(t, c.Node, vol))
 		if len(left) == 0 {
 			return nil

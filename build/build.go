@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/build/usernsrun"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/runtime"
 )
@@ -93,8 +94,8 @@ type Builder struct {
 	builds  atomic.Int64 // podman builds started, for tests
 
 	// wrapper is the script podman runs RUN steps through, helper the
-	// link to this program it calls (wrapper.go); setup is the host setup
-	// once found.
+	// link to this program it calls (usernsrun.Install); setup is the host
+	// setup once found.
 	wrapper string
 	helper  string
 	setupMu sync.Mutex
@@ -147,7 +148,7 @@ func New(cfg Config) (*Builder, error) {
 			return nil, fmt.Errorf("build: create work dir: %w", err)
 		}
 	}
-	wrapper, helper, err := writeWrapper(cfg.WorkDir)
+	wrapper, helper, err := usernsrun.Install(cfg.WorkDir)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/build/usernsrun"
 	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/runtime"
@@ -38,7 +39,7 @@ var (
 
 func TestMain(m *testing.M) {
 	// Builders run RUN steps through this test binary.
-	RuntimeMain()
+	usernsrun.Main()
 	if r, err := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers"); err != nil {
 		subIDErr = err
 	} else {

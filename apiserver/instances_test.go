@@ -35,9 +35,22 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 			return err
 		},
 	})
-	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default",
-		Workload: "web", Image: "img", CreatedAt: time.Now()}}, nil); err != nil {
+	a := api.Assignment{InstanceID: "web-1", Node: "n1", Namespace: "default", Workload: "web", Image: "img",
+		Files: map[string][]byte{"workload.kat": []byte("kind: Workload\n")}, CreatedAt: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{a}, nil); err != nil {
 		t.Fatal(err)
+	}
+	// The instance shows its assignment (without the files) and, before
+	// its agent reports, a pending status.
+	shown := a
+	shown.Files = nil
+	d, err := f.client.WorkloadStatus(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := api.Instance{Assignment: shown, Status: api.InstanceStatus{Phase: api.InstancePending, HealthStatus: api.HealthPending}}
+	if len(d.Instances) != 1 || !reflect.DeepEqual(d.Instances[0], pending) {
+		t.Fatalf("instances before a report = %+v, want %+v", d.Instances, pending)
 	}
 
 	// The node reports its instance; the workload status shows it.
@@ -47,13 +60,11 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 	if err := f.client.PostNodeStatus(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	d, err := f.client.WorkloadStatus(ctx, "default", "web")
-	if err != nil {
+	if d, err = f.client.WorkloadStatus(ctx, "default", "web"); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Instances) != 1 || !reflect.DeepEqual(d.Instances[0], api.Instance{InstanceID: "web-1", Node: "n1", ContainerID: "c1", State: "running",
-		Phase: api.InstanceRunning, Health: api.HealthHealthy, Restarts: 2, Image: "img", Ready: true}) {
-		t.Fatalf("instances = %+v", d.Instances)
+	if want := (api.Instance{Assignment: shown, Status: st.WorkloadInstances[0], Ready: true}); len(d.Instances) != 1 || !reflect.DeepEqual(d.Instances[0], want) {
+		t.Fatalf("instances = %+v, want %+v", d.Instances, want)
 	}
 
 	var buf bytes.Buffer

@@ -67,7 +67,7 @@ spec:
 		waitEvery(b, c, "default/"+name, 100*time.Millisecond, func(d *api.WorkloadDetail) bool {
 			running := 0
 			for _, in := range d.Instances {
-				if in.State == "running" {
+				if in.Status.State == "running" {
 					running++
 				}
 			}

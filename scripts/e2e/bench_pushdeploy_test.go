@@ -185,7 +185,7 @@ func waitEvery(b testing.TB, c *Cluster, ref string, every time.Duration, cond f
 // runsImage reports whether an instance of the workload runs image.
 func runsImage(d *api.WorkloadDetail, image string) bool {
 	for _, in := range d.Instances {
-		if in.Image == image && in.State == "running" {
+		if in.Image == image && in.Status.State == "running" {
 			return true
 		}
 	}

@@ -88,6 +88,6 @@ func TestAgentNamesAMissingPrerequisite(t *testing.T) {
 	name := "noipt-" + randomHex(3)
 	mustApplyTB(t, c, writeWorkload(t, webWorkload(name, 1, containerPort(t))))
 	waitStatus(t, c, "default/"+name, "the instance message naming iptables", func(d *api.WorkloadDetail) bool {
-		return len(d.Instances) == 1 && strings.Contains(d.Instances[0].Message, "iptables")
+		return len(d.Instances) == 1 && strings.Contains(d.Instances[0].Status.Message, "iptables")
 	})
 }

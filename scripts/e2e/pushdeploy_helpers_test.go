@@ -219,8 +219,8 @@ func (c *pushCluster) pushHook(t testing.TB, repoURL, after string) int {
 func servingPorts(d *api.WorkloadDetail) []int {
 	var out []int
 	for _, in := range d.Instances {
-		if in.Phase == "Running" {
-			for _, p := range in.Ports {
+		if in.Status.Phase == "Running" {
+			for _, p := range in.Status.Ports {
 				out = append(out, p.HostPort)
 			}
 		}

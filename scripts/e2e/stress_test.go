@@ -50,7 +50,7 @@ func TestStressConcurrentCreates(t *testing.T) {
 		d := waitStatusUntil(t, c, "default/"+name, fmt.Sprintf("%d running", replicas), deadline, func(d *api.WorkloadDetail) bool {
 			running := 0
 			for _, in := range d.Instances {
-				if in.State == "running" {
+				if in.Status.State == "running" {
 					running++
 				}
 			}

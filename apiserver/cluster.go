@@ -17,7 +17,7 @@ func (s *Server) clusterView(ctx context.Context) (*api.ClusterConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api.ClusterConfig{UID: info.UID, Name: info.Config.Metadata.Name, CreatedAt: info.CreatedAt, Spec: info.Config.Spec}, nil
+	return &api.ClusterConfig{ClusterIdentity: info.ClusterIdentity, Spec: info.Config.Spec}, nil
 }
 
 func (s *Server) clusterConfig(w http.ResponseWriter, r *http.Request) {

@@ -85,7 +85,8 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 		v := api.Node{NodeRegistration: reg, Status: api.NodeUnknown, Leader: leader != nil && leader.Node == reg.Name}
 		reported := map[string]string{}
 		if n.Status != nil {
-			v.Resources, v.Conditions = n.Status.Resources, n.Status.Conditions
+			v.NodeStatus = *n.Status
+			v.WorkloadInstances = nil
 			for _, is := range n.Status.WorkloadInstances {
 				reported[is.InstanceID] = is.Phase
 			}

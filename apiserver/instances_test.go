@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -179,5 +180,36 @@ func TestHeartbeatWritesStatusOnlyOnChange(t *testing.T) {
 	}
 	if err := f.client.PostNodeStatus(ctx, st); !isStatus(err, http.StatusNotFound) {
 		t.Fatalf("heartbeat of a node whose registration went: %v, want 404", err)
+	}
+}
+
+// TestNodeShowsItsLastReport: a node as the API shows it carries its last
+// status report as the node sent it (resources, GPUs, overlay,
+// conditions), without its instances.
+func TestNodeShowsItsLastReport(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n1", JoinedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	st := api.NodeStatus{NodeName: "n1", Timestamp: 100,
+		Resources:         api.NodeResources{Capacity: api.ResourceList{CPU: "2", Memory: "4Gi"}, Allocatable: api.ResourceList{CPU: "1500m", Memory: "3Gi"}},
+		GPUs:              []api.GPU{{Index: 0, Name: "gpu0", Driver: "nvidia", VRAMMiB: 8192}},
+		Conditions:        []api.Condition{{Type: "RuntimeReady", Status: api.ConditionFalse, Reason: "MissingProgram", Message: "iptables"}},
+		Overlay:           &api.NodeOverlay{PublicKey: base64.StdEncoding.EncodeToString(make([]byte, 32)), Port: 51820},
+		WorkloadInstances: []api.InstanceStatus{{InstanceID: "i1", Phase: api.InstanceRunning}},
+	}
+	if err := f.client.PostNodeStatus(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.client.GetNode(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := st
+	want.WorkloadInstances = nil
+	if !reflect.DeepEqual(n.NodeStatus, want) {
+		t.Fatalf("node shows the report %+v, want %+v", n.NodeStatus, want)
 	}
 }

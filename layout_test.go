@@ -28,7 +28,7 @@ const module = "kat.dws.rip/kat"
 // the end-to-end tests and task cluster:up).
 var layers = []string{
 	"cmd", "node", "apiserver", "reconcile/leader", "reconcile/agent", "reconcile",
-	"gitsync", "netstack", "store", "webhook", "build", "runtime", "gitx", "apiclient", "pki", "api", "quadlet", "internal",
+	"gitsync", "netstack", "netstack/ipam", "store", "webhook", "build", "build/usernsrun", "runtime", "gitx", "apiclient", "pki", "api", "quadlet", "internal",
 }
 
 // goPackageDirs returns every directory of the module holding Go files,
@@ -400,22 +400,109 @@ func TestExamplesRepoParses(t *testing.T) {
 	}
 }
 
-// TestKatcallLinksNoServer: katcall (the client) links neither etcd, gRPC,
-// go-git nor the API server: it stays small, and a user's CLI carries none of
-// the server's dependencies.
-func TestKatcallLinksNoServer(t *testing.T) {
+// TestLinks: what a program or a layer links, all dependencies counted,
+// leaves out what it must not carry. A banned entry is a package path, or a
+// path ending in "/..." for it and everything below it.
+func TestLinks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	out, err := exec.Command("go", "list", "-deps", "./cmd/katcall").Output()
-	if err != nil {
-		t.Fatalf("go list -deps ./cmd/katcall: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/go-git/", module + "/apiserver", module + "/store"} {
-			if strings.HasPrefix(dep, banned) {
-				t.Errorf("katcall links %s", dep)
+	tests := []struct {
+		name   string
+		pkgs   []string
+		banned []string
+	}{{
+		// katcall (the client) stays small: a user's CLI carries none of
+		// the server's dependencies.
+		name: "katcall links no server", pkgs: []string{"./cmd/katcall"},
+		banned: []string{"go.etcd.io/...", "google.golang.org/grpc/...", "github.com/go-git/...", module + "/apiserver/...", module + "/store/..."},
+	}, {
+		// The leader's loops decide from records: they import neither the
+		// config-repo sources, the builder nor the overlay device (its
+		// IPAM arithmetic is netstack/ipam), and link no WireGuard or
+		// netlink. They do link go-git, through gitx: the leader resolves
+		// app repositories' refs.
+		name: "the leader links no node machinery", pkgs: []string{"./reconcile/leader/..."},
+		banned: []string{module + "/gitsync/...", module + "/build/...", module + "/netstack", module + "/netstack/dnsserver/...",
+			"golang.zx2c4.com/wireguard/...", "github.com/vishvananda/netlink/...", "github.com/mdlayher/netlink/..."},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := exec.Command("go", append([]string{"list", "-deps"}, tc.pkgs...)...).Output()
+			if err != nil {
+				t.Fatalf("go list -deps %v: %v", tc.pkgs, err)
 			}
+			for _, dep := range strings.Fields(string(out)) {
+				for _, b := range tc.banned {
+					if matchesPattern(b, dep) {
+						t.Errorf("%v links %s (through go list -deps)", tc.pkgs, dep)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestOnlyTestHelpersLinkTesting: package testing (and what imports it)
+// stays out of every program and library of the module, so kat-agent and
+// katcall never carry it. Only the helpers tests share link it: packages
+// named for it (gittest, polltest, storetest, ...) and internal/testenv.
+// A helper a program needs too goes in a package of its own without
+// testing (poll.Wait beside polltest.Until).
+func TestOnlyTestHelpersLinkTesting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, " ")
+		if !slices.Contains(strings.Fields(deps), "testing") || isTestHelper(pkg) {
+			continue
+		}
+		var helpers []string
+		for _, d := range strings.Fields(deps) {
+			if isTestHelper(d) {
+				helpers = append(helpers, d)
+			}
+		}
+		t.Errorf("%s links package testing (test helpers among its dependencies: %v): only test helpers may", pkg, helpers)
+	}
+}
+
+// isTestHelper reports whether package path p is one of the module's test
+// helpers: named ...test, or internal/testenv.
+func isTestHelper(p string) bool {
+	rel, ok := strings.CutPrefix(p, module+"/")
+	return ok && (strings.HasSuffix(rel, "test") || rel == "internal/testenv")
+}
+
+// matchesPattern reports whether package path p is pattern, or below it
+// when pattern ends in "/...".
+func matchesPattern(pattern, p string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return p == base || strings.HasPrefix(p, base+"/")
+	}
+	return p == pattern
+}
+
+func TestMatchesPattern(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"kat.dws.rip/kat/netstack", "kat.dws.rip/kat/netstack", true},
+		{"kat.dws.rip/kat/netstack", "kat.dws.rip/kat/netstack/ipam", false},
+		{"kat.dws.rip/kat/store/...", "kat.dws.rip/kat/store", true},
+		{"kat.dws.rip/kat/store/...", "kat.dws.rip/kat/store/resources", true},
+		{"kat.dws.rip/kat/store/...", "kat.dws.rip/kat/storefront", false},
+		{"testing/...", "testing/fstest", true},
+		{"testing/...", "internal/testlog", false},
+	} {
+		if got := matchesPattern(tc.pattern, tc.path); got != tc.want {
+			t.Errorf("matchesPattern(%q, %q) = %v, want %v", tc.pattern, tc.path, got, tc.want)
 		}
 	}
 }

@@ -36,7 +36,7 @@ type Assignment struct {
 	Build *BuildRef `json:"build,omitempty"`
 	// Files are the Quadlet files of the generation, so an agent needs no
 	// other key to build the container.
-	Files     map[string][]byte `json:"files"`
+	Files     map[string][]byte `json:"files,omitempty"`
 	CreatedAt time.Time         `json:"createdAt"`
 	// UserNSSlot is the workload's slot of user namespace ids: its
 	// containers map uid and gid 0 to the start of the node's sub-id range

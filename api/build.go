@@ -15,6 +15,31 @@ const (
 	BuildFailed BuildState = "Failed"
 )
 
+// LocalImageRepository is the registry part of every image KAT builds from
+// an app repository: such images never leave the node that built them.
+const LocalImageRepository = "kat-local"
+
+// ImageRepository is the local repository of the images built for workload
+// namespace/workload: kat-local/{namespace}_{workload}.
+func ImageRepository(namespace, workload string) string {
+	return LocalImageRepository + "/" + namespace + "_" + workload
+}
+
+// ImageName is the local image name of workload namespace/workload built
+// at commit, as the leader assigns it and the node's builder tags it:
+// kat-local/{namespace}_{workload}:{commit12}.
+func ImageName(namespace, workload, commit string) string {
+	return ImageRepository(namespace, workload) + ":" + ShortCommit(commit)
+}
+
+// ShortCommit is the first 12 digits of a commit, as KAT shows it and tags
+// and keys its builds ({commit12}); a shorter string is returned as it is.
+func ShortCommit(commit string) string { return commit[:min(12, len(commit))] }
+
+// ReasonBuildFailed is the reason of a workload's BuildFailed condition and
+// of the event a node records for a failed build.
+const ReasonBuildFailed = "BuildFailed"
+
 // Build is what one node knows about the build of one commit of a workload
 // (workload.kat spec.source.git): the builder returns it, the node stores it
 // under /kat/builds/{ns}/{name}/{commit12}/{node}, and the API lists a

@@ -63,11 +63,18 @@ type ClusterServers struct {
 	Servers []string `json:"servers"`
 }
 
-// ClusterConfig is the cluster's configuration with its identity.
-type ClusterConfig struct {
+// ClusterIdentity is who a cluster is, recorded once by init (kat-agent
+// init): its UID, its name (cluster.kat's metadata.name) and when it was
+// created.
+type ClusterIdentity struct {
 	UID       string    `json:"uid"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"createdAt"`
+}
+
+// ClusterConfig is the cluster's configuration with its identity.
+type ClusterConfig struct {
+	ClusterIdentity
 	// Spec is the ClusterConfiguration spec with defaults applied. It holds no
 	// secrets: tokens are never part of it, and the webhook secret appears only
 	// as the path of its file.

@@ -77,34 +77,19 @@ type PublishedPort struct {
 	Protocol      string `json:"protocol,omitempty"`
 }
 
-// Instance is one instance of a workload: where it is assigned and what its
-// agent last reported.
+// Instance is one instance of a workload as the API shows it: its
+// assignment (where the leader placed it and what it runs, the Quadlet files
+// left out) and what its agent last reported, each the record itself, so a
+// field added to either shows here with no other edit. Its JSON is the
+// assignment's fields, "status" (the report) and "ready".
 type Instance struct {
-	InstanceID  string `json:"instanceID"`
-	Node        string `json:"node"`
-	Generation  int64  `json:"generation"`
-	SpecHash    string `json:"specHash"`
-	ContainerID string `json:"containerID"`
-	State       string `json:"state"`
-	Phase       string `json:"phase"`
-	Health      string `json:"health"`
-	Restarts    int    `json:"restarts"`
-	ExitCode    int    `json:"exitCode"`
-	Image       string `json:"image"`
-	// SourceCommit is the app commit the instance's image is built from
-	// (or the config repo commit its spec came from).
-	SourceCommit string          `json:"sourceCommit,omitempty"`
-	Ports        []PublishedPort `json:"ports,omitempty"`
-	Message      string          `json:"message,omitempty"`
-	// Verification and VerifyMessage are the agent's verdict on the
-	// updateStrategy.verify command (InstanceStatus.Verification).
-	Verification  string `json:"verification,omitempty"`
-	VerifyMessage string `json:"verifyMessage,omitempty"`
-	// Ready is true when the instance serves: running, healthy (or without
-	// a health check) and not leaving. Clients that pick instances from
-	// this list use only these.
+	Assignment
+	// Status is the agent's last report of the instance; before the first,
+	// Phase is InstancePending and HealthStatus HealthPending, the rest
+	// empty.
+	Status InstanceStatus `json:"status"`
+	// Ready is true when the instance serves: Status.Ready() (running,
+	// healthy or without a health check) and not leaving (LeavingAt unset).
+	// Clients that pick instances from this list use only these.
 	Ready bool `json:"ready"`
-	// Leaving is true once the leader has taken the instance out of
-	// service: it stops after the drain delay.
-	Leaving bool `json:"leaving,omitempty"`
 }

@@ -146,21 +146,23 @@ const (
 	NodeUnknown  = "Unknown"
 )
 
-// Node is a node as the API returns it: its registration, with what its
-// last heartbeat said and what the leader placed on it.
+// Node is a node as the API returns it: its registration and its last
+// status report (both the records themselves, the report's instances left
+// out), with what the leader placed on it.
 type Node struct {
 	NodeRegistration
+	// NodeStatus is what the node last reported: its capacity and
+	// allocatable resources, GPUs and overlay, and conditions such as
+	// RuntimeReady=False when it cannot run containers; zero before its
+	// first report. WorkloadInstances is left out (the workloads' status
+	// shows them).
+	NodeStatus
 	// Status is NodeReady, NodeNotReady, or NodeUnknown for a node that
 	// never beat.
 	Status string `json:"status"`
 	// Leader marks the node that leads the cluster.
 	Leader        bool       `json:"leader"`
 	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
-	// Resources and Conditions are what the node's last heartbeat
-	// reported: its capacity, and problems such as RuntimeReady=False when
-	// it cannot run containers.
-	Resources  NodeResources `json:"resources"`
-	Conditions []Condition   `json:"conditions,omitempty"`
 	// Instances is how many instances the leader has placed on the node
 	// (its assignments), ended Job instances included.
 	Instances int `json:"instances"`

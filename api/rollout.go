@@ -99,30 +99,23 @@ type RolloutFailure struct {
 }
 
 // HistoryEntry is one archived generation of a workload, as katcall
-// history lists it.
+// history lists it: the generation's metadata as archived (its
+// generation, spec hash, owner with the config repo commit its files came
+// from, UpdatedAt when it was applied, and Rollback when a rollback wrote
+// it) with the outcome of its rollout.
 type HistoryEntry struct {
-	Generation int64  `json:"generation"`
-	SpecHash   string `json:"specHash"`
-	// SourceCommit is the config repo commit the files came from; empty for
-	// an API apply.
-	SourceCommit string `json:"sourceCommit"`
-	// Time is when the generation was applied.
-	Time time.Time `json:"time"`
+	WorkloadMeta
 	// Outcome is one of the Outcome constants.
 	Outcome string `json:"outcome"`
-	// Rollback is set on a generation a rollback wrote.
-	Rollback *RollbackRef `json:"rollback,omitempty"`
 }
 
 // RolloutStatus is the answer of GET .../workloads/{name}/rollout: the
 // rollout of the current generation, and the outcome of the generation
 // asked about (?generation=, default the current one).
 type RolloutStatus struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Type      string `json:"type"`
-	// Generation is the workload's current generation.
-	Generation int64 `json:"generation"`
+	// WorkloadMeta is the workload's metadata: Generation is its current
+	// generation.
+	WorkloadMeta
 	// Asked is the generation Outcome is about.
 	Asked int64 `json:"asked"`
 	// Outcome is Asked's outcome (the Outcome constants).

@@ -17,7 +17,7 @@ func (s *Server) clusterView(ctx context.Context) (*api.ClusterConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api.ClusterConfig{UID: info.UID, Name: info.Config.Metadata.Name, CreatedAt: info.CreatedAt, Spec: info.Config.Spec}, nil
+	return &api.ClusterConfig{ClusterIdentity: info.ClusterIdentity, Spec: info.Config.Spec}, nil
 }
 
 func (s *Server) clusterConfig(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +85,8 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 		v := api.Node{NodeRegistration: reg, Status: api.NodeUnknown, Leader: leader != nil && leader.Node == reg.Name}
 		reported := map[string]string{}
 		if n.Status != nil {
-			v.Resources, v.Conditions = n.Status.Resources, n.Status.Conditions
+			v.NodeStatus = *n.Status
+			v.WorkloadInstances = nil
 			for _, is := range n.Status.WorkloadInstances {
 				reported[is.InstanceID] = is.Phase
 			}

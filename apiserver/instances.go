@@ -41,13 +41,10 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.
 		if a.Namespace != ns || a.Workload != name {
 			continue
 		}
-		in := api.Instance{InstanceID: a.InstanceID, Node: a.Node, Generation: a.Generation, SpecHash: a.SpecHash,
-			Image: a.Image, SourceCommit: a.SourceCommit, Phase: api.InstancePending, Health: api.HealthPending,
-			Leaving: a.Leaving()}
+		a.Files = nil // the generation's: GET .../workloads/{name}/files/{file} serves them
+		in := api.Instance{Assignment: a, Status: api.InstanceStatus{Phase: api.InstancePending, HealthStatus: api.HealthPending}}
 		if r, ok := reported[a.InstanceID]; ok {
-			in.ContainerID, in.State, in.Phase, in.Health, in.Restarts, in.ExitCode, in.Ports, in.Message =
-				r.ContainerID, r.State, r.Phase, r.HealthStatus, r.Restarts, r.ExitCode, r.Ports, r.Message
-			in.Verification, in.VerifyMessage = r.Verification, r.VerifyMessage
+			in.Status = r
 			in.Ready = r.Ready() && !a.Leaving()
 		}
 		out = append(out, in)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,9 +36,22 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 			return err
 		},
 	})
-	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default",
-		Workload: "web", Image: "img", CreatedAt: time.Now()}}, nil); err != nil {
+	a := api.Assignment{InstanceID: "web-1", Node: "n1", Namespace: "default", Workload: "web", Image: "img",
+		Files: map[string][]byte{"workload.kat": []byte("kind: Workload\n")}, CreatedAt: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{a}, nil); err != nil {
 		t.Fatal(err)
+	}
+	// The instance shows its assignment (without the files) and, before
+	// its agent reports, a pending status.
+	shown := a
+	shown.Files = nil
+	d, err := f.client.WorkloadStatus(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := api.Instance{Assignment: shown, Status: api.InstanceStatus{Phase: api.InstancePending, HealthStatus: api.HealthPending}}
+	if len(d.Instances) != 1 || !reflect.DeepEqual(d.Instances[0], pending) {
+		t.Fatalf("instances before a report = %+v, want %+v", d.Instances, pending)
 	}
 
 	// The node reports its instance; the workload status shows it.
@@ -47,13 +61,11 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 	if err := f.client.PostNodeStatus(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	d, err := f.client.WorkloadStatus(ctx, "default", "web")
-	if err != nil {
+	if d, err = f.client.WorkloadStatus(ctx, "default", "web"); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Instances) != 1 || !reflect.DeepEqual(d.Instances[0], api.Instance{InstanceID: "web-1", Node: "n1", ContainerID: "c1", State: "running",
-		Phase: api.InstanceRunning, Health: api.HealthHealthy, Restarts: 2, Image: "img", Ready: true}) {
-		t.Fatalf("instances = %+v", d.Instances)
+	if want := (api.Instance{Assignment: shown, Status: st.WorkloadInstances[0], Ready: true}); len(d.Instances) != 1 || !reflect.DeepEqual(d.Instances[0], want) {
+		t.Fatalf("instances = %+v, want %+v", d.Instances, want)
 	}
 
 	var buf bytes.Buffer
@@ -168,5 +180,36 @@ func TestHeartbeatWritesStatusOnlyOnChange(t *testing.T) {
 	}
 	if err := f.client.PostNodeStatus(ctx, st); !isStatus(err, http.StatusNotFound) {
 		t.Fatalf("heartbeat of a node whose registration went: %v, want 404", err)
+	}
+}
+
+// TestNodeShowsItsLastReport: a node as the API shows it carries its last
+// status report as the node sent it (resources, GPUs, overlay,
+// conditions), without its instances.
+func TestNodeShowsItsLastReport(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n1", JoinedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	st := api.NodeStatus{NodeName: "n1", Timestamp: 100,
+		Resources:         api.NodeResources{Capacity: api.ResourceList{CPU: "2", Memory: "4Gi"}, Allocatable: api.ResourceList{CPU: "1500m", Memory: "3Gi"}},
+		GPUs:              []api.GPU{{Index: 0, Name: "gpu0", Driver: "nvidia", VRAMMiB: 8192}},
+		Conditions:        []api.Condition{{Type: "RuntimeReady", Status: api.ConditionFalse, Reason: "MissingProgram", Message: "iptables"}},
+		Overlay:           &api.NodeOverlay{PublicKey: base64.StdEncoding.EncodeToString(make([]byte, 32)), Port: 51820},
+		WorkloadInstances: []api.InstanceStatus{{InstanceID: "i1", Phase: api.InstanceRunning}},
+	}
+	if err := f.client.PostNodeStatus(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.client.GetNode(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := st
+	want.WorkloadInstances = nil
+	if !reflect.DeepEqual(n.NodeStatus, want) {
+		t.Fatalf("node shows the report %+v, want %+v", n.NodeStatus, want)
 	}
 }

@@ -68,7 +68,7 @@ func (s *Server) getWorkloadRollout(w http.ResponseWriter, r *http.Request) {
 	if asked == 0 {
 		asked = wl.Generation
 	}
-	out := api.RolloutStatus{Namespace: ns, Name: name, Type: wl.Type, Generation: wl.Generation, Asked: asked,
+	out := api.RolloutStatus{WorkloadMeta: wl.WorkloadMeta, Asked: asked,
 		Outcome: api.OutcomeInProgress, Rollout: ro}
 	for _, e := range h {
 		if e.Generation == asked {

@@ -74,12 +74,12 @@ func TestHistoryAndRollback(t *testing.T) {
 	if err := json.Unmarshal(b, &raw); err != nil || len(raw) != 3 {
 		t.Fatalf("history = %s (%v)", b, err)
 	}
-	for _, k := range []string{"generation", "specHash", "sourceCommit", "time", "outcome"} {
+	for _, k := range []string{"generation", "specHash", "owner", "updatedAt", "outcome"} {
 		if _, ok := raw[0][k]; !ok {
 			t.Errorf("history entry has no %q: %v", k, raw[0])
 		}
 	}
-	if raw[2]["sourceCommit"] != "c3" || raw[2]["outcome"] != "in progress" {
+	if owner, _ := raw[2]["owner"].(map[string]any); owner["commit"] != "c3" || raw[2]["outcome"] != "in progress" {
 		t.Errorf("generation 3 = %v", raw[2])
 	}
 

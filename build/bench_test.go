@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -58,7 +59,7 @@ func benchManual(b *testing.B, app map[string]string) {
 	repo := newAppRepo(b, appRepoOptions{allowSHA: true})
 	commit := repo.Commit("app", app)
 	ns, wl := "default", randomName("bb-manual")
-	image := ImageName(ns, wl, commit)
+	image := api.ImageName(ns, wl, commit)
 	pm := newPodman(runtime.NewPodman(store))
 	b.Cleanup(func() { removeImages(b, pm, ns, wl) })
 	run := func(name string, args ...string) {

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/build/usernsrun"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/runtime"
 )
@@ -93,8 +94,8 @@ type Builder struct {
 	builds  atomic.Int64 // podman builds started, for tests
 
 	// wrapper is the script podman runs RUN steps through, helper the
-	// link to this program it calls (wrapper.go); setup is the host setup
-	// once found.
+	// link to this program it calls (usernsrun.Install); setup is the host
+	// setup once found.
 	wrapper string
 	helper  string
 	setupMu sync.Mutex
@@ -147,7 +148,7 @@ func New(cfg Config) (*Builder, error) {
 			return nil, fmt.Errorf("build: create work dir: %w", err)
 		}
 	}
-	wrapper, helper, err := writeWrapper(cfg.WorkDir)
+	wrapper, helper, err := usernsrun.Install(cfg.WorkDir)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +236,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (api.Build, error) {
 	case <-f.done:
 		return f.rec, f.err
 	case <-ctx.Done():
-		return api.Build{}, fmt.Errorf("wait for build of %s/%s at %s: %w", req.Namespace, req.Workload, short(req.Commit), ctx.Err())
+		return api.Build{}, fmt.Errorf("wait for build of %s/%s at %s: %w", req.Namespace, req.Workload, api.ShortCommit(req.Commit), ctx.Err())
 	}
 }
 
@@ -358,7 +359,7 @@ func (b *Builder) existing(rec *api.Build) (bool, error) {
 	defer cancel()
 	exists, err := b.cfg.Podman.ImageExists(ctx, rec.Image)
 	if err != nil {
-		return false, fmt.Errorf("build %s/%s at %s: %w", rec.Namespace, rec.Workload, short(rec.Commit), err)
+		return false, fmt.Errorf("build %s/%s at %s: %w", rec.Namespace, rec.Workload, api.ShortCommit(rec.Commit), err)
 	}
 	if !exists {
 		return false, nil
@@ -384,7 +385,7 @@ func (b *Builder) produce(ctx context.Context, req *Request, rec *api.Build, log
 	var pulled chan cachePull
 	var pullLog bytes.Buffer
 	if reg != "" {
-		cacheRef = reg + ":" + short(req.Commit)
+		cacheRef = reg + ":" + api.ShortCommit(req.Commit)
 		// A look at the registry first: a miss then costs no pull, a
 		// hit no clone.
 		switch found, why := b.probeCache(ctx, cacheRef); found {
@@ -475,7 +476,7 @@ func (b *Builder) startSource(req *Request) (*source, error) {
 	if err := os.MkdirAll(filepath.Join(b.cfg.WorkDir, "src"), 0o700); err != nil {
 		return nil, fmt.Errorf("create clone dir: %w", err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Join(b.cfg.WorkDir, "src"), req.Namespace+"_"+req.Workload+"-"+short(req.Commit)+"-")
+	tmp, err := os.MkdirTemp(filepath.Join(b.cfg.WorkDir, "src"), req.Namespace+"_"+req.Workload+"-"+api.ShortCommit(req.Commit)+"-")
 	if err != nil {
 		return nil, fmt.Errorf("create clone dir: %w", err)
 	}

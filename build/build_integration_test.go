@@ -17,7 +17,7 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/metrics/metricstest"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -190,7 +190,7 @@ func TestBrokenDockerfile(t *testing.T) {
 	if last, _ := recs.Get(ns, wl, commit); last.State != api.BuildFailed {
 		t.Errorf("stored record %+v: want Failed", last)
 	}
-	if exists, _ := b.cfg.Podman.ImageExists(context.Background(), ImageName(ns, wl, commit)); exists {
+	if exists, _ := b.cfg.Podman.ImageExists(context.Background(), api.ImageName(ns, wl, commit)); exists {
 		t.Error("a failed build left an image")
 	}
 	if n := buildCount(t, metrics.ResultFailure) - failures; n != 1 {
@@ -320,7 +320,7 @@ func TestBuildTimeout(t *testing.T) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	})
-	poll.UntilErr(t, 15*time.Second, "the RUN step's process ends with the build", func() error {
+	polltest.UntilErr(t, 15*time.Second, "the RUN step's process ends with the build", func() error {
 		if pids := processesRunning("sleep " + seconds); len(pids) > 0 {
 			return fmt.Errorf("still running: %v", pids)
 		}
@@ -360,7 +360,7 @@ func TestCloseStopsBuilds(t *testing.T) {
 		_, err := b.Build(context.Background(), req)
 		errc <- err
 	}()
-	poll.Until(t, 60*time.Second, "the RUN step starts", func() bool { return len(processesRunning("sleep "+seconds)) > 0 })
+	polltest.Until(t, 60*time.Second, "the RUN step starts", func() bool { return len(processesRunning("sleep "+seconds)) > 0 })
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}

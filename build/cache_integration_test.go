@@ -121,12 +121,12 @@ func TestHousekeeping(t *testing.T) {
 	var names []string
 	for i := range 5 {
 		// Distinct creation times without waiting: --timestamp.
-		name := ImageName(ns, wl, strings.Repeat(string(rune('a'+i)), 12))
+		name := api.ImageName(ns, wl, strings.Repeat(string(rune('a'+i)), 12))
 		podmanOutput(t, storeArgs(), "build", "--quiet", "--no-cache", "--timestamp", strconvItoa(1_700_000_000+i*60),
 			"--build-arg", "N="+wl+strconvItoa(i), "--tag", name, dir)
 		names = append(names, name)
 	}
-	other := ImageName(ns, randomName("bt-other"), strings.Repeat("f", 12))
+	other := api.ImageName(ns, randomName("bt-other"), strings.Repeat("f", 12))
 	podmanOutput(t, storeArgs(), "tag", names[0], other)
 	t.Cleanup(func() { podmanOutput(t, storeArgs(), "rmi", "--force", other) })
 	ctr := randomName("bt-user")
@@ -141,7 +141,7 @@ func TestHousekeeping(t *testing.T) {
 	if strings.Join(removed, " ") != strings.Join(want, " ") {
 		t.Errorf("removed %v, want %v", removed, want)
 	}
-	left := podmanOutput(t, storeArgs(), "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference="+repoName(ns, wl))
+	left := podmanOutput(t, storeArgs(), "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference="+api.ImageRepository(ns, wl))
 	for i, n := range names {
 		kept := i != 0 && i != 2
 		if got := strings.Contains(left, n); got != kept {

@@ -94,15 +94,15 @@ Podman 4.3 cannot do this itself on the hosts KAT targets: with
 --userns-uid-map or --userns=auto the working container's root directory
 stays host root's (runc cannot create /run/.containerenv) and what RUN and
 COPY write is stored with host uids. So podman build runs with the host's
-user namespace and, as its OCI runtime, a wrapper script in WorkDir that
-hands each RUN step to the Builder's own program (which calls RuntimeMain
-first in main): it mounts the step's layers again, idmapped, and gives the
-container the user namespace before runc creates it. This needs Podman's
-overlay storage driver and Linux 5.19 or later (idmapped overlay layers);
-the kernel logs "upperdir is in-use" for each RUN step, whose layer is
-mounted twice while Podman's own mount of it stays idle. A RUN step takes
-about 0.1-0.2 s longer. RUN --mount=type=cache directories are host root's,
-so a step cannot write them.
+user namespace and, as its OCI runtime, the wrapper of package usernsrun: a
+script in WorkDir that hands each RUN step to the Builder's own program
+(which calls usernsrun.Main first in main), which mounts the step's layers
+again, idmapped, and gives the container the user namespace before runc
+creates it. This needs Podman's overlay storage driver and Linux 5.19 or
+later (idmapped overlay layers); the kernel logs "upperdir is in-use" for
+each RUN step, whose layer is mounted twice while Podman's own mount of it
+stays idle. A RUN step takes about 0.1-0.2 s longer. RUN --mount=type=cache
+directories are host root's, so a step cannot write them.
 
 The image tag holds only the app commit: changing build.kat without a new
 app commit reuses the existing image.

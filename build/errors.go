@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx"
 )
 
@@ -19,9 +20,6 @@ var (
 	// ErrLogNotFound means there is no log of that build on this node.
 	ErrLogNotFound = errors.New("build: log not found")
 )
-
-// ReasonBuildFailed is the condition reason for a failed build.
-const ReasonBuildFailed = "BuildFailed"
 
 // Stages of a build, as FailedError.Stage.
 const (
@@ -49,7 +47,7 @@ type FailedError struct {
 }
 
 func (e *FailedError) Error() string {
-	return fmt.Sprintf("build %s/%s at %s: %s: %v", e.Namespace, e.Workload, short(e.Commit), e.Stage, e.Err)
+	return fmt.Sprintf("build %s/%s at %s: %s: %v", e.Namespace, e.Workload, api.ShortCommit(e.Commit), e.Stage, e.Err)
 }
 
 func (e *FailedError) Unwrap() error { return e.Err }

@@ -51,7 +51,7 @@ func fetchAndCheckout(ctx context.Context, repoURL string, h plumbing.Hash, ref 
 		case err != nil:
 			fmt.Fprintf(log, "%v\n", err)
 		default:
-			fmt.Fprintf(log, "%s moved on from %s\n", ref, short(h.String()))
+			fmt.Fprintf(log, "%s moved on from %s\n", ref, api.ShortCommit(h.String()))
 		}
 	}
 	repo, err := gitx.Init(gitDir, srcDir, repoURL, auth)
@@ -99,7 +99,7 @@ func finishCheckout(repo *git.Repository, h plumbing.Hash, srcDir string) error 
 		return fmt.Errorf("open worktree: %w", err)
 	}
 	if err := wt.Checkout(&git.CheckoutOptions{Hash: h, Force: true}); err != nil {
-		return fmt.Errorf("check out %s: %w", short(h.String()), err)
+		return fmt.Errorf("check out %s: %w", api.ShortCommit(h.String()), err)
 	}
 	// go-git left a ".git" file pointing at gitDir: keep it out of the
 	// build context.

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/build/usernsrun"
 	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/runtime"
@@ -37,7 +39,7 @@ var (
 
 func TestMain(m *testing.M) {
 	// Builders run RUN steps through this test binary.
-	RuntimeMain()
+	usernsrun.Main()
 	if r, err := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers"); err != nil {
 		subIDErr = err
 	} else {
@@ -164,7 +166,7 @@ func testBuilder(t testing.TB, cfg Config, namespace, workload string) (*Builder
 func removeImages(t testing.TB, pm podman, namespace, workload string) {
 	t.Helper()
 	ctx := context.Background()
-	imgs, err := pm.listImages(ctx, repoName(namespace, workload))
+	imgs, err := pm.listImages(ctx, api.ImageRepository(namespace, workload))
 	if err != nil {
 		t.Logf("cleanup: %v", err)
 		return

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -63,7 +64,7 @@ func (b *Builder) logDir(namespace, workload string) string {
 // logPath is the log file of one build; a rebuild of the same commit
 // replaces it.
 func (b *Builder) logPath(namespace, workload, commit string) string {
-	return filepath.Join(b.logDir(namespace, workload), short(commit)+".log")
+	return filepath.Join(b.logDir(namespace, workload), api.ShortCommit(commit)+".log")
 }
 
 var commitPrefixRE = regexp.MustCompile(`^[0-9a-f]{12,40}$`)
@@ -121,7 +122,7 @@ func (b *Builder) Log(namespace, workload, commit string) (io.ReadCloser, error)
 	}
 	f, err := os.Open(b.logPath(namespace, workload, commit))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s/%s at %s on node %s", ErrLogNotFound, namespace, workload, short(commit), b.cfg.Node)
+		return nil, fmt.Errorf("%w: %s/%s at %s on node %s", ErrLogNotFound, namespace, workload, api.ShortCommit(commit), b.cfg.Node)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open build log: %w", err)

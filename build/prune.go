@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 )
@@ -24,7 +25,7 @@ func (b *Builder) Prune(ctx context.Context, namespace, workload string) ([]stri
 func (b *Builder) prune(ctx context.Context, namespace, workload, protect string) ([]string, error) {
 	b.pruneMu.Lock()
 	defer b.pruneMu.Unlock()
-	repo := repoName(namespace, workload)
+	repo := api.ImageRepository(namespace, workload)
 	imgs, err := b.pm.listImages(ctx, repo)
 	if err != nil {
 		return nil, fmt.Errorf("housekeeping: %w", err)

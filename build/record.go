@@ -40,7 +40,7 @@ func (m *MemoryRecords) Get(namespace, workload, commit string) (api.Build, bool
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range slices.Backward(m.history) {
-		if r.Namespace == namespace && r.Workload == workload && short(r.Commit) == short(commit) {
+		if r.Namespace == namespace && r.Workload == workload && api.ShortCommit(r.Commit) == api.ShortCommit(commit) {
 			return r, true
 		}
 	}

@@ -10,9 +10,6 @@ import (
 	"kat.dws.rip/kat/quadlet"
 )
 
-// LocalRepository is the repository part of every image a Builder makes.
-const LocalRepository = "kat-local"
-
 // Request asks for the image of one commit of a workload.
 type Request struct {
 	// Namespace and Workload name the workload; both are DNS labels.
@@ -46,25 +43,8 @@ type Request struct {
 
 var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// ImageName returns the local image name of a build:
-// kat-local/{namespace}_{workload}:{commit12}.
-func ImageName(namespace, workload, commit string) string {
-	return repoName(namespace, workload) + ":" + short(commit)
-}
-
-func repoName(namespace, workload string) string {
-	return LocalRepository + "/" + namespace + "_" + workload
-}
-
-func short(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
-}
-
 // Image returns the request's local image name.
-func (r *Request) Image() string { return ImageName(r.Namespace, r.Workload, r.Commit) }
+func (r *Request) Image() string { return api.ImageName(r.Namespace, r.Workload, r.Commit) }
 
 // RegistryPath returns the cache registry path: Spec.Cache.RegistryPath,
 // else CacheImage, else "".

@@ -76,8 +76,8 @@ func TestRequestNormalize(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	if got := ImageName("prod", "web", testCommit); got != "kat-local/prod_web:0123456789ab" {
-		t.Errorf("ImageName = %q", got)
+	if got := (&Request{Namespace: "prod", Workload: "web", Commit: testCommit}).Image(); got != "kat-local/prod_web:0123456789ab" {
+		t.Errorf("Image = %q", got)
 	}
 	r := Request{CacheImage: "reg.example.com/cache/web"}
 	if r.RegistryPath() != "reg.example.com/cache/web" {

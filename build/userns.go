@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"kat.dws.rip/kat/build/usernsrun"
 	"kat.dws.rip/kat/runtime"
 )
 
@@ -45,7 +44,7 @@ func idMapFor(ids *runtime.SubIDRange, slot *int) (*runtime.IDMap, string, error
 }
 
 // buildNS is how a build runs its RUN steps: podman runs them through the
-// wrapper (wrapper.go), in a user namespace with map m.
+// wrapper (package usernsrun), in a user namespace with map m.
 type buildNS struct {
 	host hostSetup
 	m    runtime.IDMap
@@ -56,11 +55,7 @@ func (n buildNS) globalArgs() []string { return []string{"--runtime", n.host.wra
 
 // env is the environment podman passes on to the wrapper.
 func (n buildNS) env() []string {
-	return []string{
-		envIDMap + "=" + idMap{HostBase: n.m.HostBase, Size: runtime.IDMapSize}.String(),
-		envRuntime + "=" + n.host.runtime,
-		envOverlayHome + "=" + n.host.overlayHome,
-	}
+	return usernsrun.Env(n.m.HostBase, runtime.IDMapSize, n.host.runtime, n.host.overlayHome)
 }
 
 // describe says which host ids RUN steps run as, for the build log.
@@ -78,32 +73,6 @@ type hostSetup struct {
 	runtime string
 	// overlayHome is the overlay driver's directory in Podman's storage.
 	overlayHome string
-}
-
-// writeWrapper writes the wrapper script WorkDir/kat-build-runtime and
-// makes WorkDir/kat-build-userns a link to this program, its helper
-// (RuntimeMain). It returns their paths.
-func writeWrapper(workDir string) (wrapper, helper string, err error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", "", fmt.Errorf("build: find this program, the helper of the runtime wrapper of builds: %w", err)
-	}
-	helper = filepath.Join(workDir, helperName)
-	if err := os.Remove(helper); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", "", fmt.Errorf("build: replace %s: %w", helper, err)
-	}
-	if err := os.Symlink(exe, helper); err != nil {
-		return "", "", fmt.Errorf("build: link the helper of the runtime wrapper of builds: %w", err)
-	}
-	wrapper = filepath.Join(workDir, wrapperName)
-	tmp := wrapper + ".tmp"
-	if err := os.WriteFile(tmp, []byte(wrapperScript(helper)), 0o700); err != nil {
-		return "", "", fmt.Errorf("build: write the runtime wrapper of builds: %w", err)
-	}
-	if err := os.Rename(tmp, wrapper); err != nil {
-		return "", "", fmt.Errorf("build: write the runtime wrapper of builds: %w", err)
-	}
-	return wrapper, helper, nil
 }
 
 // setupTimeout bounds finding the host setup.
@@ -131,12 +100,8 @@ func (b *Builder) hostSetup(ctx context.Context) (hostSetup, error) {
 	if f[1] != "overlay" {
 		return hostSetup{}, fmt.Errorf("RUN steps run in a user namespace only with podman's overlay storage driver; this storage uses %q", f[1])
 	}
-	probe, err := exec.CommandContext(ctx, b.helper, probeArg).Output()
-	if err == nil && strings.TrimSpace(string(probe)) != helperName {
-		err = fmt.Errorf("it printed %q", probe)
-	}
-	if err != nil {
-		return hostSetup{}, fmt.Errorf("%s does not serve as the helper of the runtime wrapper of builds (the program must call build.RuntimeMain first in main): %w", b.helper, err)
+	if err := usernsrun.Check(ctx, b.helper); err != nil {
+		return hostSetup{}, err
 	}
 	b.setup = &hostSetup{wrapper: b.wrapper, runtime: f[0], overlayHome: filepath.Join(f[2], "overlay")}
 	return *b.setup, nil

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // TestBuildRunStepsAreNotHostRoot builds a Dockerfile whose RUN step writes
@@ -59,7 +59,7 @@ func TestBuildRunStepsAreNotHostRoot(t *testing.T) {
 	}()
 
 	var pid int
-	poll.Until(t, 2*time.Minute, "the RUN step sleeping", func() bool {
+	polltest.Until(t, 2*time.Minute, "the RUN step sleeping", func() bool {
 		select {
 		case r := <-done:
 			t.Fatalf("the build ended before its RUN step was seen: %+v, %v", r.rec, r.err)

@@ -11,7 +11,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx/gittest"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -91,7 +91,7 @@ func (e *env) addSource(spec api.SourceSpec) {
 // triggering the sources in between.
 func (e *env) eventually(what string, cond func() string) {
 	e.t.Helper()
-	poll.UntilErr(e.t, 60*time.Second, what, func() error {
+	polltest.UntilErr(e.t, 60*time.Second, what, func() error {
 		if last := cond(); last != "" {
 			_, _ = e.m.Trigger("")
 			return errors.New(last)
@@ -112,10 +112,10 @@ func (e *env) source(name string) api.Source {
 // waitApplied waits until the source has applied commit.
 func (e *env) waitApplied(name, commit string) api.SourceStatus {
 	e.t.Helper()
-	e.eventually("source "+name+" applies "+short(commit), func() string {
+	e.eventually("source "+name+" applies "+api.ShortCommit(commit), func() string {
 		st := e.source(name).Status
 		if st.AppliedCommit != commit {
-			return fmt.Sprintf("applied %q (last error %q)", short(st.AppliedCommit), st.LastError)
+			return fmt.Sprintf("applied %q (last error %q)", api.ShortCommit(st.AppliedCommit), st.LastError)
 		}
 		return ""
 	})

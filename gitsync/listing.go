@@ -10,6 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -157,14 +158,14 @@ func (g *gitRepo) listChanges(c *object.Commit, root string, prev *Listing) (Lis
 	l := newListing(prev)
 	t, err := c.Tree()
 	if err != nil {
-		return l, listingDiff{}, fmt.Errorf("read tree of %s: %w", short(c.Hash.String()), err)
+		return l, listingDiff{}, fmt.Errorf("read tree of %s: %w", api.ShortCommit(c.Hash.String()), err)
 	}
 	if root != "." {
 		if t, err = t.Tree(root); err != nil {
 			if errors.Is(err, object.ErrDirectoryNotFound) {
-				return l, listingDiff{}, fmt.Errorf("%w: %q does not exist at commit %s", errPathMissing, root, short(c.Hash.String()))
+				return l, listingDiff{}, fmt.Errorf("%w: %q does not exist at commit %s", errPathMissing, root, api.ShortCommit(c.Hash.String()))
 			}
-			return l, listingDiff{}, fmt.Errorf("read %s at %s: %w", root, short(c.Hash.String()), err)
+			return l, listingDiff{}, fmt.Errorf("read %s at %s: %w", root, api.ShortCommit(c.Hash.String()), err)
 		}
 	}
 	ls := &lister{g: g, l: &l, dirs: map[string]bool{}, namespaces: map[string]bool{}, removed: map[string]bool{}}

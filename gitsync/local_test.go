@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // tree renders every file under dir with its size and modification time.
@@ -89,9 +89,9 @@ func TestLocalSourceSyncsWhenTheRefMoves(t *testing.T) {
 	e.addSource(api.SourceSpec{Name: "work", URL: "file://" + r.Work, Branch: "main", IntervalSeconds: 3600})
 	waitUntriggered := func(t *testing.T, name, commit string) {
 		t.Helper()
-		poll.UntilErr(t, 60*time.Second, "source "+name+" applies "+short(commit)+" untriggered", func() error {
+		polltest.UntilErr(t, 60*time.Second, "source "+name+" applies "+api.ShortCommit(commit)+" untriggered", func() error {
 			if st := e.source(name).Status; st.AppliedCommit != commit {
-				return fmt.Errorf("applied %q (last error %q)", short(st.AppliedCommit), st.LastError)
+				return fmt.Errorf("applied %q (last error %q)", api.ShortCommit(st.AppliedCommit), st.LastError)
 			}
 			return nil
 		})

@@ -222,7 +222,7 @@ func Decide(in DecideInput) Plan {
 	}
 	if len(p.Delete) > 0 && len(p.Delete) == owned && created == 0 && !in.AllowPruneAll {
 		p = Plan{Refused: fmt.Sprintf("commit %s would delete all %d workloads of source %q; refusing (set allowPruneAll on the source to permit it)",
-			short(in.Commit), owned, in.Source)}
+			api.ShortCommit(in.Commit), owned, in.Source)}
 		p.PathErrors = slices.Clone(in.PrevErrors)
 		return p
 	}
@@ -270,11 +270,4 @@ func WithRetries(c Changes, next Listing, prevErrors []api.PathError) Changes {
 	}
 	slices.Sort(c.Dirs)
 	return c
-}
-
-func short(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
 }

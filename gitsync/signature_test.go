@@ -91,7 +91,7 @@ func TestSignatures(t *testing.T) {
 			e.eventually("commit refused", func() string {
 				st := e.source("config").Status
 				c := condition(st.Conditions, CondReady)
-				if c == nil || c.Reason != ReasonSignature || !strings.Contains(c.Message, short(bad)) || !strings.Contains(c.Message, tc.want) {
+				if c == nil || c.Reason != ReasonSignature || !strings.Contains(c.Message, api.ShortCommit(bad)) || !strings.Contains(c.Message, tc.want) {
 					return fmt.Sprintf("Ready %+v", c)
 				}
 				return ""

@@ -232,7 +232,7 @@ func (s *source) sync(ctx context.Context) error {
 	s.status.FetchedCommit = head.String()
 	commit, err := s.git.Git.CommitObject(head)
 	if err != nil && s.local {
-		return &syncError{ReasonFetchFailed, fmt.Errorf("read commit %s of %s: %w", short(head.String()), gitx.RedactURL(s.spec.URL), err)}
+		return &syncError{ReasonFetchFailed, fmt.Errorf("read commit %s of %s: %w", api.ShortCommit(head.String()), gitx.RedactURL(s.spec.URL), err)}
 	}
 	if err != nil {
 		// The clone lost the object it just fetched: start it again.
@@ -241,7 +241,7 @@ func (s *source) sync(ctx context.Context) error {
 			return err
 		}
 		if commit, err = s.git.Git.CommitObject(head); err != nil {
-			return fmt.Errorf("read commit %s: %w", short(head.String()), err)
+			return fmt.Errorf("read commit %s: %w", api.ShortCommit(head.String()), err)
 		}
 		full = true
 	}
@@ -344,10 +344,10 @@ func (s *source) verify(c *object.Commit) error {
 		return &syncError{ReasonSignature, fmt.Errorf("read keyring: %w", err)}
 	}
 	if c.PGPSignature == "" {
-		return &syncError{ReasonSignature, fmt.Errorf("commit %s is not signed; the source requires a signature by a key in %s", short(c.Hash.String()), s.spec.KeyringFile)}
+		return &syncError{ReasonSignature, fmt.Errorf("commit %s is not signed; the source requires a signature by a key in %s", api.ShortCommit(c.Hash.String()), s.spec.KeyringFile)}
 	}
 	if _, err := c.Verify(string(ring)); err != nil {
-		return &syncError{ReasonSignature, fmt.Errorf("commit %s is not signed by a trusted key (%s): %w", short(c.Hash.String()), s.spec.KeyringFile, err)}
+		return &syncError{ReasonSignature, fmt.Errorf("commit %s is not signed by a trusted key (%s): %w", api.ShortCommit(c.Hash.String()), s.spec.KeyringFile, err)}
 	}
 	return nil
 }
@@ -467,7 +467,7 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 			Int("path_errors", len(res.pathErrors)).Msg("applied commit")
 	}
 	if w := pathErrorSummary(res.pathErrors); w != "" && w != s.lastWarnings {
-		s.event(ctx, api.EventWarning, ReasonInvalidQuadlet, fmt.Sprintf("commit %s: %s", short(commit), w))
+		s.event(ctx, api.EventWarning, ReasonInvalidQuadlet, fmt.Sprintf("commit %s: %s", api.ShortCommit(commit), w))
 	}
 	s.lastWarnings = pathErrorSummary(res.pathErrors)
 	return nil
@@ -526,7 +526,7 @@ func (r applyResult) summary(commit string) string {
 	if len(r.deleted) > 0 {
 		parts = append(parts, "pruned "+capList(r.deleted))
 	}
-	return fmt.Sprintf("commit %s: %s", short(commit), strings.Join(parts, "; "))
+	return fmt.Sprintf("commit %s: %s", api.ShortCommit(commit), strings.Join(parts, "; "))
 }
 
 func capList(xs []string) string {
@@ -634,10 +634,10 @@ func (s *source) superseded(ctx context.Context, commit string) bool {
 func (s *source) setReady() {
 	if n := len(s.status.PathErrors); n > 0 {
 		s.setCondition(CondReady, api.ConditionFalse, ReasonPathErrors,
-			fmt.Sprintf("applied commit %s; %s", short(s.status.AppliedCommit), pathErrorSummary(s.status.PathErrors)))
+			fmt.Sprintf("applied commit %s; %s", api.ShortCommit(s.status.AppliedCommit), pathErrorSummary(s.status.PathErrors)))
 		return
 	}
-	s.setCondition(CondReady, api.ConditionTrue, ReasonApplied, "applied commit "+short(s.status.AppliedCommit))
+	s.setCondition(CondReady, api.ConditionTrue, ReasonApplied, "applied commit "+api.ShortCommit(s.status.AppliedCommit))
 }
 
 func (s *source) setCondition(typ, status, reason, msg string) {

@@ -19,7 +19,7 @@ import (
 const (
 	DefaultBranch          = "main"
 	DefaultPath            = "."
-	DefaultIntervalSeconds = 30
+	DefaultIntervalSeconds = quadlet.DefaultPollIntervalSeconds
 	MinIntervalSeconds     = 5
 	MaxIntervalSeconds     = 86400
 	// ClusterSourceName is the name of the source cluster.kat's spec.gitops

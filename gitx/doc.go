@@ -1,9 +1,9 @@
 /*
 Package gitx is KAT's one Git layer: the go-git transport that config-repo
-sources (gitsync), app-repo ref resolution (gitsync, for the leader) and build
-clones (build) share, the one credential type, SSH host-key checking against
-a known_hosts file, and the removal of credentials from URLs before they
-reach an error or a log.
+sources (gitsync), the leader's app-repo ref resolution ([ResolveAppRef])
+and build clones (build) share, the one credential type, SSH host-key
+checking against a known_hosts file, and the removal of credentials from URLs
+before they reach an error or a log.
 
 What is KAT's own stays with its package: gitsync walks and diffs trees and
 plans what to write, build checks a commit out for a build. Both come here to

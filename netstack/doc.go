@@ -1,6 +1,6 @@
 // Package netstack is KAT's node networking (spec §7): the overlay network
-// (§7.1), IPAM (§7.2) and, in the subpackage dnsserver, the agent DNS
-// server (§7.3). The overlay is a WireGuard interface that connects this
+// (§7.1) and, in its subpackages, IPAM (§7.2, ipam) and the agent DNS server
+// (§7.3, dnsserver). The overlay is a WireGuard interface that connects this
 // node to every other node of the cluster, so that containers and agents
 // reach each other across hosts by their overlay addresses.
 //
@@ -45,16 +45,7 @@
 //
 // # IPAM
 //
-// The leader gives every node a subnet of clusterCIDR
-// (resources.Repo.EnsureNodeNetwork) and every instance it places an
-// address of its node's subnet: [Pool] decides which, from the addresses
-// already held.
-//
-//	pool, err := netstack.NewPool(subnet, held, recentlyReleased)
-//	if err != nil { ... }
-//	ip, err := pool.Allocate() // errors.Is(err, netstack.ErrSubnetFull) when none is left
-//
-// A node subnet's first address is the node's own (its overlay address,
-// the gateway of its Podman network and where its DNS server listens); it,
-// the network address and the broadcast address are never handed out.
+// The addresses of instances in a node's subnet are handed out by package
+// [kat.dws.rip/kat/netstack/ipam], which links none of this package's
+// WireGuard and netlink, so that the leader can import it.
 package netstack

@@ -52,3 +52,11 @@ func recordEndpoints(ctx context.Context, cli *clientv3.Client, saved []string, 
 		}
 	}
 }
+
+// memberSyncInterval is how often etcd clients of other members' URLs
+// refresh them from the member list.
+const memberSyncInterval = 30 * time.Second
+
+// endpointsCheckInterval is how often a worker compares the etcd URLs its
+// client knows with those node.json holds.
+const endpointsCheckInterval = 10 * time.Second

@@ -10,7 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // TestRecordEndpoints: the etcd URLs a worker's client learns are saved
@@ -52,7 +52,7 @@ func TestRecordEndpoints(t *testing.T) {
 	}
 	cli.SetEndpoints("https://10.0.0.3:2379", "https://10.0.0.1:2379", "https://10.0.0.2:2379")
 	want := []string{"https://10.0.0.1:2379", "https://10.0.0.2:2379", "https://10.0.0.3:2379"}
-	poll.Until(t, 10*time.Second, "the new URLs saved after a failed save", func() bool { return len(saved()) >= 2 })
+	polltest.Until(t, 10*time.Second, "the new URLs saved after a failed save", func() bool { return len(saved()) >= 2 })
 	time.Sleep(50 * time.Millisecond) //nolint:forbidigo // and not again
 	got := saved()
 	if len(got) != 2 || !slices.Equal(got[0], want) || !slices.Equal(got[1], want) {

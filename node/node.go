@@ -237,25 +237,6 @@ func (n *Node) Repo() *resources.Repo { return n.repo }
 // KatcallConfigPath is where the leader writes katcall's configuration.
 func (n *Node) KatcallConfigPath() string { return n.dir.katcallConfig() }
 
-func (n *Node) ensurePKI() error {
-	ca, created, err := pki.EnsureCA(pki.PathsIn(n.dir.pkiDir(), "ca"), "kat-"+n.state.Cluster.Metadata.Name+"-ca")
-	if err != nil {
-		return err
-	}
-	if created {
-		n.log.Info().Msg("created cluster CA")
-	}
-	leaf, issued, err := pki.EnsureLeaf(pki.PathsIn(n.dir.pkiDir(), "node"), ca, nodeLeafRequest(n.state.NodeName, n.state.AdvertiseAddress))
-	if err != nil {
-		return err
-	}
-	if issued {
-		n.log.Info().Str("node", n.state.NodeName).Msg("issued node certificate")
-	}
-	n.ca, n.leaf = ca, leaf
-	return nil
-}
-
 // openStore starts the embedded etcd, or dials the external one.
 func (n *Node) openStore(ctx context.Context) error {
 	if len(n.state.EtcdEndpoints) > 0 {

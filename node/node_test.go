@@ -17,7 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 )
 
@@ -206,7 +206,7 @@ func TestRunLeadsAndLogsCleanJSON(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // only /healthz of a test server
-	poll.UntilErr(t, leaderStartTimeout, "the leader serves the API", func() error {
+	polltest.UntilErr(t, leaderStartTimeout, "the leader serves the API", func() error {
 		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", o.APIPort))
 		if err != nil {
 			return err

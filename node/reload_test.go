@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/webhook"
 )
@@ -62,7 +62,7 @@ func TestRunReloadsFilesWithoutARestart(t *testing.T) {
 		}
 	}
 	// The config repo's source must be running to take the push.
-	poll.UntilErr(t, 60*time.Second, "the leader accepts a webhook", func() error {
+	polltest.UntilErr(t, 60*time.Second, "the leader accepts a webhook", func() error {
 		got, err := hook("first")
 		if err == nil && got != http.StatusAccepted {
 			err = fmt.Errorf("answered %d", got)
@@ -107,7 +107,7 @@ func TestRunReloadsFilesWithoutARestart(t *testing.T) {
 		}
 		for _, port := range []int{o.APIPort, o.AgentPort} {
 			// The agent API may still be starting on the first call.
-			poll.UntilErr(t, 30*time.Second, fmt.Sprintf("a handshake with port %d", port), func() error {
+			polltest.UntilErr(t, 30*time.Second, fmt.Sprintf("a handshake with port %d", port), func() error {
 				_, err := served(port)
 				return err
 			})

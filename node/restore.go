@@ -118,7 +118,7 @@ func Restore(o RestoreOptions, log zerolog.Logger) (*RestoreResult, error) {
 		Int64("revision", snap.Revision).Int("keys", snap.Keys).Bool("kept_credentials", old != nil).
 		Str("data_dir", o.DataDir).Msg("snapshot restored")
 	return &RestoreResult{
-		ClusterUID: info.UID, ClusterName: info.Config.Metadata.Name, NodeName: st.NodeName,
+		ClusterUID: info.UID, ClusterName: info.Name, NodeName: st.NodeName,
 		Revision: snap.Revision, Keys: snap.Keys, KeptCredentials: old != nil,
 	}, nil
 }

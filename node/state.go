@@ -227,3 +227,13 @@ func writeKatcallConfig(path string, c katcallConfig) error {
 		"\n# or copy it to ~/.kat/config. It holds the admin token: keep it private.\n"
 	return pki.WriteFileAtomic(path, append([]byte(head), b...), 0o600)
 }
+
+// roleWorker marks the state of a node that joined a cluster: it runs an
+// agent, not an etcd member nor a leader candidate.
+const roleWorker = "worker"
+
+// roleMember marks the state of a node that joined a cluster's etcd
+// quorum (join --etcd-peer): it runs an etcd member, campaigns for the
+// leadership and serves the API (forwarding to the leader while it does
+// not lead).
+const roleMember = "member"

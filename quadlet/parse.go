@@ -235,29 +235,3 @@ func describeKind(kind string) string {
 	}
 	return fmt.Sprintf("kind %q", kind)
 }
-
-// ParseNamespace parses and validates a Namespace file. On failure the error
-// is an ErrorList.
-func ParseNamespace(file string, data []byte) (*Namespace, error) {
-	doc, errs := parseDocument(file, data)
-	if errs != nil {
-		return nil, errs.err()
-	}
-	var ns Namespace
-	c := doc.checker(&errs)
-	if doc.kind == KindNamespace {
-		doc.decode(&ns)
-		errs = append(errs, doc.errs...)
-	}
-	c.checkHeader(KindNamespace)
-	if doc.kind == KindNamespace && c.required("metadata") {
-		validateMeta(c, ns.Metadata)
-		if ns.Metadata.Namespace != "" {
-			c.errorf("metadata.namespace", "must not be set for a Namespace")
-		}
-	}
-	if err := errs.err(); err != nil {
-		return nil, err
-	}
-	return &ns, nil
-}

@@ -11,7 +11,7 @@ import (
 
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/metrics/metricstest"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/storetest"
@@ -101,7 +101,7 @@ func TestLeadershipMovesLoops(t *testing.T) {
 	waitOneLeading := func(t *testing.T, what string) *candidate {
 		t.Helper()
 		var lead *candidate
-		poll.Until(t, 10*time.Second, what, func() bool {
+		polltest.Until(t, 10*time.Second, what, func() bool {
 			lead = byID[leaderID()]
 			if lead == nil {
 				return false
@@ -151,7 +151,7 @@ func TestLeadershipMovesLoops(t *testing.T) {
 	if err := second.st.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "each candidate led a term whose loop failed", func() bool {
+	polltest.Until(t, 10*time.Second, "each candidate led a term whose loop failed", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		b.mu.Lock()
@@ -185,7 +185,7 @@ func TestLeadershipMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- c.l.Run(ctx) }()
-	poll.Until(t, 10*time.Second, "the candidate leads", func() bool {
+	polltest.Until(t, 10*time.Second, "the candidate leads", func() bool {
 		running, _ := c.state()
 		return running == 2 && value("kat_leader", nil) == 1
 	})

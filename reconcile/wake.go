@@ -16,6 +16,3 @@ func Forward[T any](ch <-chan T, wake chan<- struct{}) {
 		Poke(wake)
 	}
 }
-
-// ShortCommit is the first 12 digits of a commit, as KAT shows and tags them.
-func ShortCommit(c string) string { return c[:min(12, len(c))] }

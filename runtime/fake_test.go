@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // fakePodman is a shell script standing in for podman: it records its
@@ -435,7 +435,7 @@ while :; do sleep 0.01; done
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- f.pm.StartContainer(ctx, "c1") }()
-	poll.Until(t, 10*time.Second, "podman starts", func() bool {
+	polltest.Until(t, 10*time.Second, "podman starts", func() bool {
 		_, err := os.Stat(filepath.Join(f.dir, "started"))
 		return err == nil
 	})

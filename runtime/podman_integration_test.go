@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 )
 
@@ -115,7 +115,7 @@ func testCtx(t *testing.T) context.Context {
 // eventually polls cond until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	poll.UntilErr(t, d, what, func() error {
+	polltest.UntilErr(t, d, what, func() error {
 		ok, err := cond()
 		if ok {
 			return nil
@@ -476,7 +476,7 @@ func TestPodmanSeparateStorage(t *testing.T) {
 	dir, err := os.MkdirTemp("", "kat-separate-storage-") //nolint:usetesting // see above
 	must(t, err)
 	t.Cleanup(func() {
-		poll.UntilErr(t, 30*time.Second, "remove the separate storage "+dir, func() error { return os.RemoveAll(dir) })
+		polltest.UntilErr(t, 30*time.Second, "remove the separate storage "+dir, func() error { return os.RemoveAll(dir) })
 	})
 	own := NewPodman(PodmanConfig{Root: dir + "/storage", RunRoot: dir + "/run", TmpDir: dir + "/tmp"})
 	if ok, err := own.ImageExists(ctx, baseImage); err != nil || ok {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -50,7 +50,7 @@ func TestCacheFollowsTheStore(t *testing.T) {
 	}
 	want := func(what string, kv map[string]int) {
 		t.Helper()
-		poll.Until(t, 10*time.Second, what, func() bool {
+		polltest.Until(t, 10*time.Second, what, func() bool {
 			got, _ := c.Snapshot()
 			if len(got) != len(kv) {
 				return false

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -214,7 +214,7 @@ func TestLeadershipHandOver(t *testing.T) {
 				won <- result{lctx, err}
 			}()
 			// b is queued behind a, not elected.
-			poll.Until(t, 5*time.Second, "the second candidate queues", func() bool {
+			polltest.Until(t, 5*time.Second, "the second candidate queues", func() bool {
 				resp, err := cli.Get(testCtx(t), store.DefaultElectionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 				return err == nil && resp.Count == 2
 			})

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -14,7 +14,7 @@ func TestEmbeddedStatusOfASingleMember(t *testing.T) {
 	emb := storetest.NewEmbedded(t)
 	// A single member elects itself; Start returns once it serves.
 	var s store.MemberStatus
-	poll.Until(t, 10*time.Second, "the member leads", func() bool {
+	polltest.Until(t, 10*time.Second, "the member leads", func() bool {
 		s = emb.Status()
 		return s.IsLeader
 	})

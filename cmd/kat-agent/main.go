@@ -11,12 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kat.dws.rip/kat/build"
+	"kat.dws.rip/kat/build/usernsrun"
 )
 
 func main() {
-	// Builds run their RUN steps through this program (see package build).
-	build.RuntimeMain()
+	// Builds run their RUN steps through this program (see package
+	// build/usernsrun).
+	usernsrun.Main()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{

@@ -64,7 +64,7 @@ func runGetAudit(ctx context.Context, c *apiclient.Client, g *globals, q api.Aud
 		obj := e.Object()
 		if d := e.Detail; d != "" {
 			if strings.Trim(d, "0123456789abcdef") == "" {
-				d = short12(d) // a commit
+				d = api.ShortCommit(d) // a commit
 			}
 			obj += "@" + d
 		}

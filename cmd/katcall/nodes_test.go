@@ -15,7 +15,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiserver"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
@@ -217,7 +217,7 @@ func TestDrainWait(t *testing.T) {
 	}()
 	waitFor := func(line string) {
 		t.Helper()
-		poll.Until(t, 30*time.Second, "drain prints "+line, func() bool { return strings.Contains(out.String(), line+"\n") })
+		polltest.Until(t, 30*time.Second, "drain prints "+line, func() bool { return strings.Contains(out.String(), line+"\n") })
 	}
 	remove := func(id string) {
 		t.Helper()

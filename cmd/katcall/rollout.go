@@ -63,8 +63,8 @@ came before it ended) or in progress.`,
 						note = "automatic " + note
 					}
 				}
-				t.row(strconv.FormatInt(e.Generation, 10), short(e.SpecHash), orDash(short(e.SourceCommit)),
-					e.Time.Local().Format(time.DateTime), e.Outcome, note)
+				t.row(strconv.FormatInt(e.Generation, 10), short(e.SpecHash), orDash(short(e.Owner.Commit)),
+					e.UpdatedAt.Local().Format(time.DateTime), e.Outcome, note)
 			}
 			return t.flush()
 		},

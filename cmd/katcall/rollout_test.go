@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -110,7 +110,7 @@ func TestRolloutStatusAndApplyWait(t *testing.T) {
 				code, out, errOut := c.katcall("apply", "-f", dir, "--wait", "--timeout", "1m")
 				done <- [3]string{itoa(code), out, errOut}
 			}()
-			poll.Until(t, 10*time.Second, "the new generation", func() bool {
+			polltest.Until(t, 10*time.Second, "the new generation", func() bool {
 				w, err := c.repo.GetWorkload(context.Background(), "default", "roll")
 				return err == nil && w.Generation == int64(tc.replicas) // replicas 2 is generation 2, 3 is 3
 			})
@@ -156,12 +156,12 @@ func TestHistoryAndRollbackCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &h) != nil || len(h) != 2 {
 		t.Fatalf("history -o json: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, k := range []string{"generation", "specHash", "sourceCommit", "time", "outcome"} {
+	for _, k := range []string{"generation", "specHash", "owner", "updatedAt", "outcome"} {
 		if _, ok := h[1][k]; !ok {
 			t.Errorf("history entry without %q: %v", k, h[1])
 		}
 	}
-	if h[0]["outcome"] != "succeeded" || h[1]["outcome"] != "in progress" || h[1]["sourceCommit"] != "abcdef1" {
+	if owner, _ := h[1]["owner"].(map[string]any); h[0]["outcome"] != "succeeded" || h[1]["outcome"] != "in progress" || owner["commit"] != "abcdef1" {
 		t.Errorf("history = %v", h)
 	}
 	code, out, errOut = c.katcall("rollback", "workload", "default/roll")

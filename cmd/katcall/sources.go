@@ -214,7 +214,7 @@ func sourceTable(g *globals, srcs []api.Source, now time.Time) error {
 		if !st.LastFetchTime.IsZero() {
 			fetched = age(now, st.LastFetchTime) + " ago"
 		}
-		t.row(s.Spec.Name, s.Spec.URL, s.Spec.Branch, s.Spec.Path, orDash(short12(st.FetchedCommit)), orDash(short12(st.AppliedCommit)),
+		t.row(s.Spec.Name, s.Spec.URL, s.Spec.Branch, s.Spec.Path, orDash(api.ShortCommit(st.FetchedCommit)), orDash(api.ShortCommit(st.AppliedCommit)),
 			fmt.Sprint(st.Workloads), ready, fetched, orDash(oneLine(msg)))
 		for _, e := range st.PathErrors {
 			errs = append(errs, fmt.Sprintf("  %s: %s", s.Spec.Name, oneLine(e.Error)))
@@ -230,13 +230,6 @@ func sourceTable(g *globals, srcs []api.Source, now time.Time) error {
 		}
 	}
 	return nil
-}
-
-func short12(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }

@@ -69,11 +69,12 @@ func runWorkloadStatus(ctx context.Context, c *apiclient.Client, g *globals, ref
 	t := newTable(w, "INSTANCE", "NODE", "PHASE", "STATE", "HEALTH", "RESTARTS", "PORTS", "CONTAINER", "MESSAGE")
 	for _, in := range d.Instances {
 		var ports []string
-		for _, p := range in.Ports {
+		for _, p := range in.Status.Ports {
 			ports = append(ports, fmt.Sprintf("%d->%d", p.HostPort, p.ContainerPort))
 		}
-		t.row(in.InstanceID, in.Node, in.Phase, orDash(in.State), orDash(in.Health), fmt.Sprint(in.Restarts),
-			orDash(strings.Join(ports, ",")), orDash(short(in.ContainerID)), orDash(in.Message))
+		st := in.Status
+		t.row(in.InstanceID, in.Node, st.Phase, orDash(st.State), orDash(st.HealthStatus), fmt.Sprint(st.Restarts),
+			orDash(strings.Join(ports, ",")), orDash(short(st.ContainerID)), orDash(st.Message))
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 const waitFor = 30 * time.Second
@@ -48,7 +48,7 @@ func watched(t *testing.T, cfg *Config) (wait func()) {
 	}
 	return func() {
 		t.Helper()
-		poll.Until(t, waitFor, "the watch set up", ok.Load)
+		polltest.Until(t, waitFor, "the watch set up", ok.Load)
 	}
 }
 
@@ -79,7 +79,7 @@ func waitCall(t *testing.T, calls *atomic.Int64, what string, change func()) {
 	t.Helper()
 	before := calls.Load()
 	change()
-	poll.Until(t, waitFor, "a callback after "+what, func() bool { return calls.Load() > before })
+	polltest.Until(t, waitFor, "a callback after "+what, func() bool { return calls.Load() > before })
 }
 
 func write(t *testing.T, path, s string) {
@@ -160,7 +160,7 @@ func TestRunFollowsASymlinkSwap(t *testing.T) {
 	}
 	// The watch reloads on the swap (Get alone would see it too: the stat
 	// follows the symlinks).
-	poll.Until(t, waitFor, "the swapped secret", func() bool { return current(v) == "second" })
+	polltest.Until(t, waitFor, "the swapped secret", func() bool { return current(v) == "second" })
 	if got, err := v.Get(); got != "second" || err != nil {
 		t.Fatalf("Get = %q, %v; want second", got, err)
 	}
@@ -174,7 +174,7 @@ func TestRunPollsAMissingDirectory(t *testing.T) {
 	cfg := Config{Files: []string{file}, Fallback: 10 * time.Millisecond}
 	ready := watched(t, &cfg)
 	calls := run(t, cfg)
-	poll.Until(t, waitFor, "callbacks while the directory is missing", func() bool { return calls.Load() >= 2 })
+	polltest.Until(t, waitFor, "callbacks while the directory is missing", func() bool { return calls.Load() >= 2 })
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -249,6 +249,6 @@ func TestValueReloadsOnTheWatch(t *testing.T) {
 	ready()
 	for i := 11; i < 15; i++ {
 		write(t, file, strconv.Itoa(i))
-		poll.Until(t, waitFor, "value "+strconv.Itoa(i), func() bool { return current(v) == i })
+		polltest.Until(t, waitFor, "value "+strconv.Itoa(i), func() bool { return current(v) == i })
 	}
 }

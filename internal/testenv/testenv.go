@@ -25,7 +25,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // RequirePrereqsEnv is the environment variable that turns a missing
@@ -108,7 +108,7 @@ func StartRegistry(tb testing.TB, opts RegistryOptions) *Registry {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	poll.UntilErr(tb, 20*time.Second, "docker-registry on "+reg.Host+" answers", func() error {
+	polltest.UntilErr(tb, 20*time.Second, "docker-registry on "+reg.Host+" answers", func() error {
 		select {
 		case <-exited:
 			return fmt.Errorf("docker-registry exited: %w\n%s", exitErr, out.String())

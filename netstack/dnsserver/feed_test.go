@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
@@ -96,7 +96,7 @@ func TestFeedZone(t *testing.T) {
 	}
 	wait := func(what, name, want string) {
 		t.Helper()
-		poll.Until(t, 10*time.Second, what, func() bool { return addresses(h, name) == want })
+		polltest.Until(t, 10*time.Second, what, func() bool { return addresses(h, name) == want })
 	}
 	a := record("shop", "web", "web-a", "10.99.0.2")
 	b := record("shop", "web", "web-b", "10.99.1.2")
@@ -152,7 +152,7 @@ func TestFeedSources(t *testing.T) {
 	if _, err := repo.WriteAssignments(t.Context(), as, nil); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "n1's instance address known", func() bool {
+	polltest.Until(t, 10*time.Second, "n1's instance address known", func() bool {
 		ns, ok := src.NamespaceOf(netip.MustParseAddr("10.99.0.2"))
 		return ok && ns == "shop"
 	})
@@ -162,7 +162,7 @@ func TestFeedSources(t *testing.T) {
 	if _, err := repo.WriteAssignments(t.Context(), nil, as[:1]); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "the deleted instance's address forgotten", func() bool {
+	polltest.Until(t, 10*time.Second, "the deleted instance's address forgotten", func() bool {
 		_, ok := src.NamespaceOf(netip.MustParseAddr("10.99.0.2"))
 		return !ok
 	})

@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -130,7 +130,7 @@ spec:
 func (e *agentEnv) waitFor(what string, ag *Agent, cond func(map[string]api.InstanceStatus) bool) map[string]api.InstanceStatus {
 	e.t.Helper()
 	var got map[string]api.InstanceStatus
-	poll.UntilErr(e.t, 10*time.Second, what, func() error {
+	polltest.UntilErr(e.t, 10*time.Second, what, func() error {
 		got = map[string]api.InstanceStatus{}
 		for _, is := range ag.Instances() {
 			got[is.InstanceID] = is
@@ -218,7 +218,7 @@ func TestAgentNeverAndUnassigned(t *testing.T) {
 	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{a}); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "the unassigned container removed", func() bool {
+	polltest.Until(t, 10*time.Second, "the unassigned container removed", func() bool {
 		_, ok := e.rt.byInstance()["keep-1"]
 		return !ok
 	})
@@ -308,7 +308,7 @@ func TestAgentReportsMissingHostPrerequisite(t *testing.T) {
 	e.waitFor("the instance running once installed", ag, func(m map[string]api.InstanceStatus) bool {
 		return m["web-1"].Phase == api.InstanceRunning
 	})
-	poll.Until(t, 10*time.Second, "RuntimeReady back to True", func() bool { return runtimeReady().Status == api.ConditionTrue })
+	polltest.Until(t, 10*time.Second, "RuntimeReady back to True", func() bool { return runtimeReady().Status == api.ConditionTrue })
 }
 
 // assignFiles writes an assignment of workload web from its files.
@@ -357,7 +357,7 @@ func TestAgentStopGrace(t *testing.T) {
 	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{short, def}); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "both removed", func() bool { return len(e.rt.byInstance()) == 0 })
+	polltest.Until(t, 10*time.Second, "both removed", func() bool { return len(e.rt.byInstance()) == 0 })
 	e.rt.mu.Lock()
 	graces := slices.Sorted(slices.Values(e.rt.graces))
 	e.rt.mu.Unlock()
@@ -545,7 +545,7 @@ func TestAgentStopsZombiesOnReturn(t *testing.T) {
 				e.rt.stopping(zombie)
 			}
 			ag2, _ := e.start()
-			poll.Until(t, 10*time.Second, "the replaced instance's container removed", func() bool {
+			polltest.Until(t, 10*time.Second, "the replaced instance's container removed", func() bool {
 				_, ok := e.rt.byInstance()["web-1"]
 				return !ok
 			})
@@ -585,7 +585,7 @@ func TestAgentRemovalWithLeftoversIsDone(t *testing.T) {
 	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{gone}); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "web-1's container removed", func() bool {
+	polltest.Until(t, 10*time.Second, "web-1's container removed", func() bool {
 		_, ok := e.rt.byInstance()["web-1"]
 		return !ok
 	})

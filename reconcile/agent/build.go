@@ -12,7 +12,6 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -102,8 +101,8 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	// derives the workload's BuildFailed condition from; the event tells
 	// the story.
 	obj := "workload/" + a.Namespace + "/" + a.Workload
-	if eerr := ag.cfg.Events(ctx, api.Event{Type: api.EventWarning, Object: obj, Reason: build.ReasonBuildFailed,
-		Message: fmt.Sprintf("build at %s failed on node %s (%s): %v", reconcile.ShortCommit(a.Build.Commit), ag.cfg.Node, fe.Stage, fe.Err)}); eerr != nil {
+	if eerr := ag.cfg.Events(ctx, api.Event{Type: api.EventWarning, Object: obj, Reason: api.ReasonBuildFailed,
+		Message: fmt.Sprintf("build at %s failed on node %s (%s): %v", api.ShortCommit(a.Build.Commit), ag.cfg.Node, fe.Stage, fe.Err)}); eerr != nil {
 		ag.cfg.Logger.Warn().Err(eerr).Msg("cannot record the build failure event")
 	}
 	if fe.Stalled() {
@@ -115,7 +114,7 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 // pruneAfter runs the Builder's housekeeping for the workload of a removed
 // container that ran a built image: a rollout finished.
 func (ag *Agent) pruneAfter(ctx context.Context, c *runtime.ContainerStatus) {
-	if ag.cfg.Builder == nil || c == nil || !strings.Contains(c.Image, build.LocalRepository+"/") {
+	if ag.cfg.Builder == nil || c == nil || !strings.Contains(c.Image, api.LocalImageRepository+"/") {
 		return
 	}
 	ns, wl := c.Labels[runtime.LabelNamespace], c.Labels[runtime.LabelWorkload]

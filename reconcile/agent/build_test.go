@@ -12,7 +12,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/build"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -102,7 +102,7 @@ func (e *agentEnv) assignBuild(id, commit string) api.Assignment {
 		e.t.Fatal(err)
 	}
 	a := api.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "app", SpecHash: "h", Generation: 1,
-		Image: build.ImageName("ns1", "app", commit), RestartPolicy: "Always", Files: files, CreatedAt: time.Now(),
+		Image: api.ImageName("ns1", "app", commit), RestartPolicy: "Always", Files: files, CreatedAt: time.Now(),
 		SourceCommit: commit, Build: &api.BuildRef{Repository: "https://git.example.com/app.git", Commit: commit}, UserNSSlot: &buildSlot}
 	if _, err := e.repo.WriteAssignments(ctx, []api.Assignment{a}, nil); err != nil {
 		e.t.Fatal(err)
@@ -135,7 +135,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 		req.Auth.TokenFile != "/etc/kat/app.token" || req.Ref != "refs/heads/main" || req.UserNSSlot == nil || *req.UserNSSlot != buildSlot {
 		t.Fatalf("build request %+v", req)
 	}
-	poll.Until(t, 10*time.Second, "the build released once its container runs", func() bool {
+	polltest.Until(t, 10*time.Second, "the build released once its container runs", func() bool {
 		fb.mu.Lock()
 		defer fb.mu.Unlock()
 		return slices.Contains(fb.released, good)
@@ -150,7 +150,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 			m["app-1"].Phase == api.InstanceRunning
 	})
 	evs, err := e.repo.ListEvents(context.Background(), 10)
-	if err != nil || len(evs) == 0 || evs[len(evs)-1].Reason != build.ReasonBuildFailed {
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].Reason != api.ReasonBuildFailed {
 		t.Fatalf("events = %+v, %v", evs, err)
 	}
 
@@ -162,7 +162,7 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	e.waitFor("the fixed instance running", ag, func(m map[string]api.InstanceStatus) bool {
 		return m["app-3"].Phase == api.InstanceRunning
 	})
-	poll.Until(t, 10*time.Second, "image housekeeping after the old instance went", func() bool {
+	polltest.Until(t, 10*time.Second, "image housekeeping after the old instance went", func() bool {
 		fb.mu.Lock()
 		defer fb.mu.Unlock()
 		return fb.pruned > 0

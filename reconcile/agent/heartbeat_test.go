@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // TestHeartbeatPostsReportsAndRetries: the heartbeat posts the instances and
@@ -46,9 +46,9 @@ func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
 		defer mu.Unlock()
 		return len(posted)
 	}
-	poll.Until(t, 10*time.Second, "the retried beat", func() bool { return count() == 1 })
+	polltest.Until(t, 10*time.Second, "the retried beat", func() bool { return count() == 1 })
 	wake <- struct{}{}
-	poll.Until(t, 10*time.Second, "the woken beat", func() bool { return count() == 2 })
+	polltest.Until(t, 10*time.Second, "the woken beat", func() bool { return count() == 2 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -28,7 +28,7 @@ func TestInstancesByPhaseGauge(t *testing.T) {
 	})
 	want := map[string]float64{api.InstanceRunning: 1, api.InstanceFailed: 1,
 		api.InstancePending: 0, api.InstanceSucceeded: 0}
-	poll.UntilErr(t, 10*time.Second, "kat_instances of n1", func() error {
+	polltest.UntilErr(t, 10*time.Second, "kat_instances of n1", func() error {
 		for phase, n := range want {
 			v, err := metrics.Value("kat_instances", map[string]string{"node": "n1", "phase": phase})
 			if err != nil {

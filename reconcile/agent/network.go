@@ -8,7 +8,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
-	"kat.dws.rip/kat/netstack"
+	"kat.dws.rip/kat/netstack/ipam"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -103,7 +103,7 @@ func (ag *Agent) joinNetwork(spec *runtime.ContainerSpec, a api.Assignment) erro
 		}
 		return fmt.Errorf("instance address %s: %w", a.IP, n.err)
 	}
-	if !netstack.InstanceAddress(n.rec.Subnet, a.IP) {
+	if !ipam.InstanceAddress(n.rec.Subnet, a.IP) {
 		return fmt.Errorf("%w: instance address %s is not in node subnet %s", ErrNetworkNotReady, a.IP, n.rec.Subnet)
 	}
 	domain := ag.cfg.ClusterDomain

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
@@ -82,7 +82,7 @@ spec:
 	defer stop()
 
 	var id string
-	poll.UntilErr(t, 2*time.Minute, "the instance running", func() error {
+	polltest.UntilErr(t, 2*time.Minute, "the instance running", func() error {
 		for _, is := range ag.Instances() {
 			if is.Phase == api.InstanceRunning {
 				id = is.ContainerID
@@ -127,7 +127,7 @@ spec:
 		"http://" + ip.String() + ":8080/hostname",
 		"http://127.0.0.1:" + strconv.Itoa(c.Ports[0].HostPort) + "/hostname",
 	} {
-		poll.UntilErr(t, 30*time.Second, "the instance answers at "+url, func() error {
+		polltest.UntilErr(t, 30*time.Second, "the instance answers at "+url, func() error {
 			resp, err := http.Get(url) //nolint:noctx // bounded by the client's default transport and the poll
 			if err != nil {
 				return err

@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 )
@@ -112,7 +112,7 @@ func testAgentManagesOnlyItsOwnContainers(t *testing.T, ignoreFilters bool) {
 	if _, adopted := foreign[got["web-1"].ContainerID]; adopted {
 		t.Fatalf("web-1 adopted container %s, %s", got["web-1"].ContainerID, foreign[got["web-1"].ContainerID])
 	}
-	poll.Until(t, 10*time.Second, "the agent's own orphan removed", func() bool {
+	polltest.Until(t, 10*time.Second, "the agent's own orphan removed", func() bool {
 		e.rt.mu.Lock()
 		defer e.rt.mu.Unlock()
 		_, there := e.rt.c[orphan]
@@ -123,7 +123,7 @@ func testAgentManagesOnlyItsOwnContainers(t *testing.T, ignoreFilters bool) {
 	e.rt.mu.Lock()
 	lists := e.rt.lists
 	e.rt.mu.Unlock()
-	poll.Until(t, 10*time.Second, "two more listings", func() bool {
+	polltest.Until(t, 10*time.Second, "two more listings", func() bool {
 		e.rt.mu.Lock()
 		defer e.rt.mu.Unlock()
 		return e.rt.lists >= lists+2

@@ -17,7 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
@@ -92,7 +92,7 @@ spec:
 	defer stopAgent()
 
 	var mine string
-	poll.UntilErr(t, 2*time.Minute, "the orphan removed and the instance running", func() error {
+	polltest.UntilErr(t, 2*time.Minute, "the orphan removed and the instance running", func() error {
 		_, err := pm.InspectContainer(ctx, orphan)
 		if !errors.Is(err, runtime.ErrNotFound) {
 			return fmt.Errorf("orphan: inspect: %w", err)
@@ -111,7 +111,7 @@ spec:
 	// Let two more resyncs pass over the survivors, then stop: every step
 	// the agent started has ended when Run returns.
 	lists := rt.lists.Load()
-	poll.Until(t, time.Minute, "two more listings", func() bool { return rt.lists.Load() >= lists+2 })
+	polltest.Until(t, time.Minute, "two more listings", func() bool { return rt.lists.Load() >= lists+2 })
 	stopAgent()
 
 	for id, what := range foreign {

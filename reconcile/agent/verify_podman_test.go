@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
@@ -75,7 +75,7 @@ spec:
 	defer stop()
 
 	start := time.Now()
-	poll.UntilErr(t, 2*time.Minute, "every verify command judged", func() error {
+	polltest.UntilErr(t, 2*time.Minute, "every verify command judged", func() error {
 		if n := len(ag.Instances()); n != len(cases) {
 			return fmt.Errorf("%d instances assigned", n)
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/gitx"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
@@ -28,13 +27,14 @@ type AppSourcesConfig struct {
 	// Repo is the cluster state. Required.
 	Repo *resources.Repo
 	// Interval is how often each app repository's ref is resolved again
-	// without a webhook. Default gitsync.DefaultIntervalSeconds.
+	// without a webhook. Default quadlet.DefaultPollIntervalSeconds (cluster.kat's
+	// spec.gitops.pollIntervalSeconds).
 	Interval time.Duration
 	// Auth holds the credential files for app repositories, used by the
 	// default Resolve. Default: none (anonymous).
 	Auth api.GitAuth
 	// Resolve resolves a workload's spec.source.git to a commit. Default
-	// gitsync.ResolveRef with Auth.
+	// gitx.ResolveAppRef with Auth.
 	Resolve func(ctx context.Context, g quadlet.GitSource) (string, error)
 	// Now replaces time.Now, for tests.
 	Now    func() time.Time
@@ -45,10 +45,11 @@ type AppSourcesConfig struct {
 // built from Git (workload.kat spec.source.git): it resolves each one's
 // branch, tag or commit to one commit on every Interval, or at once when a
 // verified webhook names the repository, and records it under
-// /kat/appsources/{ns}/{name}. The assigner builds instances of that commit;
-// a new commit is a rollout. It also keeps the build records under
-// /kat/builds to the newest resources.DefaultBuildRecordsKeep commits of each
-// workload, and deletes them with the workload. It is a webhook.Dispatcher.
+// /kat/appsources/{ns}/{name}. Placement gives the workload instances of
+// that commit; a new commit is a rollout. It also keeps the build records
+// under /kat/builds to the newest resources.DefaultBuildRecordsKeep commits
+// of each workload, and deletes them with the workload. It is a
+// webhook.Dispatcher.
 type AppSources struct {
 	cfg  AppSourcesConfig
 	wake chan struct{}
@@ -64,11 +65,11 @@ var _ webhook.Dispatcher = (*AppSources)(nil)
 // NewAppSources fills in cfg's defaults and returns the loop; Run runs it.
 func NewAppSources(cfg AppSourcesConfig) *AppSources {
 	if cfg.Interval <= 0 {
-		cfg.Interval = gitsync.DefaultIntervalSeconds * time.Second
+		cfg.Interval = quadlet.DefaultPollIntervalSeconds * time.Second
 	}
 	if cfg.Resolve == nil {
 		cfg.Resolve = func(ctx context.Context, g quadlet.GitSource) (string, error) {
-			return gitsync.ResolveRef(ctx, g, cfg.Auth)
+			return gitx.ResolveAppRef(ctx, g, cfg.Auth)
 		}
 	}
 	if cfg.Now == nil {
@@ -189,7 +190,7 @@ func planAppSources(ws []appWorkload, recs map[string]api.AppSource, lastCheck m
 		rec, ok := recs[w.Key]
 		last, checked := lastCheck[w.Key]
 		switch {
-		case !ok, rec.Repository != gitx.RedactURL(w.Git.Repository), rec.Ref != gitsync.RefString(w.Git),
+		case !ok, rec.Repository != gitx.RedactURL(w.Git.Repository), rec.Ref != gitx.AppRef(w.Git).String(),
 			forced[w.Key], !checked, now.Sub(last) >= interval:
 			p.Due = append(p.Due, w.Key)
 		}
@@ -258,7 +259,7 @@ func (s *AppSources) resolve(ctx context.Context, m api.WorkloadMeta, g quadlet.
 	}
 	now := s.cfg.Now().UTC()
 	next := api.AppSource{
-		Namespace: m.Namespace, Workload: m.Name, Repository: gitx.RedactURL(g.Repository), Ref: gitsync.RefString(g),
+		Namespace: m.Namespace, Workload: m.Name, Repository: gitx.RedactURL(g.Repository), Ref: gitx.AppRef(g).String(),
 		Commit: prev.Commit, ResolvedAt: prev.ResolvedAt, CheckedAt: now,
 	}
 	if next.Ref != prev.Ref || next.Repository != prev.Repository {
@@ -289,7 +290,7 @@ func (s *AppSources) resolve(ctx context.Context, m api.WorkloadMeta, g quadlet.
 			log.Warn().Err(perr).Msg("cannot prune old build records")
 		}
 		_ = s.cfg.Repo.AppendEvent(ctx, api.Event{Type: api.EventNormal, Object: obj, Reason: "NewCommit",
-			Message: fmt.Sprintf("%s of %s is at %s", next.Ref, next.Repository, reconcile.ShortCommit(commit))})
+			Message: fmt.Sprintf("%s of %s is at %s", next.Ref, next.Repository, api.ShortCommit(commit))})
 	}
 	return nil
 }

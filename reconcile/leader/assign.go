@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
@@ -124,7 +123,7 @@ type AssignInput struct {
 // DaemonService one on each eligible node, and a Job runs (jobs.go: its
 // records in Jobs say how many instances each run wants; the plan writes the
 // records in Jobs); each new instance on a node with an overlay subnet gets a
-// free address of it (netstack.Pool: the lowest one not held nor released
+// free address of it (ipam.Pool: the lowest one not held nor released
 // lately). It is pure: nodes, desired state and current assignments in, plan
 // out. Workloads are planned in order, each seeing the placements of those
 // before it.
@@ -241,7 +240,7 @@ func newAssignment(at sched.Placement, ip netip.Addr, req *sched.Request, w work
 		a.GPU = &g
 	}
 	if g := w.Spec.Git; g != nil && commit != "" {
-		a.Image = build.ImageName(w.Meta.Namespace, w.Meta.Name, commit)
+		a.Image = api.ImageName(w.Meta.Namespace, w.Meta.Name, commit)
 		a.SourceCommit = commit
 		a.Build = &api.BuildRef{Repository: g.Repository, Commit: commit}
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/internal/metrics"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
@@ -253,7 +253,7 @@ func TestBackupsRunTakesOneAtOnceWithoutSnapshots(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	poll.Until(t, 30*time.Second, "a snapshot in the backup directory", func() bool {
+	polltest.Until(t, 30*time.Second, "a snapshot in the backup directory", func() bool {
 		names, _ := filepath.Glob(filepath.Join(dir, "kat-c-*.db"))
 		return len(names) == 1
 	})
@@ -295,7 +295,7 @@ func TestBackupsRunRetriesFailures(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	poll.Until(t, 30*time.Second, "a snapshot after two failures, recorded", func() bool {
+	polltest.Until(t, 30*time.Second, "a snapshot after two failures, recorded", func() bool {
 		st, err := repo.BackupStatus(ctx)
 		return err == nil && st != nil && st.Last != nil && st.Error == ""
 	})

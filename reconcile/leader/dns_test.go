@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -129,10 +129,10 @@ func TestLeaderDNSRecords(t *testing.T) {
 	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), api.APIOwner())
 	_, stop := e.run(Config{ClusterDomain: testDomain, NodeLossTimeout: 2 * time.Second})
 	defer stop()
-	poll.Until(t, 10*time.Second, "web spread over n1 and n2, api placed", func() bool {
+	polltest.Until(t, 10*time.Second, "web spread over n1 and n2, api placed", func() bool {
 		return e.onNodes("web") == "n1:1 n2:1" && len(e.assignments("api")) == 1
 	})
-	poll.Until(t, 10*time.Second, "the stray record removed", func() bool { return e.dnsState() == "" })
+	polltest.Until(t, 10*time.Second, "the stray record removed", func() bool { return e.dnsState() == "" })
 	if got := e.dnsState(); got != "" {
 		t.Fatalf("records before any instance is ready:\n%s", got)
 	}
@@ -146,7 +146,7 @@ func TestLeaderDNSRecords(t *testing.T) {
 	}
 	waitDNS := func(what string, want string) {
 		t.Helper()
-		poll.Until(t, 10*time.Second, what, func() bool { return e.dnsState() == want })
+		polltest.Until(t, 10*time.Second, what, func() bool { return e.dnsState() == want })
 	}
 
 	report()

@@ -4,10 +4,17 @@
 //
 // # Placement
 //
-// [RunAssigner] places instances until the scheduler exists: every instance
-// on the leader's node, decided by the pure [PlanAssignments]. A changed
-// template starts new instances first; the old ones are removed once the new
-// ones are ready (running, and healthy where a health check is defined).
+// [Leader.Loops] returns a term's loops. The placement loop
+// (placementpass.go) plans the instances of the workloads whose facts
+// changed with the pure [PlanAssignments] (assign.go, planner.go: where each
+// instance runs, with the scheduler in package sched) and writes the plan;
+// the status loop (statuspass.go) derives their statuses; both share the
+// loop machinery of loop.go, woken by the view (view.go), which follows
+// etcd. Two clocks (clocks.go) wake the loops when a node turns NotReady and
+// when a workload asked for a pass at a given time (drain delays, progress
+// deadlines). A changed template starts new instances first; the old ones
+// are removed once the new ones are ready (running, and healthy where a
+// health check is defined).
 //
 // # Jobs
 //

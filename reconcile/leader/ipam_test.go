@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
-	"kat.dws.rip/kat/netstack"
+	"kat.dws.rip/kat/internal/poll/polltest"
+	"kat.dws.rip/kat/netstack/ipam"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -79,7 +79,7 @@ func (e *leaderEnv) checkAddresses() map[string]netip.Addr {
 		if !a.IP.IsValid() {
 			continue // written before its node had a subnet: runs as it is
 		}
-		if !netstack.InstanceAddress(sub, a.IP) {
+		if !ipam.InstanceAddress(sub, a.IP) {
 			e.t.Errorf("%s on %s has address %v, not an instance address of %s", a.InstanceID, a.Node, a.IP, sub)
 			continue
 		}
@@ -139,7 +139,7 @@ func (e *leaderEnv) watchDeletions() *deletions {
 // keys, each pair in one transaction.
 func (d *deletions) released(t *testing.T, what string, as []api.Assignment) {
 	t.Helper()
-	poll.Until(t, 10*time.Second, what, func() bool {
+	polltest.Until(t, 10*time.Second, what, func() bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		for _, a := range as {
@@ -187,7 +187,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v1"), api.APIOwner())
 	_, stop := e.run(Config{NodeLossTimeout: 2 * time.Second})
 	defer stop()
-	poll.Until(t, 10*time.Second, "web placed 2/2", func() bool { return e.onNodes("web") == "n1:2 n2:2" })
+	polltest.Until(t, 10*time.Second, "web placed 2/2", func() bool { return e.onNodes("web") == "n1:2 n2:2" })
 	ips := e.checkAddresses()
 	if len(ips) != 4 {
 		t.Fatalf("%d instances with addresses, want 4", len(ips))
@@ -196,7 +196,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 	// Scale down.
 	before := e.assignments("web")
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), api.APIOwner())
-	poll.Until(t, 10*time.Second, "web scaled to 2", func() bool { return len(e.assignments("web")) == 2 })
+	polltest.Until(t, 10*time.Second, "web scaled to 2", func() bool { return len(e.assignments("web")) == 2 })
 	var gone []api.Assignment
 	for _, a := range before {
 		if !slices.ContainsFunc(e.assignments("web"), func(b api.Assignment) bool { return b.InstanceID == a.InstanceID }) {
@@ -209,7 +209,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 	// Scale up again: the released addresses cool down while others are
 	// free.
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v1"), api.APIOwner())
-	poll.Until(t, 10*time.Second, "web back to 4", func() bool { return len(e.assignments("web")) == 4 })
+	polltest.Until(t, 10*time.Second, "web back to 4", func() bool { return len(e.assignments("web")) == 4 })
 	for id, ip := range e.checkAddresses() {
 		for _, g := range gone {
 			if g.IP == ip {
@@ -222,7 +222,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 	// once a new one is ready, each with its own address.
 	old := e.assignments("web")
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 4, "v2"), api.APIOwner())
-	poll.Until(t, 30*time.Second, "only v2 instances", func() bool {
+	polltest.Until(t, 30*time.Second, "only v2 instances", func() bool {
 		cur := e.assignments("web")
 		// Within one listing, no two instances share an address.
 		// (checkAddresses compares two reads, which a rollout in flight
@@ -264,7 +264,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 
 	// Workload deletion.
 	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), api.APIOwner())
-	poll.Until(t, 10*time.Second, "api placed", func() bool { return len(e.assignments("api")) == 1 })
+	polltest.Until(t, 10*time.Second, "api placed", func() bool { return len(e.assignments("api")) == 1 })
 	webs := e.assignments("web")
 	if _, err := e.repo.DeleteWorkload(e.ctx, resources.DeleteRequest{Namespace: "ns1", Name: "web"}); err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestLeaderAddressesFollowAssignments(t *testing.T) {
 		t.Fatal(err)
 	}
 	dels.released(t, "a deleted node's instances release their addresses", apis)
-	poll.Until(t, 10*time.Second, "api placed on n2", func() bool { return e.onNodes("api") == "n2:1" })
+	polltest.Until(t, 10*time.Second, "api placed on n2", func() bool { return e.onNodes("api") == "n2:1" })
 	e.checkAddresses()
 }
 
@@ -296,7 +296,7 @@ func TestLeaderFullSubnetLeavesInstancesPending(t *testing.T) {
 	_, stop := e.run(Config{})
 	defer stop()
 	want := "1 node: 1 subnet " + sub.String() + " full"
-	poll.Until(t, 10*time.Second, "5 placed and 1 Pending for the full subnet", func() bool {
+	polltest.Until(t, 10*time.Second, "5 placed and 1 Pending for the full subnet", func() bool {
 		st := e.status("web")
 		return len(e.assignments("web")) == 5 && st.Unplaced == 1 && st.UnplacedReason == want
 	})
@@ -307,7 +307,7 @@ func TestLeaderFullSubnetLeavesInstancesPending(t *testing.T) {
 	b.stop()
 	b2 := e.startBeater("n1", "n2")
 	defer b2.stop()
-	poll.Until(t, 10*time.Second, "the node with room takes the sixth", func() bool {
+	polltest.Until(t, 10*time.Second, "the node with room takes the sixth", func() bool {
 		return e.onNodes("web") == "n1:5 n2:1" && e.status("web").Unplaced == 0
 	})
 	e.checkAddresses()
@@ -326,7 +326,7 @@ func TestLeaderNodeAwaitingItsSubnet(t *testing.T) {
 	e.apply(workloadFiles(t, "old", quadlet.TypeService, 2, "v1"), api.APIOwner())
 	l, stop := e.run(Config{})
 	defer stop()
-	poll.Until(t, 10*time.Second, "old placed without addresses", func() bool { return e.onNodes("old") == "n1:1 n2:1" })
+	polltest.Until(t, 10*time.Second, "old placed without addresses", func() bool { return e.onNodes("old") == "n1:1 n2:1" })
 	for _, a := range e.assignments("old") {
 		if a.IP.IsValid() {
 			t.Errorf("%s got address %s in a cluster without subnets", a.InstanceID, a.IP)
@@ -336,15 +336,15 @@ func TestLeaderNodeAwaitingItsSubnet(t *testing.T) {
 	e.giveSubnet("n1")
 	// The view follows the subnets and the desired state by two watches:
 	// a workload applied at once may be planned before the subnet shows.
-	poll.Until(t, 10*time.Second, "the leader sees n1's subnet", func() bool { return l.view.subnets.Len() == 1 })
+	polltest.Until(t, 10*time.Second, "the leader sees n1's subnet", func() bool { return l.view.subnets.Len() == 1 })
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 1, "v1"), api.APIOwner())
-	poll.Until(t, 10*time.Second, "web on n1 with an address", func() bool {
+	polltest.Until(t, 10*time.Second, "web on n1 with an address", func() bool {
 		as := e.assignments("web")
 		return len(as) == 1 && as[0].Node == "n1" && as[0].IP.IsValid()
 	})
 	// n1 keeps room for 4 more; fill it so that only n2 could take more.
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 6, "v1"), api.APIOwner())
-	poll.Until(t, 10*time.Second, "n2 awaits its subnet", func() bool {
+	polltest.Until(t, 10*time.Second, "n2 awaits its subnet", func() bool {
 		st := e.status("web")
 		return e.onNodes("web") == "n1:5" && st.Unplaced == 1 && strings.Contains(st.UnplacedReason, "1 no overlay subnet yet")
 	})
@@ -352,7 +352,7 @@ func TestLeaderNodeAwaitingItsSubnet(t *testing.T) {
 		t.Errorf("old = %q after the overlay came on, want its instances kept", got)
 	}
 	e.giveSubnet("n2")
-	poll.Until(t, 10*time.Second, "n2 takes the sixth once it has its subnet", func() bool {
+	polltest.Until(t, 10*time.Second, "n2 takes the sixth once it has its subnet", func() bool {
 		return e.onNodes("web") == "n1:5 n2:1" && e.status("web").Unplaced == 0
 	})
 	e.checkAddresses()

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // fakeClock is a clock the test moves.
@@ -104,12 +104,12 @@ func TestJobRunSurvivesALeaderChange(t *testing.T) {
 		e.report(int64(len(reports)), is...)
 	}
 	_, stop := e.run(Config{})
-	poll.Until(t, 10*time.Second, "two instances placed", func() bool { return len(observe()) == 2 })
+	polltest.Until(t, 10*time.Second, "two instances placed", func() bool { return len(observe()) == 2 })
 	active := observe()
 	reports[active[0].InstanceID] = exitedWith(active[0], 0)
 	reports[active[1].InstanceID] = exitedWith(active[1], 7)
 	report()
-	poll.Until(t, 10*time.Second, "the failure retried and the next completion started", func() bool {
+	polltest.Until(t, 10*time.Second, "the failure retried and the next completion started", func() bool {
 		r := e.runs("batch")["g1"]
 		return r.Succeeded == 1 && r.Failed == 1 && len(observe()) == 2
 	})
@@ -122,7 +122,7 @@ func TestJobRunSurvivesALeaderChange(t *testing.T) {
 		reports[a.InstanceID] = exitedWith(a, 0)
 	}
 	report()
-	poll.Until(t, 10*time.Second, "the run succeeded", func() bool {
+	polltest.Until(t, 10*time.Second, "the run succeeded", func() bool {
 		observe()
 		return e.runs("batch")["g1"].State == api.RunSucceeded
 	})
@@ -133,7 +133,7 @@ func TestJobRunSurvivesALeaderChange(t *testing.T) {
 	if maxActive > 2 {
 		t.Errorf("%d instances unfinished at once, parallelism 2", maxActive)
 	}
-	poll.Until(t, 10*time.Second, "the Job's status says Succeeded", func() bool {
+	polltest.Until(t, 10*time.Second, "the Job's status says Succeeded", func() bool {
 		st := e.status("batch")
 		c := condition(st, ConditionReady)
 		return st.Phase == api.PhaseSucceeded && st.Ready == 3 && st.Desired == 3 && st.LastRun == "g1" &&
@@ -154,7 +154,7 @@ func TestJobDeadlineAndCronAcrossDowntime(t *testing.T) {
 	e.apply(jobFiles(t, "slow", "  activeDeadlineSeconds: 30\n"), api.APIOwner())
 	e.apply(jobFiles(t, "cron", "  schedule: \"*/1 * * * *\"\n"), api.APIOwner())
 	_, stop := e.run(Config{Now: clock.Now, Resync: 100 * time.Millisecond})
-	poll.Until(t, 10*time.Second, "slow's instance placed, cron armed", func() bool {
+	polltest.Until(t, 10*time.Second, "slow's instance placed, cron armed", func() bool {
 		return len(e.assignments("slow")) == 1 && e.status("cron").Phase == api.PhaseScheduled
 	})
 	a := e.assignments("slow")[0]
@@ -162,11 +162,11 @@ func TestJobDeadlineAndCronAcrossDowntime(t *testing.T) {
 	start := clock.Now()
 	clock.set(start.Add(31 * time.Second))
 	e.reportAt(clock.Now(), running(a))
-	poll.Until(t, 10*time.Second, "slow stopped at its deadline", func() bool {
+	polltest.Until(t, 10*time.Second, "slow stopped at its deadline", func() bool {
 		r := e.runs("slow")["g1"]
 		return r.State == api.RunFailed && r.Reason == api.RunReasonDeadlineExceeded && len(e.assignments("slow")) == 0
 	})
-	poll.Until(t, 10*time.Second, "slow's status says Failed", func() bool {
+	polltest.Until(t, 10*time.Second, "slow's status says Failed", func() bool {
 		st := e.status("slow")
 		c := condition(st, ConditionStalled)
 		return st.Phase == api.PhaseFailed && c != nil && c.Reason == api.RunReasonDeadlineExceeded
@@ -176,12 +176,12 @@ func TestJobDeadlineAndCronAcrossDowntime(t *testing.T) {
 	clock.set(firing.Add(time.Second))
 	e.reportAt(clock.Now())
 	first := firing.UTC().Format("20060102T1504Z")
-	poll.Until(t, 10*time.Second, "cron fired at its minute", func() bool {
+	polltest.Until(t, 10*time.Second, "cron fired at its minute", func() bool {
 		_, ok := e.runs("cron")[first]
 		return ok && len(e.assignments("cron")) == 1
 	})
 	e.reportAt(clock.Now(), exitedWith(e.assignments("cron")[0], 0))
-	poll.Until(t, 10*time.Second, "cron's first run succeeded", func() bool {
+	polltest.Until(t, 10*time.Second, "cron's first run succeeded", func() bool {
 		return e.runs("cron")[first].State == api.RunSucceeded
 	})
 	stop()
@@ -191,14 +191,14 @@ func TestJobDeadlineAndCronAcrossDowntime(t *testing.T) {
 	e.reportAt(clock.Now())
 	l, stop := e.run(Config{Now: clock.Now, Resync: 100 * time.Millisecond})
 	defer stop()
-	poll.Until(t, 10*time.Second, "one run after the downtime", func() bool { return len(e.runs("cron")) == 2 })
+	polltest.Until(t, 10*time.Second, "one run after the downtime", func() bool { return len(e.runs("cron")) == 2 })
 	passes := l.placementPasses.Load()
-	poll.Until(t, 10*time.Second, "ten more placement passes", func() bool { return l.placementPasses.Load() >= passes+10 })
+	polltest.Until(t, 10*time.Second, "ten more placement passes", func() bool { return l.placementPasses.Load() >= passes+10 })
 	if n := len(e.runs("cron")); n != 2 {
 		t.Fatalf("%d runs after an hour of downtime, want 2: missed firings stacked up", n)
 	}
 	want := firing.Add(time.Hour + time.Minute)
-	poll.Until(t, 10*time.Second, "the status names the next firing", func() bool {
+	polltest.Until(t, 10*time.Second, "the status names the next firing", func() bool {
 		st := e.status("cron")
 		return st.NextRunTime != nil && st.NextRunTime.Equal(want)
 	})
@@ -227,9 +227,9 @@ func TestFinishedJobInstancesFreeTheirRequests(t *testing.T) {
 	defer stop()
 	var done []api.InstanceStatus
 	for i := range 3 {
-		poll.Until(t, 10*time.Second, fmt.Sprintf("instance %d placed", i+1), func() bool { return len(e.assignments("big")) == i+1 })
+		polltest.Until(t, 10*time.Second, fmt.Sprintf("instance %d placed", i+1), func() bool { return len(e.assignments("big")) == i+1 })
 		// The run's record is written after the assignment: wait for it.
-		poll.Until(t, 10*time.Second, fmt.Sprintf("the run counts instance %d active", i+1), func() bool { return e.runs("big")["g1"].Active == 1 })
+		polltest.Until(t, 10*time.Second, fmt.Sprintf("the run counts instance %d active", i+1), func() bool { return e.runs("big")["g1"].Active == 1 })
 		if n := len(e.assignments("big")); n != i+1 {
 			t.Fatalf("%d instances placed with %d finished: one fits at a time", n, i)
 		}
@@ -241,5 +241,5 @@ func TestFinishedJobInstancesFreeTheirRequests(t *testing.T) {
 		}
 		beat(done...)
 	}
-	poll.Until(t, 10*time.Second, "the run succeeded", func() bool { return e.runs("big")["g1"].State == api.RunSucceeded })
+	polltest.Until(t, 10*time.Second, "the run succeeded", func() bool { return e.runs("big")["g1"].State == api.RunSucceeded })
 }

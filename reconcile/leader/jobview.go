@@ -1,10 +1,7 @@
 package leader
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -83,63 +80,6 @@ func (v *view) jobKeys() []string {
 	v.jobIdx.mu.RLock()
 	defer v.jobIdx.mu.RUnlock()
 	return slices.Collect(maps.Keys(v.jobIdx.keys))
-}
-
-// writeJobs writes the Jobs' records of a plan, one transaction per Job,
-// and waits until the view holds them. A write refused because a record
-// moved on is an error: the pass is retried from the view.
-func (l *Leader) writeJobs(ctx context.Context, jobs []JobWrite) error {
-	var rev int64
-	for _, j := range jobs {
-		if len(j.Runs) == 0 && j.Schedule == nil {
-			continue
-		}
-		var sched []resources.JobScheduleWrite
-		if j.Schedule != nil {
-			sched = append(sched, *j.Schedule)
-		}
-		ok, r, err := l.cfg.Repo.WriteJobRuns(ctx, j.Runs, sched, map[string]int64{j.Namespace + "/" + j.Name: j.MetaVersion})
-		if err != nil {
-			return fmt.Errorf("job %s/%s: %w", j.Namespace, j.Name, err)
-		}
-		if !ok {
-			return fmt.Errorf("job %s/%s: records moved on since the pass read them", j.Namespace, j.Name)
-		}
-		rev = max(rev, r)
-		for _, rw := range j.Runs {
-			if rw.Version == 0 || rw.Delete {
-				l.cfg.Logger.Info().Str("component", "jobs").Str("workload", j.Namespace+"/"+j.Name).Str("run", rw.Run.Run).
-					Bool("deleted", rw.Delete).Msg(map[bool]string{true: "run deleted", false: "run started"}[rw.Delete])
-			} else if rw.Run.Finished() {
-				l.cfg.Logger.Info().Str("component", "jobs").Str("workload", j.Namespace+"/"+j.Name).Str("run", rw.Run.Run).
-					Str("state", rw.Run.State).Str("reason", rw.Run.Reason).Msg("run finished")
-			}
-		}
-	}
-	if rev == 0 {
-		return nil
-	}
-	return l.view.jobs.WaitRevision(ctx, rev)
-}
-
-// confirmAbsent drops from plan the part of each Job whose MustBeAbsent keys
-// are not all absent from etcd: the view was behind, and the change that
-// brings it up to date wakes the pass again.
-func (l *Leader) confirmAbsent(ctx context.Context, plan *AssignmentPlan) error {
-	for _, j := range slices.Clone(plan.Jobs) {
-		for _, key := range j.MustBeAbsent {
-			_, err := l.cfg.Repo.Store().Get(ctx, key)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("job %s/%s: read %s: %w", j.Namespace, j.Name, key, err)
-			}
-			plan.dropWorkload(j.Namespace, j.Name)
-			break
-		}
-	}
-	return nil
 }
 
 // releaseFinishedJobs gives back to nodes what the finished instances of

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
@@ -146,14 +146,14 @@ func TestLeaderPlacesAndDerivesStatus(t *testing.T) {
 	e := newLeaderEnv(t)
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), api.APIOwner())
 	_, stop := e.run(Config{})
-	poll.Until(t, 10*time.Second, "two instances of web placed", func() bool { return len(e.assignments("web")) == 2 })
+	polltest.Until(t, 10*time.Second, "two instances of web placed", func() bool { return len(e.assignments("web")) == 2 })
 	as := e.assignments("web")
-	poll.Until(t, 10*time.Second, "web Progressing", func() bool {
+	polltest.Until(t, 10*time.Second, "web Progressing", func() bool {
 		st := e.status("web")
 		return st.Phase == api.PhasePending && st.Desired == 2 && st.ObservedGeneration == 1
 	})
 	e.report(1, running(as[0]), running(as[1]))
-	poll.Until(t, 10*time.Second, "web Ready", func() bool {
+	polltest.Until(t, 10*time.Second, "web Ready", func() bool {
 		st := e.status("web")
 		c := condition(st, ConditionReady)
 		return st.Phase == api.PhaseReady && st.Ready == 2 && st.AppliedGeneration == 1 && c != nil && c.Status == api.ConditionTrue
@@ -169,10 +169,10 @@ func TestLeaderPlacesAndDerivesStatus(t *testing.T) {
 	// A new term picks every change up from etcd.
 	_, stop = e.run(Config{})
 	defer stop()
-	poll.Until(t, 10*time.Second, "the new term places the changes", func() bool {
+	polltest.Until(t, 10*time.Second, "the new term places the changes", func() bool {
 		return len(e.assignments("web")) == 3 && len(e.assignments("api")) == 1
 	})
-	poll.Until(t, 10*time.Second, "web back to Progressing with 3 desired", func() bool {
+	polltest.Until(t, 10*time.Second, "web back to Progressing with 3 desired", func() bool {
 		st := e.status("web")
 		return st.Desired == 3 && st.Ready == 2 && st.Phase == api.PhaseProgressing
 	})
@@ -189,7 +189,7 @@ func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
 	}
 	l, stop := e.run(Config{})
 	defer stop()
-	poll.Until(t, 10*time.Second, "three instances placed", func() bool {
+	polltest.Until(t, 10*time.Second, "three instances placed", func() bool {
 		return len(e.assignments("a"))+len(e.assignments("b"))+len(e.assignments("c")) == 3
 	})
 	var reps []api.InstanceStatus
@@ -197,14 +197,14 @@ func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
 		reps = append(reps, running(e.assignments(n)[0]))
 	}
 	e.report(1, reps...)
-	poll.Until(t, 10*time.Second, "all ready", func() bool {
+	polltest.Until(t, 10*time.Second, "all ready", func() bool {
 		return e.status("a").Phase == api.PhaseReady && e.status("b").Phase == api.PhaseReady &&
 			e.status("c").Phase == api.PhaseReady
 	})
 	// Let the loops settle: no pass for a while.
 	settled := func() (int64, int64) {
 		var p, s int64
-		poll.Until(t, 10*time.Second, "the loops settle", func() bool {
+		polltest.Until(t, 10*time.Second, "the loops settle", func() bool {
 			p0, s0 := l.placementPasses.Load(), l.statusPasses.Load()
 			if !l.idle() {
 				return false
@@ -232,7 +232,7 @@ func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
 	// A changed instance does wake them.
 	reps[0].Phase, reps[0].State = api.InstanceFailed, "exited"
 	e.report(30, reps...)
-	poll.Until(t, 10*time.Second, "a failed instance shows", func() bool { return e.status("a").Phase == api.PhaseFailed })
+	polltest.Until(t, 10*time.Second, "a failed instance shows", func() bool { return e.status("a").Phase == api.PhaseFailed })
 	if p2, _ := settled(); p2 == p1 {
 		t.Error("a changed instance state woke no placement pass")
 	}
@@ -269,13 +269,13 @@ func TestLoopsWorkOnWhatChanged(t *testing.T) {
 		}
 		return out
 	}
-	poll.Until(t, 10*time.Second, "every workload placed and observed", func() bool {
+	polltest.Until(t, 10*time.Second, "every workload placed and observed", func() bool {
 		as, _ := e.repo.ListAssignments(e.ctx, "")
 		return len(as) == n && len(statusVersions()) == n
 	})
 	settle := func() {
 		t.Helper()
-		poll.Until(t, 10*time.Second, "the loops settle", func() bool {
+		polltest.Until(t, 10*time.Second, "the loops settle", func() bool {
 			p0, s0 := l.placementPasses.Load(), l.statusPasses.Load()
 			if !l.idle() {
 				return false
@@ -307,7 +307,7 @@ func TestLoopsWorkOnWhatChanged(t *testing.T) {
 		before := statusVersions()
 		planned, derived := l.planned.Load(), l.derived.Load()
 		st.change()
-		poll.Until(t, 10*time.Second, st.name, st.done)
+		polltest.Until(t, 10*time.Second, st.name, st.done)
 		settle()
 		if p, d := l.planned.Load()-planned, l.derived.Load()-derived; p > 3 || d > 3 {
 			t.Errorf("%s: placement planned %d workloads and the status loop derived %d, want only the changed one", st.name, p, d)
@@ -362,7 +362,7 @@ func TestStatusPassWritesInChunks(t *testing.T) {
 			t.Fatalf("%d of %d statuses written", len(writes), n)
 		}
 	}
-	poll.Until(t, 10*time.Second, "the loops idle", l.idle)
+	polltest.Until(t, 10*time.Second, "the loops idle", l.idle)
 	for more := true; more; {
 		select {
 		case ev := <-events:
@@ -412,7 +412,7 @@ func TestAppSourcesLoop(t *testing.T) {
 	}
 	waitCommit := func(want string) {
 		t.Helper()
-		poll.UntilErr(t, 10*time.Second, "commit "+want[:8]+" recorded", func() error {
+		polltest.UntilErr(t, 10*time.Second, "commit "+want[:8]+" recorded", func() error {
 			recs, err := e.repo.ListAppSources(e.ctx)
 			if err != nil {
 				return err
@@ -429,7 +429,7 @@ func TestAppSourcesLoop(t *testing.T) {
 	}
 	cfg := Config{AppInterval: time.Hour, Resolve: resolve}
 	l, stop := e.run(cfg)
-	poll.Until(t, 10*time.Second, "SourceResolved=False on the workload", func() bool {
+	polltest.Until(t, 10*time.Second, "SourceResolved=False on the workload", func() bool {
 		c := condition(e.status("app"), ConditionSourceResolved)
 		return c != nil && c.Reason == ReasonResolveFailed && strings.Contains(c.Message, "not found")
 	})
@@ -438,7 +438,7 @@ func TestAppSourcesLoop(t *testing.T) {
 		t.Fatalf("push matched %d", n)
 	}
 	waitCommit(strings.Repeat("1", 40))
-	poll.Until(t, 10*time.Second, "SourceResolved condition gone after a success", func() bool {
+	polltest.Until(t, 10*time.Second, "SourceResolved condition gone after a success", func() bool {
 		st := e.status("app")
 		return condition(st, ConditionSourceResolved) == nil && st.SourceCommit == strings.Repeat("1", 40)
 	})
@@ -468,7 +468,7 @@ func TestAppSourcesLoop(t *testing.T) {
 	}
 	_, stop = e.run(cfg)
 	defer stop()
-	poll.Until(t, 10*time.Second, "the deleted workload's records go", func() bool {
+	polltest.Until(t, 10*time.Second, "the deleted workload's records go", func() bool {
 		recs, _ := e.repo.ListAppSources(e.ctx)
 		kvs, _ := e.repo.ListBuildRecordsJSON(e.ctx, "ns1", "app", "")
 		return len(recs) == 0 && len(kvs) == 0
@@ -498,7 +498,7 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 		_, stop := e.run(Config{AppInterval: time.Hour, Resolve: func(context.Context, quadlet.GitSource) (string, error) {
 			return "", errors.New("ls-remote: connection refused")
 		}})
-		poll.Until(t, 10*time.Second, "the instance placed", func() bool { return len(e.assignments("app")) == 1 })
+		polltest.Until(t, 10*time.Second, "the instance placed", func() bool { return len(e.assignments("app")) == 1 })
 		a := e.assignments("app")[0]
 		facts := []func(){
 			func() { // gitsync: the directory is invalid at a newer commit
@@ -529,7 +529,7 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 			facts[f]()
 		}
 		var st api.WorkloadStatus
-		poll.Until(t, 10*time.Second, fmt.Sprintf("order %v: every condition", order), func() bool {
+		polltest.Until(t, 10*time.Second, fmt.Sprintf("order %v: every condition", order), func() bool {
 			st = e.status("app")
 			c := condition(st, ConditionStalled)
 			return c != nil && c.Reason == ReasonInvalidQuadlet && condition(st, ConditionBuildFailed) != nil &&

@@ -9,7 +9,7 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/metrics/metricstest"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -32,15 +32,15 @@ func TestPassMetrics(t *testing.T) {
 	_, stop := e.run(Config{})
 	defer stop()
 	// The term's first pass, over every workload, answers no change.
-	poll.Until(t, 10*time.Second, "the first placement pass", func() bool {
+	polltest.Until(t, 10*time.Second, "the first placement pass", func() bool {
 		return value("kat_reconcile_pass_duration_seconds", placement) > passes
 	})
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), api.APIOwner())
-	poll.Until(t, 10*time.Second, "two instances of web placed", func() bool { return len(e.assignments("web")) == 2 })
-	poll.Until(t, 10*time.Second, "a scheduling latency recorded", func() bool {
+	polltest.Until(t, 10*time.Second, "two instances of web placed", func() bool { return len(e.assignments("web")) == 2 })
+	polltest.Until(t, 10*time.Second, "a scheduling latency recorded", func() bool {
 		return value("kat_reconcile_latency_seconds", latency) > latencies
 	})
-	poll.Until(t, 10*time.Second, "status passes counted", func() bool {
+	polltest.Until(t, 10*time.Second, "status passes counted", func() bool {
 		return value("kat_reconcile_pass_duration_seconds", status) > statusPasses
 	})
 	if value("kat_reconcile_pass_duration_seconds", failed) != failures {
@@ -50,7 +50,7 @@ func TestPassMetrics(t *testing.T) {
 	if n, err := testutil.GatherAndCount(metrics.Registry(), "kat_reconcile_queue_depth"); err != nil || n < 2 {
 		t.Errorf("kat_reconcile_queue_depth has %d series (%v), want placement's and status's", n, err)
 	}
-	poll.Until(t, 10*time.Second, "placement's queue empty", func() bool {
+	polltest.Until(t, 10*time.Second, "placement's queue empty", func() bool {
 		return value("kat_reconcile_queue_depth", map[string]string{"loop": "placement"}) == 0
 	})
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -100,7 +100,7 @@ func TestLeaderNodeLossAndReturn(t *testing.T) {
 	e.apply(workloadFiles(t, "dmn", quadlet.TypeDaemonService, 0, "v1"), api.APIOwner())
 	l, stop := e.run(Config{NodeLossTimeout: 2 * time.Second})
 	defer stop()
-	poll.Until(t, 10*time.Second, "web spread 2/2/2 and dmn on every node", func() bool {
+	polltest.Until(t, 10*time.Second, "web spread 2/2/2 and dmn on every node", func() bool {
 		return e.onNodes("web") == "n1:2 n2:2 n3:2" && e.onNodes("dmn") == "n1:1 n2:1 n3:1"
 	})
 	var lost []string
@@ -111,7 +111,7 @@ func TestLeaderNodeLossAndReturn(t *testing.T) {
 	}
 
 	b.set("n3", false)
-	poll.Until(t, 10*time.Second, "n3's web instances replaced on n1 and n2", func() bool {
+	polltest.Until(t, 10*time.Second, "n3's web instances replaced on n1 and n2", func() bool {
 		return e.onNodes("web") == "n1:3 n2:3"
 	})
 	if got := e.onNodes("dmn"); got != "n1:1 n2:1 n3:1" {
@@ -120,7 +120,7 @@ func TestLeaderNodeLossAndReturn(t *testing.T) {
 
 	passes := l.placementPasses.Load()
 	b.set("n3", true)
-	poll.Until(t, 10*time.Second, "a placement pass after n3 returned", func() bool {
+	polltest.Until(t, 10*time.Second, "a placement pass after n3 returned", func() bool {
 		return l.placementPasses.Load() > passes
 	})
 	if got := e.onNodes("web"); got != "n1:3 n2:3" {
@@ -148,7 +148,7 @@ func TestLeaderPendingReason(t *testing.T) {
 		t.Fatalf("fixture: %v", err)
 	}
 	e.apply(files, api.APIOwner())
-	poll.Until(t, 10*time.Second, "zoned pending with a reason", func() bool {
+	polltest.Until(t, 10*time.Second, "zoned pending with a reason", func() bool {
 		st := e.status("zoned")
 		return st.Unplaced == 2 && st.UnplacedReason == "2 nodes: 2 nodeSelector mismatch"
 	})
@@ -157,7 +157,7 @@ func TestLeaderPendingReason(t *testing.T) {
 	}
 	e.register("n3", map[string]string{"zone": "x"})
 	b.set("n3", true)
-	poll.Until(t, 10*time.Second, "zoned placed on n3", func() bool {
+	polltest.Until(t, 10*time.Second, "zoned placed on n3", func() bool {
 		return e.onNodes("zoned") == "n3:2" && e.status("zoned").Unplaced == 0
 	})
 }
@@ -186,7 +186,7 @@ func TestLeaderDrain(t *testing.T) {
 	e.apply(workloadFiles(t, "dmn", quadlet.TypeDaemonService, 0, "v1"), api.APIOwner())
 	_, stop := e.run(Config{NodeLossTimeout: 5 * time.Second})
 	defer stop()
-	poll.Until(t, 10*time.Second, "web placed, dmn on both nodes", func() bool {
+	polltest.Until(t, 10*time.Second, "web placed, dmn on both nodes", func() bool {
 		return len(e.assignments("web")) == 1 && e.onNodes("dmn") == "n1:1 n2:1"
 	})
 	old := e.assignments("web")[0]
@@ -195,7 +195,7 @@ func TestLeaderDrain(t *testing.T) {
 		to = "n2"
 	}
 	e.reportOn(from, old)
-	poll.Until(t, 10*time.Second, "web ready", func() bool { return e.status("web").Ready == 1 })
+	polltest.Until(t, 10*time.Second, "web ready", func() bool { return e.status("web").Ready == 1 })
 
 	if _, err := e.repo.UpdateNodeRegistration(e.ctx, from, func(r *api.NodeRegistration) error {
 		r.Unschedulable, r.Draining = true, true
@@ -203,7 +203,7 @@ func TestLeaderDrain(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "a replacement on "+to+" and dmn off "+from, func() bool {
+	polltest.Until(t, 10*time.Second, "a replacement on "+to+" and dmn off "+from, func() bool {
 		return e.onNodes("web") == "n1:1 n2:1" && e.onNodes("dmn") == to+":1"
 	})
 	var repl api.Assignment
@@ -213,7 +213,7 @@ func TestLeaderDrain(t *testing.T) {
 		}
 	}
 	e.reportOn(to, repl)
-	poll.Until(t, 10*time.Second, "the drained node's instance removed", func() bool {
+	polltest.Until(t, 10*time.Second, "the drained node's instance removed", func() bool {
 		return e.onNodes("web") == to+":1"
 	})
 	if got := e.assignments("web"); got[0].InstanceID != repl.InstanceID {
@@ -245,11 +245,11 @@ func TestLeaderTermGraceForNodes(t *testing.T) {
 	}
 	l, stop := e.run(Config{NodeLossTimeout: 2 * time.Second})
 	defer stop()
-	poll.Until(t, 10*time.Second, "a placement pass", func() bool { return l.placementPasses.Load() > 0 })
+	polltest.Until(t, 10*time.Second, "a placement pass", func() bool { return l.placementPasses.Load() > 0 })
 	if got := e.onNodes("web"); got != "n2:1" {
 		t.Errorf("web at the term's start = %q, want n2:1 (n2 not lost yet)", got)
 	}
-	poll.Until(t, 10*time.Second, "web replaced on n1 once the grace ran out", func() bool {
+	polltest.Until(t, 10*time.Second, "web replaced on n1 once the grace ran out", func() bool {
 		return e.onNodes("web") == "n1:1"
 	})
 }
@@ -269,7 +269,7 @@ func TestIsMemberAddress(t *testing.T) {
 	}
 	l, stop := e.run(Config{})
 	defer stop()
-	poll.Until(t, 10*time.Second, "the view knows member m2", func() bool {
+	polltest.Until(t, 10*time.Second, "the view knows member m2", func() bool {
 		return l.IsMemberAddress(netip.MustParseAddr("10.0.0.2"))
 	})
 	for _, a := range []string{"10.0.0.3", "10.0.0.4", "::ffff:10.0.0.3"} {
@@ -284,7 +284,7 @@ func TestIsMemberAddress(t *testing.T) {
 	if err := e.repo.PutNodeRegistration(e.ctx, api.NodeRegistration{Name: "m2", UID: "uid-m2", AdvertiseAddress: "10.0.0.2"}); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "m2 no longer trusted", func() bool {
+	polltest.Until(t, 10*time.Second, "m2 no longer trusted", func() bool {
 		return !l.IsMemberAddress(netip.MustParseAddr("10.0.0.2"))
 	})
 }

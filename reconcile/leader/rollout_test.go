@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 )
 
@@ -440,10 +440,10 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	defer stop()
 	v1 := strategyWorkload(t, 0, 2, "v1", "")
 	e.apply(v1.Files, api.APIOwner())
-	poll.Until(t, 10*time.Second, "two instances of generation 1", func() bool { return len(e.assignments("web")) == 2 })
+	polltest.Until(t, 10*time.Second, "two instances of generation 1", func() bool { return len(e.assignments("web")) == 2 })
 	old := e.assignments("web")
 	e.report(1, running(old[0]), running(old[1]))
-	poll.Until(t, 10*time.Second, "generation 1 rolled out", func() bool {
+	polltest.Until(t, 10*time.Second, "generation 1 rolled out", func() bool {
 		ro, _, err := e.repo.GetRollout(e.ctx, "ns1", "web")
 		return err == nil && ro.Outcomes[1] == api.OutcomeSucceeded
 	})
@@ -452,7 +452,7 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	v2 := strategyWorkload(t, 0, 2, "v2", "    progressDeadlineSeconds: 1\n")
 	e.apply(v2.Files, api.APIOwner())
 	var broken api.Assignment
-	poll.Until(t, 10*time.Second, "a new instance of generation 2", func() bool {
+	polltest.Until(t, 10*time.Second, "a new instance of generation 2", func() bool {
 		for _, a := range e.assignments("web") {
 			if a.Generation == 2 {
 				broken = a
@@ -465,7 +465,7 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	unhealthy.HealthStatus = api.HealthUnhealthy
 	e.report(2, running(old[0]), running(old[1]), unhealthy)
 	var w *api.Workload
-	poll.Until(t, 20*time.Second, "generation 3, a rollback", func() bool {
+	polltest.Until(t, 20*time.Second, "generation 3, a rollback", func() bool {
 		var err error
 		w, err = e.repo.GetWorkload(e.ctx, "ns1", "web")
 		return err == nil && w.Generation == 3
@@ -473,7 +473,7 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	if rb := w.Rollback; rb == nil || *rb != (api.RollbackRef{From: 2, To: 1, Auto: true}) || w.SpecHash != v1.Meta.SpecHash {
 		t.Fatalf("generation 3: rollback %+v, spec hash %s, want generation 1's %s", w.Rollback, w.SpecHash, v1.Meta.SpecHash)
 	}
-	poll.Until(t, 10*time.Second, "the broken instance gone, RolloutFailed shown", func() bool {
+	polltest.Until(t, 10*time.Second, "the broken instance gone, RolloutFailed shown", func() bool {
 		as := e.assignments("web")
 		c := condition(e.status("web"), ConditionRolloutFailed)
 		return len(as) == 2 && c != nil
@@ -490,7 +490,7 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 			t.Errorf("instance %s (generation %d, leaving %v): want the old instances kept in service", a.InstanceID, a.Generation, a.Leaving())
 		}
 	}
-	poll.Until(t, 10*time.Second, "generation 3 rolled out", func() bool {
+	polltest.Until(t, 10*time.Second, "generation 3 rolled out", func() bool {
 		ro, _, err := e.repo.GetRollout(e.ctx, "ns1", "web")
 		return err == nil && ro.Outcomes[3] == api.OutcomeSucceeded
 	})

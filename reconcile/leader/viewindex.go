@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -276,7 +275,7 @@ func (v *view) buildsOf(key, commit string) []api.Build {
 	v.idx.mu.RUnlock()
 	var out []api.Build
 	for _, k := range keys {
-		if r, ok := v.builds.Get(k); ok && reconcile.ShortCommit(r.Commit) == reconcile.ShortCommit(commit) {
+		if r, ok := v.builds.Get(k); ok && api.ShortCommit(r.Commit) == api.ShortCommit(commit) {
 			out = append(out, r)
 		}
 	}

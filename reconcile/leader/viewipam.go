@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"kat.dws.rip/kat/netstack"
+	"kat.dws.rip/kat/netstack/ipam"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -92,7 +92,7 @@ func (h *addressHolds) of(node string, now time.Time) (held, cooling []netip.Add
 func (h *addressHolds) count(node string, subnet netip.Prefix) int {
 	n := 0
 	for ip := range h.held[node] {
-		if netstack.InstanceAddress(subnet, ip) {
+		if ipam.InstanceAddress(subnet, ip) {
 			n++
 		}
 	}
@@ -132,6 +132,6 @@ func (v *view) applySubnets(nodes []sched.Node) {
 			continue
 		}
 		n.Subnet = sub
-		n.FreeIPs = max(0, netstack.Usable(sub)-v.idx.addrs.count(n.Name, sub))
+		n.FreeIPs = max(0, ipam.Usable(sub)-v.idx.addrs.count(n.Name, sub))
 	}
 }

@@ -165,36 +165,3 @@ func (v *view) readyNodes(now time.Time) (map[string]bool, time.Time) {
 	}
 	return ready, next
 }
-
-// setScheduling records what placement found for the workloads it planned,
-// forgets it for those of keys that are gone, and marks dirty, for the
-// status loop, those whose finding changed.
-func (v *view) setScheduling(keys []string, found map[string]Scheduling) {
-	var gone []string
-	for _, k := range keys {
-		if _, ok := v.desired.Workload(resources.SplitKey(k)); !ok {
-			gone = append(gone, k)
-		}
-	}
-	var changed []string
-	v.mu.Lock()
-	for _, k := range gone {
-		delete(v.scheduling, k)
-	}
-	for k, s := range found {
-		if old, ok := v.scheduling[k]; !ok || old != s {
-			v.scheduling[k] = s
-			changed = append(changed, k)
-		}
-	}
-	v.mu.Unlock()
-	v.markDirty(factScheduling, changed...)
-}
-
-// schedulingOf returns placement's last finding for workload key.
-func (v *view) schedulingOf(key string) (Scheduling, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	s, ok := v.scheduling[key]
-	return s, ok
-}

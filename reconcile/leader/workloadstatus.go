@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/reconcile"
 )
 
 // Condition types and reasons of a workload's status. The status loop
@@ -210,7 +208,7 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Tim
 	case f.PathError != nil:
 		msg := fmt.Sprintf("%s: %s", f.PathError.Path, f.PathError.Error)
 		if f.PathError.Commit != "" {
-			msg = fmt.Sprintf("commit %s: %s", reconcile.ShortCommit(f.PathError.Commit), msg)
+			msg = fmt.Sprintf("commit %s: %s", api.ShortCommit(f.PathError.Commit), msg)
 		}
 		conds = append(conds, api.Condition{Type: ConditionStalled, Status: api.ConditionTrue, Reason: ReasonInvalidQuadlet,
 			Message: msg + "; the last valid version keeps running"})
@@ -231,7 +229,7 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Tim
 		errs = append(errs, f.App.LastError)
 	}
 	if msg := buildFailure(f); msg != "" {
-		conds = append(conds, api.Condition{Type: ConditionBuildFailed, Status: api.ConditionTrue, Reason: build.ReasonBuildFailed,
+		conds = append(conds, api.Condition{Type: ConditionBuildFailed, Status: api.ConditionTrue, Reason: api.ReasonBuildFailed,
 			Message: msg})
 		errs = append(errs, firstLine(msg))
 	}
@@ -268,10 +266,10 @@ func buildFailure(f WorkloadFacts) string {
 	}
 	var out []string
 	for _, r := range f.Builds {
-		if r.State != api.BuildFailed || reconcile.ShortCommit(r.Commit) != reconcile.ShortCommit(f.App.Commit) {
+		if r.State != api.BuildFailed || api.ShortCommit(r.Commit) != api.ShortCommit(f.App.Commit) {
 			continue
 		}
-		msg := fmt.Sprintf("build of %s at %s failed on node %s: %s", f.App.Repository, reconcile.ShortCommit(r.Commit), r.Node, r.Error)
+		msg := fmt.Sprintf("build of %s at %s failed on node %s: %s", f.App.Repository, api.ShortCommit(r.Commit), r.Node, r.Error)
 		if tail := logTail(r.LogTail, buildLogTail); tail != "" {
 			msg += "\n" + tail
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/scripts/e2e"
 	"kat.dws.rip/kat/scripts/harness"
@@ -90,7 +90,7 @@ spec:
 	if r := e2e.RunKatcall(t.Context(), b.Katcall, "--config", c.KatcallConfig(), "apply", "-f", wl); r.Code != 0 {
 		t.Fatalf("katcall apply: %v", r)
 	}
-	poll.UntilErr(t, 2*time.Minute, "2 containers of the workload running", func() error {
+	polltest.UntilErr(t, 2*time.Minute, "2 containers of the workload running", func() error {
 		n := 0
 		for _, h := range c.Hosts {
 			ids, err := h.Containers(t.Context(), "label=kat.workload=two", "status=running")

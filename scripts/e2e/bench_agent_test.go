@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	kruntime "kat.dws.rip/kat/runtime"
 )
 
@@ -67,7 +67,7 @@ spec:
 		waitEvery(b, c, "default/"+name, 100*time.Millisecond, func(d *api.WorkloadDetail) bool {
 			running := 0
 			for _, in := range d.Instances {
-				if in.State == "running" {
+				if in.Status.State == "running" {
 					running++
 				}
 			}
@@ -126,7 +126,7 @@ spec:
 // Podman network.
 func waitNodeNetwork(tb testing.TB, node string) {
 	tb.Helper()
-	poll.UntilEvery(tb, time.Minute, 50*time.Millisecond, "the network of "+node, func() bool {
+	polltest.UntilEvery(tb, time.Minute, 50*time.Millisecond, "the network of "+node, func() bool {
 		return exec.Command("podman", "network", "exists", NetworkName(node)).Run() == nil
 	})
 }

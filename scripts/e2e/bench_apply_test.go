@@ -45,7 +45,7 @@ func BenchmarkApplyToRunning(b *testing.B) {
 		start := time.Now()
 		mustApplyTB(b, c, dir)
 		waitFast(b, c, "default/"+name, func(d *api.WorkloadDetail) bool {
-			return len(d.Instances) == 1 && d.Instances[0].State == "running"
+			return len(d.Instances) == 1 && d.Instances[0].Status.State == "running"
 		})
 		took := time.Since(start)
 		kat += took

@@ -17,6 +17,7 @@ import (
 
 	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/webhook"
 )
 
@@ -239,7 +240,7 @@ func startGitOpsCluster(b *testing.B, dir string, base *scaleRepo) (*Cluster, []
 func waitSourceApplied(b *testing.B, client *apiclient.Client, r *scaleRepo) {
 	b.Helper()
 	head := r.head(b)
-	poll.UntilErr(b, scaleTimeout, "source "+r.name+" applies "+head[:12], func() error {
+	polltest.UntilErr(b, scaleTimeout, "source "+r.name+" applies "+head[:12], func() error {
 		src, err := client.GetSource(context.Background(), r.name)
 		switch {
 		case err != nil:

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 	kruntime "kat.dws.rip/kat/runtime"
 )
@@ -146,7 +146,7 @@ func BenchmarkPushToDeploy(b *testing.B) {
 // args) holds n containers of workload wl on node.
 func waitContainers(b testing.TB, store []string, node, wl string, n int) {
 	b.Helper()
-	poll.UntilErr(b, 2*time.Minute, fmt.Sprintf("%s: %d containers of %s", node, n, wl), func() error {
+	polltest.UntilErr(b, 2*time.Minute, fmt.Sprintf("%s: %d containers of %s", node, n, wl), func() error {
 		args := append(append([]string(nil), store...), "ps", "-aq", "--filter", "label=kat.node="+node, "--filter", "label=kat.workload="+wl)
 		out, err := exec.Command("podman", args...).Output()
 		if err == nil && len(strings.Fields(string(out))) == n {
@@ -171,7 +171,7 @@ func waitEvery(b testing.TB, c *Cluster, ref string, every time.Duration, cond f
 	client := clientFor(b, c)
 	ns, name, _ := strings.Cut(ref, "/")
 	var got *api.WorkloadDetail
-	poll.UntilEvery(b, 2*time.Minute, every, ref, func() bool {
+	polltest.UntilEvery(b, 2*time.Minute, every, ref, func() bool {
 		d, err := client.WorkloadStatus(context.Background(), ns, name)
 		if err == nil && cond(d) {
 			got = d
@@ -185,7 +185,7 @@ func waitEvery(b testing.TB, c *Cluster, ref string, every time.Duration, cond f
 // runsImage reports whether an instance of the workload runs image.
 func runsImage(d *api.WorkloadDetail, image string) bool {
 	for _, in := range d.Instances {
-		if in.Image == image && in.State == "running" {
+		if in.Image == image && in.Status.State == "running" {
 			return true
 		}
 	}
@@ -196,7 +196,7 @@ func runsImage(d *api.WorkloadDetail, image string) bool {
 func waitCached(b testing.TB, host, repo, tag string) {
 	b.Helper()
 	url := "http://" + host + "/v2/" + repo + "/manifests/" + tag
-	poll.UntilEvery(b, 2*time.Minute, 20*time.Millisecond, "cache "+repo+":"+tag, func() bool {
+	polltest.UntilEvery(b, 2*time.Minute, 20*time.Millisecond, "cache "+repo+":"+tag, func() bool {
 		req, err := http.NewRequest(http.MethodHead, url, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -281,7 +281,7 @@ func manualDeploy(b testing.TB, url, body string) time.Duration {
 	run("podman", "run", "-d", "--name", name, "--uidmap", idmap, "--gidmap", idmap, "-p", fmt.Sprintf("127.0.0.1:%d:8080", port), tag, "httpd", "-f", "-p", "8080", "-h", "/www")
 	ran := time.Since(start)
 	client := &http.Client{Timeout: 2 * time.Second}
-	poll.UntilEvery(b, time.Minute, 10*time.Millisecond, fmt.Sprintf("by hand: %q served on port %d", body, port), func() bool {
+	polltest.UntilEvery(b, time.Minute, 10*time.Millisecond, fmt.Sprintf("by hand: %q served on port %d", body, port), func() bool {
 		got, err := getBody(context.Background(), client, port)
 		return err == nil && got == body
 	})

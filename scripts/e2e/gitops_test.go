@@ -17,7 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/gitx/gittest"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/webhook"
 )
 
@@ -64,7 +64,7 @@ spec:
 
 func waitForWorkload(t *testing.T, c *Cluster, name string) {
 	t.Helper()
-	poll.UntilErr(t, 60*time.Second, "workload "+name+" appears", func() error {
+	polltest.UntilErr(t, 60*time.Second, "workload "+name+" appears", func() error {
 		_, ws := getWorkloads(t, c)
 		for _, w := range ws {
 			if w.Name == name && w.Owner.Kind == "git" {
@@ -213,7 +213,7 @@ func ownershipThroughBinaries(t *testing.T, c *Cluster, remote *gitRemote) {
 	if r := c.Katcall(ctx, "resume", "default/synced"); r.Code != 0 {
 		t.Fatalf("katcall resume: %s", r)
 	}
-	poll.UntilErr(t, 60*time.Second, "Git's version of default/synced applied again", func() error {
+	polltest.UntilErr(t, 60*time.Second, "Git's version of default/synced applied again", func() error {
 		_, ws := getWorkloads(t, c)
 		for _, w := range ws {
 			if w.Name == "synced" && w.Suspended != nil && !*w.Suspended && w.Generation == 3 {

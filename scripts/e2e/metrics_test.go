@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"kat.dws.rip/kat/internal/metrics"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // series names one series of a scrape: a family and some of its labels.
@@ -82,7 +82,7 @@ func checkMetrics(t *testing.T, c *Cluster, atLeastOne []series) {
 		{"agent port with the node's certificate", agentPort, client(nodeCert), ""},
 	}
 	for _, p := range ports {
-		poll.UntilErr(t, 60*time.Second, "the kat_ families on the "+p.name, func() error {
+		polltest.UntilErr(t, 60*time.Second, "the kat_ families on the "+p.name, func() error {
 			start := time.Now()
 			code, fams, err := scrapeMetrics(p.client, p.url, p.bearer)
 			if err != nil || code != http.StatusOK {

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	katruntime "kat.dws.rip/kat/runtime"
 )
 
@@ -82,7 +82,7 @@ func TestAgentStoppedMidRemovalLeavesNothing(t *testing.T) {
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	poll.UntilErr(t, time.Minute, "the restarted agent removing "+b, func() error {
+	polltest.UntilErr(t, time.Minute, "the restarted agent removing "+b, func() error {
 		if left := containerIDs(t, c.Node, b); len(left) > 0 {
 			return fmt.Errorf("%d left", len(left))
 		}
@@ -142,7 +142,7 @@ func removeUntilStopping(t *testing.T, c *Cluster, name string) []inspected {
 	if r := c.Katcall(context.Background(), "delete", "workload", "default/"+name); r.Code != 0 {
 		t.Fatalf("delete %s: %s", name, r)
 	}
-	poll.UntilErr(t, 2*orphanGrace*time.Second, name+"'s containers stopping", func() error {
+	polltest.UntilErr(t, 2*orphanGrace*time.Second, name+"'s containers stopping", func() error {
 		for _, ci := range inspectContainers(t, ids(cs)) {
 			if ci.State.Status != "stopping" {
 				return fmt.Errorf("%s is %s", ci.Name, ci.State.Status)

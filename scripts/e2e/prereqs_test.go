@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // TestCheckPrereqsScript: scripts/check-prereqs.sh (run by every `task
@@ -69,7 +69,7 @@ func TestAgentNamesAMissingPrerequisite(t *testing.T) {
 			t.Errorf("remove the test's containers: %v", err)
 		}
 	})
-	poll.UntilErr(t, time.Minute, "the node reports the missing iptables", func() error {
+	polltest.UntilErr(t, time.Minute, "the node reports the missing iptables", func() error {
 		r := c.Katcall(context.Background(), "get", "nodes", "-o", "json")
 		var nodes []api.Node
 		if err := json.Unmarshal([]byte(r.Stdout), &nodes); err != nil {
@@ -88,6 +88,6 @@ func TestAgentNamesAMissingPrerequisite(t *testing.T) {
 	name := "noipt-" + randomHex(3)
 	mustApplyTB(t, c, writeWorkload(t, webWorkload(name, 1, containerPort(t))))
 	waitStatus(t, c, "default/"+name, "the instance message naming iptables", func(d *api.WorkloadDetail) bool {
-		return len(d.Instances) == 1 && strings.Contains(d.Instances[0].Message, "iptables")
+		return len(d.Instances) == 1 && strings.Contains(d.Instances[0].Status.Message, "iptables")
 	})
 }

@@ -50,11 +50,11 @@ func TestPushToDeployCache(t *testing.T) {
 	// bridge independently, so the second node's published port is not
 	// reliable here; ask its container itself.
 	in := d.Instances[0]
-	if len(in.Ports) != 1 {
-		t.Fatalf("second node's instance ports %+v", in.Ports)
+	if len(in.Status.Ports) != 1 {
+		t.Fatalf("second node's instance ports %+v", in.Status.Ports)
 	}
-	out, err := exec.Command("podman", append(storeArgs(store), "exec", in.ContainerID,
-		"wget", "-q", "-O", "-", fmt.Sprintf("http://127.0.0.1:%d/", in.Ports[0].ContainerPort))...).CombinedOutput()
+	out, err := exec.Command("podman", append(storeArgs(store), "exec", in.Status.ContainerID,
+		"wget", "-q", "-O", "-", fmt.Sprintf("http://127.0.0.1:%d/", in.Status.Ports[0].ContainerPort))...).CombinedOutput()
 	if err != nil || string(out) != "cached v1\n" {
 		t.Fatalf("second node's container serves %q, %v", out, err)
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/webhook"
 )
 
@@ -219,8 +219,8 @@ func (c *pushCluster) pushHook(t testing.TB, repoURL, after string) int {
 func servingPorts(d *api.WorkloadDetail) []int {
 	var out []int
 	for _, in := range d.Instances {
-		if in.Phase == "Running" {
-			for _, p := range in.Ports {
+		if in.Status.Phase == "Running" {
+			for _, p := range in.Status.Ports {
 				out = append(out, p.HostPort)
 			}
 		}
@@ -356,7 +356,7 @@ func getBody(ctx context.Context, client *http.Client, port int) (string, error)
 // waitBody waits (up to timeout) until the prober has seen body served.
 func (p *prober) waitBody(t testing.TB, body string, timeout time.Duration) {
 	t.Helper()
-	poll.UntilErr(t, timeout, fmt.Sprintf("%q served", body), func() error {
+	polltest.UntilErr(t, timeout, fmt.Sprintf("%q served", body), func() error {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if slices.Contains(p.bodies, body) {
@@ -382,7 +382,7 @@ func (p *prober) waitRounds(t testing.TB, n int, timeout time.Duration) {
 	p.mu.Lock()
 	want := p.rounds + n
 	p.mu.Unlock()
-	poll.Until(t, timeout, fmt.Sprintf("prober: %d rounds", want), func() bool {
+	polltest.Until(t, timeout, fmt.Sprintf("prober: %d rounds", want), func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.rounds >= want

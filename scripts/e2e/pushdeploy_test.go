@@ -37,7 +37,7 @@ func onlyImage(d *api.WorkloadDetail, image string) bool {
 		return false
 	}
 	for _, in := range d.Instances {
-		if in.Image != image || in.Phase != "Running" {
+		if in.Image != image || in.Status.Phase != "Running" {
 			return false
 		}
 	}
@@ -109,7 +109,7 @@ func TestPushToDeploy(t *testing.T) {
 	}
 	running := 0
 	for _, in := range d.Instances {
-		if in.Image == image(c2) && in.Phase == "Running" {
+		if in.Image == image(c2) && in.Status.Phase == "Running" {
 			running++
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // TestQuickStartScripts runs the README's start command (scripts/up.sh, which
@@ -84,7 +84,7 @@ func TestQuickStartScripts(t *testing.T) {
 	if r := katcall("sync"); r.Code != 0 {
 		t.Fatalf("katcall sync: %s", r)
 	}
-	poll.UntilErr(t, 60*time.Second, "the pushed workload appears", func() error {
+	polltest.UntilErr(t, 60*time.Second, "the pushed workload appears", func() error {
 		r := katcall("get", "workloads")
 		if r.Code == 0 && strings.Contains(r.Stdout, "pushed") && strings.Contains(r.Stdout, "git:config/default/pushed") {
 			return nil

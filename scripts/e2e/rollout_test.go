@@ -119,11 +119,11 @@ func followList(ctx context.Context, t *testing.T, cl *apiclient.Client, ns, nam
 		}
 		var list, desc []string
 		for _, in := range d.Instances {
-			desc = append(desc, fmt.Sprintf("%s gen %d %s/%s ready=%v leaving=%v", in.InstanceID, in.Generation, in.Phase, in.Health, in.Ready, in.Leaving))
+			desc = append(desc, fmt.Sprintf("%s gen %d %s/%s ready=%v leaving=%v", in.InstanceID, in.Generation, in.Status.Phase, in.Status.HealthStatus, in.Ready, in.Leaving()))
 			if !in.Ready {
 				continue
 			}
-			for _, p := range in.Ports {
+			for _, p := range in.Status.Ports {
 				list = append(list, "http://127.0.0.1:"+strconv.Itoa(p.HostPort)+"/")
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // sleeper is a Service of replicas sleeping containers.
@@ -50,7 +50,7 @@ func TestStressConcurrentCreates(t *testing.T) {
 		d := waitStatusUntil(t, c, "default/"+name, fmt.Sprintf("%d running", replicas), deadline, func(d *api.WorkloadDetail) bool {
 			running := 0
 			for _, in := range d.Instances {
-				if in.State == "running" {
+				if in.Status.State == "running" {
 					running++
 				}
 			}
@@ -87,5 +87,5 @@ func TestStressConcurrentCreates(t *testing.T) {
 // waitContainersGone waits until Podman lists no container of the workload.
 func waitContainersGone(t *testing.T, node, name string, deadline time.Time) {
 	t.Helper()
-	poll.Until(t, time.Until(deadline), name+": every container removed", func() bool { return len(containerIDs(t, node, name)) == 0 })
+	polltest.Until(t, time.Until(deadline), name+": every container removed", func() bool { return len(containerIDs(t, node, name)) == 0 })
 }

@@ -16,6 +16,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 )
 
@@ -248,13 +249,13 @@ func TestAgentRunsWorkloads(t *testing.T) {
 		return d.Status.Ready == 2 && d.Status.Phase == "Ready" && len(d.Instances) == 2
 	})
 	for _, in := range d.Instances {
-		if in.State != "running" || in.Health != "healthy" || in.ContainerID == "" || in.Node != c.Node ||
-			in.Image != "localhost/kat-base:latest" || len(in.Ports) != 1 {
+		if in.Status.State != "running" || in.Status.HealthStatus != "healthy" || in.Status.ContainerID == "" || in.Node != c.Node ||
+			in.Image != "localhost/kat-base:latest" || len(in.Status.Ports) != 1 {
 			t.Fatalf("instance %+v: want running, healthy, with a container and one published port", in)
 		}
-		body, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/", in.Ports[0].HostPort))
+		body, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/", in.Status.Ports[0].HostPort))
 		if err != nil || !strings.Contains(body, "hello from") {
-			t.Fatalf("GET on the published port %d of %s: %q, %v", in.Ports[0].HostPort, in.InstanceID, body, err)
+			t.Fatalf("GET on the published port %d of %s: %q, %v", in.Status.Ports[0].HostPort, in.InstanceID, body, err)
 		}
 	}
 	if r := c.Katcall(context.Background(), "logs", ref, "--instance", d.Instances[0].InstanceID); r.Code != 0 || !strings.Contains(r.Stdout, "web started") {
@@ -266,18 +267,18 @@ func TestAgentRunsWorkloads(t *testing.T) {
 
 	// podman kill: the agent restarts the same container.
 	victim := d.Instances[0]
-	podman(t, "kill", victim.ContainerID)
+	podman(t, "kill", victim.Status.ContainerID)
 	d = waitStatus(t, c, ref, "a restart after podman kill", func(d *api.WorkloadDetail) bool {
 		for _, in := range d.Instances {
 			if in.InstanceID == victim.InstanceID {
-				return in.Restarts == 1 && in.State == "running" && d.Status.Ready == 2
+				return in.Status.Restarts == 1 && in.Status.State == "running" && d.Status.Ready == 2
 			}
 		}
 		return false
 	})
 	for _, in := range d.Instances {
-		if in.InstanceID == victim.InstanceID && in.ContainerID != victim.ContainerID {
-			t.Fatalf("the restart replaced container %s by %s", victim.ContainerID, in.ContainerID)
+		if in.InstanceID == victim.InstanceID && in.Status.ContainerID != victim.Status.ContainerID {
+			t.Fatalf("the restart replaced container %s by %s", victim.Status.ContainerID, in.Status.ContainerID)
 		}
 	}
 
@@ -287,19 +288,19 @@ func TestAgentRunsWorkloads(t *testing.T) {
 	vd := waitStatus(t, c, "default/"+vol, "ready 2/2", func(d *api.WorkloadDetail) bool { return d.Status.Ready == 2 && len(d.Instances) == 2 })
 	var maps []string
 	for _, in := range vd.Instances {
-		podman(t, "exec", in.ContainerID, "sh", "-c", "echo "+in.InstanceID+" > /data/"+in.InstanceID)
-		maps = append(maps, strings.Join(strings.Fields(podman(t, "exec", in.ContainerID, "cat", "/proc/self/uid_map")), " "))
+		podman(t, "exec", in.Status.ContainerID, "sh", "-c", "echo "+in.InstanceID+" > /data/"+in.InstanceID)
+		maps = append(maps, strings.Join(strings.Fields(podman(t, "exec", in.Status.ContainerID, "cat", "/proc/self/uid_map")), " "))
 	}
 	if maps[0] != maps[1] || !strings.HasSuffix(maps[0], " 65536") {
 		t.Fatalf("replicas' uid maps %q: want one 65536-id map for both", maps)
 	}
-	volInst, volID := vd.Instances[0].InstanceID, vd.Instances[0].ContainerID
+	volInst, volID := vd.Instances[0].InstanceID, vd.Instances[0].Status.ContainerID
 	podman(t, "exec", volID, "sh", "-c", "echo kept > /data/file")
 	podman(t, "kill", volID)
 	waitStatus(t, c, "default/"+vol, "a restart of the volume's container", func(d *api.WorkloadDetail) bool {
 		for _, in := range d.Instances {
 			if in.InstanceID == volInst {
-				return in.Restarts == 1 && in.State == "running"
+				return in.Status.Restarts == 1 && in.Status.State == "running"
 			}
 		}
 		return false
@@ -326,7 +327,7 @@ func TestAgentRunsWorkloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, c, ref, "ready 2/2 reported by the new agent", func(d *api.WorkloadDetail) bool {
-		return d.Status.Ready == 2 && d.Instances[0].Restarts+d.Instances[1].Restarts == 1 &&
+		return d.Status.Ready == 2 && d.Instances[0].Status.Restarts+d.Instances[1].Status.Restarts == 1 &&
 			lastHeartbeat(t, c).After(restarted.Add(3*time.Second))
 	})
 	if after := containerIDs(t, c.Node, web); !slices.Equal(after, ids) {
@@ -351,9 +352,9 @@ func TestAgentRunsWorkloads(t *testing.T) {
 	bad := "fail-" + randomHex(3)
 	mustApply(t, c, writeWorkload(t, failingWorkload(bad)))
 	d = waitStatus(t, c, "default/"+bad, "Failed", func(d *api.WorkloadDetail) bool {
-		return d.Status.Phase == "Failed" && len(d.Instances) == 1 && d.Instances[0].Phase == "Failed"
+		return d.Status.Phase == "Failed" && len(d.Instances) == 1 && d.Instances[0].Status.Phase == "Failed"
 	})
-	if d.Instances[0].Restarts != 2 || d.Status.LastError == "" {
+	if d.Instances[0].Status.Restarts != 2 || d.Status.LastError == "" {
 		t.Fatalf("failed instance %+v, lastError %q: want 2 restarts and an error", d.Instances[0], d.Status.LastError)
 	}
 
@@ -363,7 +364,7 @@ func TestAgentRunsWorkloads(t *testing.T) {
 			t.Fatalf("delete %s: %s", name, r)
 		}
 	}
-	poll.UntilErr(t, 2*time.Minute, "every container removed after delete", func() error {
+	polltest.UntilErr(t, 2*time.Minute, "every container removed after delete", func() error {
 		left := slices.Concat(containerIDs(t, c.Node, web), containerIDs(t, c.Node, bad), containerIDs(t, c.Node, vol))
 		if len(left) == 0 {
 			return nil

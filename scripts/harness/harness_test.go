@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 )
 
@@ -150,7 +150,7 @@ func TestUpDownRestoresHost(t *testing.T) {
 	t.Run("hosts reach host 1", func(t *testing.T) {
 		url, content := serve(t, c.Hosts[0], 8080)
 		for _, h := range c.Hosts[1:] {
-			poll.UntilErr(t, 10*time.Second, h.Name+" fetches "+url, func() error {
+			polltest.UntilErr(t, 10*time.Second, h.Name+" fetches "+url, func() error {
 				got, err := fetch(t.Context(), h, url)
 				if err == nil && got != content {
 					err = fmt.Errorf("got %q, want %q", got, content)
@@ -164,7 +164,7 @@ func TestUpDownRestoresHost(t *testing.T) {
 		url, _ := serve(t, c.Hosts[0], 8081)
 		target := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/index.html")
 		var local netip.Addr
-		poll.UntilErr(t, 10*time.Second, "dial "+target+" inside "+c.Hosts[1].Name, func() error {
+		polltest.UntilErr(t, 10*time.Second, "dial "+target+" inside "+c.Hosts[1].Name, func() error {
 			return c.Hosts[1].InNetns(func() error {
 				conn, err := net.DialTimeout("tcp", target, 5*time.Second)
 				if err != nil {
@@ -400,7 +400,7 @@ func TestParallelHarnessesStayApart(t *testing.T) {
 	}
 	for _, c := range clusters {
 		url, content := serve(t, c.Hosts[0], 8081)
-		poll.UntilErr(t, 10*time.Second, c.Hosts[1].Name+" of "+c.Name+" fetches "+url, func() error {
+		polltest.UntilErr(t, 10*time.Second, c.Hosts[1].Name+" of "+c.Name+" fetches "+url, func() error {
 			got, err := fetch(t.Context(), c.Hosts[1], url)
 			if err == nil && got != content {
 				err = fmt.Errorf("got %q, want %q", got, content)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // applyDaemon applies DaemonService default/dsroll whose container has
@@ -113,7 +113,7 @@ func TestDaemonServiceNodeByNode(t *testing.T) {
 		c.applyDaemon(t, "bad")
 		start := time.Now()
 		var seen []string
-		poll.UntilErr(t, 3*time.Minute, "the update Failed", func() error {
+		polltest.UntilErr(t, 3*time.Minute, "the update Failed", func() error {
 			d, err := c.daemonDetail(t)
 			if err != nil {
 				return err
@@ -158,7 +158,7 @@ func TestDaemonServiceNodeByNode(t *testing.T) {
 			t.Errorf("node1's message %q, want the verify command's failure and output", msg)
 		}
 		// The workload tells the truth: its rollout failed, and why.
-		poll.UntilErr(t, 30*time.Second, "the workload's RolloutFailed condition", func() error {
+		polltest.UntilErr(t, 30*time.Second, "the workload's RolloutFailed condition", func() error {
 			d, err := c.daemonDetail(t)
 			if err != nil {
 				return err
@@ -171,7 +171,7 @@ func TestDaemonServiceNodeByNode(t *testing.T) {
 			return fmt.Errorf("conditions %+v", d.Status.Conditions)
 		})
 		// The new instance on node1 leaves first (the drain delay), then goes.
-		poll.UntilErr(t, time.Minute, "only generation-1 instances left", func() error {
+		polltest.UntilErr(t, time.Minute, "only generation-1 instances left", func() error {
 			d, err := c.daemonDetail(t)
 			if err != nil {
 				return err
@@ -205,7 +205,7 @@ func TestDaemonServiceNodeByNode(t *testing.T) {
 		start := time.Now()
 		var order []string
 		most := 0
-		poll.UntilErr(t, 3*time.Minute, "the update Complete", func() error {
+		polltest.UntilErr(t, 3*time.Minute, "the update Complete", func() error {
 			d, err := c.daemonDetail(t)
 			if err != nil {
 				return err
@@ -255,7 +255,7 @@ func TestDaemonServiceNodeByNode(t *testing.T) {
 func (c *testCluster) waitRunningIDs(t *testing.T, want [][]string) [][]string {
 	t.Helper()
 	var ids [][]string
-	poll.UntilErr(t, time.Minute, "the containers from before the update, and only them", func() error {
+	polltest.UntilErr(t, time.Minute, "the containers from before the update, and only them", func() error {
 		var err error
 		if ids, err = c.containerIDs(t); err != nil {
 			return err

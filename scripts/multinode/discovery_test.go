@@ -18,7 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/scripts/e2e"
 	"kat.dws.rip/kat/scripts/harness"
 	"kat.dws.rip/kat/store"
@@ -90,7 +90,7 @@ func lookupA(h harness.Host, server netip.Addr, name string) ([]netip.Addr, int,
 func containerOf(t *testing.T, h harness.Host, workload string) string {
 	t.Helper()
 	var id string
-	poll.UntilErr(t, 2*time.Minute, workload+" running on "+h.Name, func() error {
+	polltest.UntilErr(t, 2*time.Minute, workload+" running on "+h.Name, func() error {
 		ids, err := h.Containers(t.Context(), "label=kat.workload="+workload, "status=running")
 		if err != nil {
 			return err
@@ -177,7 +177,7 @@ func TestServiceDiscovery(t *testing.T) {
 	cli := rootEtcd(t, c.Cluster)
 
 	var nets map[string]api.NodeNetwork
-	poll.UntilErr(t, time.Minute, "every node's overlay record", func() error {
+	polltest.UntilErr(t, time.Minute, "every node's overlay record", func() error {
 		nets = nodeNetworks(t, cli)
 		for _, h := range c.Hosts {
 			n, ok := nets[h.Name]
@@ -213,7 +213,7 @@ func TestServiceDiscovery(t *testing.T) {
 		url := "http://" + webName + ":8080/"
 		var got string
 		start := time.Now()
-		poll.UntilErr(t, time.Minute, "client fetches "+url, func() error {
+		polltest.UntilErr(t, time.Minute, "client fetches "+url, func() error {
 			got, err = podmanExec(t.Context(), node1, clientID, "wget", "-q", "-O", "-", url)
 			return err
 		})
@@ -240,7 +240,7 @@ func TestServiceDiscovery(t *testing.T) {
 		c.applyWeb(t, 3, "")
 		c.waitRunning(t, 2*time.Minute, "web", "1 running on every host", equal(1, 1, 1))
 		var addrs []netip.Addr
-		poll.UntilErr(t, time.Minute, webName+" has 3 addresses at node1's DNS", func() error {
+		polltest.UntilErr(t, time.Minute, webName+" has 3 addresses at node1's DNS", func() error {
 			var err error
 			addrs, _, err = lookupA(node1, dns1, webName)
 			if err == nil && len(addrs) != 3 {
@@ -303,7 +303,7 @@ func TestServiceDiscovery(t *testing.T) {
 		t.Cleanup(func() {
 			_ = node2.Command(context.Background(), "podman", append(node2.PodmanArgs(), "unpause", webID)...).Run()
 		})
-		poll.UntilErr(t, time.Minute, ip.String()+" out of "+webName, func() error {
+		polltest.UntilErr(t, time.Minute, ip.String()+" out of "+webName, func() error {
 			addrs, _, err := lookupA(node1, dns1, webName)
 			if err == nil && slices.Contains(addrs, ip) {
 				err = fmt.Errorf("still answered: %v", addrs)
@@ -325,7 +325,7 @@ func TestServiceDiscovery(t *testing.T) {
 		}
 		c.applyWeb(t, 9, "")
 		var fresh []api.Assignment
-		poll.UntilErr(t, time.Minute, "6 new web instances with addresses", func() error {
+		polltest.UntilErr(t, time.Minute, "6 new web instances with addresses", func() error {
 			fresh = fresh[:0]
 			for _, a := range webAssignments(t, cli) {
 				if !old[a.InstanceID] && a.IP.IsValid() {
@@ -399,7 +399,7 @@ func TestServiceDiscovery(t *testing.T) {
 		subnet := nets[gone.Name].Subnet
 		c.katcall(t, "delete", "node", gone.Name, "--force")
 		for _, h := range c.Hosts[:2] {
-			poll.UntilErr(t, time.Minute, h.Name+" has no route to "+subnet.String(), func() error {
+			polltest.UntilErr(t, time.Minute, h.Name+" has no route to "+subnet.String(), func() error {
 				out, err := h.Command(t.Context(), "ip", "-4", "route", "show").CombinedOutput()
 				if err != nil {
 					return fmt.Errorf("ip route: %w: %s", err, out)

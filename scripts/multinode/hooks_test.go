@@ -24,7 +24,7 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/apiserver"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/scripts/harness"
 	"kat.dws.rip/kat/webhook"
 )
@@ -317,7 +317,7 @@ func (c *testCluster) workerLearnsMembers(t *testing.T, client func(int) *apicli
 		t.Fatal(err)
 	}
 	start(worker)
-	poll.UntilErr(t, time.Minute, w.Name+" records every member's etcd URL in node.json", func() error {
+	polltest.UntilErr(t, time.Minute, w.Name+" records every member's etcd URL in node.json", func() error {
 		if got := slices.Sorted(slices.Values(endpoints())); !slices.Equal(got, all) {
 			return fmt.Errorf("node.json lists %v, want %v", got, all)
 		}
@@ -327,7 +327,7 @@ func (c *testCluster) workerLearnsMembers(t *testing.T, client func(int) *apicli
 	stop(x, syscall.SIGKILL)
 	stop(worker, syscall.SIGTERM)
 	restarted := start(worker)
-	poll.UntilErr(t, 2*time.Minute, w.Name+" Ready again with "+c.Hosts[x].Name+" down", func() error {
+	polltest.UntilErr(t, 2*time.Minute, w.Name+" Ready again with "+c.Hosts[x].Name+" down", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		n, err := client(leader).GetNode(ctx, w.Name)

@@ -21,7 +21,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/scripts/e2e"
 	"kat.dws.rip/kat/scripts/harness"
@@ -160,7 +160,7 @@ func (c *testCluster) running(ctx context.Context, workload string) ([]int, erro
 func (c *testCluster) waitRunning(t *testing.T, timeout time.Duration, workload, what string, want func([]int) bool) []int {
 	t.Helper()
 	var counts []int
-	poll.UntilErr(t, timeout, workload+": "+what, func() error {
+	polltest.UntilErr(t, timeout, workload+": "+what, func() error {
 		var err error
 		if counts, err = c.running(t.Context(), workload); err != nil {
 			return err
@@ -289,7 +289,7 @@ func TestCluster(t *testing.T) {
 			func(n []int) bool { return sum(n) == 6 && n[lost] == 0 })
 		t.Logf("node3's replaced instances stopped %s after its agent restarted; running per host %v",
 			time.Since(restarted).Round(time.Millisecond), counts)
-		poll.UntilErr(t, time.Minute, "node3 Ready again", func() error {
+		polltest.UntilErr(t, time.Minute, "node3 Ready again", func() error {
 			nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
 			if err != nil {
 				return err

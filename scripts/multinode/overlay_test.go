@@ -16,7 +16,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/scripts/harness"
 )
 
@@ -38,7 +38,7 @@ func (c *overlayCluster) records(t testing.TB) map[string]api.NodeNetwork {
 func (c *overlayCluster) overlayIP(t testing.TB, h harness.Host) netip.Addr {
 	t.Helper()
 	var ip netip.Addr
-	poll.UntilErr(t, time.Minute, h.Name+"'s overlay record", func() error {
+	polltest.UntilErr(t, time.Minute, h.Name+"'s overlay record", func() error {
 		n, ok := c.records(t)[h.Name]
 		if !ok || !n.Subnet.IsValid() || n.PublicKey == "" || n.Endpoint != netip.AddrPortFrom(h.Addr, 51820).String() {
 			return fmt.Errorf("record %+v", n)
@@ -70,7 +70,7 @@ func ping(ctx context.Context, h harness.Host, addr netip.Addr, count int) (floa
 func waitReachable(t testing.TB, from []harness.Host, addr netip.Addr, timeout time.Duration) {
 	t.Helper()
 	for _, h := range from {
-		poll.UntilErr(t, timeout, fmt.Sprintf("%s pings %s through the overlay", h.Name, addr), func() error {
+		polltest.UntilErr(t, timeout, fmt.Sprintf("%s pings %s through the overlay", h.Name, addr), func() error {
 			_, err := ping(t.Context(), h, addr, 1)
 			return err
 		})
@@ -185,7 +185,7 @@ func TestOverlay(t *testing.T) {
 		sub := c.records(t)[late.Name].Subnet.String()
 		c.katcall(t, "delete", "node", late.Name)
 		for _, h := range hosts {
-			poll.UntilErr(t, time.Minute, h.Name+" drops node4", func() error {
+			polltest.UntilErr(t, time.Minute, h.Name+" drops node4", func() error {
 				d, err := c.device(h)
 				if err != nil {
 					return err

@@ -18,7 +18,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiclient"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/scripts/harness"
 )
 
@@ -126,7 +126,7 @@ func TestQuorum(t *testing.T) {
 		// from Git.
 		c.applyApp(t, hooks)
 		want := hooks.app.head(t)
-		poll.UntilErr(t, time.Minute, "the leader resolves default/app's branch", func() error {
+		polltest.UntilErr(t, time.Minute, "the leader resolves default/app's branch", func() error {
 			ws, err := c.defaultWorkloads(t.Context())
 			if err != nil {
 				return err
@@ -153,7 +153,7 @@ func TestQuorum(t *testing.T) {
 			}
 			killed := time.Now()
 			var leader string
-			poll.UntilEvery(t, time.Minute, 50*time.Millisecond, "another member serves the API as the leader", func() bool {
+			polltest.UntilEvery(t, time.Minute, 50*time.Millisecond, "another member serves the API as the leader", func() bool {
 				for i := range members {
 					if i == old {
 						continue
@@ -190,7 +190,7 @@ func TestQuorum(t *testing.T) {
 		// Every leader loop moved: the last leader schedules a new
 		// workload (its instances are placed; no image is needed).
 		c.apply(t, "after-failover", "Service", "\n  replicas: 2")
-		poll.UntilErr(t, time.Minute, "2 instances of a workload applied after the failovers placed", func() error {
+		polltest.UntilErr(t, time.Minute, "2 instances of a workload applied after the failovers placed", func() error {
 			nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
 			if err != nil {
 				return err
@@ -231,7 +231,7 @@ func TestQuorum(t *testing.T) {
 		if code := postPush(t, web, c.Hosts[follower], "file://"+hooks.config.bare, []byte("wrong secret")); code != http.StatusUnauthorized {
 			t.Errorf("webhook signed with another secret to %s: %d, want 401", c.Hosts[follower].Name, code)
 		}
-		poll.UntilErr(t, time.Minute, "the config repo's new workload synced and default/app resolved to the new commit", func() error {
+		polltest.UntilErr(t, time.Minute, "the config repo's new workload synced and default/app resolved to the new commit", func() error {
 			ws, err := c.defaultWorkloads(t.Context())
 			if err != nil {
 				return err
@@ -278,7 +278,7 @@ func TestQuorum(t *testing.T) {
 			_ = c.agents[i].Wait(t.Context())
 		}
 		var last error
-		poll.UntilErr(t, time.Minute, "a write through the survivor refused for the lost quorum", func() error {
+		polltest.UntilErr(t, time.Minute, "a write through the survivor refused for the lost quorum", func() error {
 			last = label(client(survivor), "during")
 			if last != nil && strings.Contains(last.Error(), "etcd quorum lost") {
 				return nil
@@ -294,7 +294,7 @@ func TestQuorum(t *testing.T) {
 			}
 			c.agents[i] = a
 		}
-		poll.UntilErr(t, 2*time.Minute, "three Ready members and a leader again", func() error {
+		polltest.UntilErr(t, 2*time.Minute, "three Ready members and a leader again", func() error {
 			nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
 			if err != nil {
 				return err
@@ -360,7 +360,7 @@ func TestQuorum(t *testing.T) {
 		}
 		// etcd refuses a change of members for a few seconds after the
 		// last one came back: katcall's answer says so, and a retry passes.
-		poll.UntilErr(t, time.Minute, "katcall delete node "+c.Hosts[gone].Name, func() error {
+		polltest.UntilErr(t, time.Minute, "katcall delete node "+c.Hosts[gone].Name, func() error {
 			_, err := c.Katcall(t.Context(), c.bin.Katcall, "delete", "node", c.Hosts[gone].Name, "--force")
 			return err
 		})
@@ -401,7 +401,7 @@ func (c *testCluster) restartAsFollower(t *testing.T, i int, cl *apiclient.Clien
 	}
 	c.agents[i] = a
 	restarted := time.Now()
-	poll.UntilErr(t, 2*time.Minute, c.Hosts[i].Name+" back as a Ready follower", func() error {
+	polltest.UntilErr(t, 2*time.Minute, c.Hosts[i].Name+" back as a Ready follower", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		nodes, err := cl.ListNodes(ctx)
@@ -437,7 +437,7 @@ func (c *testCluster) nodes(t *testing.T) []harness.Node {
 func (c *testCluster) leaderIndex(t *testing.T) int {
 	t.Helper()
 	var idx int
-	poll.UntilErr(t, time.Minute, "one leader", func() error {
+	polltest.UntilErr(t, time.Minute, "one leader", func() error {
 		nodes, err := c.Nodes(t.Context(), c.bin.Katcall)
 		if err != nil {
 			return err

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll"
+	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
 // streamThroughFailover commits a new workload to a config repo and applies
@@ -110,7 +110,7 @@ func (c *testCluster) streamThroughFailover(t *testing.T) int {
 		t.Fatalf("the repo's HEAD has %v, the stream committed %v", head, committed)
 	}
 	c.katcall(t, "sync", "stream")
-	poll.UntilErr(t, 2*time.Minute, "desired state = the repo's HEAD + every acknowledged apply", func() error {
+	polltest.UntilErr(t, 2*time.Minute, "desired state = the repo's HEAD + every acknowledged apply", func() error {
 		out, err := c.Katcall(t.Context(), c.bin.Katcall, "get", "workloads", "-n", "default", "-o", "json")
 		if err != nil {
 			return err

@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
-
-	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
@@ -43,10 +39,6 @@ func DecodeAssignment(b []byte) (api.Assignment, error) {
 	return a, err
 }
 
-// maxOpsPerTxn stays under etcd's default limit of 128 operations per
-// transaction.
-const maxOpsPerTxn = 100
-
 // ErrAddressTaken means an address WriteAssignments was to record is held
 // already (IPAMKey exists): the plan was made from a stale copy, or by
 // another leader. Nothing of its transaction was written.
@@ -64,13 +56,13 @@ var ErrAddressTaken = errors.New("an instance address is held already")
 // refused for a held address makes the error wrap ErrAddressTaken; the
 // others may have committed.
 func (r *Repo) WriteAssignments(ctx context.Context, put, del []api.Assignment) (int64, error) {
-	puts := make([]assignmentWrite, 0, len(put))
+	puts := make([]checkedWrite, 0, len(put))
 	for _, a := range put {
 		op, err := putJSON(AssignmentKey(a.Node, a.InstanceID), a)
 		if err != nil {
 			return 0, err
 		}
-		w := assignmentWrite{ops: []store.Op{op}}
+		w := checkedWrite{ops: []store.Op{op}}
 		// An assignment with LeavingAt is one written before, marked
 		// out of service: its address is recorded already.
 		if a.IP.IsValid() && a.LeavingAt.IsZero() {
@@ -80,96 +72,21 @@ func (r *Repo) WriteAssignments(ctx context.Context, put, del []api.Assignment) 
 		}
 		puts = append(puts, w)
 	}
-	dels := make([]assignmentWrite, 0, len(del))
+	dels := make([]checkedWrite, 0, len(del))
 	for _, a := range del {
-		w := assignmentWrite{ops: []store.Op{{Type: store.OpDelete, Key: AssignmentKey(a.Node, a.InstanceID)}}}
+		w := checkedWrite{ops: []store.Op{{Type: store.OpDelete, Key: AssignmentKey(a.Node, a.InstanceID)}}}
 		if a.IP.IsValid() {
 			w.ops = append(w.ops, store.Op{Type: store.OpDelete, Key: IPAMKey(a.Node, a.IP)})
 		}
 		dels = append(dels, w)
 	}
 	var rev int64
-	for _, ws := range [][]assignmentWrite{puts, dels} {
-		r2, err := r.writesInBatches(ctx, ws)
+	for _, ws := range [][]checkedWrite{puts, dels} {
+		r2, err := r.writesInBatches(ctx, ws, ErrAddressTaken)
 		if err != nil {
 			return 0, fmt.Errorf("write assignments: %w", err)
 		}
 		rev = max(rev, r2)
 	}
 	return rev, nil
-}
-
-// assignmentWrite is the ops of one assignment, and the check they need.
-type assignmentWrite struct {
-	check *store.Compare
-	ops   []store.Op
-}
-
-// txnsInFlight bounds the transactions WriteAssignments has in flight.
-const txnsInFlight = 4
-
-// txnsInBatches writes ops in transactions of up to maxOpsPerTxn ops and
-// maxTxnBytes, up to txnsInFlight at once, and returns the highest
-// revision they made.
-func (r *Repo) txnsInBatches(ctx context.Context, ops []store.Op) (int64, error) {
-	ws := make([]assignmentWrite, len(ops))
-	for i, op := range ops {
-		ws[i] = assignmentWrite{ops: []store.Op{op}}
-	}
-	return r.writesInBatches(ctx, ws)
-}
-
-// writesInBatches writes ws in transactions of up to maxOpsPerTxn ops and
-// maxTxnBytes of keys and values (the ops of one write stay together, and
-// commit only while its check holds), up to txnsInFlight at once, and
-// returns the highest revision they made.
-func (r *Repo) writesInBatches(ctx context.Context, ws []assignmentWrite) (int64, error) {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(txnsInFlight)
-	var mu sync.Mutex
-	var rev int64
-	for len(ws) > 0 {
-		var checks []store.Compare
-		var ops []store.Op
-		n, size := 0, 0
-		for ; n < len(ws) && len(ops)+len(ws[n].ops) <= maxOpsPerTxn; n++ {
-			w := opsBytes(nil, ws[n].ops)
-			if n > 0 && size+w > maxTxnBytes {
-				break
-			}
-			size += w
-			ops = append(ops, ws[n].ops...)
-			if c := ws[n].check; c != nil {
-				checks = append(checks, *c)
-			}
-		}
-		ws = ws[n:]
-		g.Go(func() error {
-			res, err := r.st.Txn(gctx, checks, ops, nil)
-			if err != nil {
-				return err
-			}
-			if !res.Committed {
-				return fmt.Errorf("%w: one of %s", ErrAddressTaken, describeKeys(checks))
-			}
-			mu.Lock()
-			rev = max(rev, res.Revision)
-			mu.Unlock()
-			return nil
-		})
-	}
-	return rev, g.Wait()
-}
-
-// describeKeys lists the keys of checks, the first few.
-func describeKeys(checks []store.Compare) string {
-	keys := make([]string, 0, min(len(checks), 4))
-	for i, c := range checks {
-		if i == 3 {
-			keys = append(keys, fmt.Sprintf("and %d more", len(checks)-3))
-			break
-		}
-		keys = append(keys, c.Key)
-	}
-	return strings.Join(keys, ", ")
 }

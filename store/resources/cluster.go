@@ -8,18 +8,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store"
 )
 
-// ClusterInfo is what init records about the cluster, once.
+// ClusterInfo is what init records about the cluster, once: its identity
+// and its configuration (Name is Config.Metadata.Name).
 type ClusterInfo struct {
-	UID       string                       `json:"uid"`
-	Config    quadlet.ClusterConfiguration `json:"config"`
-	CreatedAt time.Time                    `json:"createdAt"`
+	api.ClusterIdentity
+	Config quadlet.ClusterConfiguration `json:"config"`
+}
+
+// nameFromConfig fills in Name for a record written before the identity
+// held it, when cluster.kat's metadata.name was the only copy.
+func (i *ClusterInfo) nameFromConfig() {
+	if i.Name == "" {
+		i.Name = i.Config.Metadata.Name
+	}
 }
 
 // ClusterInit is the one-time initialisation of a cluster's records.
@@ -50,7 +57,10 @@ func TokenMatches(hash, token string) bool {
 // if no cluster has been initialised in this store yet. It reports whether it
 // wrote them; when a cluster exists it returns the stored one untouched.
 func (r *Repo) InitCluster(ctx context.Context, in ClusterInit) (*ClusterInfo, bool, error) {
-	info := ClusterInfo{UID: in.UID, Config: in.Config, CreatedAt: r.now().UTC()}
+	info := ClusterInfo{
+		ClusterIdentity: api.ClusterIdentity{UID: in.UID, Name: in.Config.Metadata.Name, CreatedAt: r.now().UTC()},
+		Config:          in.Config,
+	}
 	cfg, err := putJSON(keyClusterConfig, info)
 	if err != nil {
 		return nil, false, err
@@ -86,6 +96,7 @@ func (r *Repo) ClusterInfo(ctx context.Context) (*ClusterInfo, error) {
 	if ver == 0 {
 		return nil, fmt.Errorf("cluster configuration: %w: this store was never initialised", ErrNotFound)
 	}
+	info.nameFromConfig()
 	return &info, nil
 }
 

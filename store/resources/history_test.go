@@ -2,6 +2,7 @@ package resources_test
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -56,8 +57,8 @@ func TestDeriveHistory(t *testing.T) {
 			for i, e := range h {
 				got = append(got, fmt.Sprintf("%d %s", e.Generation, e.Outcome))
 				m := tc.archived[i]
-				if e.SpecHash != m.SpecHash || e.SourceCommit != m.Owner.Commit || !e.Time.Equal(m.UpdatedAt) || e.Rollback != m.Rollback {
-					t.Errorf("entry %d = %+v, want the fields of %+v", i, e, m)
+				if !reflect.DeepEqual(e.WorkloadMeta, m) {
+					t.Errorf("entry %d = %+v, want the archived meta %+v", i, e, m)
 				}
 			}
 			if !slices.Equal(got, tc.want) {

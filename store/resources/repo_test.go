@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
@@ -227,9 +228,14 @@ func TestClusterInitIsOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, _ := newRepo(t)
-	first, created, err := r.InitCluster(ctx, resources.ClusterInit{UID: "uid-1", AdminToken: "secret-1", JoinToken: "join-1"})
-	if err != nil || !created {
-		t.Fatalf("first init: %v created=%v", err, created)
+	cfg := quadlet.ClusterConfiguration{APIVersion: quadlet.APIVersion, Kind: quadlet.KindClusterConfiguration}
+	cfg.Metadata.Name = "prod"
+	first, created, err := r.InitCluster(ctx, resources.ClusterInit{UID: "uid-1", Config: cfg, AdminToken: "secret-1", JoinToken: "join-1"})
+	if err != nil || !created || first.Name != "prod" {
+		t.Fatalf("first init: %+v, %v created=%v; want the identity named prod", first, err, created)
+	}
+	if got, err := r.ClusterInfo(ctx); err != nil || got.ClusterIdentity != first.ClusterIdentity {
+		t.Fatalf("ClusterInfo = %+v, %v; want the identity %+v", got, err, first.ClusterIdentity)
 	}
 	second, created, err := r.InitCluster(ctx, resources.ClusterInit{UID: "uid-2", AdminToken: "secret-2"})
 	if err != nil || created || second.UID != first.UID {
@@ -241,6 +247,24 @@ func TestClusterInitIsOnce(t *testing.T) {
 	}
 	if resources.TokenMatches("", "") {
 		t.Fatal("an empty hash must match nothing")
+	}
+}
+
+// TestClusterInfoBeforeTheIdentityHeldTheName: a record init wrote before
+// the identity held the name (only cluster.kat's metadata.name had it)
+// reads with the name.
+func TestClusterInfoBeforeTheIdentityHeldTheName(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r, st := newRepo(t)
+	old := `{"uid":"uid-1","config":{"apiVersion":"kat.dws.rip/v1alpha1","kind":"ClusterConfiguration","metadata":{"name":"prod"},"spec":{}},"createdAt":"2024-01-02T03:04:05Z"}`
+	if err := st.Put(ctx, "/kat/config/cluster", []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.ClusterInfo(ctx)
+	want := api.ClusterIdentity{UID: "uid-1", Name: "prod", CreatedAt: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if err != nil || info.ClusterIdentity != want {
+		t.Fatalf("ClusterInfo = %+v, %v; want %+v", info, err, want)
 	}
 }
 

@@ -31,6 +31,7 @@ func SnapshotClusterInfo(path string) (*ClusterInfo, error) {
 		if info.UID == "" {
 			return nil, fmt.Errorf("%w: %s has no cluster UID", ErrNoCluster, keyClusterConfig)
 		}
+		info.nameFromConfig()
 		return &info, nil
 	}
 	return nil, fmt.Errorf("%w (no key %s)", ErrNoCluster, keyClusterConfig)

@@ -100,8 +100,7 @@ func DeriveHistory(archived []api.WorkloadMeta, ro api.Rollout, current int64) [
 	}
 	out := make([]api.HistoryEntry, 0, len(archived))
 	for _, m := range archived {
-		e := api.HistoryEntry{Generation: m.Generation, SpecHash: m.SpecHash, SourceCommit: m.Owner.Commit, Time: m.UpdatedAt,
-			Rollback: m.Rollback}
+		e := api.HistoryEntry{WorkloadMeta: m}
 		switch {
 		case rolledBack[m.Generation]:
 			e.Outcome = api.OutcomeRolledBack

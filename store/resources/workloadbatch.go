@@ -10,16 +10,9 @@ import (
 	"kat.dws.rip/kat/store"
 )
 
-// Bounds of the transactions the batch writers make: etcd refuses more than
-// 128 operations (or checks) in one transaction and requests over 1.5 MiB by
-// default.
-const (
-	// maxTxnBytes bounds the keys and values of one batch transaction.
-	maxTxnBytes = 512 << 10
-	// readsPerTxn is how many requests one read transaction serves: a meta
-	// and at most one namespace each.
-	readsPerTxn = maxOpsPerTxn / 2
-)
+// readsPerTxn is how many requests one read transaction of ApplyWorkloads
+// serves: a meta and at most one namespace each.
+const readsPerTxn = maxOpsPerTxn / 2
 
 // ApplyOutcome is what ApplyWorkloads did with one request: its result, or
 // why it was refused.
@@ -251,62 +244,4 @@ func (r *Repo) WriteWorkloadStatuses(ctx context.Context, ws []StatusWrite) ([]b
 		}
 	}
 	return written, last, nil
-}
-
-// txnBatch gathers the checks and writes of several items into one
-// transaction within etcd's limits. A check repeated by several items (their
-// namespace) is made once.
-type txnBatch struct {
-	checks  []store.Compare
-	checked map[string]bool
-	ops     []store.Op
-	bytes   int
-	members []batchMember
-}
-
-// batchMember is one item of a batch: its index in the caller's list and
-// what it reports when the batch commits.
-type batchMember struct {
-	i   int
-	res *ApplyResult
-}
-
-func opsBytes(checks []store.Compare, ops []store.Op) int {
-	n := 0
-	for _, c := range checks {
-		n += len(c.Key)
-	}
-	for _, op := range ops {
-		n += len(op.Key) + len(op.Value)
-	}
-	return n
-}
-
-// fits reports whether an item's checks and ops can join the batch.
-func (b *txnBatch) fits(checks []store.Compare, ops []store.Op) bool {
-	return len(b.checks)+len(checks) <= maxOpsPerTxn && len(b.ops)+len(ops) <= maxOpsPerTxn &&
-		b.bytes+opsBytes(checks, ops) <= maxTxnBytes
-}
-
-func (b *txnBatch) add(m batchMember, checks []store.Compare, ops []store.Op) {
-	if b.checked == nil {
-		b.checked = map[string]bool{}
-	}
-	for _, c := range checks {
-		k := fmt.Sprintf("%s\x00%d", c.Key, c.ExpectedVersion)
-		if !b.checked[k] {
-			b.checked[k] = true
-			b.checks = append(b.checks, c)
-		}
-	}
-	b.ops = append(b.ops, ops...)
-	b.bytes += opsBytes(checks, ops)
-	b.members = append(b.members, m)
-}
-
-// txn runs the batch as one transaction and empties it.
-func (b *txnBatch) txn(ctx context.Context, st store.StateStore) (*store.TxnResult, error) {
-	res, err := st.Txn(ctx, b.checks, b.ops, nil)
-	*b = txnBatch{}
-	return res, err
 }

@@ -1,4 +1,4 @@
-package netstack
+package ipam
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package build
+package usernsrun
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"kat.dws.rip/kat/internal/testenv"
 )
 
 func TestRuntimeCommand(t *testing.T) {
@@ -41,14 +43,16 @@ func TestRuntimeCommand(t *testing.T) {
 // runtimeCommand reads the arguments too.
 func TestWrapperScript(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "it's here")
-	helper := filepath.Join(dir, "helper")
-	writeFile(t, helper, "#!/bin/sh\necho helper \"$@\"\n")
-	rt := filepath.Join(dir, "runc")
-	writeFile(t, rt, "#!/bin/sh\necho runtime \"$@\"\n")
-	script := filepath.Join(dir, wrapperName)
-	writeFile(t, script, wrapperScript(helper))
-	for _, p := range []string{helper, rt, script} {
-		if err := os.Chmod(p, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	helper, rt, script := filepath.Join(dir, "helper"), filepath.Join(dir, "runc"), filepath.Join(dir, wrapperName)
+	for p, content := range map[string]string{
+		helper: "#!/bin/sh\necho helper \"$@\"\n",
+		rt:     "#!/bin/sh\necho runtime \"$@\"\n",
+		script: wrapperScript(helper),
+	} {
+		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,7 +208,7 @@ func TestSpecRewrite(t *testing.T) {
 // by the helper id) become root's; other files keep their owner.
 func TestWhiteoutsGoToRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "making whiteouts (character devices 0/0) needs root")
+		testenv.SkipOrFail(t, "making whiteouts (character devices 0/0) needs root")
 	}
 	upper := t.TempDir()
 	wh := filepath.Join(upper, "dir", "gone")
@@ -215,7 +219,9 @@ func TestWhiteoutsGoToRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := filepath.Join(upper, "dir", "file")
-	writeFile(t, other, "x")
+	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{wh, other} {
 		if err := os.Lchown(p, 65536, 65536); err != nil {
 			t.Fatal(err)
@@ -232,5 +238,54 @@ func TestWhiteoutsGoToRoot(t *testing.T) {
 		if st.Uid != want || st.Gid != want {
 			t.Errorf("%s owned by %d:%d, want %d", p, st.Uid, st.Gid, want)
 		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	// Check starts this test binary as the helper.
+	Main()
+	os.Exit(m.Run())
+}
+
+// TestInstallAndCheck installs the wrapper and the helper, a link to this
+// test binary, which serves as the helper (TestMain calls Main); a link to
+// another program does not.
+func TestInstallAndCheck(t *testing.T) {
+	dir := t.TempDir()
+	wrapper, helper, err := Install(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrapper != filepath.Join(dir, wrapperName) || helper != filepath.Join(dir, helperName) {
+		t.Errorf("Install = %s, %s", wrapper, helper)
+	}
+	if b, err := os.ReadFile(wrapper); err != nil || string(b) != wrapperScript(helper) {
+		t.Errorf("wrapper holds %q (%v), want the script", b, err)
+	}
+	if err := Check(t.Context(), helper); err != nil {
+		t.Errorf("Check of this test binary: %v", err)
+	}
+	// Installing again replaces both.
+	if _, _, err := Install(dir); err != nil {
+		t.Fatalf("second Install: %v", err)
+	}
+	other := filepath.Join(t.TempDir(), helperName)
+	if err := os.Symlink("/bin/true", other); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(t.Context(), other); err == nil || !strings.Contains(err.Error(), "usernsrun.Main") {
+		t.Errorf("Check of /bin/true: %v, want an error naming usernsrun.Main", err)
+	}
+}
+
+func TestEnv(t *testing.T) {
+	got := strings.Join(Env(2147614719, 65536, "/usr/bin/runc", "/s/overlay"), " ")
+	want := "KAT_BUILD_IDMAP=0:2147614719:65536 KAT_BUILD_OCI_RUNTIME=/usr/bin/runc KAT_BUILD_OVERLAY_HOME=/s/overlay"
+	if got != want {
+		t.Errorf("Env = %s, want %s", got, want)
+	}
+	m, err := parseIDMapEnv(strings.TrimPrefix(Env(2147614719, 65536, "", "")[0], envIDMap+"="))
+	if err != nil || m != (idMap{HostBase: 2147614719, Size: 65536}) {
+		t.Errorf("the map Env passes parses as %+v, %v", m, err)
 	}
 }

@@ -1,8 +1,9 @@
-package build
+package usernsrun
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,40 +21,11 @@ import (
 	"kat.dws.rip/kat/internal/mountinfo"
 )
 
-// The build runtime wrapper: Podman runs every RUN step of a build through
-// it (podman --runtime), and it puts the step's container into a user
-// namespace before the real OCI runtime (runc) creates it.
-//
-// Podman 4.3 cannot do that itself on these hosts: with --userns-uid-map or
-// --userns=auto, containers/storage 1.43 leaves the working container's
-// root directory owned by host root (runc then fails to create
-// /run/.containerenv, and no RUN step could write to /), and it stores
-// what RUN and COPY write with host uids (2147483647...) instead of the
-// container's. So podman build runs with the host's user namespace, and
-// for each RUN step the wrapper
-//
-//  1. mounts the step's root filesystem again: the same overlay layers, each
-//     idmapped (container uid u is host uid base+u), so that container root
-//     owns what host root owns in the image, and what the step writes lands
-//     in the layer with the container's uids;
-//  2. adds a user namespace with that map to the container's config;
-//  3. execs the real runtime; after "delete", it undoes its mounts and gives
-//     the whiteouts overlayfs made to root.
-//
-// COPY and ADD work as without it (podman writes those itself, as host
-// root, with the container's uids). Idmapped overlay layers need Linux 5.19
-// or later.
-//
-// The wrapper is a shell script (wrapperScript) that hands create and
-// delete to this program, started as helperName, and execs the real runtime
-// for the rest: Podman asks for the state of a running step every 100ms,
-// and a shell starts far faster than this program.
-
 const (
-	// wrapperName is the wrapper script in WorkDir, podman's --runtime.
+	// wrapperName is the wrapper script Install writes, podman's --runtime.
 	wrapperName = "kat-build-runtime"
 	// helperName is the name this program runs under as the wrapper's
-	// helper: a symbolic link to it in WorkDir.
+	// helper: a symbolic link to it beside the wrapper.
 	helperName = "kat-build-userns"
 	// envIDMap is the uid and gid map of RUN steps, "0:HOSTBASE:SIZE".
 	envIDMap = "KAT_BUILD_IDMAP"
@@ -62,8 +34,7 @@ const (
 	// envOverlayHome is the overlay driver's directory, against which
 	// relative layer paths in a mount's options are resolved.
 	envOverlayHome = "KAT_BUILD_OVERLAY_HOME"
-	// probeArg makes the helper print helperName: the Builder checks
-	// with it that its executable serves as the helper.
+	// probeArg makes the helper print helperName: Check asks it.
 	probeArg = "--kat-build-userns-probe"
 	// wrapperDir (in the bundle) holds the wrapper's mount points; the
 	// step's working directory for overlayfs is wrapperWork, beside the
@@ -75,16 +46,68 @@ const (
 	stateName = "kat-userns.json"
 )
 
-// RuntimeMain runs this process as the helper of the runtime wrapper of
-// builds when it was started as one, and exits; otherwise it returns at
-// once. A program that creates a Builder calls it first thing in main: the
-// Builder starts its own executable as the helper (see the package doc,
-// "Limits").
-func RuntimeMain() {
+// Main runs this process as the helper of the wrapper when it was started
+// as one (see Install), and exits; otherwise it returns at once. A program
+// whose builds run RUN steps calls it first thing in main: the builder
+// starts the program's own executable as the helper.
+func Main() {
 	if filepath.Base(os.Args[0]) != helperName {
 		return
 	}
 	os.Exit(wrapRuntime(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Install writes the wrapper script DIR/kat-build-runtime, which podman
+// runs as its OCI runtime (podman --runtime WRAPPER), and makes
+// DIR/kat-build-userns a symbolic link to this program, the helper the
+// script hands create and delete to (Main). It returns their paths.
+func Install(dir string) (wrapper, helper string, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", "", fmt.Errorf("usernsrun: find this program, the helper of the runtime wrapper of builds: %w", err)
+	}
+	helper = filepath.Join(dir, helperName)
+	if err := os.Remove(helper); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", "", fmt.Errorf("usernsrun: replace %s: %w", helper, err)
+	}
+	if err := os.Symlink(exe, helper); err != nil {
+		return "", "", fmt.Errorf("usernsrun: link the helper of the runtime wrapper of builds: %w", err)
+	}
+	wrapper = filepath.Join(dir, wrapperName)
+	tmp := wrapper + ".tmp"
+	if err := os.WriteFile(tmp, []byte(wrapperScript(helper)), 0o700); err != nil {
+		return "", "", fmt.Errorf("usernsrun: write the runtime wrapper of builds: %w", err)
+	}
+	if err := os.Rename(tmp, wrapper); err != nil {
+		return "", "", fmt.Errorf("usernsrun: write the runtime wrapper of builds: %w", err)
+	}
+	return wrapper, helper, nil
+}
+
+// Check makes sure helper (as Install returned it) serves as the helper:
+// the program it links to calls Main first in main.
+func Check(ctx context.Context, helper string) error {
+	probe, err := exec.CommandContext(ctx, helper, probeArg).Output()
+	if err == nil && strings.TrimSpace(string(probe)) != helperName {
+		err = fmt.Errorf("it printed %q", probe)
+	}
+	if err != nil {
+		return fmt.Errorf("%s does not serve as the helper of the runtime wrapper of builds (the program must call usernsrun.Main first in main): %w", helper, err)
+	}
+	return nil
+}
+
+// Env is the environment podman passes on to the wrapper for a build whose
+// RUN steps run with container uids and gids 0 to size-1 mapped to host ids
+// from hostBase, under the real OCI runtime ociRuntime, with Podman's
+// overlay driver directory overlayHome (against which relative layer paths
+// of a mount are resolved).
+func Env(hostBase, size int64, ociRuntime, overlayHome string) []string {
+	return []string{
+		envIDMap + "=" + idMap{HostBase: hostBase, Size: size}.String(),
+		envRuntime + "=" + ociRuntime,
+		envOverlayHome + "=" + overlayHome,
+	}
 }
 
 // wrapperScript is the wrapper: it runs helper for create and delete and
@@ -92,7 +115,7 @@ func RuntimeMain() {
 // runtimeCommand's.
 func wrapperScript(helper string) string {
 	return `#!/bin/sh
-# Written by KAT (package build): podman runs the RUN steps of builds through
+# Written by KAT (package usernsrun): podman runs the RUN steps of builds through
 # this. create and delete go to KAT, which puts the step into a user
 # namespace; the rest goes straight to the OCI runtime.
 skip=

@@ -1,4 +1,4 @@
-package netstack
+package ipam
 
 import (
 	"encoding/binary"
@@ -9,7 +9,7 @@ import (
 )
 
 // ErrSubnetFull means a node subnet has no address left for an instance.
-var ErrSubnetFull = errors.New("netstack: node subnet full")
+var ErrSubnetFull = errors.New("ipam: node subnet full")
 
 // Pool hands out the instance addresses of one IPv4 node subnet: the lowest
 // address no instance holds, skipping the reserved ones (the network

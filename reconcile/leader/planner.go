@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/netstack"
+	"kat.dws.rip/kat/netstack/ipam"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/leader/sched"
 )
@@ -21,13 +21,13 @@ type planner struct {
 	plan   AssignmentPlan
 	// pools hand out the addresses of the nodes' subnets, made on a
 	// node's first placement.
-	pools map[string]*netstack.Pool
+	pools map[string]*ipam.Pool
 }
 
 func newPlanner(in AssignInput) *planner {
 	p := &planner{
 		in: in, nodes: make([]sched.Node, len(in.Nodes)), byName: make(map[string]int, len(in.Nodes)),
-		plan: AssignmentPlan{Scheduling: map[string]Scheduling{}, Wake: map[string]time.Time{}, Rollouts: map[string]api.Rollout{}}, pools: map[string]*netstack.Pool{},
+		plan: AssignmentPlan{Scheduling: map[string]Scheduling{}, Wake: map[string]time.Time{}, Rollouts: map[string]api.Rollout{}}, pools: map[string]*ipam.Pool{},
 	}
 	for i, n := range in.Nodes {
 		n.GPUs = slices.Clone(n.GPUs)
@@ -112,7 +112,7 @@ func (p *planner) address(node string) (netip.Addr, error) {
 			}
 		}
 		var err error
-		if pool, err = netstack.NewPool(p.nodes[i].Subnet, held, cooling); err != nil {
+		if pool, err = ipam.NewPool(p.nodes[i].Subnet, held, cooling); err != nil {
 			return netip.Addr{}, fmt.Errorf("node %s: %w", node, err)
 		}
 		p.pools[node] = pool

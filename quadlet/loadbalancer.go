@@ -1,0 +1,163 @@
+package quadlet
+
+import (
+	"fmt"
+	"strings"
+)
+
+// VirtualLoadBalancer is the optional network file of a Service (spec §3.3,
+// conventionally VirtualLoadBalancer.kat): the ports to balance, a health
+// check and ingress hints.
+type VirtualLoadBalancer struct {
+	// APIVersion must be APIVersion.
+	APIVersion string `json:"apiVersion" yaml:"apiVersion"`
+	// Kind must be KindVirtualLoadBalancer.
+	Kind string `json:"kind" yaml:"kind"`
+	// Spec is required.
+	Spec VirtualLoadBalancerSpec `json:"spec" yaml:"spec"`
+}
+
+// VirtualLoadBalancerSpec is the content of a VirtualLoadBalancer.
+type VirtualLoadBalancerSpec struct {
+	// Ports is required and not empty: the ports the container serves.
+	Ports []Port `json:"ports" yaml:"ports"`
+	// HealthCheck decides readiness. Default nil: a running container is
+	// healthy.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty" yaml:"healthCheck,omitempty"`
+	// Ingress are hints for an external ingress controller. Default none.
+	Ingress []Ingress `json:"ingress,omitempty" yaml:"ingress,omitempty"`
+}
+
+// Port is a port the container listens on.
+type Port struct {
+	// Name is an optional DNS label, unique among the ports, that ingress
+	// rules can refer to. Default none.
+	Name string `json:"name,omitempty" yaml:"name,omitempty"`
+	// ContainerPort is required: 1 to 65535. Together with Protocol it is
+	// unique among the ports.
+	ContainerPort int `json:"containerPort" yaml:"containerPort"`
+	// Protocol is "TCP" (the default) or "UDP".
+	Protocol string `json:"protocol" yaml:"protocol"`
+}
+
+// HealthCheck runs a command in the container to decide whether it is
+// healthy.
+type HealthCheck struct {
+	// Exec is required: the command to run.
+	Exec ExecAction `json:"exec" yaml:"exec"`
+	// InitialDelaySeconds is the wait before the first check (>= 0).
+	// Default 0.
+	InitialDelaySeconds int `json:"initialDelaySeconds" yaml:"initialDelaySeconds"`
+	// PeriodSeconds is the interval between checks (>= 1). Default 10.
+	PeriodSeconds int `json:"periodSeconds" yaml:"periodSeconds"`
+	// TimeoutSeconds bounds one check (>= 1). Default 1.
+	TimeoutSeconds int `json:"timeoutSeconds" yaml:"timeoutSeconds"`
+	// SuccessThreshold is the number of consecutive successes that make an
+	// instance healthy (>= 1). Default 1.
+	SuccessThreshold int `json:"successThreshold" yaml:"successThreshold"`
+	// FailureThreshold is the number of consecutive failures that make an
+	// instance unhealthy (>= 1). Default 3.
+	FailureThreshold int `json:"failureThreshold" yaml:"failureThreshold"`
+}
+
+// ExecAction is a command run inside the container; exit status 0 means
+// healthy.
+type ExecAction struct {
+	// Command is required and not empty.
+	Command []string `json:"command" yaml:"command"`
+}
+
+// Ingress is a hint for an external ingress controller.
+type Ingress struct {
+	// Host is required: the external host name, optionally starting with
+	// "*." for a wildcard.
+	Host string `json:"host" yaml:"host"`
+	// Path is a path prefix starting with "/". Default "/".
+	Path string `json:"path" yaml:"path"`
+	// ServicePortName names a port of Spec.Ports. One of ServicePortName
+	// and ServicePort is required.
+	ServicePortName string `json:"servicePortName,omitempty" yaml:"servicePortName,omitempty"`
+	// ServicePort is a containerPort of Spec.Ports; it overrides
+	// ServicePortName. Default none.
+	ServicePort int `json:"servicePort,omitempty" yaml:"servicePort,omitempty"`
+	// TLS asks the ingress controller to manage a certificate. Default
+	// false.
+	TLS bool `json:"tls,omitempty" yaml:"tls,omitempty"`
+}
+
+func validateLoadBalancer(c *checker, lb *VirtualLoadBalancer) {
+	c.checkHeader(KindVirtualLoadBalancer)
+	s := &lb.Spec
+	if !c.required("spec") {
+		return
+	}
+	if len(s.Ports) == 0 && !c.failed("spec.ports") {
+		c.errorf("spec.ports", "must list at least one port")
+	}
+	names := map[string]bool{}
+	type portKey struct {
+		port  int
+		proto string
+	}
+	seen := map[portKey]bool{}
+	numbers := map[int]bool{}
+	for i, port := range s.Ports {
+		p := fmt.Sprintf("spec.ports[%d]", i)
+		if port.Name != "" {
+			c.check(p+".name", port.Name, dnsLabel)
+			if names[port.Name] {
+				c.errorf(p+".name", "port name %q is used more than once", port.Name)
+			}
+			names[port.Name] = true
+		}
+		if c.required(p+".containerPort") && portNumber(port.ContainerPort) != "" {
+			c.errorf(p+".containerPort", "%s", portNumber(port.ContainerPort))
+		}
+		if c.oneOf(p+".protocol", port.Protocol, "TCP", "UDP") {
+			k := portKey{port.ContainerPort, port.Protocol}
+			if seen[k] {
+				c.errorf(p+".containerPort", "port %d/%s is listed more than once", port.ContainerPort, port.Protocol)
+			}
+			seen[k] = true
+		}
+		numbers[port.ContainerPort] = true
+	}
+	if h := s.HealthCheck; h != nil {
+		const p = "spec.healthCheck"
+		if c.required(p+".exec") && len(h.Exec.Command) == 0 {
+			c.errorf(p+".exec.command", "must name a command to run")
+		}
+		c.atLeast(p+".initialDelaySeconds", h.InitialDelaySeconds, 0)
+		c.atLeast(p+".periodSeconds", h.PeriodSeconds, 1)
+		c.atLeast(p+".timeoutSeconds", h.TimeoutSeconds, 1)
+		c.atLeast(p+".successThreshold", h.SuccessThreshold, 1)
+		c.atLeast(p+".failureThreshold", h.FailureThreshold, 1)
+	}
+	type route struct{ host, path string }
+	routes := map[route]bool{}
+	for i, in := range s.Ingress {
+		p := fmt.Sprintf("spec.ingress[%d]", i)
+		if c.required(p + ".host") {
+			c.check(p+".host", in.Host, hostName)
+		}
+		if !strings.HasPrefix(in.Path, "/") {
+			c.errorf(p+".path", "%q must start with \"/\"", in.Path)
+		} else if strings.ContainsFunc(in.Path, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			c.errorf(p+".path", "%q must not contain spaces or control characters", in.Path)
+		}
+		r := route{in.Host, in.Path}
+		if routes[r] {
+			c.errorf(p, "host %q and path %q are listed more than once", in.Host, in.Path)
+		}
+		routes[r] = true
+		if in.ServicePortName != "" && !names[in.ServicePortName] {
+			c.errorf(p+".servicePortName", "port %q is not defined in spec.ports", in.ServicePortName)
+		}
+		if c.has(p+".servicePort") && !numbers[in.ServicePort] {
+			c.errorf(p+".servicePort", "port %d is not defined in spec.ports", in.ServicePort)
+		}
+		if in.ServicePortName == "" && !c.has(p+".servicePort") && len(s.Ports) > 0 {
+			c.errorf(p, "set servicePortName or servicePort to pick a port from spec.ports")
+		}
+	}
+}

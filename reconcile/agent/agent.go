@@ -80,10 +80,11 @@ type AgentConfig struct {
 	ClusterUID string
 	// Runtime runs the containers. Required.
 	Runtime Runtime
-	// Events records the agent's events (a failed build). Default
-	// Repo.AppendEvent; a worker, whose etcd user may not write, sends
-	// them to the leader (LeaderLink.AppendEvent).
-	Events func(context.Context, api.Event) error
+	// Facts records the agent's events (a failed build): the node's one
+	// road for its facts. Default resources.NewNodeFacts(Repo, nil), a
+	// member's road; a worker, whose etcd user may not write, sends them
+	// to the leader (LeaderLink).
+	Facts Facts
 	// BuildSpec builds each container's spec. Required.
 	BuildSpec SpecBuilder
 	// Resync is how often the agent re-lists assignments and containers
@@ -218,8 +219,8 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if cfg.ClusterUID == "" {
 		return nil, errors.New("agent: cluster UID is required: without it the agent could not tell its containers from another cluster's")
 	}
-	if cfg.Events == nil {
-		cfg.Events = cfg.Repo.AppendEvent
+	if cfg.Facts == nil {
+		cfg.Facts = resources.NewNodeFacts(cfg.Repo, nil)
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = 10 * time.Second

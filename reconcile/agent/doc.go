@@ -2,9 +2,11 @@
 // containers match the assignments the leader wrote for it under
 // /kat/assignments/{node}/, and reports what it sees.
 //
-//	ag, err := agent.NewAgent(agent.AgentConfig{Repo: repo, Node: "n1", ClusterUID: uid, Runtime: podman, BuildSpec: specs})
+//	var facts agent.Facts = agent.NewLeaderLink("n1", repo, caPEM, cert) // a worker's road
+//	ag, err := agent.NewAgent(agent.AgentConfig{Repo: repo, Node: "n1", ClusterUID: uid, Runtime: podman,
+//		BuildSpec: specs, Facts: facts})
 //	go ag.Run(ctx) // until ctx ends; containers keep running
-//	go agent.RunHeartbeat(ctx, agent.HeartbeatConfig{Node: "n1", Post: agent.NewLeaderLink("n1", repo, caPEM, cert).PostStatus,
+//	go agent.RunHeartbeat(ctx, agent.HeartbeatConfig{Node: "n1", Facts: facts,
 //		Instances: ag.Instances, Conditions: ag.Conditions})
 //
 // # The loop
@@ -36,21 +38,22 @@
 //
 // An assignment that carries a build reference (a workload built from an app
 // repository) is built on the node with a [Builder] instead of pulled; the
-// build record goes under /kat/builds/{ns}/{name}/{commit12}/{node}
-// ([BuildRecords] on the leader's node, [LeaderLink] on a worker), the only
-// fact about builds the leader reads.
+// build record goes under /kat/builds/{ns}/{name}/{commit12}/{node} (through
+// the node's [Facts]), the only fact about builds the leader reads.
 //
 // # Heartbeat
 //
 // [RunHeartbeat] reports the node's resources, conditions and every
 // instance (spec §4.1.3) each agent tick, and at once when an instance
-// changes, to the leader's API ([LeaderLink]).
+// changes, through the node's [Facts].
 //
-// # What a worker may write
+// # A node's facts: one road
 //
-// A worker's etcd user reads its assignments, its last status, the
-// cluster's configuration and the leader's endpoint, and writes nothing
-// (resources.WorkerGrants). Its status, build records and events go through
-// the leader's API ([LeaderLink]), which takes them only for the node named
-// by the client certificate.
+// A node's status, build records and events take one road, its [Facts],
+// chosen once where the node is wired. A worker's etcd user reads its
+// assignments, its last status, the cluster's configuration and the
+// leader's endpoint, and writes nothing (resources.WorkerGrants): its facts
+// go through the leader's API ([LeaderLink]), which takes them only for the
+// node named by the client certificate. An etcd member records its own with
+// a resources.NodeFacts, the code the leader's API records a worker's with.
 package agent

@@ -16,8 +16,24 @@
 // decided by a pure function (decideInstance): create, start, restart by the
 // restart policy, remove, or wait. It runs exec health checks and adopts
 // running containers after a restart; stopping it never stops a container.
-// [NewSpecBuilder] turns an assignment into the container to create, in the
-// workload's user namespace slot.
+// [NewSpecBuilder] turns an assignment into the container to create
+// (package containerspec), in the workload's user namespace slot.
+//
+// # Its parts
+//
+// The instance table (instanceTable, table.go) holds what the agent knows
+// per instance: its assignment, its container, its state, the step, health
+// check or verify command under way, what a step left its container as, the
+// host ports reserved for its create. Its methods are the only way to change
+// it and keep it consistent; next, the one place a step is chosen, applies
+// the pure decisions (decideInstance, probeDue, verifyDue) to it, and
+// endStep folds how a step ended into it (afterStep). An instance's back-off
+// is its retryState (backoff.go), the one place it is kept. runStep
+// (step.go) is the one place a step is run. Around them: the listing and
+// the event stream (listing.go), the assignments (assignments.go), the
+// images known on the node and their pulls (images.go), the runtime's health
+// and the node's RuntimeReady (conditions.go), the node's container network
+// (network.go), the instance reports and their change notice (reports.go).
 //
 // # Which containers are the agent's
 //

@@ -240,6 +240,28 @@ const (
 	}
 }
 
+// TestRuntimeImportsNoQuadlet: runtime is the container runtime only; it
+// knows containers, not workloads. Mapping a workload's Quadlet to a
+// container is the agent's (reconcile/agent/containerspec), so neither
+// runtime nor its tests import quadlet.
+func TestRuntimeImportsNoQuadlet(t *testing.T) {
+	for _, dir := range goPackageDirs(t) {
+		rel := filepath.ToSlash(dir)
+		if rel != "runtime" && !strings.HasPrefix(rel, "runtime/") {
+			continue
+		}
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatalf("read package %s: %v", dir, err)
+		}
+		for _, imp := range slices.Concat(pkg.Imports, pkg.TestImports, pkg.XTestImports) {
+			if imp == module+"/quadlet" || strings.HasPrefix(imp, module+"/quadlet/") {
+				t.Errorf("%s imports %s: the workload-to-container mapping belongs to reconcile/agent/containerspec", dir, imp)
+			}
+		}
+	}
+}
+
 // TestArchitectureTableIsLayers: the table of docs/architecture.md lists
 // the packages in the order of layers, so the doc a contributor reads is
 // the rule the tests enforce. A row names its package first, in

@@ -8,16 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"reflect"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
-
-	"github.com/go-chi/chi/v5"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // workloadInstances joins a workload's assignments with the agents' reports.
@@ -82,157 +76,6 @@ func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {
 		d.DaemonRollout = &ro.DaemonRollout
 	}
 	writeJSON(w, http.StatusOK, d)
-}
-
-// postNodeStatus stores a node's heartbeat. The caller is the node itself
-// (its client certificate names it) or holds the admin token.
-func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
-	var st api.NodeStatus
-	node, ok := s.readNodeReport(w, r, "node status", 1<<20, &st)
-	if !ok {
-		return
-	}
-	if st.NodeName != node {
-		writeError(w, badRequest("node status: nodeName %q does not match the URL's node %q", st.NodeName, node))
-		return
-	}
-	if st.Overlay != nil {
-		if problems := overlayProblems(st.Overlay.PublicKey, st.Overlay.Port); len(problems) > 0 {
-			for i := range problems {
-				problems[i].Field = "overlay." + strings.ToLower(problems[i].Field[:1]) + problems[i].Field[1:]
-			}
-			writeError(w, &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeInvalid,
-				Message: "node status: invalid overlay", Details: problems})
-			return
-		}
-	}
-	if err := s.recordHeartbeat(r.Context(), st); err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	if err := s.recordOverlay(r.Context(), st); err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// recordOverlay hands a node's reported overlay identity to
-// Config.NodeOverlay the first time this server sees it and whenever
-// it changes; a failed call is retried with the next report.
-func (s *Server) recordOverlay(ctx context.Context, st api.NodeStatus) error {
-	if st.Overlay == nil || s.cfg.NodeOverlay == nil {
-		return nil
-	}
-	s.overlaysMu.Lock()
-	last, seen := s.overlays[st.NodeName]
-	s.overlaysMu.Unlock()
-	if seen && last == *st.Overlay {
-		return nil
-	}
-	if err := s.cfg.NodeOverlay(ctx, st.NodeName, *st.Overlay); err != nil {
-		return fmt.Errorf("record the overlay of node %s: %w", st.NodeName, err)
-	}
-	s.overlaysMu.Lock()
-	defer s.overlaysMu.Unlock()
-	if s.overlays == nil {
-		s.overlays = map[string]api.NodeOverlay{}
-	}
-	s.overlays[st.NodeName] = *st.Overlay
-	return nil
-}
-
-// recordHeartbeat writes a registered node's heartbeat, and its status when
-// that changed (the timestamp aside). The registration is read only when it
-// is not known yet or changed since: the write is fenced by its version.
-func (s *Server) recordHeartbeat(ctx context.Context, st api.NodeStatus) error {
-	node := st.NodeName
-	last, known := s.nodes.get(node)
-	for attempt := 0; ; attempt++ {
-		if !known || attempt > 0 {
-			ver, err := s.cfg.Repo.NodeRegistrationVersion(ctx, node)
-			if err != nil {
-				s.nodes.forget(node)
-				return err
-			}
-			last = reportedNode{regVersion: ver}
-		}
-		changed := !last.has || !sameStatus(last.status, st)
-		ok, err := s.cfg.Repo.RecordHeartbeat(ctx, st, changed, last.regVersion)
-		if err != nil {
-			s.nodes.forget(node)
-			return err
-		}
-		if ok {
-			s.nodes.set(node, reportedNode{regVersion: last.regVersion, status: st, has: true})
-			return nil
-		}
-		if attempt > 0 {
-			return fmt.Errorf("record the heartbeat of node %s: its registration keeps changing: %w", node, resources.ErrConflict)
-		}
-		// The registration changed (or went): read it again.
-	}
-}
-
-// sameStatus reports whether two reports of a node are equal but for their
-// timestamps.
-func sameStatus(a, b api.NodeStatus) bool {
-	a.Timestamp, b.Timestamp = 0, 0
-	return reflect.DeepEqual(a, b)
-}
-
-// reportedNode is what the server remembers of a node between heartbeats.
-type reportedNode struct {
-	// regVersion is the version of its registration last read.
-	regVersion int64
-	// status is the status last written, when has.
-	status api.NodeStatus
-	has    bool
-}
-
-// reportedNodes remembers, per node, its registration's version and the
-// status last written, so an unchanged heartbeat writes only its time and
-// reads nothing. It starts empty on every leader.
-type reportedNodes struct {
-	mu sync.Mutex
-	m  map[string]reportedNode
-}
-
-func (n *reportedNodes) get(node string) (reportedNode, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	r, ok := n.m[node]
-	return r, ok
-}
-
-func (n *reportedNodes) set(node string, r reportedNode) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.m == nil {
-		n.m = map[string]reportedNode{}
-	}
-	n.m[node] = r
-}
-
-func (n *reportedNodes) forget(node string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.m, node)
-}
-
-// authenticateNode lets a request through with the admin token or with a
-// client certificate of the cluster CA whose common name is the {node} of
-// the URL.
-func (s *Server) authenticateNode(next http.Handler) http.Handler {
-	token := s.authenticate(next)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if cn, ok := peerCN(r); ok && !isMetricsCert(r) && cn == chi.URLParam(r, "node") {
-			noteActor(r, "node:"+chi.URLParam(r, "node"))
-			next.ServeHTTP(w, r)
-			return
-		}
-		token.ServeHTTP(w, r)
-	})
 }
 
 // workloadLogs proxies an instance's logs from the agent that runs it, or

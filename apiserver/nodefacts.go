@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
-	"time"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -12,10 +12,11 @@ import (
 	"kat.dws.rip/kat/quadlet"
 )
 
-// Facts a node reports besides its status: a worker has no right to write
-// etcd itself (resources.WorkerGrants), so its build records and events
-// come here, behind authenticateNode: a node's certificate writes only
-// under its own name.
+// Facts a node reports: a worker has no right to write etcd itself
+// (resources.WorkerGrants), so its status, build records and events come
+// here, behind authenticateNode: a node's certificate writes only under its
+// own name. The handlers check the request and record each fact with
+// resources.NodeFacts, as a member records its own.
 
 // Limits of a reported event.
 const (
@@ -28,6 +29,50 @@ var (
 	fullCommitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 	reasonRE     = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 )
+
+// postNodeStatus stores a node's heartbeat. The caller is the node itself
+// (its client certificate names it) or holds the admin token.
+func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
+	var st api.NodeStatus
+	node, ok := s.readNodeReport(w, r, "node status", 1<<20, &st)
+	if !ok {
+		return
+	}
+	if st.NodeName != node {
+		writeError(w, badRequest("node status: nodeName %q does not match the URL's node %q", st.NodeName, node))
+		return
+	}
+	if st.Overlay != nil {
+		if problems := overlayProblems(st.Overlay.PublicKey, st.Overlay.Port); len(problems) > 0 {
+			for i := range problems {
+				problems[i].Field = "overlay." + strings.ToLower(problems[i].Field[:1]) + problems[i].Field[1:]
+			}
+			writeError(w, &api.Error{StatusCode: http.StatusBadRequest, Code: api.CodeInvalid,
+				Message: "node status: invalid overlay", Details: problems})
+			return
+		}
+	}
+	if err := s.facts.RecordStatus(r.Context(), st); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// authenticateNode lets a request through with the admin token or with a
+// client certificate of the cluster CA whose common name is the {node} of
+// the URL.
+func (s *Server) authenticateNode(next http.Handler) http.Handler {
+	token := s.authenticate(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cn, ok := peerCN(r); ok && !isMetricsCert(r) && cn == chi.URLParam(r, "node") {
+			noteActor(r, "node:"+chi.URLParam(r, "node"))
+			next.ServeHTTP(w, r)
+			return
+		}
+		token.ServeHTTP(w, r)
+	})
+}
 
 // putNodeBuildRecord stores a node's record of a build, as the node sent
 // it, once its names match the URL's.
@@ -62,7 +107,7 @@ func (s *Server) putNodeBuildRecord(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.cfg.Repo.PutBuildRecordJSON(r.Context(), ns, name, commit, node, raw); err != nil {
+	if err := s.facts.PutBuildRecordJSON(r.Context(), ref, raw); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
@@ -70,7 +115,7 @@ func (s *Server) putNodeBuildRecord(w http.ResponseWriter, r *http.Request) {
 }
 
 // postNodeEvent records an event a node reports; the time is the
-// leader's.
+// leader's (resources.NodeFacts.AppendEvent).
 func (s *Server) postNodeEvent(w http.ResponseWriter, r *http.Request) {
 	var ev api.Event
 	if _, ok := s.readNodeReport(w, r, "event", 64<<10, &ev); !ok {
@@ -90,8 +135,7 @@ func (s *Server) postNodeEvent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("event: message is longer than %d bytes", maxEventMessage))
 		return
 	}
-	ev.Time = time.Now().UTC()
-	if err := s.cfg.Repo.AppendEvent(r.Context(), ev); err != nil {
+	if err := s.facts.AppendEvent(r.Context(), ev); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -131,11 +130,8 @@ type Config struct {
 type Server struct {
 	cfg          Config
 	authFailures *httprate.RateLimiter
-	nodes        reportedNodes
-	// overlays are the overlay identities recorded per node
-	// (recordOverlay).
-	overlaysMu sync.Mutex
-	overlays   map[string]api.NodeOverlay
+	// facts records what nodes report: status, build records, events.
+	facts *resources.NodeFacts
 	// auditLog is AuditLogger, or Logger.
 	auditLog zerolog.Logger
 	// auditUnauthenticated limits the stored entries of unauthenticated
@@ -175,7 +171,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AuditUnauthenticatedLimit <= 0 {
 		cfg.AuditUnauthenticatedLimit = DefaultAuditUnauthenticated
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, facts: resources.NewNodeFacts(cfg.Repo, cfg.NodeOverlay)}
 	if cfg.AuthFailureLimit > 0 {
 		s.authFailures = httprate.NewRateLimiter(cfg.AuthFailureLimit, time.Minute)
 	}

@@ -20,6 +20,7 @@ import (
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/reconcile/agent"
 	"kat.dws.rip/kat/runtime"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // runAgent runs the node's side: the local reconcile loop, the agent API on
@@ -47,15 +48,9 @@ func (n *Node) runAgent(ctx context.Context) error {
 	if buildDir == "" {
 		buildDir = n.dir.path("builds")
 	}
-	// A worker's etcd user may not write: its facts go through the leader.
-	link := agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf)
-	var records build.RecordStore = agent.BuildRecords{Repo: n.repo}
-	events := n.repo.AppendEvent
-	if n.state.Role == roleWorker {
-		records, events = link, link.AppendEvent
-	}
+	facts := n.factsRoad()
 	builder, err := build.New(build.Config{
-		Node: n.state.NodeName, WorkDir: buildDir, Podman: rt, Records: records,
+		Node: n.state.NodeName, WorkDir: buildDir, Podman: rt, Records: facts,
 		Timeout: o.BuildTimeout, AuthFile: o.RegistryAuthFile, InsecureRegistries: o.InsecureRegistries,
 		MaxParallel: o.MaxConcurrentBuilds, KeepImages: o.KeepImages, SubIDs: idRange, Logger: n.log.With().Str("component", "build").Logger(),
 	})
@@ -65,7 +60,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	defer builder.Close() // after every goroutine below has ended: stops builds still under way
 	beat := make(chan struct{}, 1)
 	ag, err := agent.NewAgent(agent.AgentConfig{
-		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt, Events: events,
+		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt, Facts: facts,
 		MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts, NetworkName: o.PodmanNetwork,
@@ -92,7 +87,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		return agent.RunHeartbeat(gctx, agent.HeartbeatConfig{
-			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Post: link.PostStatus, Wake: beat,
+			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Facts: facts, Wake: beat,
 			Overlay:   overlayReport(n.state, n.wgKey),
 			Instances: ag.Instances, Conditions: ag.Conditions,
 			Interval: time.Duration(spec.AgentTickSeconds) * time.Second,
@@ -100,6 +95,19 @@ func (n *Node) runAgent(ctx context.Context) error {
 		})
 	})
 	return g.Wait()
+}
+
+// factsRoad is the one road of this node's facts (its status, build
+// records and events), chosen by its role: a member (or the node that
+// created the cluster), whose etcd user may write, records them itself
+// with the code the leader's API records a worker's with; a worker, whose
+// etcd user may only read (resources.WorkerGrants), sends them to the API
+// of whichever node leads.
+func (n *Node) factsRoad() agent.Facts {
+	if n.state.Role == roleWorker {
+		return agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf)
+	}
+	return resources.NewNodeFacts(n.repo, n.recordOverlay)
 }
 
 // agentServer listens on the agent port with mutual TLS: only holders of a

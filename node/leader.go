@@ -108,9 +108,8 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 }
 
 // registerSelf ensures the cluster's base namespaces, registers this node,
-// marks it live at once (its agent's next heartbeat, over the API that is
-// only now starting, brings its instances) and records the leader endpoint
-// agents and katcall follow.
+// marks it live at once (its agent's next heartbeat brings its instances)
+// and records the leader endpoint agents and katcall follow.
 func (n *Node) registerSelf(ctx context.Context, apiURL string) error {
 	spec := n.state.Cluster.Spec
 	now := time.Now().UTC()

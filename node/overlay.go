@@ -55,7 +55,7 @@ func (n *Node) ensureNodeNetwork(ctx context.Context, node, advertiseAddress str
 }
 
 // recordOverlay records the overlay a node reports in its status
-// (apiserver.Config.NodeOverlay): a node that joined before the overlay
+// (resources.NewNodeFacts: the API's for workers, a member's own): a node that joined before the overlay
 // existed, or whose port changed, is brought up to date. The endpoint's
 // address is the one the node registered with, never one it reports.
 func (n *Node) recordOverlay(ctx context.Context, node string, o api.NodeOverlay) error {

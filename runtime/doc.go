@@ -1,6 +1,7 @@
 // Package runtime runs containers for the KAT agent: the ContainerRuntime
-// interface (spec §6.1), its Podman driver, and the mapping from a workload
-// to a container spec.
+// interface (spec §6.1) and its Podman driver. It knows containers, not
+// workloads: the agent maps a workload to a ContainerSpec
+// (reconcile/agent/containerspec).
 //
 // The agent loop depends on ContainerRuntime only. Podman implements it by
 // running the podman CLI with JSON output; several agents can share one
@@ -29,28 +30,6 @@
 // containers of another KAT cluster on the same host (test clusters side by
 // side, a node initialised again) and containers without LabelCluster (made
 // before it existed, or by hand) are never its.
-//
-// # From a workload to a container
-//
-// ContainerSpecFor turns a parsed workload (quadlet.Quadlet) and an
-// Instance (instance ID, node, generation, spec hash, source commit, the
-// agent's volumeBasePath) into a ContainerSpec: command, args, env, the
-// VirtualLoadBalancer's ports published on the host, CPU and memory limits,
-// volume mounts and labels. It is pure. Before creating the container,
-// PrepareVolumes(VolumePaths(q, inst)) makes the host side exist:
-// SimpleClusterStorage directories under
-// {volumeBasePath}/{namespace}/{workload}/{volume}, HostMount paths checked or
-// created according to their ensureType, and sub-paths (never through a
-// symbolic link).
-//
-// SimpleClusterStorage mounts are chowned to the container's root user when
-// the container is created (podman's U option), so container root can write
-// them under a user namespace. Replicas of one workload on one node share the
-// directory: with the workload's explicit id map (ContainerSpec.IDMap) they
-// share its owner too; under --userns=auto each gets its own uid range and
-// the one created last owns it.
-// HostMounts are mounted as they are: a writable one must allow the
-// container's unprivileged host uids.
 //
 // # Restarts and state
 //

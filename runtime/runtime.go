@@ -154,7 +154,7 @@ type ContainerSpec struct {
 	Labels map[string]string
 	// Ports publish container ports on the host. Default none.
 	Ports []PortMapping
-	// Mounts are bind mounts. Sources must exist (see PrepareVolumes).
+	// Mounts are bind mounts. Sources must exist.
 	// Default none.
 	Mounts []Mount
 	// CPUMillis limits CPU time, in thousandths of a core. Default 0: no

@@ -93,6 +93,22 @@ func (e *agentEnv) idle() *Agent {
 // and command; hc adds a VirtualLoadBalancer with an exec health check.
 func (e *agentEnv) assign(id, restart, cmd string, hc bool) api.Assignment {
 	e.t.Helper()
+	files := workloadFiles(restart, cmd, hc)
+	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	a := api.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "web", SpecHash: "h", Generation: 1,
+		Image: "localhost/kat-base:latest", RestartPolicy: restart, Files: files, CreatedAt: time.Now()}
+	if _, err := e.repo.WriteAssignments(context.Background(), []api.Assignment{a}, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+// workloadFiles are the files of workload ns1/web, a Service with the
+// given restart policy and command; hc adds a VirtualLoadBalancer publishing
+// 8080 with an exec health check every second.
+func workloadFiles(restart, cmd string, hc bool) map[string][]byte {
 	files := map[string][]byte{"workload.kat": fmt.Appendf(nil, `apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
 metadata: {name: web, namespace: ns1}
@@ -115,15 +131,7 @@ spec:
     failureThreshold: 1
 `)
 	}
-	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-	a := api.Assignment{InstanceID: id, Node: "n1", Namespace: "ns1", Workload: "web", SpecHash: "h", Generation: 1,
-		Image: "localhost/kat-base:latest", RestartPolicy: restart, Files: files, CreatedAt: time.Now()}
-	if _, err := e.repo.WriteAssignments(context.Background(), []api.Assignment{a}, nil); err != nil {
-		e.t.Fatal(err)
-	}
-	return a
+	return files
 }
 
 // waitFor polls cond until it holds or 10 seconds pass.
@@ -446,7 +454,12 @@ func TestListsAfter(t *testing.T) {
 	t.Parallel()
 	e := newAgentEnv(t)
 	ag := e.idle()
-	ag.busy["web-2"] = stepRemove
+	// web-2's container is assigned no more: its removal is under way.
+	ag.table.applyListing(ag.table.startListing(), []runtime.ContainerStatus{
+		{ID: "c2", State: runtime.StateRunning, Labels: map[string]string{runtime.LabelInstance: "web-2"}}})
+	if ts := ag.table.next(time.Now()); len(ts) != 1 || ts[0].step != stepRemove {
+		t.Fatalf("tasks %+v, want web-2's removal", ts)
+	}
 	for _, tc := range []struct {
 		action, instance string
 		want             bool

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // Builder is the part of *build.Builder the agent uses: a node builds the
@@ -31,24 +29,6 @@ var _ Builder = (*build.Builder)(nil)
 // buildStepTimeout bounds a create step that builds its image: the
 // Builder's own timeout (default 10 minutes) plus the create itself.
 const buildStepTimeout = 15 * time.Minute
-
-// BuildRecords stores a node's build records in etcd under
-// /kat/builds/{ns}/{name}/{commit12}/{node}: the build.RecordStore of a node
-// agent.
-type BuildRecords struct {
-	Repo *resources.Repo
-}
-
-var _ build.RecordStore = BuildRecords{}
-
-// PutBuildRecord stores r.
-func (s BuildRecords) PutBuildRecord(ctx context.Context, r api.Build) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("encode build record: %w", err)
-	}
-	return s.Repo.PutBuildRecordJSON(ctx, r.Namespace, r.Workload, r.Commit, r.Node, b)
-}
 
 // buildRequest is the build an assignment asks for. It is pure.
 func buildRequest(a api.Assignment, q *quadlet.Quadlet, auth api.GitAuth) build.Request {
@@ -101,7 +81,7 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	// derives the workload's BuildFailed condition from; the event tells
 	// the story.
 	obj := "workload/" + a.Namespace + "/" + a.Workload
-	if eerr := ag.cfg.Events(ctx, api.Event{Type: api.EventWarning, Object: obj, Reason: api.ReasonBuildFailed,
+	if eerr := ag.cfg.Facts.AppendEvent(ctx, api.Event{Type: api.EventWarning, Object: obj, Reason: api.ReasonBuildFailed,
 		Message: fmt.Sprintf("build at %s failed on node %s (%s): %v", api.ShortCommit(a.Build.Commit), ag.cfg.Node, fe.Stage, fe.Err)}); eerr != nil {
 		ag.cfg.Logger.Warn().Err(eerr).Msg("cannot record the build failure event")
 	}

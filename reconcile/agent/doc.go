@@ -2,9 +2,11 @@
 // containers match the assignments the leader wrote for it under
 // /kat/assignments/{node}/, and reports what it sees.
 //
-//	ag, err := agent.NewAgent(agent.AgentConfig{Repo: repo, Node: "n1", ClusterUID: uid, Runtime: podman, BuildSpec: specs})
+//	var facts agent.Facts = agent.NewLeaderLink("n1", repo, caPEM, cert) // a worker's road
+//	ag, err := agent.NewAgent(agent.AgentConfig{Repo: repo, Node: "n1", ClusterUID: uid, Runtime: podman,
+//		BuildSpec: specs, Facts: facts})
 //	go ag.Run(ctx) // until ctx ends; containers keep running
-//	go agent.RunHeartbeat(ctx, agent.HeartbeatConfig{Node: "n1", Post: agent.NewLeaderLink("n1", repo, caPEM, cert).PostStatus,
+//	go agent.RunHeartbeat(ctx, agent.HeartbeatConfig{Node: "n1", Facts: facts,
 //		Instances: ag.Instances, Conditions: ag.Conditions})
 //
 // # The loop
@@ -14,8 +16,24 @@
 // decided by a pure function (decideInstance): create, start, restart by the
 // restart policy, remove, or wait. It runs exec health checks and adopts
 // running containers after a restart; stopping it never stops a container.
-// [NewSpecBuilder] turns an assignment into the container to create, in the
-// workload's user namespace slot.
+// [NewSpecBuilder] turns an assignment into the container to create
+// (package containerspec), in the workload's user namespace slot.
+//
+// # Its parts
+//
+// The instance table (instanceTable, table.go) holds what the agent knows
+// per instance: its assignment, its container, its state, the step, health
+// check or verify command under way, what a step left its container as, the
+// host ports reserved for its create. Its methods are the only way to change
+// it and keep it consistent; next, the one place a step is chosen, applies
+// the pure decisions (decideInstance, probeDue, verifyDue) to it, and
+// endStep folds how a step ended into it (afterStep). An instance's back-off
+// is its retryState (backoff.go), the one place it is kept. runStep
+// (step.go) is the one place a step is run. Around them: the listing and
+// the event stream (listing.go), the assignments (assignments.go), the
+// images known on the node and their pulls (images.go), the runtime's health
+// and the node's RuntimeReady (conditions.go), the node's container network
+// (network.go), the instance reports and their change notice (reports.go).
 //
 // # Which containers are the agent's
 //
@@ -36,21 +54,22 @@
 //
 // An assignment that carries a build reference (a workload built from an app
 // repository) is built on the node with a [Builder] instead of pulled; the
-// build record goes under /kat/builds/{ns}/{name}/{commit12}/{node}
-// ([BuildRecords] on the leader's node, [LeaderLink] on a worker), the only
-// fact about builds the leader reads.
+// build record goes under /kat/builds/{ns}/{name}/{commit12}/{node} (through
+// the node's [Facts]), the only fact about builds the leader reads.
 //
 // # Heartbeat
 //
 // [RunHeartbeat] reports the node's resources, conditions and every
 // instance (spec §4.1.3) each agent tick, and at once when an instance
-// changes, to the leader's API ([LeaderLink]).
+// changes, through the node's [Facts].
 //
-// # What a worker may write
+// # A node's facts: one road
 //
-// A worker's etcd user reads its assignments, its last status, the
-// cluster's configuration and the leader's endpoint, and writes nothing
-// (resources.WorkerGrants). Its status, build records and events go through
-// the leader's API ([LeaderLink]), which takes them only for the node named
-// by the client certificate.
+// A node's status, build records and events take one road, its [Facts],
+// chosen once where the node is wired. A worker's etcd user reads its
+// assignments, its last status, the cluster's configuration and the
+// leader's endpoint, and writes nothing (resources.WorkerGrants): its facts
+// go through the leader's API ([LeaderLink]), which takes them only for the
+// node named by the client certificate. An etcd member records its own with
+// a resources.NodeFacts, the code the leader's API records a worker's with.
 package agent

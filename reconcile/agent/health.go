@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"context"
 	"time"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile"
 )
 
 // healthState is the health-check progress of one running container.
@@ -56,4 +58,35 @@ func probeResult(h healthState, hc *quadlet.HealthCheck, ok bool, now time.Time)
 	}
 	h.next = now.Add(time.Duration(max(hc.PeriodSeconds, 1)) * time.Second)
 	return h
+}
+
+// healthCheckOf returns the health check of an instance's spec; nil without
+// one.
+func healthCheckOf(q *quadlet.Quadlet) *quadlet.HealthCheck {
+	if q == nil || q.LoadBalancer == nil {
+		return nil
+	}
+	return q.LoadBalancer.Spec.HealthCheck
+}
+
+// execStartAllowance is added to a health check's timeoutSeconds: the
+// time Podman takes to start a command in a container (a few hundred
+// milliseconds idle, seconds on a busy node) is not the check's.
+const execStartAllowance = 2 * time.Second
+
+// probe runs one health check of instance id in its container (in the
+// health checks' pool) and records its result.
+func (ag *Agent) probe(ctx context.Context, id, containerID string, hc *quadlet.HealthCheck) {
+	ok := false
+	select {
+	case ag.probes <- struct{}{}:
+		res, err := ag.cfg.Runtime.Exec(ctx, containerID, hc.Exec.Command, time.Duration(max(hc.TimeoutSeconds, 1))*time.Second+execStartAllowance)
+		<-ag.probes
+		ok = err == nil && res.ExitCode == 0
+	case <-ctx.Done():
+	}
+	if healthy, a := ag.table.endProbe(id, containerID, hc, ok, ctx.Err() == nil, ag.cfg.Now()); healthy {
+		hop(ag.cfg.Logger, "healthy", a)
+	}
+	reconcile.Poke(ag.wake)
 }

@@ -8,13 +8,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/store/resources"
 )
 
 // HeartbeatConfig holds the dependencies of RunHeartbeat.
 type HeartbeatConfig struct {
-	// Repo is where the status is written. Required.
-	Repo *resources.Repo
+	// Facts records the status: the node's one road for its facts.
+	// Required.
+	Facts Facts
 	// Node and NodeUID identify this node. Node is required.
 	Node    string
 	NodeUID string
@@ -27,9 +27,6 @@ type HeartbeatConfig struct {
 	Now    func() time.Time
 	Logger zerolog.Logger
 
-	// Post sends the status to the leader (POST /v1alpha1/nodes/{node}/status).
-	// Default nil: write it to Repo directly.
-	Post func(ctx context.Context, st api.NodeStatus) error
 	// Instances returns the instance reports (Agent.Instances). Default none.
 	Instances func() []api.InstanceStatus
 	// Conditions returns node conditions (Agent.Conditions). Default none.
@@ -51,8 +48,8 @@ const minBeatGap = 200 * time.Millisecond
 // ctx is done. A failed write is logged and retried on the next tick; it
 // returns only when ctx ends.
 func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
-	if (cfg.Repo == nil && cfg.Post == nil) || cfg.Node == "" {
-		return errors.New("heartbeat: a repo or post function, and the node name are required")
+	if cfg.Facts == nil || cfg.Node == "" {
+		return errors.New("heartbeat: facts and the node name are required")
 	}
 	if cfg.GPUs == nil {
 		cfg.GPUs = DetectGPUs
@@ -111,8 +108,5 @@ func beat(ctx context.Context, cfg HeartbeatConfig, gpus []api.GPU) error {
 	if cfg.Conditions != nil {
 		st.Conditions = cfg.Conditions()
 	}
-	if cfg.Post != nil {
-		return cfg.Post(ctx, st)
-	}
-	return cfg.Repo.PutNodeStatus(ctx, st)
+	return cfg.Facts.RecordStatus(ctx, st)
 }

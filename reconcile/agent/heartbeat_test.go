@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,36 +15,20 @@ import (
 // woken.
 func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var posted []api.NodeStatus
-	calls := 0
-	post := func(_ context.Context, st api.NodeStatus) error {
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		if calls == 1 {
-			return errors.New("leader not serving yet")
-		}
-		posted = append(posted, st)
-		return nil
-	}
+	facts := &memoryFacts{statusErrs: []error{errors.New("leader not serving yet")}}
 	wake := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- RunHeartbeat(ctx, HeartbeatConfig{
-			Node: "n1", Post: post, Interval: time.Hour, Wake: wake,
+			Node: "n1", Facts: facts, Interval: time.Hour, Wake: wake,
 			Resources:  func() (api.NodeResources, error) { return api.NodeResources{}, nil },
 			GPUs:       func() []api.GPU { return nil },
 			Instances:  func() []api.InstanceStatus { return []api.InstanceStatus{{InstanceID: "i1"}} },
 			Conditions: func() []api.Condition { return []api.Condition{{Type: "RuntimeReady"}} },
 		})
 	}()
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(posted)
-	}
+	count := func() int { return len(facts.statuses()) }
 	polltest.Until(t, 10*time.Second, "the retried beat", func() bool { return count() == 1 })
 	wake <- struct{}{}
 	polltest.Until(t, 10*time.Second, "the woken beat", func() bool { return count() == 2 })
@@ -53,9 +36,7 @@ func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if st := posted[0]; st.NodeName != "n1" || len(st.WorkloadInstances) != 1 || len(st.Conditions) != 1 || st.Timestamp == 0 {
+	if st := facts.statuses()[0]; st.NodeName != "n1" || len(st.WorkloadInstances) != 1 || len(st.Conditions) != 1 || st.Timestamp == 0 {
 		t.Fatalf("posted %+v", st)
 	}
 }

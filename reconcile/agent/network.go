@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
@@ -33,14 +34,34 @@ var _ Networks = (*runtime.Podman)(nil)
 // failed). The step is retried.
 var ErrNetworkNotReady = errors.New("the node's container network is not ready")
 
-// nodeNetwork is what the agent knows of its node's network, guarded by
-// Agent.mu.
+// nodeNetwork is what the agent knows of its node's network.
 type nodeNetwork struct {
 	// rec is the node's overlay record whose network was made; nil while
 	// none is.
 	rec *api.NodeNetwork
 	// err is why the network is not made.
 	err error
+}
+
+// netState holds the node's network as last made. It is safe for
+// concurrent use.
+type netState struct {
+	mu  sync.Mutex
+	cur nodeNetwork
+}
+
+func (s *netState) get() nodeNetwork {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// set records n and returns what it replaces.
+func (s *netState) set(n nodeNetwork) (was nodeNetwork) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was, s.cur = s.cur, n
+	return was
 }
 
 // ensureNetwork reads the node's overlay record when asked to and makes
@@ -77,10 +98,7 @@ func (ag *Agent) ensureNetwork(ctx context.Context) {
 		ag.netDirty.Store(true)
 		return
 	}
-	ag.mu.Lock()
-	was := ag.network.err
-	ag.network = nodeNetwork{rec: rec, err: err}
-	ag.mu.Unlock()
+	was := ag.network.set(nodeNetwork{rec: rec, err: err}).err
 	if failed && (was == nil || was.Error() != err.Error()) {
 		ag.cfg.Logger.Warn().Err(err).Msg("instances with overlay addresses wait for the node's network")
 	}
@@ -94,9 +112,7 @@ func (ag *Agent) joinNetwork(spec *runtime.ContainerSpec, a api.Assignment) erro
 	if !a.IP.IsValid() {
 		return nil
 	}
-	ag.mu.Lock()
-	n := ag.network
-	ag.mu.Unlock()
+	n := ag.network.get()
 	if n.rec == nil {
 		if n.err == nil {
 			n.err = ErrNetworkNotReady
@@ -125,9 +141,7 @@ func (ag *Agent) WaitNetwork(ctx context.Context, subnet netip.Prefix) error {
 		return nil
 	}
 	return poll.Wait(ctx, func() (bool, error) {
-		ag.mu.Lock()
-		rec := ag.network.rec
-		ag.mu.Unlock()
+		rec := ag.network.get().rec
 		return rec != nil && rec.Subnet.Masked() == subnet.Masked(), nil
 	})
 }

@@ -1,22 +1,12 @@
 package agent
 
 import (
-	"cmp"
+	"errors"
 	"fmt"
 	"time"
 
-	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
-)
-
-// Restart back-off: the first restart waits restartBackoffBase, each quick
-// exit doubles it up to restartBackoffCap; a run of stableRun or longer
-// starts over.
-const (
-	restartBackoffBase = time.Second
-	restartBackoffCap  = 5 * time.Minute
-	stableRun          = 10 * time.Second
 )
 
 // stepKind is the single next thing the agent does for one instance.
@@ -41,19 +31,16 @@ type instanceState struct {
 	Restarts       int
 	WindowRestarts int
 	WindowStart    time.Time
-	// streak counts quick exits in a row, for the back-off.
-	streak int
 	// handledRun is the StartedAt of the run whose exit was judged.
-	handledRun  time.Time
-	Failed      bool
-	Succeeded   bool
-	NextAttempt time.Time
-	Message     string
-	Health      healthState
+	handledRun time.Time
+	Failed     bool
+	Succeeded  bool
+	// Retry is the back-off: when the next step may run.
+	Retry   retryState
+	Message string
+	Health  healthState
 	// Verify is the verify command's verdict, when the spec has one.
 	Verify verifyState
-	// createErrors counts failed creates in a row, for the back-off.
-	createErrors int
 	// finishedBefore is true when the status this node reported before the
 	// agent started said the instance had succeeded or failed: a Job's
 	// instance runs once, so one whose container is gone is not created
@@ -81,16 +68,6 @@ func ruleOf(q *quadlet.Quadlet, base time.Duration) restartRule {
 		Job: q.Workload.Spec.Type == quadlet.TypeJob}
 }
 
-// backoff is the wait before restart number streak+1: base doubled per quick
-// exit, capped at restartBackoffCap.
-func backoff(base time.Duration, streak int) time.Duration {
-	if base <= 0 {
-		base = restartBackoffBase
-	}
-	d := base << min(streak, 20)
-	return min(d, restartBackoffCap)
-}
-
 // decideInstance returns the single next step for one instance and its
 // updated state. assigned reports whether the instance is assigned to this
 // node; c is its container, nil when there is none. It is pure.
@@ -105,7 +82,7 @@ func decideInstance(assigned bool, rule restartRule, c *runtime.ContainerStatus,
 		if st.Failed || (rule.Job && (st.Succeeded || st.finishedBefore)) {
 			return stepNone, st
 		}
-		if now.Before(st.NextAttempt) {
+		if !st.Retry.due(now) {
 			return stepWait, st
 		}
 		return stepCreate, st
@@ -115,7 +92,7 @@ func decideInstance(assigned bool, rule restartRule, c *runtime.ContainerStatus,
 		st.Message = ""
 		return stepNone, st
 	case runtime.StateCreated:
-		if now.Before(st.NextAttempt) {
+		if !st.Retry.due(now) {
 			return stepWait, st
 		}
 		return stepStart, st
@@ -133,7 +110,7 @@ func decideExited(rule restartRule, c *runtime.ContainerStatus, st instanceState
 	switch {
 	case st.Failed || st.Succeeded:
 		return stepNone, st
-	case now.Before(st.NextAttempt):
+	case !st.Retry.due(now):
 		return stepWait, st
 	default:
 		return stepStart, st
@@ -146,7 +123,7 @@ func judgeExit(rule restartRule, c *runtime.ContainerStatus, st instanceState, n
 	st.handledRun = c.StartedAt
 	st.Failed, st.Succeeded = false, false
 	if !c.FinishedAt.IsZero() && c.FinishedAt.Sub(c.StartedAt) >= stableRun {
-		st.streak = 0
+		st.Retry = st.Retry.stable()
 	}
 	if rule.Job && c.ExitCode == 0 {
 		st.Succeeded, st.Message = true, ""
@@ -176,8 +153,8 @@ func judgeExit(rule restartRule, c *runtime.ContainerStatus, st instanceState, n
 			return st
 		}
 	}
-	wait := backoff(rule.Backoff, st.streak)
-	st.NextAttempt = now.Add(wait)
+	var wait time.Duration
+	st.Retry, wait = st.Retry.afterExit(rule.Backoff, now)
 	st.Message = fmt.Sprintf("exited with code %d; restarting in %s", c.ExitCode, wait)
 	return st
 }
@@ -186,44 +163,59 @@ func judgeExit(rule restartRule, c *runtime.ContainerStatus, st instanceState, n
 func (st instanceState) restarted() instanceState {
 	st.Restarts++
 	st.WindowRestarts++
-	st.streak++
+	st.Retry = st.Retry.restarted()
 	st.Health = healthState{}
 	return st
 }
 
-// instanceReport renders one instance for the heartbeat. It is pure.
-func instanceReport(a api.Assignment, c *runtime.ContainerStatus, st instanceState, hasHealthCheck, hasVerify bool) api.InstanceStatus {
-	r := api.InstanceStatus{
-		WorkloadName: a.Workload, Namespace: a.Namespace, InstanceID: a.InstanceID, Generation: a.Generation,
-		SpecHash: a.SpecHash, Image: a.Image, Restarts: st.Restarts, RestartWindowStart: st.WindowStart,
-		WindowRestarts: st.WindowRestarts, Phase: api.InstancePending, HealthStatus: api.HealthNotApplicable,
-		Message: st.Message,
-	}
-	if hasHealthCheck {
-		r.HealthStatus = api.HealthPending
-	}
-	if c != nil {
-		r.ContainerID, r.ImageID, r.State, r.ExitCode, r.StartedAt = c.ID, c.ImageID, string(c.State), c.ExitCode, c.StartedAt
-		for _, p := range c.Ports {
-			r.Ports = append(r.Ports, api.PublishedPort{HostIP: p.HostIP, HostPort: p.HostPort, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
-		}
-	}
+// stepEnd is how one step ended, as far as the decision after it needs.
+type stepEnd struct {
+	step stepKind
+	// restart is true for a start of a container that ran before.
+	restart bool
+	err     error
+	// stopped is true when the agent stopped meanwhile: a failure then
+	// says nothing about the instance.
+	stopped bool
+}
+
+// stepVerdict is what afterStep made of a step's end.
+type stepVerdict int
+
+const (
+	verdictDone        stepVerdict = iota // the step did what it was for
+	verdictRestarted                      // a restart: counted
+	verdictStopped                        // the agent stopped: nothing recorded
+	verdictHostMissing                    // a program the runtime needs is missing: retried, not the instance's fault
+	verdictInvalid                        // the spec cannot run: the instance fails
+	verdictRetry                          // failed: retried after a back-off
+)
+
+// afterStep folds how a step ended into the instance's state, and says what
+// it made of it; wait is the back-off before a retry. A failed step is
+// retried with back-off (Retry.afterFailure), except one whose spec cannot
+// run (runtime.ErrInvalidSpec), which fails the instance. It is pure.
+func afterStep(st instanceState, rule restartRule, e stepEnd, now time.Time) (next instanceState, v stepVerdict, wait time.Duration) {
 	switch {
-	case st.Failed:
-		r.Phase = api.InstanceFailed
-	case st.Succeeded:
-		r.Phase = api.InstanceSucceeded
-	case c != nil && (c.State == runtime.StateRunning || c.State == runtime.StatePaused):
-		r.Phase = api.InstanceRunning
-		if hasHealthCheck && st.Health.Status != "" {
-			r.HealthStatus = st.Health.Status
+	case e.err == nil && e.step == stepStart && e.restart:
+		return st.restarted(), verdictRestarted, 0
+	case e.err == nil:
+		st.Retry = st.Retry.succeeded()
+		if e.step != stepRemove {
+			st.Message = ""
 		}
+		return st, verdictDone, 0
+	case e.stopped:
+		return st, verdictStopped, 0
+	case errors.Is(e.err, runtime.ErrHostPrerequisite):
+		v = verdictHostMissing
+	case errors.Is(e.err, runtime.ErrInvalidSpec):
+		st.Failed, st.Message = true, e.err.Error()
+		return st, verdictInvalid, 0
+	default:
+		v = verdictRetry
 	}
-	if r.Phase != api.InstanceRunning && hasHealthCheck {
-		r.HealthStatus = api.HealthPending
-	}
-	if hasVerify {
-		r.Verification, r.VerifyMessage = cmp.Or(st.Verify.Status, api.VerifyPending), st.Verify.Message
-	}
-	return r
+	st.Retry, wait = st.Retry.afterFailure(rule.Backoff, now)
+	st.Message = e.err.Error()
+	return st, v, wait
 }

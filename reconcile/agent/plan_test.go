@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,13 +37,13 @@ func TestDecideInstance(t *testing.T) {
 		{name: "unassigned without container", want: stepNone},
 		{name: "unassigned container is removed", c: &runtime.ContainerStatus{State: runtime.StateRunning}, want: stepRemove},
 		{name: "assigned without container is created", assigned: true, rule: always, want: stepCreate},
-		{name: "create waits for its back-off", assigned: true, rule: always, st: instanceState{NextAttempt: now.Add(time.Second)}, want: stepWait},
+		{name: "create waits for its back-off", assigned: true, rule: always, st: instanceState{Retry: retryState{At: now.Add(time.Second)}}, want: stepWait},
 		{name: "running is left alone", assigned: true, rule: always, c: &runtime.ContainerStatus{State: runtime.StateRunning}, want: stepNone},
 		{name: "unknown state waits", assigned: true, rule: always, c: &runtime.ContainerStatus{State: runtime.StateUnknown}, want: stepWait},
 		{name: "created is started", assigned: true, rule: always, c: &runtime.ContainerStatus{State: runtime.StateCreated}, want: stepStart},
 		{name: "always: a fresh exit waits for the back-off", assigned: true, rule: always, c: exited(137), want: stepWait},
 		{name: "always: the back-off over, it restarts", assigned: true, rule: always, c: exited(0),
-			st: instanceState{handledRun: started, NextAttempt: now}, want: stepStart},
+			st: instanceState{handledRun: started, Retry: retryState{At: now}}, want: stepStart},
 		{name: "never: exit 0 succeeds", assigned: true, rule: never, c: exited(0), want: stepNone, succeeded: true},
 		{name: "never: exit 1 fails", assigned: true, rule: never, c: exited(1), want: stepNone, failed: true},
 		{name: "maxcount: exit 0 succeeds", assigned: true, rule: maxCount, c: exited(0), want: stepNone, succeeded: true},
@@ -114,5 +117,58 @@ func TestHealthProbes(t *testing.T) {
 	}
 	if _, h2 := probeDue(instanceState{Health: h}.restarted().Health, hc, "c1", start.Add(time.Hour), now); h2.Status != "" {
 		t.Fatal("a restarted container kept the old health status")
+	}
+}
+
+// TestAfterStep: a step that succeeded clears the message and the failed
+// steps' back-off (a restart counts instead); a failed one is retried
+// after a back-off that doubles per failure, whether the instance's spec or
+// the host is to blame, except a spec that cannot run, which fails the
+// instance; the agent's stop records nothing.
+func TestAfterStep(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(10000, 0)
+	rule := restartRule{Condition: quadlet.RestartAlways, Backoff: time.Second}
+	failing := instanceState{Message: "run container: boom", Retry: retryState{failures: 2}}
+	missing := fmt.Errorf("run: %w", runtime.ErrHostPrerequisite)
+	invalid := fmt.Errorf("build container spec: %w", runtime.ErrInvalidSpec)
+	for _, tc := range []struct {
+		name     string
+		st       instanceState
+		end      stepEnd
+		verdict  stepVerdict
+		wait     time.Duration
+		restarts int
+		failed   bool
+		message  string
+	}{
+		{name: "create done", st: failing, end: stepEnd{step: stepCreate}, verdict: verdictDone},
+		{name: "removal done keeps the message", st: failing, end: stepEnd{step: stepRemove}, verdict: verdictDone,
+			message: failing.Message},
+		{name: "first start done", st: failing, end: stepEnd{step: stepStart}, verdict: verdictDone},
+		{name: "restart counted", st: instanceState{Restarts: 1}, end: stepEnd{step: stepStart, restart: true},
+			verdict: verdictRestarted, restarts: 2},
+		{name: "failure backs off", st: failing, end: stepEnd{step: stepCreate, err: errors.New("boom")},
+			verdict: verdictRetry, wait: 4 * time.Second, message: "boom"},
+		{name: "missing program backs off", end: stepEnd{step: stepCreate, err: missing},
+			verdict: verdictHostMissing, wait: time.Second, message: missing.Error()},
+		{name: "invalid spec fails", end: stepEnd{step: stepCreate, err: invalid},
+			verdict: verdictInvalid, failed: true, message: invalid.Error()},
+		{name: "stopped records nothing", st: failing, end: stepEnd{step: stepCreate, err: context.Canceled, stopped: true},
+			verdict: verdictStopped, message: failing.Message},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, v, wait := afterStep(tc.st, rule, tc.end, now)
+			if v != tc.verdict || wait != tc.wait || st.Restarts != tc.restarts || st.Failed != tc.failed || st.Message != tc.message {
+				t.Fatalf("verdict %d wait %s state %+v; want verdict %d wait %s restarts %d failed %v message %q",
+					v, wait, st, tc.verdict, tc.wait, tc.restarts, tc.failed, tc.message)
+			}
+			if tc.wait > 0 && !st.Retry.At.Equal(now.Add(tc.wait)) {
+				t.Fatalf("next attempt at %v, want %v", st.Retry.At, now.Add(tc.wait))
+			}
+			if v == verdictDone && st.Retry.failures != 0 {
+				t.Fatalf("a step that succeeded kept %d failures for the back-off", st.Retry.failures)
+			}
+		})
 	}
 }

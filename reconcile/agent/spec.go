@@ -6,11 +6,12 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile/agent/containerspec"
 	"kat.dws.rip/kat/runtime"
 )
 
 // NewSpecBuilder returns the SpecBuilder of a node: it maps an assignment to
-// its container with runtime.ContainerSpecFor, creating the host side of its
+// its container with containerspec.For, creating the host side of its
 // volumes first (under volumeBase). Every container gets its workload's
 // explicit id map, the assignment's user namespace slot of ids, so every
 // instance of the workload shares the map and its volumes and container
@@ -20,7 +21,7 @@ import (
 // beside other container operations (see runtime.PodmanConfig.AutoUserNSLock).
 func NewSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange) SpecBuilder {
 	return func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
-		inst := runtime.Instance{
+		inst := containerspec.Instance{
 			ID: a.InstanceID, Node: node, Generation: a.Generation, SpecHash: a.SpecHash, SourceCommit: a.SourceCommit,
 			Image: a.Image, VolumeBasePath: volumeBase, HostPorts: hostPorts,
 		}
@@ -29,14 +30,14 @@ func NewSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange) SpecBuilde
 			return runtime.ContainerSpec{}, err
 		}
 		inst.IDMap = m
-		vols, err := runtime.VolumePaths(q, inst)
+		vols, err := containerspec.VolumePaths(q, inst)
 		if err != nil {
 			return runtime.ContainerSpec{}, err
 		}
-		if err := runtime.PrepareVolumes(vols); err != nil {
+		if err := containerspec.PrepareVolumes(vols); err != nil {
 			return runtime.ContainerSpec{}, err
 		}
-		return runtime.ContainerSpecFor(q, inst)
+		return containerspec.For(q, inst)
 	}
 }
 

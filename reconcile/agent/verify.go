@@ -71,14 +71,9 @@ func (ag *Agent) verify(ctx context.Context, id, containerID string, v *quadlet.
 		st = verifyResult(res, err, timeout)
 	case <-ctx.Done():
 	}
-	ag.mu.Lock()
-	delete(ag.verifying, id)
-	if s, exists := ag.state[id]; exists && ctx.Err() == nil {
-		s.Verify = st
-		ag.state[id] = s
+	if ag.table.endVerify(id, st, ctx.Err() == nil) {
 		ag.cfg.Logger.Info().Str("instance", id).Str("verification", st.Status).Str("message", st.Message).Msg("verify command ran")
 	}
-	ag.mu.Unlock()
 	ag.notifyIfChanged()
 	reconcile.Poke(ag.wake)
 }

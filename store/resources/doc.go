@@ -39,4 +39,13 @@
 // Events (/kat/events/, [Repo.AppendEvent]) and the API's audit log
 // (/kat/audit/, [Repo.AppendAudit]) are lists whose keys sort by time; each
 // append deletes the oldest entries beyond the list's cap.
+//
+// # What nodes report
+//
+// A node's facts, its status (the heartbeat), its build records and its
+// events, are recorded by [NodeFacts], whichever road they took: the API
+// server records with one what workers send it, a member records its own
+// with another. An unchanged heartbeat writes only its time
+// ([Repo.RecordHeartbeat]), fenced by the version of the node's
+// registration.
 package resources

@@ -9,7 +9,6 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiclient"
-	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -21,7 +20,7 @@ const reportTimeout = 10 * time.Second
 // (resources.WorkerGrants), so its status, build records and events go to
 // the API of whichever node leads now (the leader records its endpoint in
 // etcd), authenticated by the node's certificate; a new leader is followed
-// without a restart. It is safe for concurrent use.
+// without a restart. It is a worker's Facts. It is safe for concurrent use.
 type LeaderLink struct {
 	node   string
 	repo   *resources.Repo
@@ -31,8 +30,6 @@ type LeaderLink struct {
 	url    string
 	client *apiclient.Client
 }
-
-var _ build.RecordStore = (*LeaderLink)(nil)
 
 // NewLeaderLink returns the link of node, which finds the leader in repo
 // and authenticates with cert, trusting the cluster CA caPEM.
@@ -58,8 +55,8 @@ func (l *LeaderLink) leader(ctx context.Context) (*apiclient.Client, string, err
 	return l.client, ep.APIURL, nil
 }
 
-// PostStatus reports the node's status (the heartbeat's Post).
-func (l *LeaderLink) PostStatus(ctx context.Context, st api.NodeStatus) error {
+// RecordStatus reports the node's status to the leader (Facts).
+func (l *LeaderLink) RecordStatus(ctx context.Context, st api.NodeStatus) error {
 	c, url, err := l.leader(ctx)
 	if err != nil {
 		return err
@@ -70,7 +67,8 @@ func (l *LeaderLink) PostStatus(ctx context.Context, st api.NodeStatus) error {
 	return nil
 }
 
-// PutBuildRecord stores a build record of this node (build.RecordStore).
+// PutBuildRecord stores a build record of this node with the leader
+// (Facts).
 func (l *LeaderLink) PutBuildRecord(ctx context.Context, r api.Build) error {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -86,7 +84,7 @@ func (l *LeaderLink) PutBuildRecord(ctx context.Context, r api.Build) error {
 	return nil
 }
 
-// AppendEvent records an event of this node (AgentConfig.Events).
+// AppendEvent records an event of this node with the leader (Facts).
 func (l *LeaderLink) AppendEvent(ctx context.Context, ev api.Event) error {
 	c, url, err := l.leader(ctx)
 	if err != nil {

@@ -79,7 +79,7 @@ func TestLeaderLinkFollowsTheLeader(t *testing.T) {
 	repo := resources.New(storetest.New(t))
 	link := NewLeaderLink("w1", repo, ca.CertPEM, cert)
 
-	if err := link.PostStatus(ctx, api.NodeStatus{NodeName: "w1"}); !errors.Is(err, resources.ErrNotFound) {
+	if err := link.RecordStatus(ctx, api.NodeStatus{NodeName: "w1"}); !errors.Is(err, resources.ErrNotFound) {
 		t.Fatalf("with no leader recorded: got %v, want an error wrapping ErrNotFound", err)
 	}
 
@@ -87,7 +87,7 @@ func TestLeaderLinkFollowsTheLeader(t *testing.T) {
 	if err := repo.SetLeaderEndpoint(ctx, api.Leader{Node: "n1", APIURL: first.srv.URL}); err != nil {
 		t.Fatal(err)
 	}
-	if err := link.PostStatus(ctx, api.NodeStatus{NodeName: "w1", Timestamp: 7}); err != nil {
+	if err := link.RecordStatus(ctx, api.NodeStatus{NodeName: "w1", Timestamp: 7}); err != nil {
 		t.Fatal(err)
 	}
 	rec := api.Build{Namespace: "default", Workload: "web", Commit: "abc123", Node: "w1", State: "Succeeded"}

@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"kat.dws.rip/kat/runtime"
+)
+
+// create pulls the image when it is missing (an assignment with a build
+// reference was built before), then runs the container: created and
+// started in one step.
+func (ag *Agent) create(ctx context.Context, ai assignedInstance) (string, runtime.ContainerSpec, error) {
+	a := ai.a
+	if a.Build == nil {
+		if err := ag.images.ensure(ctx, a.Image); err != nil {
+			return "", runtime.ContainerSpec{}, err
+		}
+	}
+	id, spec, err := ag.runContainer(ctx, ai)
+	if errors.Is(err, runtime.ErrImageNotFound) {
+		// Removed behind the agent's back: check it again next time.
+		ag.images.forget(a.Image)
+	}
+	return id, spec, err
+}
+
+// runContainer creates and starts the container of an instance whose image
+// is on the node: the spec BuildSpec makes, with the host ports the table
+// reserves, the agent's labels, its network and its stop grace.
+func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string, runtime.ContainerSpec, error) {
+	a := ai.a
+	// The ports stay reserved until a listing shows the container.
+	hostPorts := ag.table.reserveHostPorts(a.InstanceID, loadBalancerPorts(ai.q), runtime.HostPortFree, ag.cfg.HostPorts)
+	created := false
+	defer func() {
+		if !created {
+			ag.table.releaseHostPorts(a.InstanceID)
+		}
+	}()
+	spec, err := ag.cfg.BuildSpec(a, ai.q, hostPorts)
+	if err != nil {
+		return "", spec, fmt.Errorf("build container spec: %w", err)
+	}
+	if spec.Labels == nil {
+		spec.Labels = map[string]string{}
+	}
+	maps.Copy(spec.Labels, map[string]string{
+		runtime.LabelManaged: "true", runtime.LabelNamespace: a.Namespace, runtime.LabelWorkload: a.Workload,
+		runtime.LabelInstance: a.InstanceID, runtime.LabelSpecHash: a.SpecHash,
+		runtime.LabelGeneration: strconv.FormatInt(a.Generation, 10), runtime.LabelNode: ag.cfg.Node,
+		runtime.LabelCluster: ag.cfg.ClusterUID,
+	})
+	if a.SourceCommit != "" {
+		spec.Labels[runtime.LabelSourceCommit] = a.SourceCommit
+	}
+	if err := ag.joinNetwork(&spec, a); err != nil {
+		return "", spec, err
+	}
+	grace := ag.stopGrace(ai, nil)
+	spec.StopTimeout = grace
+	spec.Labels[runtime.LabelStopGrace] = strconv.Itoa(int(grace / time.Second))
+	id, err := ag.cfg.Runtime.RunContainer(ctx, spec)
+	if errors.Is(err, runtime.ErrAlreadyExists) {
+		return "", spec, fmt.Errorf("run container: %w (a container this agent does not manage may hold the name %s: "+
+			"another cluster's, or one from before containers carried %s; remove it by hand if nothing needs it)",
+			err, spec.Name, runtime.LabelCluster)
+	}
+	if err != nil {
+		return "", spec, fmt.Errorf("run container: %w", err)
+	}
+	created = true
+	return id, spec, nil
+}

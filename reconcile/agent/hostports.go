@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/runtime"
+)
+
+// loadBalancerPorts returns the container ports of q's VirtualLoadBalancer,
+// the ports its containers publish on the host; nil without one.
+func loadBalancerPorts(q *quadlet.Quadlet) []int {
+	if q.LoadBalancer == nil {
+		return nil
+	}
+	out := make([]int, 0, len(q.LoadBalancer.Spec.Ports))
+	for _, p := range q.LoadBalancer.Spec.Ports {
+		out = append(out, p.ContainerPort)
+	}
+	return out
+}
+
+// reserveHostPorts picks the host port of each container port of a new
+// container of instance id (pickHostPorts) and reserves them for it, apart
+// from every port the node's containers publish and every port reserved
+// already, until releaseHostPorts or a listing that shows the container.
+// hostFree tells whether a port is free on the host.
+func (t *instanceTable) reserveHostPorts(id string, ports []int, hostFree func(int) bool, spare runtime.PortRange) map[int]int {
+	if len(ports) == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	used := map[int]bool{}
+	for _, c := range t.containers {
+		for _, p := range c.Ports {
+			used[p.HostPort] = true
+		}
+	}
+	for p := range t.reserved {
+		used[p] = true
+	}
+	out := pickHostPorts(ports, used, hostFree, spare)
+	for _, host := range out {
+		t.reserved[host] = id
+	}
+	return out
+}
+
+// releaseHostPorts ends the reservations of instance id: its create failed.
+func (t *instanceTable) releaseHostPorts(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for p, owner := range t.reserved {
+		if owner == id {
+			delete(t.reserved, p)
+		}
+	}
+}
+
+// pickHostPorts chooses the host port of each container port: the port
+// itself while it is not used (published or reserved on this node) and
+// hostFree says it is free on the host, otherwise a port of spare that is
+// not used. A port without a choice (spare used up) is left out: the
+// runtime then publishes the container port and reports the clash. Until
+// the overlay exists this is how several replicas share a node. It marks
+// what it picks in used.
+func pickHostPorts(ports []int, used map[int]bool, hostFree func(int) bool, spare runtime.PortRange) map[int]int {
+	out := map[int]int{}
+	for _, port := range ports {
+		host := port
+		if used[host] || !hostFree(host) {
+			host = spare.Pick(func(p int) bool { return used[p] })
+		}
+		if host == 0 {
+			continue
+		}
+		used[host] = true
+		out[port] = host
+	}
+	return out
+}

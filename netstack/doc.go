@@ -1,6 +1,6 @@
-// Package netstack is KAT's node networking (spec §7): the overlay network
-// (§7.1), IPAM (§7.2) and, in the subpackage dnsserver, the agent DNS
-// server (§7.3). The overlay is a WireGuard interface that connects this
+// Package netstack is KAT's node networking (docs/architecture.md "Overlay"):
+// the overlay network, IPAM and, in the subpackage dnsserver, the agent DNS
+// server. The overlay is a WireGuard interface that connects this
 // node to every other node of the cluster, so that containers and agents
 // reach each other across hosts by their overlay addresses.
 //

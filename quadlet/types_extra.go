@@ -1,7 +1,7 @@
 package quadlet
 
-// VirtualLoadBalancer is the optional network file of a Service (spec §3.3,
-// conventionally VirtualLoadBalancer.kat): the ports to balance, a health
+// VirtualLoadBalancer is the optional network file of a Service
+// (conventionally VirtualLoadBalancer.kat): the ports to balance, a health
 // check and ingress hints.
 type VirtualLoadBalancer struct {
 	// APIVersion must be APIVersion.
@@ -80,8 +80,8 @@ type Ingress struct {
 	TLS bool `json:"tls,omitempty" yaml:"tls,omitempty"`
 }
 
-// JobDefinition is the job file of a workload of type Job (spec §3.4,
-// conventionally job.kat).
+// JobDefinition is the job file of a workload of type Job
+// (conventionally job.kat).
 type JobDefinition struct {
 	// APIVersion must be APIVersion.
 	APIVersion string `json:"apiVersion" yaml:"apiVersion"`
@@ -164,8 +164,8 @@ func (s JobSpec) FailedHistory() int {
 	return *s.FailedJobsHistoryLimit
 }
 
-// BuildDefinition is the build file of a workload built from Git (spec §3.5,
-// conventionally build.kat).
+// BuildDefinition is the build file of a workload built from Git
+// (conventionally build.kat).
 type BuildDefinition struct {
 	// APIVersion must be APIVersion.
 	APIVersion string `json:"apiVersion" yaml:"apiVersion"`
@@ -202,7 +202,7 @@ type BuildCache struct {
 	RegistryPath string `json:"registryPath,omitempty" yaml:"registryPath,omitempty"`
 }
 
-// Namespace is the content of namespace.kat (spec §3.7).
+// Namespace is the content of namespace.kat.
 type Namespace struct {
 	// APIVersion must be APIVersion.
 	APIVersion string `json:"apiVersion" yaml:"apiVersion"`

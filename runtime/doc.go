@@ -1,5 +1,5 @@
 // Package runtime runs containers for the KAT agent: the ContainerRuntime
-// interface (spec §6.1), its Podman driver, and the mapping from a workload
+// interface, its Podman driver, and the mapping from a workload
 // to a container spec.
 //
 // The agent loop depends on ContainerRuntime only. Podman implements it by

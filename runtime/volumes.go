@@ -10,7 +10,7 @@ import (
 )
 
 // PrepareVolumes makes the host side of vols ready for a container, as
-// spec §4.7 says: it creates SimpleClusterStorage directories, checks or
+// docs/quadlet-reference.md describes the volumes: it creates SimpleClusterStorage directories, checks or
 // creates HostMount paths according to their ensureType, and creates
 // sub-paths as directories. Sub-paths must not pass through a symbolic link
 // (a container could plant one to reach outside its volume). Errors name the

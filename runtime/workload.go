@@ -50,7 +50,7 @@ type Instance struct {
 // type: the node, not the spec, must change (or PrepareVolumes create it).
 var ErrVolumeNotReady = errors.New("runtime: volume not ready")
 
-// Host path kinds of HostMount.EnsureType (spec §3.2).
+// Host path kinds of HostMount.EnsureType.
 const (
 	EnsureNone              = ""
 	EnsureDirectoryOrCreate = "DirectoryOrCreate"

@@ -1,11 +1,13 @@
-// Package store is KAT's cluster state: the StateStore interface of spec
-// §5.1 and its etcd implementation, Etcd, with leader election, plus an
-// embedded etcd member for kat-agent (Embedded).
+// Package store is KAT's cluster state: the StateStore interface and its
+// etcd implementation, Etcd, with leader election, etcd users and
+// snapshots, plus an embedded etcd member for kat-agent (Embedded).
 //
-// etcd is the only cluster state (see DESIGN.md). Every agent on a quorum node
-// runs an embedded member; others, or clusters that outgrow it, Dial an
-// external etcd. Code above this package depends on StateStore and, where it
-// needs more (list-then-watch, leases, fencing), on *Etcd.
+// etcd is the only cluster state, see
+// docs/architecture.md "etcd is the only state". Every etcd member node
+// runs an embedded member; workers Dial the members, and a cluster made
+// with --etcd-endpoints Dials an external etcd instead. Code above this
+// package depends on StateStore and, where it needs more (list-then-watch,
+// leases, fencing), on *Etcd.
 //
 //	emb, err := store.StartEmbedded(ctx, store.EmbedConfig{DataDir: "/var/lib/kat/etcd"})
 //	if err != nil { ... }

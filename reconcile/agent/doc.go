@@ -43,14 +43,16 @@
 // # Heartbeat
 //
 // [RunHeartbeat] reports the node's resources, conditions and every
-// instance (spec §4.1.3) each agent tick, and at once when an instance
+// instance each agent tick, and at once when an instance
 // changes, to the leader's API ([LeaderLink]).
 //
 // # What a worker may write
 //
 // A worker's etcd user reads its assignments, its last status, the
-// cluster's configuration and the leader's endpoint, and writes nothing
-// (resources.WorkerGrants). Its status, build records and events go through
+// cluster's configuration, the leader's endpoint, every node's overlay
+// record (its WireGuard peers) and the DNS records its DNS server answers
+// from, and writes nothing (resources.WorkerGrants, docs/architecture.md
+// "Least privilege"). Its status, build records and events go through
 // the leader's API ([LeaderLink]), which takes them only for the node named
 // by the client certificate.
 package agent

@@ -47,7 +47,7 @@ type Node struct {
 
 // Ready reports whether the node is Ready at now: it has heartbeat and its
 // last heartbeat is no older than lossTimeout (cluster.kat's
-// nodeLossTimeoutSeconds); otherwise it is NotReady (spec §4.1.4).
+// nodeLossTimeoutSeconds); otherwise it is NotReady.
 func (n Node) Ready(now time.Time, lossTimeout time.Duration) bool {
 	return HeartbeatFresh(n.Heartbeat, now, lossTimeout)
 }

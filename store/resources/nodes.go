@@ -297,3 +297,31 @@ func (r *Repo) DeleteNode(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// GetNodeStatus returns a node's last reported status.
+func (r *Repo) GetNodeStatus(ctx context.Context, node string) (*api.NodeStatus, error) {
+	var st api.NodeStatus
+	ver, err := r.getJSON(ctx, NodeStatusKey(node), &st)
+	if err != nil {
+		return nil, fmt.Errorf("read status of node %q: %w", node, err)
+	}
+	if ver == 0 {
+		return nil, fmt.Errorf("status of node %q: %w", node, ErrNotFound)
+	}
+	return &st, nil
+}
+
+// ListNodeStatuses returns every node's last reported status.
+func (r *Repo) ListNodeStatuses(ctx context.Context) ([]api.NodeStatus, error) {
+	nodes, err := r.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.NodeStatus
+	for _, n := range nodes {
+		if n.Status != nil {
+			out = append(out, *n.Status)
+		}
+	}
+	return out, nil
+}

@@ -551,8 +551,11 @@ func removeByFilter(args []string, filter string) error {
 	}
 	for _, id := range ids {
 		killed, err := katruntime.KillLeftovers(ctx, id)
-		if err != nil || len(killed) > 0 {
-			errs = append(errs, fmt.Errorf("podman left processes %v of the removed container %s running: killed them (%v)", killed, id, err))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("podman left processes %v of the removed container %s running: kill them: %w", killed, id, err))
+		case len(killed) > 0:
+			errs = append(errs, fmt.Errorf("podman left processes %v of the removed container %s running: killed them", killed, id))
 		}
 	}
 	return errors.Join(errs...)

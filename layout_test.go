@@ -118,9 +118,29 @@ func TestAPIImportsTheStandardLibraryOnly(t *testing.T) {
 		t.Fatalf("read package api: %v", err)
 	}
 	for _, imp := range slices.Concat(pkg.Imports, pkg.TestImports) {
-		found, err := build.Import(imp, ".", build.FindOnly)
-		if err != nil || !found.Goroot {
+		if !isStandardImportPath(imp) {
 			t.Errorf("api imports %s: api may import the standard library only", imp)
+		}
+	}
+}
+
+// isStandardImportPath reports whether path is a package of the standard
+// library: as the go command decides it, by a first element without a dot
+// (every other path starts with a domain, as kat.dws.rip/kat does). Asking
+// go/build where the package lives does not work in a test built with
+// -trimpath, as task check builds it: it does not know GOROOT then.
+func isStandardImportPath(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func TestIsStandardImportPath(t *testing.T) {
+	for path, want := range map[string]bool{
+		"fmt": true, "net/netip": true, "encoding/json": true,
+		module + "/quadlet": false, "github.com/go-chi/chi/v5": false, "golang.org/x/crypto/bcrypt": false, "go.etcd.io/etcd/api/v3": false,
+	} {
+		if got := isStandardImportPath(path); got != want {
+			t.Errorf("isStandardImportPath(%q) = %v, want %v", path, got, want)
 		}
 	}
 }

@@ -41,8 +41,10 @@
 //
 // Campaign blocks until the caller leads and returns a context that ends
 // when leadership does (lease lost, Resign, Close, or the caller's context).
-// The leader runs its loops under that context; LeadershipCompare fences its
-// writes so that a leader that lost its lease cannot commit.
+// The leader runs its loops under that context. LeadershipCompare is a
+// check that holds only while the caller leads, for a write that must not
+// commit once its lease is lost; KAT's loops guard their writes with the
+// versions they decided from instead (docs/architecture.md "etcd is the only state").
 //
 // # Embedded etcd
 //

@@ -9,7 +9,8 @@ import (
 // /kat/assignments/{node}/{instanceID}. It is written once by the leader and
 // never changed but for LeavingAt: a changed spec is a new instance.
 type Assignment struct {
-	// InstanceID is {workload}-{specHash[:8]}-{suffix}, unique in the cluster.
+	// InstanceID is {workload}-{instance template[:8]}-{suffix}, unique in
+	// the cluster (docs/architecture.md "Identity").
 	InstanceID string `json:"instanceID"`
 	// Node is the node that runs the instance.
 	Node       string `json:"node"`

@@ -5,8 +5,8 @@ import (
 	"slices"
 )
 
-// DNSRecord is what service discovery knows of one ready instance (spec
-// §7.3): the key /kat/dns/{clusterDomain}/{ns}/{workload}/{instanceID}. The
+// DNSRecord is what service discovery knows of one ready instance
+// (docs/architecture.md "DNS"): the key /kat/dns/{clusterDomain}/{ns}/{workload}/{instanceID}. The
 // leader's records loop is its only writer: it puts the record when the
 // instance is ready and deletes it when the instance is not any more. Every
 // agent's DNS server answers from these records:

@@ -15,7 +15,7 @@ const (
 	InstanceFailed = "Failed"
 )
 
-// Health states of an instance (spec §4.1.3 healthStatus).
+// Health states of an instance (InstanceStatus.HealthStatus).
 const (
 	HealthHealthy       = "healthy"
 	HealthUnhealthy     = "unhealthy"
@@ -23,8 +23,8 @@ const (
 	HealthNotApplicable = "not_applicable"
 )
 
-// InstanceStatus is one instance as its agent reports it (spec §4.1.3
-// workloadInstances).
+// InstanceStatus is one instance as its agent reports it, in its node's
+// status (NodeStatus.WorkloadInstances).
 type InstanceStatus struct {
 	WorkloadName string `json:"workloadName"`
 	Namespace    string `json:"namespace"`

@@ -18,7 +18,7 @@ type NodeRegistration struct {
 	AgentPort        int               `json:"agentPort"`
 	Labels           map[string]string `json:"labels,omitempty"`
 	JoinedAt         time.Time         `json:"joinedAt"`
-	// Taints repel instances that do not tolerate them (spec §4.4).
+	// Taints repel instances that do not tolerate them.
 	Taints []Taint `json:"taints,omitempty"`
 	// Unschedulable is set by katcall cordon (and drain): the node gets no
 	// new instance; what runs there stays.
@@ -101,7 +101,7 @@ type NodeResources struct {
 	Allocatable ResourceList `json:"allocatable"`
 }
 
-// NodeStatus is a node's heartbeat (spec §4.1.3), the body of
+// NodeStatus is a node's heartbeat, the body of
 // POST /v1alpha1/nodes/{node}/status.
 type NodeStatus struct {
 	NodeName  string        `json:"nodeName"`

@@ -1,4 +1,4 @@
-// Package apiserver is the leader's v1alpha1 HTTP API server (spec §8):
+// Package apiserver is the leader's v1alpha1 HTTP API server:
 // routing (chi), authentication, size and rate limits, the error format, and
 // the agent API each node serves on its agent port. The records it serves
 // are package api's; the client is package apiclient, which links neither
@@ -10,24 +10,43 @@
 // # Endpoints
 //
 //	GET    /healthz                                   no authentication
+//	GET    /metrics                                   admin token, a node's or a metrics certificate
+//	GET    /v1alpha1/cluster/ca                       the cluster CA certificate, no authentication
+//	POST   /v1alpha1/join                             a node joins (join token; with --etcd-peer also the admin token)
+//	POST   /v1alpha1/webhooks/{provider}              a push webhook (its provider's signature, see package webhook)
 //	GET    /v1alpha1/status                           cluster summary for katcall status
+//	GET    /v1alpha1/config/cluster                   the cluster configuration, sanitised
+//	GET    /v1alpha1/cluster/servers                  the members' API URLs, the leader's first
+//	POST   /v1alpha1/cluster/backup                   an etcd snapshot now
 //	GET    /v1alpha1/namespaces                       POST creates (body: namespace.kat)
 //	GET    /v1alpha1/namespaces/{ns}                  PUT replaces labels, DELETE removes an empty one
 //	GET    /v1alpha1/workloads                        every namespace
 //	GET    /v1alpha1/n/{ns}/workloads                 POST creates, PUT creates or updates (body: tar.gz of a Quadlet directory)
 //	GET    /v1alpha1/n/{ns}/workloads/{name}          PUT creates or updates, DELETE removes
 //	GET    /v1alpha1/n/{ns}/workloads/{name}/files/{file}
-//	GET    /v1alpha1/config/cluster                   the cluster configuration, sanitised
+//	GET    /v1alpha1/n/{ns}/workloads/{name}/status   with its instances and builds; also /history and /rollout
+//	GET    /v1alpha1/n/{ns}/workloads/{name}/logs     an instance's log (?instance=, ?follow=) or, with ?build=true, a build's, from its node
+//	POST   /v1alpha1/n/{ns}/workloads/{name}/suspend  also /resume (Git management) and /rollback
+//	GET    /v1alpha1/sources                          and /v1alpha1/sources/{source}: PUT creates or replaces, DELETE removes
+//	POST   /v1alpha1/sync                             every source now; /v1alpha1/sources/{source}/sync one
+//	GET    /v1alpha1/events                           the newest events
+//	GET    /v1alpha1/jobs                             every Job run
 //	GET    /v1alpha1/nodes                            and /v1alpha1/nodes/{node}
 //	DELETE /v1alpha1/nodes/{node}                     ?force=true: even a Ready node with instances
 //	POST   /v1alpha1/nodes/{node}/cordon              also uncordon, drain (no body)
 //	PATCH  /v1alpha1/nodes/{node}/labels              JSON merge patch: {"k": "v", "gone": null}
 //	PATCH  /v1alpha1/nodes/{node}/taints              {"add": [taint], "remove": [{key, effect}], "overwrite": bool}
 //	POST   /v1alpha1/join-token                       a new join token; the old one stops working
+//	POST   /v1alpha1/metrics-certificates             sign a metrics certificate's CSR
 //	POST   /v1alpha1/nodes/{node}/status              a node's heartbeat (node certificate or token)
 //	PUT    /v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}   a node's build record (node certificate or token)
 //	POST   /v1alpha1/nodes/{node}/events              an event a node reports (node certificate or token)
 //	GET    /v1alpha1/audit                            the audit log: ?limit= (default 100), ?actor=, ?resource=
+//
+// The agent API each node serves on its agent port ([AgentHandler]) has
+// /healthz, /metrics, /v1alpha1/instances/{id}/logs and
+// /v1alpha1/builds/{ns}/{name}/{commit}/log; its TLS admits client
+// certificates of the cluster CA only.
 //
 // # Errors
 //

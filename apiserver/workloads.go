@@ -96,7 +96,7 @@ func (s *Server) createWorkload(w http.ResponseWriter, r *http.Request) {
 }
 
 // upsertWorkload is PUT on the collection: create or update, the name coming
-// from workload.kat (spec §4.2).
+// from workload.kat.
 func (s *Server) upsertWorkload(w http.ResponseWriter, r *http.Request) {
 	s.applyWorkload(w, r, "", false)
 }

@@ -3,7 +3,7 @@ Package build turns one commit of a workload's application repository into a
 local container image: it clones that exact commit with go-git, runs
 `podman build` with the options of the workload's build.kat, tags the result
 kat-local/{namespace}_{workload}:{commit12}, and uses a registry as a build
-cache when build.kat names one (spec §3.5, §4.3; DESIGN.md "Builds").
+cache when build.kat names one (docs/architecture.md "Builds").
 
 A node agent holds one Builder and asks it for the image of an instance:
 

@@ -1,6 +1,6 @@
-// Package netstack is KAT's node networking (spec §7): the overlay network
-// (§7.1) and, in its subpackages, IPAM (§7.2, ipam) and the agent DNS server
-// (§7.3, dnsserver). The overlay is a WireGuard interface that connects this
+// Package netstack is KAT's node networking (docs/architecture.md "Overlay"):
+// the overlay network and, in its subpackages, IPAM (ipam) and the agent DNS
+// server (dnsserver). The overlay is a WireGuard interface that connects this
 // node to every other node of the cluster, so that containers and agents
 // reach each other across hosts by their overlay addresses.
 //

@@ -56,8 +56,8 @@ const (
 	// Overhead is what WireGuard adds to a packet over IPv6 (IPv4 needs
 	// 60): the interface's MTU is the underlay's less this.
 	Overhead = 80
-	// KeepaliveInterval keeps NAT mappings open between peers (spec
-	// §7.1 PersistentKeepalive).
+	// KeepaliveInterval keeps NAT mappings open between peers
+	// (WireGuard's PersistentKeepalive).
 	KeepaliveInterval = 25 * time.Second
 )
 

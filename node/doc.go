@@ -26,8 +26,8 @@
 // The init node and the etcd members (kat-agent join --etcd-peer) campaign;
 // workers do not. The leader (reconcile.Leadership) ensures the cluster's
 // base records, records its API endpoint, serves the API and runs Git sync,
-// app-repository resolution, placement and workload status until it loses
-// leadership. Every member listens on the API port all along: while it does
+// app-repository resolution, placement, workload status, DNS records and
+// backups until it loses leadership. Every member listens on the API port all along: while it does
 // not lead, it forwards requests to the leader etcd names (apiFront).
 //
 // # etcd members

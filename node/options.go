@@ -77,7 +77,7 @@ type Options struct {
 	ArchiveKeep int
 }
 
-// OverlayOptions configure the node's WireGuard overlay device (spec §7.1).
+// OverlayOptions configure the node's WireGuard overlay device.
 // They are saved in the node's state at init or join; given again on a
 // later start, they replace the saved ones (the node then reports its new
 // port to the leader, and a kernel interface of the old name is left

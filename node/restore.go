@@ -57,8 +57,8 @@ type RestoreResult struct {
 // leader's data directory, relative to it.
 var credentialFiles = []string{"pki/ca.crt", "pki/ca.key", "admin.token", "join.token"}
 
-// Restore prepares o.DataDir from an etcd snapshot (spec §5.5) so that
-// "kat-agent init --data-dir DIR" resumes the snapshot's cluster as the
+// Restore prepares o.DataDir from an etcd snapshot (docs/backup-restore.md)
+// so that "kat-agent init --data-dir DIR" resumes the snapshot's cluster as the
 // only member of a new etcd cluster: the snapshot is checked, restored
 // with etcdutl into DIR/etcd under this node's member name and peer URL,
 // and node.json records the snapshot's cluster (its UID and cluster.kat).

@@ -2,7 +2,7 @@
 // certificates it issues, and the TLS configurations built from them.
 //
 // kat-agent init creates the CA once, in the data directory, together with the
-// leader's certificate (spec §10.6). Joining agents later send a CSR that the
+// leader's certificate. Joining agents later send a CSR that the
 // leader signs with [CA.SignCSR].
 //
 //	ca, err := pki.NewCA("kat-cluster-ca")
@@ -33,5 +33,5 @@
 // # Algorithms
 //
 // All keys are ECDSA P-256. Certificates carry both server and client
-// authentication usages because every node is both (spec §10.6, mTLS).
+// authentication usages because every node is both (mutual TLS).
 package pki

@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// DefaultCAValidity is how long a new cluster CA is valid: ten years, as spec
-// §10.6 allows; rotation is deferred.
+// DefaultCAValidity is how long a new cluster CA is valid: ten years;
+// KAT does not rotate its CA yet.
 const DefaultCAValidity = 10 * 365 * 24 * time.Hour
 
 // DefaultLeafValidity is how long an issued node certificate is valid.

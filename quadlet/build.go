@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// BuildDefinition is the build file of a workload built from Git (spec §3.5,
-// conventionally build.kat).
+// BuildDefinition is the build file of a workload built from Git
+// (conventionally build.kat).
 type BuildDefinition struct {
 	// APIVersion must be APIVersion.
 	APIVersion string `json:"apiVersion" yaml:"apiVersion"`

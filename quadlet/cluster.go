@@ -2,7 +2,7 @@ package quadlet
 
 import "net/netip"
 
-// ClusterConfiguration is the content of cluster.kat (spec §3.9), read once
+// ClusterConfiguration is the content of cluster.kat, read once
 // by "kat-agent init".
 type ClusterConfiguration struct {
 	// APIVersion must be APIVersion.
@@ -116,7 +116,7 @@ func (g *GitOpsConfig) Files() []GitOpsFile {
 	return out
 }
 
-// Cluster defaults (spec §3.9).
+// Cluster defaults (docs/quadlet-reference.md lists them).
 const (
 	DefaultNodeSubnetBits         = 7
 	DefaultClusterDomain          = "kat.cluster.local"

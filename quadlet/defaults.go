@@ -1,8 +1,9 @@
 package quadlet
 
-// Defaults of spec §3. Fields written explicitly are never overwritten: the
-// checker tells present fields from absent ones, so that an explicit 0 is
-// validated rather than replaced.
+// Defaults of the Quadlet fields (docs/quadlet-reference.md lists them).
+// Fields written explicitly are never overwritten: the checker tells
+// present fields from absent ones, so that an explicit 0 is validated
+// rather than replaced.
 const (
 	defaultMaxSurge             = 1
 	defaultMaxRestarts          = 5

@@ -1,7 +1,7 @@
 /*
 Package quadlet is KAT's resource model: it reads, parses, defaults and
-validates Quadlet files (spec §3) and gives each workload a canonical form and
-a spec hash.
+validates Quadlet files (docs/quadlet-reference.md) and gives each
+workload a canonical form and a spec hash.
 
 A workload is a directory of YAML files ending in ".kat": workload.kat holds
 the Workload, and optional files hold its VirtualLoadBalancer, JobDefinition
@@ -48,7 +48,7 @@ When a field is missing, the line is that of its nearest enclosing field.
 
 # Defaults
 
-Parsing fills in the defaults of spec §3, documented on each field, so that
+Parsing fills in the defaults, documented on each field, so that
 consumers never apply them again. A field written with its default value and
 a field left out are the same after parsing; explicitly written values are
 never replaced, so "backoffLimit: 0" stays 0 and "completions: 0" is an

@@ -8,8 +8,8 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// JobDefinition is the job file of a workload of type Job (spec §3.4,
-// conventionally job.kat).
+// JobDefinition is the job file of a workload of type Job
+// (conventionally job.kat).
 type JobDefinition struct {
 	// APIVersion must be APIVersion.
 	APIVersion string `json:"apiVersion" yaml:"apiVersion"`

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// VirtualLoadBalancer is the optional network file of a Service (spec §3.3,
-// conventionally VirtualLoadBalancer.kat): the ports to balance, a health
+// VirtualLoadBalancer is the optional network file of a Service
+// (conventionally VirtualLoadBalancer.kat): the ports to balance, a health
 // check and ingress hints.
 type VirtualLoadBalancer struct {
 	// APIVersion must be APIVersion.

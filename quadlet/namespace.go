@@ -1,6 +1,6 @@
 package quadlet
 
-// Namespace is the content of namespace.kat (spec §3.7).
+// Namespace is the content of namespace.kat.
 type Namespace struct {
 	// APIVersion must be APIVersion.
 	APIVersion string `json:"apiVersion" yaml:"apiVersion"`

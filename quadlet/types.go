@@ -59,7 +59,7 @@ type ObjectMeta struct {
 	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
 }
 
-// Workload is the content of workload.kat (spec §3.2): what to run, how many,
+// Workload is the content of workload.kat: what to run, how many,
 // and how to restart and update it.
 type Workload struct {
 	// APIVersion must be APIVersion.

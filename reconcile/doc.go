@@ -3,11 +3,12 @@
 // KAT runs two programs in every kat-agent: the node's agent loop
 // (package reconcile/agent), which makes the node's containers match its
 // assignments, and, on the elected leader only, the leader's loops (package
-// reconcile/leader): placement, workload status, app sources. Every loop is
-// level-triggered: it recomputes the next step from the desired and observed
-// state in etcd on every pass, woken by watches (through [Poke] and
-// [Forward], which coalesce bursts) and a periodic resync, so a lost event or
-// a restart never loses work.
+// reconcile/leader): placement, workload status, DNS records, app sources.
+// Every loop is level-triggered: it recomputes the next step from the
+// desired and observed state in etcd on every pass, woken by watches
+// (through [Poke] and [Forward], which coalesce bursts) and a periodic
+// resync, so a lost event or a restart never loses work
+// (docs/architecture.md "Level-triggered loops").
 //
 // # Leadership
 //

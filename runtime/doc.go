@@ -1,5 +1,5 @@
 // Package runtime runs containers for the KAT agent: the ContainerRuntime
-// interface (spec §6.1) and its Podman driver. It knows containers, not
+// interface and its Podman driver. It knows containers, not
 // workloads: the agent maps a workload to a ContainerSpec
 // (reconcile/agent/containerspec).
 //

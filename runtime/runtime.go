@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// ContainerRuntime runs the containers of one node (spec §6.1). Podman is
+// ContainerRuntime runs the containers of one node. Podman is
 // the implementation; the agent loop depends only on this interface, so its
 // tests can use a fake.
 //

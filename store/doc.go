@@ -1,11 +1,13 @@
-// Package store is KAT's cluster state: the StateStore interface of spec
-// §5.1 and its etcd implementation, Etcd, with leader election, plus an
-// embedded etcd member for kat-agent (Embedded).
+// Package store is KAT's cluster state: the StateStore interface and its
+// etcd implementation, Etcd, with leader election, etcd users and
+// snapshots, plus an embedded etcd member for kat-agent (Embedded).
 //
-// etcd is the only cluster state (see DESIGN.md). Every agent on a quorum node
-// runs an embedded member; others, or clusters that outgrow it, Dial an
-// external etcd. Code above this package depends on StateStore and, where it
-// needs more (list-then-watch, leases, fencing), on *Etcd.
+// etcd is the only cluster state, see
+// docs/architecture.md "etcd is the only state". Every etcd member node
+// runs an embedded member; workers Dial the members, and a cluster made
+// with --etcd-endpoints Dials an external etcd instead. Code above this
+// package depends on StateStore and, where it needs more (list-then-watch,
+// leases, fencing), on *Etcd.
 //
 //	emb, err := store.StartEmbedded(ctx, store.EmbedConfig{DataDir: "/var/lib/kat/etcd"})
 //	if err != nil { ... }
@@ -39,8 +41,10 @@
 //
 // Campaign blocks until the caller leads and returns a context that ends
 // when leadership does (lease lost, Resign, Close, or the caller's context).
-// The leader runs its loops under that context; LeadershipCompare fences its
-// writes so that a leader that lost its lease cannot commit.
+// The leader runs its loops under that context. LeadershipCompare is a
+// check that holds only while the caller leads, for a write that must not
+// commit once its lease is lost; KAT's loops guard their writes with the
+// versions they decided from instead (docs/architecture.md "etcd is the only state").
 //
 // # Embedded etcd
 //

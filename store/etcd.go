@@ -10,7 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// DefaultElectionPrefix is the etcd prefix of the leader election (spec §5.2).
+// DefaultElectionPrefix is the etcd prefix of the leader election
+// (docs/architecture.md "etcd keys").
 const DefaultElectionPrefix = "/kat/leader_election"
 
 // Etcd implements StateStore over a clientv3.Client. It is safe for

@@ -8,7 +8,9 @@ import (
 )
 
 // LeaseID identifies an etcd lease. Keys written with a lease are deleted
-// when it expires or is revoked (spec §5.2: node status, IP allocations).
+// when it expires or is revoked. KAT uses one for the leader election
+// only: node liveness is the heartbeat's time, and instance addresses are
+// freed with their assignments.
 type LeaseID int64
 
 // Grant creates a lease that expires after ttlSeconds unless kept alive.

@@ -115,7 +115,7 @@ type Op struct {
 	Value []byte
 }
 
-// StateStore is how KAT components read and write cluster state (spec §5.1).
+// StateStore is how KAT components read and write cluster state.
 // Etcd is its implementation.
 type StateStore interface {
 	// Put writes value at key.

@@ -233,19 +233,3 @@ func sourceTable(g *globals, srcs []api.Source, now time.Time) error {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
-
-func runGetEvents(ctx context.Context, c *apiclient.Client, g *globals, f outputFormat) error {
-	evs, err := c.ListEvents(ctx, 50)
-	if err != nil {
-		return err
-	}
-	if f != formatTable {
-		return printData(g.stdout, f, evs)
-	}
-	now := time.Now()
-	t := newTable(g.stdout, "AGE", "TYPE", "OBJECT", "REASON", "MESSAGE")
-	for _, e := range evs {
-		t.row(age(now, e.Time), e.Type, e.Object, e.Reason, oneLine(e.Message))
-	}
-	return t.flush()
-}

@@ -1,7 +1,7 @@
-// Package dnsserver is the agent's DNS server (spec §7.3): it answers the
-// names of the cluster domain from an in-memory zone that a watch of
-// /kat/dns/ keeps current, and forwards every other name to the host's
-// resolvers through a small cache.
+// Package dnsserver is the agent's DNS server: it answers the names of the
+// cluster domain from an in-memory zone that a watch of /kat/dns/ keeps
+// current, and forwards every other name to the host's resolvers through a
+// small cache (docs/architecture.md "DNS").
 //
 //	h := dnsserver.NewHandler(dnsserver.HandlerConfig{Domain: "kat.cluster.local", Upstreams: ups, Sources: srcs})
 //	go dnsserver.FeedZone(ctx, st, h, 0)            // the zone from etcd
@@ -27,8 +27,8 @@
 //
 // A query from a container the node runs (its source address is an
 // instance address; Sources says whose) for a name outside D is first
-// tried as {name}.{ns}.D in the container's namespace, then as it is
-// (spec §7.3.5): "web" from a container of namespace shop finds
+// tried as {name}.{ns}.D in the container's namespace, then as it is:
+// "web" from a container of namespace shop finds
 // web.shop.D.
 //
 // # Forwarding

@@ -1,4 +1,4 @@
-// Package ipam is the arithmetic of instance addresses (spec §7.2): which
+// Package ipam is the arithmetic of instance addresses: which
 // addresses of a node's overlay subnet an instance may hold, and which one
 // a new instance gets. It is pure and links no WireGuard or netlink, so the
 // leader, which hands addresses out, and the agent, which checks them, share

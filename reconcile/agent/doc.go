@@ -60,16 +60,19 @@
 // # Heartbeat
 //
 // [RunHeartbeat] reports the node's resources, conditions and every
-// instance (spec §4.1.3) each agent tick, and at once when an instance
+// instance each agent tick, and at once when an instance
 // changes, through the node's [Facts].
 //
 // # A node's facts: one road
 //
 // A node's status, build records and events take one road, its [Facts],
 // chosen once where the node is wired. A worker's etcd user reads its
-// assignments, its last status, the cluster's configuration and the
-// leader's endpoint, and writes nothing (resources.WorkerGrants): its facts
-// go through the leader's API ([LeaderLink]), which takes them only for the
-// node named by the client certificate. An etcd member records its own with
-// a resources.NodeFacts, the code the leader's API records a worker's with.
+// assignments, its last status, the cluster's configuration, the leader's
+// endpoint, every node's overlay record (its WireGuard peers) and the DNS
+// records its DNS server answers from, and writes nothing
+// (resources.WorkerGrants, docs/architecture.md "Least privilege"): its
+// facts go through the leader's API ([LeaderLink]), which takes them only
+// for the node named by the client certificate. An etcd member records its
+// own with a resources.NodeFacts, the code the leader's API records a
+// worker's with.
 package agent

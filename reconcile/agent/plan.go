@@ -55,7 +55,7 @@ type restartRule struct {
 	ResetSeconds int
 	// Backoff is the first restart's delay. Default restartBackoffBase.
 	Backoff time.Duration
-	// Job is true for an instance of a Job (spec §4.8): exit code 0 is
+	// Job is true for an instance of a Job: exit code 0 is
 	// Succeeded whatever the policy (Always restarts it only on failure),
 	// and a finished instance is never created again; the leader retries a
 	// failed one with a new instance, up to the Job's backoffLimit.

@@ -140,7 +140,7 @@ type AssignInput struct {
 // workload loses them all. A workload whose files do not parse, or built
 // from Git whose commit is not resolved yet, keeps what it has.
 //
-// Nodes (spec §4.1.4): an instance of a Service on a node that is NotReady
+// Nodes: an instance of a Service on a node that is NotReady
 // or no longer registered is replaced: its assignment is deleted in the
 // plan that places its replacement on a Ready node, and kept while none
 // fits (so a partition without room loses nothing), which leaves exactly
@@ -271,8 +271,9 @@ func TemplateHash(q *quadlet.Quadlet) string {
 	return t.SpecHash()
 }
 
-// InstanceID is {workload}-{first 8 of the template hash}-{suffix} (DESIGN.md
-// "Identity"): a changed spec is visibly a new instance.
+// InstanceID is {workload}-{first 8 of the instance template}-{suffix}
+// (docs/architecture.md "Identity"): a changed spec or app commit is
+// visibly a new instance.
 func InstanceID(workload, specHash, suffix string) string {
 	return workload + "-" + specHash[:min(8, len(specHash))] + "-" + suffix
 }

@@ -29,7 +29,8 @@ type Snapshotter interface {
 
 var _ Snapshotter = (*store.Etcd)(nil)
 
-// BackupConfig holds the dependencies of the leader's backups (spec §5.4).
+// BackupConfig holds the dependencies of the leader's backups
+// (docs/backup-restore.md).
 type BackupConfig struct {
 	// Snapshotter takes the snapshots. Required.
 	Snapshotter Snapshotter

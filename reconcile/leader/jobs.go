@@ -14,7 +14,7 @@ import (
 	"kat.dws.rip/kat/store/resources"
 )
 
-// A Job runs in runs (spec §4.8): a Job without a schedule has one run per
+// A Job runs in runs: a Job without a schedule has one run per
 // generation, a scheduled Job one per firing. A run is started by writing
 // its record; each later pass derives its next step from the record, the
 // run's assignments (those labelled with its name: the instances that

@@ -216,7 +216,7 @@ func (p *planner) serving(a api.Assignment) bool {
 	return p.ready(a) && !p.in.Draining[a.Node] && p.reportedReady(a)
 }
 
-// rollService plans a Service by its rolling update (spec §4.5): a ready old
+// rollService plans a Service by its rolling update: a ready old
 // instance stops only
 // while the ready instances stay at or above replicas (so scaling down
 // stops surplus old instances first); new instances start while the
@@ -273,9 +273,9 @@ func (p *planner) rollService(w workload, commit string, fresh, stale []api.Assi
 	return st
 }
 
-// simultaneous plans the Simultaneous strategy while old instances remain
-// (spec §4.5): every old instance stops, and new ones start only once all
-// are gone. It keeps the workload's new instances, if any.
+// simultaneous plans the Simultaneous strategy while old instances remain:
+// every old instance stops, and new ones start only once all are gone
+// (for a DaemonService too). It keeps the workload's new instances, if any.
 func (p *planner) simultaneous(w workload, fresh, stale []api.Assignment) Scheduling {
 	for _, a := range stale {
 		p.stop(a)
@@ -288,10 +288,10 @@ func (p *planner) simultaneous(w workload, fresh, stale []api.Assignment) Schedu
 	return Scheduling{Desired: desired}
 }
 
-// rollDaemon replaces a DaemonService's old instances under the Rolling
-// strategy: today all of them, once every new instance is ready. It is the
-// hook for node-by-node rollouts (issue 13 item 3): fresh instances are
-// placed by daemon, this decides which old ones stop.
+// rollDaemon replaces a DaemonService's old instances when no node-by-node
+// update plans them (daemonRollout declined: its resources do not parse, or
+// no update is under way): all of them, once every new instance is ready.
+// Fresh instances are placed by daemon, this decides which old ones stop.
 func (p *planner) rollDaemon(_ workload, st Scheduling, stale []api.Assignment, readyFresh int) {
 	if replaceStale(len(stale), readyFresh, st.Desired) {
 		for _, a := range stale {
@@ -364,7 +364,7 @@ func (p *planner) replicas(w workload, commit string, fresh []api.Assignment, ro
 }
 
 // daemon plans a DaemonService: one instance on each eligible node. An
-// instance stays on a NotReady node (spec §4.1.4) and goes from a node that
+// instance stays on a NotReady node and goes from a node that
 // is no longer eligible or no longer registered.
 func (p *planner) daemon(w workload, commit string, fresh []api.Assignment) (Scheduling, int) {
 	k := w.Key()

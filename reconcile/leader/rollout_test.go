@@ -451,25 +451,11 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	start := time.Now()
 	v2 := strategyWorkload(t, 0, 2, "v2", "    progressDeadlineSeconds: 1\n")
 	e.apply(v2.Files, api.APIOwner())
-	var broken api.Assignment
-	polltest.Until(t, 10*time.Second, "a new instance of generation 2", func() bool {
-		for _, a := range e.assignments("web") {
-			if a.Generation == 2 {
-				broken = a
-				return true
-			}
-		}
-		return false
-	})
+	broken := e.instanceOf("web", 2)
 	unhealthy := running(broken)
 	unhealthy.HealthStatus = api.HealthUnhealthy
 	e.report(2, running(old[0]), running(old[1]), unhealthy)
-	var w *api.Workload
-	polltest.Until(t, 20*time.Second, "generation 3, a rollback", func() bool {
-		var err error
-		w, err = e.repo.GetWorkload(e.ctx, "ns1", "web")
-		return err == nil && w.Generation == 3
-	})
+	w := e.generation("web", 3)
 	if rb := w.Rollback; rb == nil || *rb != (api.RollbackRef{From: 2, To: 1, Auto: true}) || w.SpecHash != v1.Meta.SpecHash {
 		t.Fatalf("generation 3: rollback %+v, spec hash %s, want generation 1's %s", w.Rollback, w.SpecHash, v1.Meta.SpecHash)
 	}

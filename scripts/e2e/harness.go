@@ -553,7 +553,7 @@ func removeByFilter(args []string, filter string) error {
 		killed, err := katruntime.KillLeftovers(ctx, id)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("kill processes %v left by removed container %s: %w", killed, id, err))
+			errs = append(errs, fmt.Errorf("podman left processes %v of the removed container %s running: kill them: %w", killed, id, err))
 		case len(killed) > 0:
 			errs = append(errs, fmt.Errorf("podman left processes %v of the removed container %s running: killed them", killed, id))
 		}

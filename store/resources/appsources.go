@@ -13,7 +13,7 @@ import (
 	"kat.dws.rip/kat/store"
 )
 
-// Key prefixes of app-repository state (DESIGN.md "etcd keys").
+// Key prefixes of app-repository state (docs/architecture.md "etcd keys").
 const (
 	prefixAppSources = "/kat/appsources/"
 	prefixBuilds     = "/kat/builds/"

@@ -10,7 +10,7 @@ import (
 // otherwise.
 const DefaultAuditKeep = 1000
 
-// prefixAudit is the audit log's capped list (DESIGN.md "etcd keys").
+// prefixAudit is the audit log's capped list (docs/architecture.md "etcd keys").
 const prefixAudit = "/kat/audit/"
 
 // AuditPrefix is the prefix of every audit entry.

@@ -5,8 +5,8 @@
 // package owns where they live and how they are written together.
 //
 // Everything that writes desired state goes through this package, so the rules
-// hold whichever way the change arrived (katcall apply today, a Git source
-// later):
+// hold whichever way the change arrived (katcall apply, a Git source, a
+// rollback):
 //
 //	repo := resources.New(st)
 //	res, err := repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()})
@@ -15,13 +15,16 @@
 //
 // A workload's generation starts at 1 and moves only when its spec hash
 // changes; applying the same spec again changes nothing. Every generation
-// written is also kept under the archive prefix (the newest [DefaultArchiveKeep]
-// of them), so the previous version is there for a rollback (spec §4.5).
+// written is also kept under the archive prefix, but only the newest
+// [DefaultArchiveKeep] (WithArchiveKeep) of them: older ones are deleted in
+// the transaction that archives a new one. The previous version is always
+// there for a rollback (docs/architecture.md "Identity").
 //
 // # Atomicity
 //
-// The manifests, the metadata, the archive entry and the initial status of one
-// apply are written in a single etcd transaction guarded by the metadata's
+// The manifests, the metadata and the archive entry of one apply (and the
+// deletion of archived generations past the newest kept) are written in a
+// single etcd transaction guarded by the metadata's
 // revision and the namespace's revision; a concurrent writer of the same
 // workload makes the transaction fail and it is retried from a fresh read.
 // Writers of different workloads never conflict. A namespace is deleted only in

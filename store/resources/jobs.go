@@ -11,7 +11,7 @@ import (
 	"kat.dws.rip/kat/store"
 )
 
-// Job runs (DESIGN.md "etcd keys" addition): the leader's record of each run
+// Job runs (docs/architecture.md "etcd keys"): the leader's record of each run
 // of a Job and of each scheduled Job's last firing, written by the leader
 // only:
 //

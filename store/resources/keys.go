@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Key prefixes of the etcd schema (spec §5.2 and DESIGN.md "etcd keys").
+// Key prefixes of the etcd schema (docs/architecture.md "etcd keys").
 const (
 	keySchemaVersion   = "/kat/schema_version"
 	keyClusterUID      = "/kat/config/cluster_uid"
@@ -68,7 +68,7 @@ func splitDesiredMeta(key string) (ns, name string, ok bool) {
 	return parts[0], parts[1], true
 }
 
-// Key prefixes of Git sources and events (DESIGN.md "etcd keys").
+// Key prefixes of Git sources and events (docs/architecture.md "etcd keys").
 const (
 	prefixSources = "/kat/sources/"
 	prefixEvents  = "/kat/events/"
@@ -83,7 +83,7 @@ func SourceStatusKey(name string) string { return prefixSources + name + "/statu
 // SourcesPrefix is the prefix of every Git source's records.
 func SourcesPrefix() string { return prefixSources }
 
-// Keys of the agent issue (assignments and instance status).
+// Key prefix of the assignments: one key per instance, under its node.
 const prefixAssignments = "/kat/assignments/"
 
 // AssignmentsPrefix is the prefix of every assignment.

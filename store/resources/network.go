@@ -13,7 +13,7 @@ import (
 	"kat.dws.rip/kat/store"
 )
 
-// Keys of the overlay network (spec §7.1, §7.2). A node's WireGuard public
+// Keys of the overlay network (docs/architecture.md "Overlay"). A node's WireGuard public
 // key, endpoint and subnet are three keys under its prefix, written
 // together by the leader; every agent watches NetworkNodesPrefix to keep
 // its peers. The subnet index makes a subnet belong to one node at most:

@@ -47,7 +47,7 @@ type Node struct {
 
 // Ready reports whether the node is Ready at now: it has heartbeat and its
 // last heartbeat is no older than lossTimeout (cluster.kat's
-// nodeLossTimeoutSeconds); otherwise it is NotReady (spec §4.1.4).
+// nodeLossTimeoutSeconds); otherwise it is NotReady.
 func (n Node) Ready(now time.Time, lossTimeout time.Duration) bool {
 	return HeartbeatFresh(n.Heartbeat, now, lossTimeout)
 }
@@ -296,4 +296,32 @@ func (r *Repo) DeleteNode(ctx context.Context, name string) error {
 		return fmt.Errorf("node %q: %w", name, ErrNotFound)
 	}
 	return nil
+}
+
+// GetNodeStatus returns a node's last reported status.
+func (r *Repo) GetNodeStatus(ctx context.Context, node string) (*api.NodeStatus, error) {
+	var st api.NodeStatus
+	ver, err := r.getJSON(ctx, NodeStatusKey(node), &st)
+	if err != nil {
+		return nil, fmt.Errorf("read status of node %q: %w", node, err)
+	}
+	if ver == 0 {
+		return nil, fmt.Errorf("status of node %q: %w", node, ErrNotFound)
+	}
+	return &st, nil
+}
+
+// ListNodeStatuses returns every node's last reported status.
+func (r *Repo) ListNodeStatuses(ctx context.Context) ([]api.NodeStatus, error) {
+	nodes, err := r.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.NodeStatus
+	for _, n := range nodes {
+		if n.Status != nil {
+			out = append(out, *n.Status)
+		}
+	}
+	return out, nil
 }

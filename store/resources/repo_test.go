@@ -283,3 +283,27 @@ func BenchmarkApplyWorkload(b *testing.B) {
 		i++
 	}
 }
+
+// TestArchiveKeepsTheNewestTenByDefault: without WithArchiveKeep the archive
+// holds the newest 10 generations, the number the README and
+// docs/architecture.md state, not every generation ever applied.
+func TestArchiveKeepsTheNewestTenByDefault(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if resources.DefaultArchiveKeep != 10 {
+		t.Fatalf("DefaultArchiveKeep = %d: the README and docs/architecture.md say 10, change them with it", resources.DefaultArchiveKeep)
+	}
+	r, _ := newRepo(t)
+	for replicas := 1; replicas <= 12; replicas++ {
+		if _, err := r.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: service(t, "default", "web", replicas)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gens, err := r.ArchivedGenerations(ctx, "default", "web")
+	if want := []int64{3, 4, 5, 6, 7, 8, 9, 10, 11, 12}; err != nil || !slices.Equal(gens, want) {
+		t.Fatalf("archive = %v, %v; want the newest ten generations %v", gens, err, want)
+	}
+	if _, err := r.ArchivedFiles(ctx, "default", "web", 2); !errors.Is(err, resources.ErrNotFound) {
+		t.Errorf("generation 2's files: %v; want them deleted with the generation", err)
+	}
+}

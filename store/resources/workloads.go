@@ -450,3 +450,24 @@ func (r *Repo) ListWorkloadMetas(ctx context.Context) ([]api.WorkloadMeta, error
 	}
 	return out, nil
 }
+
+// WriteWorkloadStatus writes the status of workload ns/name when the
+// workload's meta is still at metaVersion and its status at statusVersion (0:
+// none yet), and reports whether it wrote. The leader's status loop is the
+// only writer of workload statuses; the checks keep a status from outliving
+// its workload's deletion and from overwriting a newer derivation. It also
+// returns the store revision after the attempt.
+func (r *Repo) WriteWorkloadStatus(ctx context.Context, ns, name string, st api.WorkloadStatus, metaVersion, statusVersion int64) (bool, int64, error) {
+	op, err := putJSON(StatusKey(ns, name), st)
+	if err != nil {
+		return false, 0, err
+	}
+	res, err := r.st.Txn(ctx, []store.Compare{
+		{Key: MetaKey(ns, name), ExpectedVersion: metaVersion},
+		{Key: StatusKey(ns, name), ExpectedVersion: statusVersion},
+	}, []store.Op{op}, nil)
+	if err != nil {
+		return false, 0, fmt.Errorf("write status of %s/%s: %w", ns, name, err)
+	}
+	return res.Committed, res.Revision, nil
+}

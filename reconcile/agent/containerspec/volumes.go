@@ -16,7 +16,7 @@ import (
 // type: the node, not the spec, must change (or PrepareVolumes create it).
 var ErrVolumeNotReady = errors.New("containerspec: volume not ready")
 
-// Host path kinds of HostMount.EnsureType (spec §3.2).
+// Host path kinds of HostMount.EnsureType.
 const (
 	EnsureNone              = ""
 	EnsureDirectoryOrCreate = "DirectoryOrCreate"
@@ -133,7 +133,7 @@ func cleanSubPath(s string) (string, error) {
 }
 
 // PrepareVolumes makes the host side of vols ready for a container, as
-// spec §4.7 says: it creates SimpleClusterStorage directories, checks or
+// docs/quadlet-reference.md describes the volumes: it creates SimpleClusterStorage directories, checks or
 // creates HostMount paths according to their ensureType, and creates
 // sub-paths as directories. Sub-paths must not pass through a symbolic link
 // (a container could plant one to reach outside its volume). Errors name the

@@ -1,4 +1,4 @@
-// Package sched is KAT's scheduler (spec §4.4): it decides on which nodes a
+// Package sched is KAT's scheduler: it decides on which nodes a
 // workload's new instances run. It is a pure function over plain values: the
 // candidate nodes with what is already placed on them, one workload's
 // request and a source of randomness in, placements out. It reads no etcd

@@ -129,6 +129,8 @@ func ParseWorkload(files map[string][]byte, opts ParseOptions) (*Quadlet, error)
 			c.errorf("kind", "the Workload belongs in %s; a workload directory holds exactly one", WorkloadFile)
 		case kind == KindNamespace || kind == KindClusterConfiguration:
 			c.errorf("kind", "a %s does not belong in a workload directory", kind)
+		case kind == KindSecret:
+			c.errorf("kind", "a Secret does not belong in a workload directory: encrypt it with katcall secret seal into NAME%s outside workload directories", SecretSuffixes[0])
 		case kind == KindVirtualLoadBalancer || kind == KindJobDefinition || kind == KindBuildDefinition || kind == KindWorkload:
 			if first, dup := firstFiles[kind]; dup {
 				c.errorf("kind", "a workload has at most one %s, and %s already holds it", kind, first)
@@ -223,6 +225,8 @@ func fileName(name string) string {
 	switch {
 	case name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00"):
 		return fmt.Sprintf("%q is not a plain file name", name)
+	case IsSecretFile(name):
+		return "is not a .kat file; secrets belong outside workload directories"
 	case path.Ext(name) != ".kat" || name == ".kat":
 		return "is not a .kat file; a workload directory holds only .kat files"
 	}

@@ -286,6 +286,24 @@ type EnvVar struct {
 	Name string `json:"name" yaml:"name"`
 	// Value is taken exactly as written. Default "".
 	Value string `json:"value,omitempty" yaml:"value,omitempty"`
+	// ValueFrom takes the value from elsewhere instead; not with Value.
+	// Default none.
+	ValueFrom *EnvVarSource `json:"valueFrom,omitempty" yaml:"valueFrom,omitempty"`
+}
+
+// EnvVarSource says where a variable's value comes from.
+type EnvVarSource struct {
+	// SecretKeyRef is required: a key of a Secret of the workload's
+	// namespace.
+	SecretKeyRef *SecretKeyRef `json:"secretKeyRef,omitempty" yaml:"secretKeyRef,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret.
+type SecretKeyRef struct {
+	// Name is required: the Secret's name, in the workload's namespace.
+	Name string `json:"name" yaml:"name"`
+	// Key is required: one of the Secret's keys.
+	Key string `json:"key" yaml:"key"`
 }
 
 // VolumeMount mounts a volume into the container.
@@ -332,7 +350,7 @@ type GPU struct {
 }
 
 // Volume is storage the container can mount. Exactly one of
-// SimpleClusterStorage and HostMount is set.
+// SimpleClusterStorage, HostMount and Secret is set.
 type Volume struct {
 	// Name is required: a DNS label, unique among the volumes.
 	Name string `json:"name" yaml:"name"`
@@ -341,6 +359,15 @@ type Volume struct {
 	SimpleClusterStorage *SimpleClusterStorage `json:"simpleClusterStorage,omitempty" yaml:"simpleClusterStorage,omitempty"`
 	// HostMount is a path on the node.
 	HostMount *HostMount `json:"hostMount,omitempty" yaml:"hostMount,omitempty"`
+	// Secret mounts a Secret's keys as files, read-only, from memory.
+	Secret *SecretVolume `json:"secret,omitempty" yaml:"secret,omitempty"`
+}
+
+// SecretVolume is a Secret mounted as a directory: one file per key, updated
+// in place when the Secret changes.
+type SecretVolume struct {
+	// SecretName is required: a Secret of the workload's namespace.
+	SecretName string `json:"secretName" yaml:"secretName"`
 }
 
 // SimpleClusterStorage has no settings.

@@ -71,7 +71,7 @@ func validateWorkload(c *checker, w *Workload) {
 	}
 	volumes := validateVolumes(c, s.Volumes)
 	if c.required("spec.container") {
-		validateContainer(c, &s.Container, volumes)
+		validateContainer(c, &s.Container, volumes, secretVolumeNames(s.Volumes))
 	}
 }
 
@@ -141,11 +141,21 @@ func validateVolumes(c *checker, vols []Volume) map[string]bool {
 			}
 			names[v.Name] = true
 		}
+		set := 0
+		for _, b := range []bool{v.SimpleClusterStorage != nil, v.HostMount != nil, v.Secret != nil} {
+			if b {
+				set++
+			}
+		}
 		switch {
-		case v.SimpleClusterStorage != nil && v.HostMount != nil:
-			c.errorf(p, "set only one of simpleClusterStorage and hostMount")
-		case v.SimpleClusterStorage == nil && v.HostMount == nil:
-			c.errorf(p, "set one of simpleClusterStorage ({}) or hostMount")
+		case set > 1:
+			c.errorf(p, "set only one of simpleClusterStorage, hostMount and secret")
+		case set == 0:
+			c.errorf(p, "set one of simpleClusterStorage ({}), hostMount or secret")
+		case v.Secret != nil:
+			if c.required(p + ".secret.secretName") {
+				c.check(p+".secret.secretName", v.Secret.SecretName, dnsLabel)
+			}
 		case v.HostMount != nil:
 			if c.required(p + ".hostMount.hostPath") {
 				c.check(p+".hostMount.hostPath", v.HostMount.HostPath, cleanAbsPath)
@@ -164,7 +174,7 @@ const maxProgressDeadlineSeconds = 86400
 // maxStopGracePeriodSeconds bounds a container's stop grace.
 const maxStopGracePeriodSeconds = 3600
 
-func validateContainer(c *checker, ct *Container, volumes map[string]bool) {
+func validateContainer(c *checker, ct *Container, volumes, secretVolumes map[string]bool) {
 	const p = "spec.container"
 	if ct.Name != "" {
 		c.check(p+".name", ct.Name, dnsLabel)
@@ -186,6 +196,7 @@ func validateContainer(c *checker, ct *Container, volumes map[string]bool) {
 			c.errorf(ep, "variable %q is set more than once", e.Name)
 		}
 		env[e.Name] = true
+		validateValueFrom(c, fmt.Sprintf("%s.env[%d]", p, i), e)
 	}
 	mounts := map[string]bool{}
 	for i, m := range ct.VolumeMounts {
@@ -202,6 +213,14 @@ func validateContainer(c *checker, ct *Container, volumes map[string]bool) {
 		}
 		if m.SubPath != "" {
 			c.check(mp+".subPath", m.SubPath, relPath)
+		}
+		if secretVolumes[m.Name] {
+			if m.SubPath != "" {
+				c.errorf(mp+".subPath", "not allowed on a secret volume (a file mounted alone would not see updates)")
+			}
+			if c.has(mp+".readOnly") && !m.ReadOnly {
+				c.errorf(mp+".readOnly", "a secret volume is always read-only; remove readOnly: false")
+			}
 		}
 	}
 	validateResources(c, p+".resources", &ct.Resources)
@@ -283,4 +302,38 @@ func validateNodeByNode(c *checker, typ string, u *UpdateStrategy) {
 		}
 		c.atLeast(ver+".timeoutSeconds", v.TimeoutSeconds, 1)
 	}
+}
+
+// validateValueFrom checks an env var's valueFrom and that exactly one of
+// value and valueFrom is given.
+func validateValueFrom(c *checker, p string, e EnvVar) {
+	if e.ValueFrom == nil {
+		return
+	}
+	if c.has(p + ".value") {
+		c.errorf(p, "exactly one of value and valueFrom")
+	}
+	ref := e.ValueFrom.SecretKeyRef
+	if ref == nil {
+		c.errorf(p+".valueFrom.secretKeyRef", "is required")
+		return
+	}
+	rp := p + ".valueFrom.secretKeyRef"
+	if c.required(rp + ".name") {
+		c.check(rp+".name", ref.Name, dnsLabel)
+	}
+	if c.required(rp + ".key") {
+		c.check(rp+".key", ref.Key, SecretKeyProblem)
+	}
+}
+
+// secretVolumeNames is the set of the names of a spec's secret volumes.
+func secretVolumeNames(vols []Volume) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range vols {
+		if v.Secret != nil {
+			out[v.Name] = true
+		}
+	}
+	return out
 }

@@ -78,7 +78,12 @@ func parseDocument(file string, data []byte) (doc *document, errs ErrorList) {
 	if top.Kind != yaml.MappingNode {
 		return fail(top.Line, "must be a YAML mapping with apiVersion, kind and spec, got %s", describeNode(top))
 	}
-	doc = &document{
+	return newDocument(file, top), nil
+}
+
+// newDocument wraps a top-level mapping, noting its apiVersion and kind.
+func newDocument(file string, top *yaml.Node) *document {
+	doc := &document{
 		file:  file,
 		root:  top,
 		lines: map[string]int{},
@@ -100,7 +105,7 @@ func parseDocument(file string, data []byte) (doc *document, errs ErrorList) {
 			doc.kind = v.Value
 		}
 	}
-	return doc, nil
+	return doc
 }
 
 // yamlParserErrors are the yaml.v3 parser (not scanner) messages whose line
@@ -132,27 +137,22 @@ func describeNode(n *yaml.Node) string {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		v := n.Value
-		if len(v) > 40 {
-			v = v[:37] + "..."
-		}
-		switch n.ShortTag() {
-		case "!!null":
-			return "nothing"
-		case "!!str":
-			return "the string " + strconv.Quote(v)
-		case "!!int", "!!float":
-			return "the number " + v
-		case "!!bool":
-			return v
-		}
-		return strconv.Quote(v)
+	if n.Kind != yaml.ScalarNode {
+		return describeType(n)
 	}
-	return "an unsupported value"
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:37] + "..."
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "nothing"
+	case "!!str":
+		return "the string " + strconv.Quote(v)
+	case "!!int", "!!float":
+		return "the number " + v
+	case "!!bool":
+		return v
+	}
+	return strconv.Quote(v)
 }

@@ -12,6 +12,7 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitx/gittest"
 	"kat.dws.rip/kat/internal/poll/polltest"
+	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -44,6 +45,9 @@ type env struct {
 	m       *Manager
 	dataDir string
 	stop    func()
+	// ca holds the cluster's keys: secret files are encrypted to its age
+	// recipient.
+	ca *pki.CA
 }
 
 func newEnv(t testing.TB) *env {
@@ -53,7 +57,11 @@ func newEnv(t testing.TB) *env {
 	if _, err := repo.EnsureNamespace(context.Background(), resources.NamespaceDefault, nil); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, repo: repo, dataDir: t.TempDir()}
+	ca, err := pki.NewCA("gitsync-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, repo: repo, dataDir: t.TempDir(), ca: ca}
 	e.start()
 	t.Cleanup(func() { e.stop() })
 	return e
@@ -61,7 +69,12 @@ func newEnv(t testing.TB) *env {
 
 // start runs a new Manager over the same store and data directory.
 func (e *env) start() {
-	e.m = NewManager(Config{Repo: e.repo, DataDir: e.dataDir, Logger: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)})
+	id, err := e.ca.AgeIdentity()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.m = NewManager(Config{Repo: e.repo, DataDir: e.dataDir, Logger: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel),
+		Secrets: &SecretKeys{Identity: id, Sealer: e.ca, KeyID: "test"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func(m *Manager) { done <- m.Run(ctx) }(e.m)

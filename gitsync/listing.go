@@ -145,10 +145,10 @@ func (g *gitRepo) rawTree(h plumbing.Hash) ([]byte, error) {
 }
 
 // listingDiff is what changed between two listings: the workload
-// directories and namespace files added or changed, and the workload
-// directories gone, each sorted.
+// directories, namespace files and secret files added or changed, and the
+// workload directories gone, each sorted.
 type listingDiff struct {
-	dirs, namespaces, removed []string
+	dirs, namespaces, secrets, removed []string
 }
 
 // listChanges lists commit c under root as listTree does, and returns what
@@ -168,7 +168,7 @@ func (g *gitRepo) listChanges(c *object.Commit, root string, prev *Listing) (Lis
 			return l, listingDiff{}, fmt.Errorf("read %s at %s: %w", root, api.ShortCommit(c.Hash.String()), err)
 		}
 	}
-	ls := &lister{g: g, l: &l, dirs: map[string]bool{}, namespaces: map[string]bool{}, removed: map[string]bool{}}
+	ls := &lister{g: g, l: &l, dirs: map[string]bool{}, namespaces: map[string]bool{}, secrets: map[string]bool{}, removed: map[string]bool{}}
 	if err := ls.list(root, t.Hash); err != nil {
 		return l, listingDiff{}, err
 	}
@@ -183,6 +183,11 @@ func (g *gitRepo) listChanges(c *object.Commit, root string, prev *Listing) (Lis
 			d.namespaces = append(d.namespaces, p)
 		}
 	}
+	for p := range ls.secrets {
+		if _, ok := l.Secrets[p]; ok {
+			d.secrets = append(d.secrets, p)
+		}
+	}
 	for p := range ls.removed {
 		if _, ok := l.Dirs[p]; !ok {
 			d.removed = append(d.removed, p)
@@ -190,6 +195,7 @@ func (g *gitRepo) listChanges(c *object.Commit, root string, prev *Listing) (Lis
 	}
 	slices.Sort(d.dirs)
 	slices.Sort(d.namespaces)
+	slices.Sort(d.secrets)
 	slices.Sort(d.removed)
 	return l, d, nil
 }
@@ -198,11 +204,12 @@ func (g *gitRepo) listChanges(c *object.Commit, root string, prev *Listing) (Lis
 // a tree whose hash is unchanged is not read, and a changed tree is compared
 // with its earlier content entry by entry, so a commit costs work on the
 // trees it changed, not on the whole repository. It records the workload
-// directories and namespace files it set and the directories it removed.
+// directories, namespace files and secret files it set and the directories
+// it removed.
 type lister struct {
-	g                         *gitRepo
-	l                         *Listing
-	dirs, namespaces, removed map[string]bool
+	g                                  *gitRepo
+	l                                  *Listing
+	dirs, namespaces, secrets, removed map[string]bool
 }
 
 // removeDir takes workload directory p out of the listing.
@@ -218,7 +225,10 @@ func (ls *lister) removeDir(p string) {
 // more than the commit), or an empty one when prev is nil.
 func newListing(prev *Listing) Listing {
 	if prev == nil {
-		return Listing{Dirs: map[string]string{}, Namespaces: map[string]string{}, Trees: map[string]string{}, raw: map[string][]byte{}}
+		return Listing{Dirs: map[string]string{}, Namespaces: map[string]string{}, Secrets: map[string]string{}, Trees: map[string]string{}, raw: map[string][]byte{}}
+	}
+	if prev.Secrets == nil {
+		prev.Secrets = map[string]string{}
 	}
 	return *prev
 }
@@ -232,8 +242,8 @@ func joinPath(dir string, name []byte) string {
 
 // list brings the listing at and below dir to tree h: a directory holding
 // workload.kat is a workload (not descended into), any other is walked for
-// workload directories and namespace.kat files; names starting with "." are
-// skipped.
+// workload directories, namespace.kat files and secret files (*.sops.yaml);
+// names starting with "." are skipped.
 func (ls *lister) list(dir string, h plumbing.Hash) error {
 	hs := h.String()
 	if ls.l.Dirs[dir] == hs || ls.l.Trees[dir] == hs {
@@ -269,6 +279,8 @@ func (ls *lister) list(dir string, h plumbing.Hash) error {
 			}
 		case string(e.name) == quadlet.NamespaceFile:
 			delete(ls.l.Namespaces, p)
+		case quadlet.IsSecretFile(string(e.name)):
+			delete(ls.l.Secrets, p)
 		}
 	}
 	for _, e := range d.added {
@@ -284,6 +296,9 @@ func (ls *lister) list(dir string, h plumbing.Hash) error {
 		case string(e.name) == quadlet.NamespaceFile && e.mode.IsFile():
 			ls.l.Namespaces[p] = e.hash.String()
 			ls.namespaces[p] = true
+		case quadlet.IsSecretFile(string(e.name)) && e.mode.IsFile():
+			ls.l.Secrets[p] = e.hash.String()
+			ls.secrets[p] = true
 		}
 	}
 	return nil
@@ -307,6 +322,8 @@ func (ls *lister) remove(dir string) error {
 			_ = ls.remove(p) // its raw content parsed when it was listed
 		case string(e.name) == quadlet.NamespaceFile:
 			delete(ls.l.Namespaces, p)
+		case quadlet.IsSecretFile(string(e.name)):
+			delete(ls.l.Secrets, p)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package gitsync
 import (
 	"context"
 	"errors"
+	"filippo.io/age"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,6 +42,18 @@ type Config struct {
 	// leader's loops; the caller runs it. Default: Run makes and runs its
 	// own.
 	Desired *resources.DesiredIndex
+	// Secrets open secret files and seal their values. Default none: every
+	// secret file is a path error.
+	Secrets *SecretKeys
+}
+
+// SecretKeys are what a source needs to apply secret files: the cluster's
+// age identity to decrypt them, and the CA to seal their values in etcd.
+type SecretKeys struct {
+	Identity *age.X25519Identity
+	Sealer   resources.Sealer
+	// KeyID names the CA key the sealer seals with.
+	KeyID string
 }
 
 // Manager runs one loop per source while Run runs (on the leader). Trigger,
@@ -154,6 +167,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			continue
 		}
 		src := newSource(spec, m.cfg.Repo, m.cfg.Desired, m.cloneDir(name), m.cfg.Logger, m.cfg.Now)
+		src.secrets = m.cfg.Secrets
 		sctx, cancel := context.WithCancel(ctx)
 		rs := &runningSource{src: src, cancel: cancel, done: make(chan struct{})}
 		m.running[name] = rs

@@ -14,11 +14,13 @@ import (
 )
 
 // Listing is what one commit holds under a source's path: every workload
-// directory and namespace.kat file, by repository-relative path, with the
-// hash of its Git tree or blob. Equal hashes mean equal content.
+// directory, namespace.kat file and secret file (*.sops.yaml outside
+// workload directories), by repository-relative path, with the hash of its
+// Git tree or blob. Equal hashes mean equal content.
 type Listing struct {
 	Dirs       map[string]string
 	Namespaces map[string]string
+	Secrets    map[string]string
 	// Trees holds the other directories walked, so that an unchanged
 	// subtree of a later commit can be kept rather than read.
 	Trees map[string]string
@@ -31,6 +33,7 @@ type Listing struct {
 type Changes struct {
 	Dirs       []string
 	Namespaces []string
+	Secrets    []string
 }
 
 // ChangedPaths returns the directories and namespace files of next that are
@@ -48,8 +51,14 @@ func ChangedPaths(prev *Listing, next Listing) Changes {
 			c.Namespaces = append(c.Namespaces, p)
 		}
 	}
+	for p, h := range next.Secrets {
+		if prev == nil || prev.Secrets[p] != h {
+			c.Secrets = append(c.Secrets, p)
+		}
+	}
 	slices.Sort(c.Dirs)
 	slices.Sort(c.Namespaces)
+	slices.Sort(c.Secrets)
 	return c
 }
 
@@ -64,6 +73,16 @@ type ParsedDir struct {
 type ParsedNamespace struct {
 	Namespace *quadlet.Namespace
 	Err       error
+}
+
+// ParsedSecret is a secret file read from the new commit, decrypted and
+// parsed, or why it could not be.
+type ParsedSecret struct {
+	Secret *quadlet.Secret
+	// Blob is the file's Git blob; Recipient the age recipient that opened
+	// it.
+	Blob, Recipient string
+	Err             error
 }
 
 // DecideInput is everything Decide needs.
@@ -91,6 +110,11 @@ type DecideInput struct {
 	Owned int
 	// PrevErrors are the source's path errors at the last applied commit.
 	PrevErrors []api.PathError
+	// Secrets holds the secret files that changed (unchanged ones are not
+	// decrypted again), and CurrentSecrets every secret in etcd when the
+	// listing or the last applied commit has a secret file.
+	Secrets        map[string]ParsedSecret
+	CurrentSecrets []api.SecretInfo
 }
 
 // WorkloadRef names a workload and the directory it comes from.
@@ -106,11 +130,22 @@ type Apply struct {
 	Quadlet *quadlet.Quadlet
 }
 
+// SecretApply is one secret to write.
+type SecretApply struct {
+	Path            string
+	Secret          *quadlet.Secret
+	Blob, Recipient string
+}
+
 // Plan is what one commit changes.
 type Plan struct {
 	Namespaces []*quadlet.Namespace
 	Apply      []Apply
 	Delete     []WorkloadRef
+	// ApplySecrets and DeleteSecrets are the secrets to write and those
+	// whose file is gone.
+	ApplySecrets  []SecretApply
+	DeleteSecrets []WorkloadRef
 	// PathErrors are the source's path errors once the plan is written
 	// (before write failures are added).
 	PathErrors []api.PathError
@@ -145,7 +180,8 @@ func Decide(in DecideInput) Plan {
 	for _, e := range in.PrevErrors { // errors of paths that did not change stay
 		_, dir := in.Listing.Dirs[e.Path]
 		_, ns := in.Listing.Namespaces[e.Path]
-		if dir || ns {
+		_, secret := in.Listing.Secrets[e.Path]
+		if dir || ns || secret {
 			errs[e.Path] = e
 		}
 	}
@@ -226,10 +262,78 @@ func Decide(in DecideInput) Plan {
 		p.PathErrors = slices.Clone(in.PrevErrors)
 		return p
 	}
+	decideSecrets(in, &p, errs)
 	for _, path := range slices.Sorted(maps.Keys(errs)) {
 		p.PathErrors = append(p.PathErrors, errs[path])
 	}
 	return p
+}
+
+// decideSecrets adds to p the secrets to write and to prune, and to errs the
+// secret files that cannot be applied. A file that fails keeps its secret's
+// last good version.
+func decideSecrets(in DecideInput, p *Plan, errs map[string]api.PathError) {
+	current := map[string]api.SecretInfo{}
+	for _, s := range in.CurrentSecrets {
+		current[s.Namespace+"/"+s.Name] = s
+	}
+	claimed := map[string]string{}
+	for _, path := range slices.Sorted(maps.Keys(in.Secrets)) {
+		ps := in.Secrets[path]
+		delete(errs, path)
+		fail := func(msg string) { errs[path] = api.PathError{Path: path, Error: msg, Commit: in.Commit} }
+		if ps.Err != nil {
+			fail(describeSecret(path, ps.Err))
+			continue
+		}
+		k := ps.Secret.Namespace() + "/" + ps.Secret.Name()
+		if other, dup := claimed[k]; dup {
+			fail(fmt.Sprintf("%s: secret %s is already defined by %s", path, k, other))
+			continue
+		}
+		claimed[k] = path
+		cur, exists := current[k]
+		own := exists && cur.Owner.Kind == api.OwnerGit
+		switch {
+		case own && cur.Owner.Source != in.Source:
+			fail(fmt.Sprintf("%s: secret %s is managed by %s", path, k, cur.Owner))
+			continue
+		case own && cur.Owner.Path != path && secretStillDefined(in, cur.Owner.Path):
+			fail(fmt.Sprintf("%s: secret %s is already defined by %s", path, k, cur.Owner.Path))
+			continue
+		}
+		p.ApplySecrets = append(p.ApplySecrets, SecretApply{Path: path, Secret: ps.Secret, Blob: ps.Blob, Recipient: ps.Recipient})
+	}
+	for _, k := range slices.Sorted(maps.Keys(current)) {
+		cur := current[k]
+		if cur.Owner.Kind != api.OwnerGit || cur.Owner.Source != in.Source || claimed[k] != "" {
+			continue
+		}
+		_, listed := in.Listing.Secrets[cur.Owner.Path]
+		ps, parsed := in.Secrets[cur.Owner.Path]
+		renamed := parsed && ps.Err == nil
+		if !listed || renamed {
+			p.DeleteSecrets = append(p.DeleteSecrets, WorkloadRef{Namespace: cur.Namespace, Name: cur.Name, Path: cur.Owner.Path})
+		}
+	}
+}
+
+// secretStillDefined reports whether path, the file of a secret at the last
+// applied commit, is listed and unchanged in this commit.
+func secretStillDefined(in DecideInput, path string) bool {
+	_, listed := in.Listing.Secrets[path]
+	_, parsed := in.Secrets[path]
+	return listed && !parsed
+}
+
+// describeSecret formats a secret file's error: the file's field errors, or
+// the error after the file's path.
+func describeSecret(path string, err error) string {
+	var list quadlet.ErrorList
+	if errors.As(err, &list) {
+		return describe(pathpkg.Dir(path), err)
+	}
+	return path + ": " + err.Error()
 }
 
 // describe formats a directory's error with the directory in front of each
@@ -259,15 +363,19 @@ func stillDefines(in DecideInput, path string) bool {
 	return listed && !parsed
 }
 
-// WithRetries adds to c the listed directories that had errors at the last
-// applied commit, so that they are parsed again: what they depend on (a
-// namespace, another directory) may have changed.
+// WithRetries adds to c the listed directories and secret files that had
+// errors at the last applied commit, so that they are parsed again: what
+// they depend on (a namespace, another directory) may have changed.
 func WithRetries(c Changes, next Listing, prevErrors []api.PathError) Changes {
 	for _, e := range prevErrors {
 		if _, ok := next.Dirs[e.Path]; ok && !slices.Contains(c.Dirs, e.Path) {
 			c.Dirs = append(c.Dirs, e.Path)
 		}
+		if _, ok := next.Secrets[e.Path]; ok && !slices.Contains(c.Secrets, e.Path) {
+			c.Secrets = append(c.Secrets, e.Path)
+		}
 	}
 	slices.Sort(c.Dirs)
+	slices.Sort(c.Secrets)
 	return c
 }

@@ -58,6 +58,7 @@ type source struct {
 	spec    api.SourceSpec
 	repo    *resources.Repo
 	desired *resources.DesiredIndex
+	secrets *SecretKeys // nil: secret files cannot be applied
 	dir     string
 	log     zerolog.Logger
 	now     func() time.Time
@@ -379,6 +380,7 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 	if !full {
 		prev = s.previous()
 	}
+	hadSecrets := prev == nil || len(prev.Secrets) > 0 // listChanges consumes prev
 	// The listing is brought to this commit in place: until the commit is
 	// applied, no listing is known.
 	s.listings = map[string]Listing{}
@@ -387,7 +389,7 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 		s.status.LastAttemptedCommit = commit
 		return &syncError{ReasonApplyFailed, err}
 	}
-	ch := Changes{Dirs: diff.dirs, Namespaces: diff.namespaces} // ChangedPaths(prev, next), found while listing
+	ch := Changes{Dirs: diff.dirs, Namespaces: diff.namespaces, Secrets: diff.secrets} // ChangedPaths(prev, next), found while listing
 	if prev == nil {
 		ch = ChangedPaths(nil, next)
 	}
@@ -405,6 +407,13 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 		}
 		ns, err := quadlet.ParseNamespace(quadlet.NamespaceFile, data)
 		in.Namespaces[p] = ParsedNamespace{Namespace: ns, Err: err}
+	}
+	if hadSecrets || len(next.Secrets) > 0 {
+		if in.CurrentSecrets, err = s.repo.ListSecrets(ctx, ""); err != nil {
+			s.status.LastAttemptedCommit = commit
+			return &syncError{ReasonApplyFailed, err}
+		}
+		in.Secrets = s.openSecrets(ch.Secrets, next, in.CurrentSecrets)
 	}
 	for _, p := range ch.Dirs {
 		files, err := s.git.readDir(next.Dirs[p])
@@ -596,6 +605,9 @@ func (s *source) execute(ctx context.Context, commit string, plan Plan) (applyRe
 			}
 			chunk[i].Quadlet = nil // written: nothing needs it any more
 		}
+	}
+	if err := s.executeSecrets(ctx, commit, plan, &res, addErr); err != nil {
+		return res, err
 	}
 	for _, d := range plan.Delete {
 		_, rev, err := s.repo.DeleteWorkloadRevision(ctx, resources.DeleteRequest{

@@ -17,9 +17,12 @@ type SecretInfo struct {
 	// BinaryKeys are the keys whose value is not text: files only.
 	BinaryKeys []string `json:"binaryKeys,omitempty"`
 	// Owner is the Git source and file, or the API, that wrote it.
-	Owner     Owner     `json:"owner"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Owner Owner `json:"owner"`
+	// SourceBlob is the Git blob of the file last applied: an unchanged
+	// file is not decrypted again.
+	SourceBlob string    `json:"sourceBlob,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // Secret is a secret's record (/kat/secrets/{ns}/{name}): what may be shown
@@ -27,8 +30,6 @@ type SecretInfo struct {
 // Only the leader writes and reads it; no worker may.
 type Secret struct {
 	SecretInfo
-	// SourceBlob is the Git blob of the file last applied.
-	SourceBlob string `json:"sourceBlob,omitempty"`
 	// Recipient is the age recipient whose stanza opened the file.
 	Recipient string `json:"recipient,omitempty"`
 	// KeyID is the fingerprint of the CA whose key sealed Sealed.
@@ -48,4 +49,15 @@ type SecretsRecipient struct {
 	Recipient string `json:"recipient"`
 	// KeyID is the fingerprint of the CA the recipient is derived from.
 	KeyID string `json:"keyID"`
+}
+
+// SecretDelivery is the answer of GET /v1alpha1/nodes/{node}/secrets/{ns}/{name}
+// to a node that runs an instance using the secret: the one record that
+// carries values.
+type SecretDelivery struct {
+	Namespace string            `json:"namespace"`
+	Name      string            `json:"name"`
+	UID       string            `json:"uid"`
+	Version   int64             `json:"version"`
+	Values    map[string][]byte `json:"values"`
 }

@@ -47,6 +47,14 @@ func TestNodeReportsWithItsCertificate(t *testing.T) {
 // certificate of node name and no token.
 func nodeClient(t *testing.T, f *fixture, name string) *apiclient.Client {
 	t.Helper()
+	return nodeClients(t, f, nil, name)[0]
+}
+
+// nodeClients is nodeClient for several nodes of one server, its
+// configuration changed by mod (may be nil); the last client holds the
+// admin token and no certificate.
+func nodeClients(t *testing.T, f *fixture, mod func(*apiserver.Config), names ...string) []*apiclient.Client {
+	t.Helper()
 	ca, err := pki.NewCA("test-ca")
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +66,11 @@ func nodeClient(t *testing.T, f *fixture, name string) *apiclient.Client {
 		}
 		return l
 	}
-	s, err := apiserver.New(apiserver.Config{Repo: f.repo, AdminTokenHash: resources.HashToken(token), RateLimit: -1})
+	cfg := apiserver.Config{Repo: f.repo, AdminTokenHash: resources.HashToken(token), RateLimit: -1}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := apiserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +82,17 @@ func nodeClient(t *testing.T, f *fixture, name string) *apiclient.Client {
 	srv.TLS.ClientAuth = tls.VerifyClientCertIfGiven
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	client, err := apiclient.New(apiclient.Config{Server: srv.URL, CAData: ca.CertPEM, ClientCert: issue(name)})
+	var out []*apiclient.Client
+	for _, name := range names {
+		client, err := apiclient.New(apiclient.Config{Server: srv.URL, CAData: ca.CertPEM, ClientCert: issue(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, client)
+	}
+	admin, err := apiclient.New(apiclient.Config{Server: srv.URL, CAData: ca.CertPEM, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client
+	return append(out, admin)
 }

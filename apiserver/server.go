@@ -124,6 +124,10 @@ type Config struct {
 	// past it they are only logged, so that nobody without a credential
 	// can push operators' calls out of the list. Default 60.
 	AuditUnauthenticatedLimit int
+	// Secrets, when set, serves the cluster's age recipient and the
+	// delivery of secrets to the nodes that use them. Default nil: those
+	// answer 503.
+	Secrets *SecretKeys
 }
 
 // Server serves the v1alpha1 API.
@@ -213,6 +217,7 @@ func (s *Server) Handler() http.Handler {
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/status", s.postNodeStatus)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Put("/v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}", s.putNodeBuildRecord)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/events", s.postNodeEvent)
+	r.With(s.requireNodeCert, middleware.Timeout(defaultRequestTimeout)).Get("/v1alpha1/nodes/{node}/secrets/{ns}/{name}", s.deliverSecret)
 	if len(s.cfg.CACertPEM) > 0 {
 		r.Get(api.CACertPath, s.getCA)
 	}
@@ -266,6 +271,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/events", s.listEvents)
 		r.Get("/jobs", s.listJobRuns)
 		r.Get("/audit", s.listAudit)
+		s.routeSecrets(r)
 	})
 	return r
 }

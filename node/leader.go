@@ -52,7 +52,8 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	// One index of the desired state serves the Git sources and the
 	// leader's loops.
 	desired := resources.NewDesiredIndex(n.repo.Store())
-	gitops := gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log, Desired: desired})
+	keys := n.secretKeys()
+	gitops := gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log, Desired: desired, Secrets: keys})
 	lossTimeout := time.Duration(spec.NodeLossTimeoutSeconds) * time.Second
 	loops, err := leader.New(leader.Config{
 		Repo: n.repo, NodeLossTimeout: lossTimeout, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
@@ -76,7 +77,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	auditLog := n.log.With().Str("component", "audit").Logger()
 	srv, err := apiserver.New(apiserver.Config{
 		Repo: n.repo, AdminTokenHash: hash, GitOps: gitops, Webhooks: hooks, AgentTransport: agentTr,
-		CACertPEM: n.ca.CertPEM, Join: n.admit, RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
+		CACertPEM: n.ca.CertPEM, Join: n.admit, Secrets: n.apiSecretKeys(keys), RotateJoinToken: n.rotateJoinToken, ForgetNode: n.ForgetNode,
 		SignMetricsCert: n.signMetricsCert,
 		NodeOverlay:     n.recordOverlay,
 		Backup:          backup,

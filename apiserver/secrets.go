@@ -1,0 +1,144 @@
+package apiserver
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/go-chi/chi/v5"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// SecretKeys are the leader's keys of secrets: the cluster's age recipient
+// to publish, and the CA that opens sealed values for delivery to nodes.
+type SecretKeys struct {
+	Recipient, KeyID string
+	Sealer           resources.Sealer
+}
+
+func (s *Server) routeSecrets(r chi.Router) {
+	r.Get("/secrets/recipient", s.secretsRecipient)
+	r.Get("/secrets", s.listSecrets)
+	r.Get("/n/{ns}/secrets", s.listSecrets)
+	r.Get("/n/{ns}/secrets/{name}", s.getSecret)
+}
+
+func (s *Server) secretsUnavailable(w http.ResponseWriter) bool {
+	if s.cfg.Secrets == nil {
+		writeError(w, &api.Error{StatusCode: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
+			Message: "this server cannot open secrets (it does not hold the cluster CA key)"})
+		return true
+	}
+	return false
+}
+
+func (s *Server) secretsRecipient(w http.ResponseWriter, _ *http.Request) {
+	if s.secretsUnavailable(w) {
+		return
+	}
+	writeJSON(w, http.StatusOK, api.SecretsRecipient{Recipient: s.cfg.Secrets.Recipient, KeyID: s.cfg.Secrets.KeyID})
+}
+
+func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
+	ns := ""
+	if chi.URLParam(r, "ns") != "" {
+		var ok bool
+		if ns, ok = s.namespaceParam(w, r); !ok {
+			return
+		}
+	}
+	out, err := s.cfg.Repo.ListSecrets(r.Context(), ns)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
+	ns, name, ok := s.secretParams(w, r)
+	if !ok {
+		return
+	}
+	sec, err := s.cfg.Repo.GetSecret(r.Context(), ns, name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, sec.SecretInfo)
+}
+
+func (s *Server) secretParams(w http.ResponseWriter, r *http.Request) (ns, name string, ok bool) {
+	if ns, ok = s.namespaceParam(w, r); !ok {
+		return "", "", false
+	}
+	name = chi.URLParam(r, "name")
+	if !quadlet.IsDNSLabel(name) {
+		writeError(w, badRequest("invalid secret name %q in the URL: must be a DNS label", name))
+		return "", "", false
+	}
+	return ns, name, true
+}
+
+// requireNodeCert lets through only a node's own certificate (common name
+// = the URL's {node}); never the admin token, which is a bearer credential
+// copied into katcall.yaml files, nor a metrics certificate.
+func (s *Server) requireNodeCert(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		node := chi.URLParam(r, "node")
+		if cn, ok := peerCN(r); ok && !isMetricsCert(r) && cn == node {
+			noteActor(r, "node:"+node)
+			next.ServeHTTP(w, r)
+			return
+		}
+		writeError(w, &api.Error{StatusCode: http.StatusForbidden, Code: api.CodeForbidden,
+			Message: "secrets are delivered to node " + node + " only, with its own certificate"})
+	})
+}
+
+// deliverSecret answers a node the values of a secret one of its
+// instances uses. Whether it uses it is checked before whether the secret
+// exists, so a node learns nothing of the secrets it does not use.
+func (s *Server) deliverSecret(w http.ResponseWriter, r *http.Request) {
+	if s.secretsUnavailable(w) {
+		return
+	}
+	node := chi.URLParam(r, "node")
+	ns, name, ok := s.secretParams(w, r)
+	if !ok {
+		return
+	}
+	as, err := s.cfg.Repo.ListAssignments(r.Context(), node)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if !slices.ContainsFunc(as, func(a api.Assignment) bool { return a.Namespace == ns && usesSecret(a, name) }) {
+		writeError(w, &api.Error{StatusCode: http.StatusForbidden, Code: api.CodeForbidden,
+			Message: "node " + node + " runs no instance that uses secret " + ns + "/" + name})
+		return
+	}
+	sec, values, err := s.cfg.Repo.OpenSecret(r.Context(), ns, name, s.cfg.Secrets.Sealer)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	out := api.SecretDelivery{Namespace: ns, Name: name, UID: sec.UID, Version: sec.Version, Values: make(map[string][]byte, len(values))}
+	for k, v := range values {
+		out.Values[k] = v.Reveal()
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, out)
+}
+
+// usesSecret reports whether the workload files of an assignment refer to
+// secret name of its namespace.
+func usesSecret(a api.Assignment, name string) bool {
+	q, err := quadlet.ParseWorkload(a.Files, quadlet.ParseOptions{})
+	if err != nil {
+		return false
+	}
+	return slices.Contains(q.Workload.Spec.SecretNames(), name)
+}

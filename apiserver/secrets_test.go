@@ -1,0 +1,112 @@
+package apiserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiserver"
+	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+const apiSentinel = "api-SENTINEL-d00d"
+
+// consumerFiles is a workload using secret db as env and as a volume.
+var consumerFiles = map[string][]byte{"workload.kat": []byte(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: app, namespace: default}
+spec:
+  type: Service
+  source: {image: "localhost/x:1"}
+  replicas: 1
+  restartPolicy: {condition: Always}
+  container:
+    env:
+      - name: DB_PASSWORD
+        valueFrom: {secretKeyRef: {name: db, key: password}}
+`)}
+
+// TestSecretDelivery: a node gets a secret's values only with its own
+// certificate and only while an instance of it uses the secret; the admin
+// token, another node, and a node without a consumer get 403, before
+// anything tells whether the secret exists. Listing shows no value.
+func TestSecretDelivery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	ca, err := pki.NewCA("secrets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipient, err := ca.AgeRecipient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &quadlet.Secret{Metadata: quadlet.ObjectMeta{Namespace: "default", Name: "db"},
+		Values: map[string]quadlet.SecretValue{"password": quadlet.NewSecretValue([]byte(apiSentinel))}}
+	if _, _, err := f.repo.ApplySecret(ctx, resources.SecretApply{Secret: sec, Owner: api.APIOwner()}, ca); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{{InstanceID: "app-1", Node: "w1", Namespace: "default", Workload: "app", Files: consumerFiles}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clients := nodeClients(t, f, func(c *apiserver.Config) {
+		c.Secrets = &apiserver.SecretKeys{Recipient: recipient, KeyID: "k", Sealer: ca}
+	}, "w1", "w2", api.MetricsCertPrefix+"prom")
+	w1, w2, metrics, admin := clients[0], clients[1], clients[2], clients[3]
+
+	d, err := w1.GetNodeSecret(ctx, "w1", "default", "db")
+	if err != nil || string(d.Values["password"]) != apiSentinel || d.Version != 1 {
+		t.Fatalf("w1 gets db: %+v, %v", d, err)
+	}
+	for _, c := range []struct {
+		name     string
+		get      func() error
+		status   int
+		contains string
+	}{
+		{"w2 asks as w1", func() error { _, err := w2.GetNodeSecret(ctx, "w1", "default", "db"); return err }, http.StatusForbidden, "node w1 only"},
+		{"w2 without a consumer", func() error { _, err := w2.GetNodeSecret(ctx, "w2", "default", "db"); return err }, http.StatusForbidden, "node w2 runs no instance that uses secret default/db"},
+		{"w2, a secret that does not exist", func() error { _, err := w2.GetNodeSecret(ctx, "w2", "default", "nope"); return err }, http.StatusForbidden, "runs no instance"},
+		{"w1, unused secret", func() error { _, err := w1.GetNodeSecret(ctx, "w1", "default", "other"); return err }, http.StatusForbidden, "runs no instance"},
+		{"the admin token", func() error { _, err := admin.GetNodeSecret(ctx, "w1", "default", "db"); return err }, http.StatusForbidden, "own certificate"},
+		{"a metrics certificate", func() error {
+			_, err := metrics.GetNodeSecret(ctx, api.MetricsCertPrefix+"prom", "default", "db")
+			return err
+		}, http.StatusForbidden, "may only scrape /metrics"},
+	} {
+		err := c.get()
+		if statusOf(err) != c.status || !strings.Contains(err.Error(), c.contains) || strings.Contains(err.Error(), apiSentinel) {
+			t.Errorf("%s: %v; want %d containing %q", c.name, err, c.status, c.contains)
+		}
+	}
+
+	r, err := admin.SecretsRecipient(ctx)
+	if err != nil || r.Recipient != recipient {
+		t.Errorf("recipient: %+v, %v; want %s", r, err, recipient)
+	}
+	list, err := admin.ListSecrets(ctx, "default")
+	if err != nil || len(list) != 1 || list[0].Keys[0] != "password" {
+		t.Errorf("list: %+v, %v", list, err)
+	}
+	one, err := admin.GetSecret(ctx, "default", "db")
+	b, _ := json.Marshal([]any{list, one})
+	if err != nil || strings.Contains(string(b), apiSentinel) || strings.Contains(string(b), "sealed") {
+		t.Errorf("get/list show a value or the sealed values: %s, %v", b, err)
+	}
+	if _, err := admin.GetSecret(ctx, "default", "nope"); statusOf(err) != http.StatusNotFound {
+		t.Errorf("get a missing secret: %v, want 404", err)
+	}
+	// The instance leaves: w1 no longer gets the secret.
+	if _, err := f.repo.WriteAssignments(ctx, nil, []api.Assignment{{InstanceID: "app-1", Node: "w1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.GetNodeSecret(ctx, "w1", "default", "db"); statusOf(err) != http.StatusForbidden {
+		t.Errorf("w1 after its instance left: %v, want 403", err)
+	}
+}

@@ -1,0 +1,28 @@
+package node
+
+import (
+	"kat.dws.rip/kat/apiserver"
+	"kat.dws.rip/kat/gitsync"
+	"kat.dws.rip/kat/pki"
+)
+
+// secretKeys are the keys secrets need on the leader: the cluster's age
+// identity (derived from the CA key) and the CA to seal values with. Nil,
+// with a warning, where the CA key is missing: secret files are then path
+// errors.
+func (n *Node) secretKeys() *gitsync.SecretKeys {
+	id, err := n.ca.AgeIdentity()
+	if err != nil {
+		n.log.Warn().Err(err).Msg("secrets cannot be decrypted on this node")
+		return nil
+	}
+	return &gitsync.SecretKeys{Identity: id, Sealer: n.ca, KeyID: pki.Fingerprint(n.ca.Cert)}
+}
+
+// apiSecretKeys are keys as the API server takes them; nil without.
+func (n *Node) apiSecretKeys(keys *gitsync.SecretKeys) *apiserver.SecretKeys {
+	if keys == nil {
+		return nil
+	}
+	return &apiserver.SecretKeys{Recipient: keys.Identity.Recipient().String(), KeyID: keys.KeyID, Sealer: keys.Sealer}
+}

@@ -93,6 +93,10 @@ var referenceKinds = map[string]referenceKind{
 		_, err := quadlet.ParseNamespace(quadlet.NamespaceFile, b)
 		return err
 	}},
+	quadlet.KindSecret: {reflect.TypeFor[quadlet.SecretDocument](), "NAME.sops.yaml", func(b []byte) error {
+		_, err := quadlet.ParseSecretFile("NAME.sops.yaml", b)
+		return err
+	}},
 	quadlet.KindClusterConfiguration: {reflect.TypeFor[quadlet.ClusterConfiguration](), "cluster.kat", func(b []byte) error {
 		_, err := quadlet.ParseClusterConfiguration("cluster.kat", b)
 		return err

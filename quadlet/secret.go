@@ -101,6 +101,23 @@ func (r *rawNode) decodeNode(n *yaml.Node) (string, bool) {
 	return "", true
 }
 
+// SecretDocument is the shape of a plaintext Secret file, for its
+// documentation; ParseSecret reads the file itself so that no error quotes
+// a value.
+type SecretDocument struct {
+	// APIVersion must be APIVersion.
+	APIVersion string `json:"apiVersion" yaml:"apiVersion"`
+	// Kind must be KindSecret.
+	Kind string `json:"kind" yaml:"kind"`
+	// Metadata names the Secret; the namespace defaults to "default".
+	Metadata ObjectMeta `json:"metadata" yaml:"metadata"`
+	// StringData are text values, taken exactly as written.
+	StringData map[string]string `json:"stringData,omitempty" yaml:"stringData,omitempty"`
+	// Data are binary values, base64 (standard alphabet, padded).
+	Data map[string]string `json:"data,omitempty" yaml:"data,omitempty"`
+}
+
+// secretDoc is SecretDocument as the parser decodes it.
 type secretDoc struct {
 	APIVersion string     `yaml:"apiVersion"`
 	Kind       string     `yaml:"kind"`

@@ -20,10 +20,10 @@ type getOptions struct {
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:               "get workloads|namespaces|nodes|sources|events|jobs|audit [NAME]",
-		Short:             "List workloads, namespaces, nodes, Git sources, recent events, the runs of Jobs or the audit log",
+		Use:               "get workloads|namespaces|nodes|sources|secrets|events|jobs|audit [NAME]",
+		Short:             "List workloads, namespaces, nodes, Git sources, secrets (never their values), recent events, the runs of Jobs or the audit log",
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "events", "jobs", "audit"),
+		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "secrets", "events", "jobs", "audit"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(o.output)
 			if err != nil {
@@ -68,6 +68,8 @@ func resourceKind(s string) (string, error) {
 		return "nodes", nil
 	case "sources", "source", "src":
 		return "sources", nil
+	case "secrets", "secret":
+		return "secrets", nil
 	case "events", "event", "ev":
 		return "events", nil
 	case "jobs", "job", "runs":
@@ -75,7 +77,7 @@ func resourceKind(s string) (string, error) {
 	case "audit":
 		return "audit", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, events, jobs or audit", s)
+	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, secrets, events, jobs or audit", s)
 }
 
 func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns string, f outputFormat) error {
@@ -83,6 +85,8 @@ func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns
 	switch kind {
 	case "sources":
 		return runGetSources(ctx, c, g, name, f)
+	case "secrets":
+		return runGetSecrets(ctx, c, g, name, ns, f, now)
 	case "events":
 		return runGetEvents(ctx, c, g, f)
 	case "jobs":

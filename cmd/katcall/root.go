@@ -36,7 +36,7 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "katcall configuration file (default $KATCONFIG, then ~/.kat/config)")
 	root.AddCommand(newApplyCommand(g), newGetCommand(g), newDeleteCommand(g), newStatusCommand(g))
-	root.AddCommand(newSourceCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
+	root.AddCommand(newSourceCommand(g), newSecretCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
 	root.AddCommand(newDiffCommand(g))
 	root.AddCommand(newBackupCommand(g))
 	root.AddCommand(newLogsCommand(g))

@@ -116,6 +116,10 @@ type AssignInput struct {
 	// DaemonNodeDeadline bounds one node's update; default
 	// DefaultDaemonNodeDeadline.
 	DaemonNodeDeadline time.Duration
+	// Secret returns what is known of a secret (names, keys, version; no
+	// value); nil: no secret exists. A workload using a missing secret or
+	// key gets no new instance.
+	Secret func(ns, name string) (api.SecretInfo, bool)
 }
 
 // PlanAssignments decides the assignments of every workload in Desired and

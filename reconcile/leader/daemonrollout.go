@@ -396,7 +396,7 @@ func b2i(b bool) int {
 // leave first (planner.stop).
 func (p *planner) daemonRollout(w workload, commit string, cur []api.Assignment) bool {
 	k := w.Key()
-	if w.Spec.RequestErr != nil {
+	if p.blocked(w) != nil {
 		return false // planned as usual: it keeps what it has
 	}
 	eligible := p.daemonEligible(w, cur)

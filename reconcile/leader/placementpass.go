@@ -52,7 +52,7 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		Nodes: nodes, Draining: draining, Desired: desired, Current: current, Reported: l.view.reportsOf(current),
 		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
 		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts, Jobs: jobs,
-		DaemonRollouts: daemonRollouts, DaemonNodeDeadline: l.cfg.DaemonNodeDeadline,
+		DaemonRollouts: daemonRollouts, DaemonNodeDeadline: l.cfg.DaemonNodeDeadline, Secret: l.view.secret,
 	})
 	l.view.setScheduling(keys, plan.Scheduling)
 	defer l.view.setWakes(keys, plan.Wake)

@@ -67,8 +67,8 @@ func (p *planner) count(k string, as []api.Assignment) {
 // DaemonService), adds them to the plan and to the nodes, and returns the
 // scheduler's result.
 func (p *planner) place(w workload, commit string, count int) sched.Result {
-	if w.Spec.RequestErr != nil {
-		return sched.Result{Unplaced: count, Reason: w.Spec.RequestErr.Error()}
+	if err := p.blocked(w); err != nil {
+		return sched.Result{Unplaced: count, Reason: err.Error()}
 	}
 	req := w.Spec.Request
 	req.Key, req.Count = w.Key(), count
@@ -368,7 +368,7 @@ func (p *planner) replicas(w workload, commit string, fresh []api.Assignment, ro
 // is no longer eligible or no longer registered.
 func (p *planner) daemon(w workload, commit string, fresh []api.Assignment) (Scheduling, int) {
 	k := w.Key()
-	if err := w.Spec.RequestErr; err != nil {
+	if err := p.blocked(w); err != nil {
 		return Scheduling{Desired: len(fresh), Reason: err.Error()}, 0 // keep what it has
 	}
 	eligible := map[string]bool{}

@@ -46,6 +46,10 @@ type spec struct {
 	// Strategy is workload.kat's spec.updateStrategy; nil for a Job that
 	// names none (its methods apply the defaults).
 	Strategy *quadlet.UpdateStrategy
+	// SecretEnv are the secret keys of the environment variables, and
+	// SecretVolumes the secrets mounted as volumes (quadlet.SecretRefs).
+	SecretEnv     []quadlet.SecretKeyRef
+	SecretVolumes []string
 }
 
 // specOf extracts what the loops need of a parsed workload.
@@ -56,6 +60,7 @@ func specOf(q *quadlet.Quadlet) *spec {
 		Strategy: q.Workload.Spec.UpdateStrategy,
 	}
 	s.Request, s.RequestErr = sched.NewRequest("", &q.Workload.Spec, 0)
+	s.SecretEnv, s.SecretVolumes = q.Workload.Spec.SecretRefs()
 	if q.Job != nil {
 		j := q.Job.Spec
 		s.Job = &j

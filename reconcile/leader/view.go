@@ -55,6 +55,9 @@ type view struct {
 	// daemonRollouts are the DaemonServices' node-by-node update records,
 	// which placement writes.
 	daemonRollouts *store.Cache[api.DaemonRolloutRecord]
+	// secrets are what may be shown of every secret (never its values),
+	// by SecretKey: placement places no instance whose secret is missing.
+	secrets *store.Cache[api.SecretInfo]
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -102,6 +105,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		ipam:           store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
 		daemonRollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[api.DaemonRolloutRecord]),
 		jobs:           store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
+		secrets:        store.NewCache(st, resources.SecretsPrefix(""), decodeSecretInfo),
 		jobIdx:         jobIndex{keys: map[string]map[string]struct{}{}},
 		idx:            newViewIndex(),
 	}
@@ -137,7 +141,21 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	})
 	v.subnets.SetIndex(func(string, *netip.Prefix, *netip.Prefix) { v.markAll(factNodes) })
 	v.ipam.SetIndex(v.ipamChanged)
+	// A secret's change is rare: every workload is planned again.
+	v.secrets.SetIndex(func(string, *api.SecretInfo, *api.SecretInfo) { v.markAll(factDesired) })
 	return v
+}
+
+// decodeSecretInfo keeps what may be shown of a secret record: the sealed
+// values are dropped.
+func decodeSecretInfo(kv store.KV) (api.SecretInfo, bool) {
+	s, ok := decodeJSON[api.Secret](kv)
+	return s.SecretInfo, ok
+}
+
+// secret returns what is known of a secret.
+func (v *view) secret(ns, name string) (api.SecretInfo, bool) {
+	return v.secrets.Get(resources.SecretKey(ns, name))
 }
 
 // decodeSubnet decodes the subnet key of a node's overlay record; the
@@ -193,6 +211,7 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.subnets.Run(ctx, nil) })
 	g.Go(func() error { return v.ipam.Run(ctx, nil) })
 	g.Go(func() error { return v.daemonRollouts.Run(ctx, nil) })
+	g.Go(func() error { return v.secrets.Run(ctx, nil) })
 	return g.Wait()
 }
 
@@ -200,7 +219,7 @@ func (v *view) run(ctx context.Context) error {
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
 		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
-		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced(), v.jobs.Synced()} {
+		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced(), v.jobs.Synced(), v.secrets.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

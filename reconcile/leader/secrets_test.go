@@ -1,0 +1,62 @@
+package leader
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/quadlet"
+)
+
+// secretConsumer is a Service of one replica using key of secret db as env
+// (when key is not "") and the secret vol as a volume (when vol is not "").
+func secretConsumer(t *testing.T, key, vol string) workload {
+	t.Helper()
+	w := "apiVersion: kat.dws.rip/v1alpha1\nkind: Workload\nmetadata: {name: app, namespace: ns1}\nspec:\n  type: Service\n" +
+		"  source: {image: localhost/kat-base:latest}\n  replicas: 1\n  restartPolicy: {condition: Always}\n  container:\n"
+	if key != "" {
+		w += fmt.Sprintf("    env:\n      - name: DB\n        valueFrom: {secretKeyRef: {name: db, key: %q}}\n", key)
+	}
+	if vol != "" {
+		w += fmt.Sprintf("    volumeMounts: [{name: v, mountPath: /run/secrets/x}]\n  volumes: [{name: v, secret: {secretName: %s}}]\n", vol)
+	}
+	return parsedWorkload(t, api.WorkloadMeta{Namespace: "ns1", Name: "app", Type: quadlet.TypeService, Generation: 1},
+		map[string][]byte{"workload.kat": []byte(w)})
+}
+
+// TestPlanWaitsForSecrets: a workload whose secret or key is missing, or
+// that sets a binary key as an environment variable, gets no instance and
+// a reason naming them; with its secrets present it is placed.
+func TestPlanWaitsForSecrets(t *testing.T) {
+	t.Parallel()
+	secrets := map[string]api.SecretInfo{"ns1/db": {Namespace: "ns1", Name: "db", Version: 1, Keys: []string{"blob", "password"}, BinaryKeys: []string{"blob"}}}
+	get := func(ns, name string) (api.SecretInfo, bool) { s, ok := secrets[ns+"/"+name]; return s, ok }
+	for _, c := range []struct {
+		name   string
+		w      workload
+		reason string
+	}{
+		{"env and volume present", secretConsumer(t, "password", "db"), ""},
+		{"missing secret of a volume", secretConsumer(t, "", "other"), "secret ns1/other does not exist"},
+		{"missing key", secretConsumer(t, "user", ""), `secret ns1/db has no key "user" (it has: blob, password)`},
+		{"binary key as env", secretConsumer(t, "blob", ""), "key blob of secret ns1/db holds binary data: mount it as a file"},
+	} {
+		n := 0
+		plan := PlanAssignments(AssignInput{Nodes: oneNode(), Desired: []workload{c.w}, Now: time.Unix(100, 0), Secret: get,
+			NewSuffix: func() string { n++; return fmt.Sprint(n) }})
+		sc := plan.Scheduling["ns1/app"]
+		switch {
+		case c.reason == "" && (len(plan.Put) != 1 || sc.Unplaced != 0):
+			t.Errorf("%s: put %d, scheduling %+v; want one placed", c.name, len(plan.Put), sc)
+		case c.reason != "" && (len(plan.Put) != 0 || sc.Unplaced != 1 || sc.Reason != c.reason):
+			t.Errorf("%s: put %d, scheduling %+v; want none placed, reason %q", c.name, len(plan.Put), sc, c.reason)
+		}
+	}
+	// Without any secret known, the workload waits too.
+	plan := PlanAssignments(AssignInput{Nodes: oneNode(), Desired: []workload{secretConsumer(t, "password", "")}, Now: time.Unix(100, 0),
+		NewSuffix: func() string { return "x" }})
+	if len(plan.Put) != 0 || plan.Scheduling["ns1/app"].Reason != "secret ns1/db does not exist" {
+		t.Errorf("no secrets: %+v", plan.Scheduling)
+	}
+}

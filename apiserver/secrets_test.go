@@ -26,6 +26,7 @@ spec:
   replicas: 1
   restartPolicy: {condition: Always}
   container:
+    command: [/bin/true]
     env:
       - name: DB_PASSWORD
         valueFrom: {secretKeyRef: {name: db, key: password}}

@@ -58,14 +58,20 @@ func (n *Node) runAgent(ctx context.Context) error {
 		return err
 	}
 	defer builder.Close() // after every goroutine below has ended: stops builds still under way
+	secrets, err := n.secretsLayout()
+	if err != nil {
+		return err
+	}
 	beat := make(chan struct{}, 1)
 	ag, err := agent.NewAgent(agent.AgentConfig{
 		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt, Facts: facts,
 		MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts, NetworkName: o.PodmanNetwork,
-		BuildSpec: agent.NewSpecBuilder(n.state.NodeName, volumes, idRange), CheckHost: rt.CheckHost,
+		BuildSpec: agent.NewSpecBuilderWithSecrets(n.state.NodeName, volumes, idRange, secrets), CheckHost: rt.CheckHost,
 		Networks: rt, ClusterDomain: spec.ClusterDomain,
+		Secrets:    agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf),
+		SecretsDir: secrets.Dir, SecretsMount: agent.SecretsTmpfs,
 		OnChange: func() { reconcile.Poke(beat) },
 		Logger:   log,
 	})

@@ -1,9 +1,14 @@
 package node
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+
 	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/gitsync"
 	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/reconcile/agent"
 )
 
 // secretKeys are the keys secrets need on the leader: the cluster's age
@@ -25,4 +30,18 @@ func (n *Node) apiSecretKeys(keys *gitsync.SecretKeys) *apiserver.SecretKeys {
 		return nil
 	}
 	return &apiserver.SecretKeys{Recipient: keys.Identity.Recipient().String(), KeyID: keys.KeyID, Sealer: keys.Sealer}
+}
+
+// secretsLayout is where the agent keeps its instances' secrets: a tmpfs
+// at DATA_DIR/secrets, and this program, which containers with secret
+// environment variables start through.
+func (n *Node) secretsLayout() (agent.SecretsLayout, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return agent.SecretsLayout{}, fmt.Errorf("find kat-agent, the wrapper of secret environment variables: %w", err)
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return agent.SecretsLayout{}, fmt.Errorf("find kat-agent, the wrapper of secret environment variables: %w", err)
+	}
+	return agent.SecretsLayout{Dir: n.dir.path("secrets"), Agent: exe}, nil
 }

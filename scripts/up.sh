@@ -18,7 +18,7 @@ data=${KAT_DATA_DIR:-$root/.kat/data}
 bin=$root/bin
 katcall() { "$bin/katcall" --config "$data/katcall.yaml" "$@"; }
 
-go build -trimpath -o "$bin/" ./cmd/...
+CGO_ENABLED=0 go build -trimpath -o "$bin/" ./cmd/...
 mkdir -p "$data"
 repo=${KAT_CONFIG_REPO:-$(dirname "$data")/config.git}
 if [ ! -d "$repo" ]; then

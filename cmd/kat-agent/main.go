@@ -12,12 +12,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/build/usernsrun"
+	"kat.dws.rip/kat/reconcile/agent/containerspec"
 )
 
 func main() {
 	// Builds run their RUN steps through this program (see package
 	// build/usernsrun).
 	usernsrun.Main()
+	// Containers with secret environment variables start through this
+	// program (see containerspec.ExecEnvMain).
+	containerspec.ExecEnvMain()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{

@@ -30,8 +30,10 @@ import (
 // them (step.go, create.go), health checks (health.go) and verify commands
 // (verify.go).
 type Agent struct {
-	cfg   AgentConfig
-	table *instanceTable
+	cfg AgentConfig
+	// secrets puts the secrets of instances on the agent's tmpfs.
+	secrets *secretStore
+	table   *instanceTable
 	// images are the images known on the node; they hold the pull slots.
 	images *images
 	health runtimeHealth
@@ -65,7 +67,8 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		return nil, err
 	}
 	return &Agent{
-		cfg: cfg, table: newInstanceTable(), images: newImages(cfg.Runtime, cfg.MaxConcurrentPulls),
+		secrets: &secretStore{dir: cfg.SecretsDir, source: cfg.Secrets, mount: cfg.SecretsMount},
+		cfg:     cfg, table: newInstanceTable(), images: newImages(cfg.Runtime, cfg.MaxConcurrentPulls),
 		slots:    make(chan struct{}, cfg.MaxConcurrentSteps),
 		removals: make(chan struct{}, cfg.MaxConcurrentSteps),
 		probes:   make(chan struct{}, cfg.MaxConcurrentSteps),

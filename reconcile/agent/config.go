@@ -127,6 +127,13 @@ type AgentConfig struct {
 	// Now replaces time.Now, for tests.
 	Now    func() time.Time
 	Logger zerolog.Logger
+	// Secrets fetches the secrets the node's instances use, and SecretsDir
+	// is where they are kept (a tmpfs SecretsMount mounts, the directory
+	// of NewSpecBuilderWithSecrets). Default nil: an instance using a
+	// secret is not created.
+	Secrets      SecretSource
+	SecretsDir   string
+	SecretsMount func(dir string) error
 }
 
 // withDefaults checks cfg and fills in its defaults.

@@ -42,6 +42,9 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 			ag.table.releaseHostPorts(a.InstanceID)
 		}
 	}()
+	if err := ag.secrets.materialize(ctx, a, ai.q); err != nil {
+		return "", runtime.ContainerSpec{}, fmt.Errorf("secrets: %w", err)
+	}
 	spec, err := ag.cfg.BuildSpec(a, ai.q, hostPorts)
 	if err != nil {
 		return "", spec, fmt.Errorf("build container spec: %w", err)

@@ -55,6 +55,20 @@ func (l *LeaderLink) leader(ctx context.Context) (*apiclient.Client, string, err
 	return l.client, ep.APIURL, nil
 }
 
+// NodeSecret fetches the values of a secret an instance of the node uses
+// (SecretSource); the leader answers only the node's own certificate.
+func (l *LeaderLink) NodeSecret(ctx context.Context, ns, name string) (*api.SecretDelivery, error) {
+	c, url, err := l.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := c.GetNodeSecret(ctx, l.node, ns, name)
+	if err != nil {
+		return nil, fmt.Errorf("ask the leader at %s: %w", url, err)
+	}
+	return d, nil
+}
+
 // RecordStatus reports the node's status to the leader (Facts).
 func (l *LeaderLink) RecordStatus(ctx context.Context, st api.NodeStatus) error {
 	c, url, err := l.leader(ctx)

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
@@ -20,10 +21,27 @@ import (
 // Podman's --userns=auto: Podman 4.3.1 hangs when an auto create runs
 // beside other container operations (see runtime.PodmanConfig.AutoUserNSLock).
 func NewSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange) SpecBuilder {
+	return NewSpecBuilderWithSecrets(node, volumeBase, ids, SecretsLayout{})
+}
+
+// SecretsLayout is where an agent keeps its instances' secrets: the
+// agent's tmpfs (AgentConfig.SecretsDir) and the kat-agent program that
+// sets secret environment variables inside containers.
+type SecretsLayout struct {
+	Dir, Agent string
+}
+
+// NewSpecBuilderWithSecrets is NewSpecBuilder for an agent that holds
+// secrets: a workload using any gets the mounts of its instance's
+// directory under layout.Dir (written by the agent before).
+func NewSpecBuilderWithSecrets(node, volumeBase string, ids *runtime.SubIDRange, layout SecretsLayout) SpecBuilder {
 	return func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 		inst := containerspec.Instance{
 			ID: a.InstanceID, Node: node, Generation: a.Generation, SpecHash: a.SpecHash, SourceCommit: a.SourceCommit,
 			Image: a.Image, VolumeBasePath: volumeBase, HostPorts: hostPorts,
+		}
+		if layout.Dir != "" && len(q.Workload.Spec.SecretNames()) > 0 {
+			inst.Secrets = &containerspec.SecretPaths{Dir: filepath.Join(layout.Dir, a.InstanceID), Agent: layout.Agent}
 		}
 		m, err := idMapOf(a, ids)
 		if err != nil {

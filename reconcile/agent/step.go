@@ -161,6 +161,11 @@ func (ag *Agent) remove(ctx context.Context, ai assignedInstance, c *runtime.Con
 		}
 	}
 	err := ag.cfg.Runtime.StopAndRemoveContainer(ctx, c.ID, grace)
+	if err == nil || errors.Is(err, runtime.ErrKilledLeftovers) {
+		if ferr := ag.secrets.forget(c.Labels[runtime.LabelInstance]); ferr != nil {
+			ag.cfg.Logger.Warn().Err(ferr).Str("instance", c.Labels[runtime.LabelInstance]).Msg("remove the secrets of a removed container")
+		}
+	}
 	if errors.Is(err, runtime.ErrKilledLeftovers) {
 		// Removed, and nothing of it runs: said, not failed.
 		ag.cfg.Logger.Warn().Err(err).Str("instance", c.Labels[runtime.LabelInstance]).Str("container", c.ID).

@@ -14,7 +14,7 @@ import (
 func secretConsumer(t *testing.T, key, vol string) workload {
 	t.Helper()
 	w := "apiVersion: kat.dws.rip/v1alpha1\nkind: Workload\nmetadata: {name: app, namespace: ns1}\nspec:\n  type: Service\n" +
-		"  source: {image: localhost/kat-base:latest}\n  replicas: 1\n  restartPolicy: {condition: Always}\n  container:\n"
+		"  source: {image: localhost/kat-base:latest}\n  replicas: 1\n  restartPolicy: {condition: Always}\n  container:\n    command: [/bin/true]\n"
 	if key != "" {
 		w += fmt.Sprintf("    env:\n      - name: DB\n        valueFrom: {secretKeyRef: {name: db, key: %q}}\n", key)
 	}

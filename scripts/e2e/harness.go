@@ -54,11 +54,14 @@ var RepoRoot = sync.OnceValue(func() string {
 // modulePath is the module RepoRoot looks for.
 const modulePath = "kat.dws.rip/kat"
 
-// Build compiles kat-agent and katcall into dir, with -trimpath as task
-// build and scripts/up.sh do: the packages compiled for one are in Go's
-// build cache for the others, whichever directory the repository is in.
+// Build compiles kat-agent and katcall into dir, with -trimpath and
+// CGO_ENABLED=0 as task build and scripts/up.sh do: the packages compiled
+// for one are in Go's build cache for the others, whichever directory the
+// repository is in, and kat-agent is static, as it must be to set secret
+// environment variables inside containers of any image.
 func Build(dir string) (Binaries, error) {
 	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+string(os.PathSeparator), "./cmd/kat-agent", "./cmd/katcall")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = RepoRoot()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -44,7 +44,27 @@ type Instance struct {
 	// IDMap, when set, is the workload's explicit user namespace (see
 	// runtime.ContainerSpec.IDMap) and UserNS is ignored. Default nil.
 	IDMap *runtime.IDMap
+	// Secrets is where the instance's secrets are on the node, required
+	// when the workload uses any. Default nil.
+	Secrets *SecretPaths
 }
+
+// SecretPaths are the host side of an instance's secrets.
+type SecretPaths struct {
+	// Dir is the instance's directory of the agent's tmpfs: Dir/env holds
+	// one file per secret environment variable, Dir/vol/{volume} each
+	// secret volume.
+	Dir string
+	// Agent is the kat-agent program (statically linked), the wrapper that
+	// sets the secret environment variables inside the container.
+	Agent string
+}
+
+// EnvDir is the directory of the instance's secret environment variables.
+func (s *SecretPaths) EnvDir() string { return filepath.Join(s.Dir, "env") }
+
+// VolumeDir is the directory of the instance's secret volume.
+func (s *SecretPaths) VolumeDir(volume string) string { return filepath.Join(s.Dir, "vol", volume) }
 
 // For turns a workload and one instance's identity into the
 // spec of its container: image, command, args, env, the ports of the
@@ -93,8 +113,18 @@ func For(q *quadlet.Quadlet, inst Instance) (runtime.ContainerSpec, error) {
 	if len(inst.ID) <= 63 {
 		cs.Hostname = inst.ID
 	}
+	secretEnv := false
 	for _, e := range ct.Env {
+		if e.ValueFrom != nil {
+			secretEnv = true // written to the instance's env directory
+			continue
+		}
 		cs.Env = append(cs.Env, runtime.EnvVar{Name: e.Name, Value: e.Value})
+	}
+	if secretEnv {
+		if err := wrapSecretEnv(&cs, ct, inst, where); err != nil {
+			return runtime.ContainerSpec{}, err
+		}
 	}
 	if lim := ct.Resources.Limits.CPU; lim != "" {
 		m, err := quadlet.ParseCPU(lim)
@@ -138,7 +168,7 @@ func For(q *quadlet.Quadlet, inst Instance) (runtime.ContainerSpec, error) {
 			sub, _ := cleanSubPath(m.SubPath) // checked by VolumePaths
 			src = filepath.Join(src, sub)
 		}
-		cs.Mounts = append(cs.Mounts, runtime.Mount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly, Chown: vp.ClusterStorage && !m.ReadOnly})
+		cs.Mounts = append(cs.Mounts, runtime.Mount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly || vp.Secret, Chown: vp.ClusterStorage && !m.ReadOnly})
 	}
 	if err := cs.Validate(); err != nil {
 		return runtime.ContainerSpec{}, fmt.Errorf("workload %s: %w", where, err)

@@ -39,6 +39,9 @@ type VolumePath struct {
 	// ClusterStorage marks a SimpleClusterStorage volume, which is
 	// chowned to the container's root user when mounted.
 	ClusterStorage bool
+	// Secret marks a secret volume, always mounted read-only; the agent
+	// writes it (Path is in its tmpfs), PrepareVolumes leaves it alone.
+	Secret bool
 	// SubPaths are the volume's sub-paths mounted by the container,
 	// relative to Path; PrepareVolumes creates them as directories.
 	SubPaths []string
@@ -82,8 +85,13 @@ func VolumePaths(q *quadlet.Quadlet, inst Instance) ([]VolumePath, error) {
 				return nil, fmt.Errorf("%w: workload %s: %s.hostMount.ensureType: %q is not one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket",
 					runtime.ErrInvalidSpec, where, field, t)
 			}
+		case v.Secret != nil:
+			if inst.Secrets == nil {
+				return nil, fmt.Errorf("%w: workload %s: %s.secret: the agent holds no secrets for instance %s", runtime.ErrInvalidSpec, where, field, inst.ID)
+			}
+			vp.Path, vp.Secret = inst.Secrets.VolumeDir(v.Name), true
 		default:
-			return nil, fmt.Errorf("%w: workload %s: %s: neither simpleClusterStorage nor hostMount is set", runtime.ErrInvalidSpec, where, field)
+			return nil, fmt.Errorf("%w: workload %s: %s: neither simpleClusterStorage, hostMount nor secret is set", runtime.ErrInvalidSpec, where, field)
 		}
 		vols = append(vols, vp)
 	}

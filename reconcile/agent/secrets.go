@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/mountinfo"
+	"kat.dws.rip/kat/quadlet"
+)
+
+// SecretSource fetches the values of a secret an instance of this node
+// uses: from the leader's API, with the node's certificate (LeaderLink).
+type SecretSource interface {
+	NodeSecret(ctx context.Context, ns, name string) (*api.SecretDelivery, error)
+}
+
+// maxEnvValue is the longest value Linux takes in one environment variable
+// (MAX_ARG_STRLEN - 1).
+const maxEnvValue = 128<<10 - 1
+
+// secretStore puts the secrets of the node's instances on a tmpfs the
+// agent mounts at its directory, so no value reaches the node's disk:
+// {dir}/{instanceID}/env/{VAR} and {dir}/{instanceID}/vol/{volume}/{key}.
+type secretStore struct {
+	dir    string
+	source SecretSource
+	// mount makes dir a tmpfs unless it is one; nil in tests that run
+	// without the rights to mount.
+	mount     func(dir string) error
+	mountOnce sync.Once
+	mountErr  error
+}
+
+// SecretsTmpfs mounts a tmpfs at dir (mode 0700, not swapped where the
+// kernel allows) unless one is mounted there: containers of a previous run
+// of the agent still read from it.
+func SecretsTmpfs(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("make the secrets directory: %w", err)
+	}
+	points, err := mountinfo.Below(dir)
+	if err != nil {
+		return fmt.Errorf("read the mounts: %w", err)
+	}
+	if slices.Contains(points, dir) {
+		return nil
+	}
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, "size=64m,mode=0700,noswap"); err != nil {
+		// Kernels before 6.4 know no noswap.
+		if err2 := unix.Mount("tmpfs", dir, "tmpfs", flags, "size=64m,mode=0700"); err2 != nil {
+			return fmt.Errorf("mount a tmpfs at %s for secrets: %w", dir, errors.Join(err, err2))
+		}
+	}
+	return nil
+}
+
+// materialize fetches the secrets of a's workload and writes its env
+// files and secret volumes, before its container is created. An error
+// names the secret (or key), never a value.
+func (s *secretStore) materialize(ctx context.Context, a api.Assignment, q *quadlet.Quadlet) error {
+	names := q.Workload.Spec.SecretNames()
+	if len(names) == 0 {
+		return nil
+	}
+	if s == nil || s.source == nil || s.dir == "" {
+		return errors.New("this agent cannot fetch secrets")
+	}
+	if s.mount != nil {
+		s.mountOnce.Do(func() { s.mountErr = s.mount(s.dir) })
+		if s.mountErr != nil {
+			return s.mountErr
+		}
+	}
+	got := map[string]*api.SecretDelivery{}
+	for _, name := range names {
+		d, err := s.source.NodeSecret(ctx, a.Namespace, name)
+		if err != nil {
+			return fmt.Errorf("fetch secret %s/%s: %w", a.Namespace, name, err)
+		}
+		got[name] = d
+	}
+	dir := filepath.Join(s.dir, a.InstanceID)
+	env := filepath.Join(dir, "env")
+	if err := os.MkdirAll(env, 0o755); err != nil {
+		return fmt.Errorf("secrets of %s: %w", a.InstanceID, err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return fmt.Errorf("secrets of %s: %w", a.InstanceID, err)
+	}
+	spec := &q.Workload.Spec
+	for _, e := range spec.Container.Env {
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			continue
+		}
+		ref := e.ValueFrom.SecretKeyRef
+		v, ok := got[ref.Name].Values[ref.Key]
+		switch {
+		case !ok:
+			return fmt.Errorf("secret %s/%s has no key %q", a.Namespace, ref.Name, ref.Key)
+		case len(v) > maxEnvValue:
+			return fmt.Errorf("secret %s/%s key %s is too large for an environment variable (%d bytes; the limit is %d): mount it as a file",
+				a.Namespace, ref.Name, ref.Key, len(v), maxEnvValue)
+		}
+		if err := writeFileAtomic(filepath.Join(env, e.Name), v); err != nil {
+			return fmt.Errorf("write variable %s: %w", e.Name, err)
+		}
+	}
+	for _, vol := range spec.Volumes {
+		if vol.Secret == nil {
+			continue
+		}
+		if err := writeSecretVolume(filepath.Join(dir, "vol", vol.Name), got[vol.Secret.SecretName]); err != nil {
+			return fmt.Errorf("write secret volume %s: %w", vol.Name, err)
+		}
+	}
+	return nil
+}
+
+// writeSecretVolume writes d's values into dir as Kubernetes lays them
+// out, so that a new version replaces them in place: the files of version
+// N in ..vN, ..data a symbolic link to it (replaced by a rename), and each
+// key a link to ..data/key. Files are 0444, directories 0555: readable by
+// any user of the container, writable by none.
+func writeSecretVolume(dir string, d *api.SecretDelivery) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // 0555 once written
+		return err
+	}
+	ver := "..v" + strconv.FormatInt(d.Version, 10)
+	vdir := filepath.Join(dir, ver)
+	if err := os.RemoveAll(vdir); err != nil {
+		return err
+	}
+	if err := os.Mkdir(vdir, 0o755); err != nil {
+		return err
+	}
+	for k, v := range d.Values {
+		if err := os.WriteFile(filepath.Join(vdir, k), v, 0o444); err != nil {
+			return err
+		}
+		if err := os.Chmod(filepath.Join(vdir, k), 0o444); err != nil { // umask
+			return err
+		}
+	}
+	if err := os.Chmod(vdir, 0o555); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(ver, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case strings.HasPrefix(name, "..v") && name != ver:
+			if err := os.Chmod(filepath.Join(dir, name), 0o755); err == nil {
+				_ = os.RemoveAll(filepath.Join(dir, name))
+			}
+		case !strings.HasPrefix(name, ".."):
+			if _, ok := d.Values[name]; !ok {
+				_ = os.Remove(filepath.Join(dir, name))
+			}
+		}
+	}
+	for k := range d.Values {
+		link := filepath.Join(dir, k)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("..data", k), link); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(dir, 0o555)
+}
+
+// writeFileAtomic writes b to path (mode 0444) through a rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, b, 0o444); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o444); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// forget removes the secrets of instance id, once its container is gone.
+func (s *secretStore) forget(id string) error {
+	if s == nil || id == "" || strings.ContainsAny(id, "/") {
+		return nil
+	}
+	dir := filepath.Join(s.dir, id)
+	// Read-only directories must be writable to be emptied.
+	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}

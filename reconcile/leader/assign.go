@@ -229,8 +229,7 @@ func replaceStale(stale, readyFresh, want int) bool {
 	return stale > 0 && (want == 0 || readyFresh >= want)
 }
 
-func newAssignment(at sched.Placement, ip netip.Addr, req *sched.Request, w workload, commit string, now time.Time, suffix string) api.Assignment {
-	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
+func newAssignment(at sched.Placement, ip netip.Addr, req *sched.Request, w workload, commit, tmpl string, now time.Time, suffix string) api.Assignment {
 	a := api.Assignment{
 		InstanceID: InstanceID(w.Meta.Name, tmpl, suffix), TemplateHash: tmpl,
 		CPUMillis: req.CPU, MemoryBytes: req.Memory,

@@ -405,7 +405,7 @@ func (p *planner) daemonRollout(w workload, commit string, cur []api.Assignment)
 	for _, n := range p.nodes {
 		ready[n.Name] = n.Ready
 	}
-	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
+	tmpl := p.template(w, commit)
 	step := stepDaemonRollout(daemonRolloutInput{
 		Namespace: w.Meta.Namespace, Workload: w.Meta.Name, Rec: p.in.DaemonRollouts[k],
 		Target: daemonTarget{Template: tmpl, Generation: w.Meta.Generation, MaxParallel: w.Spec.MaxParallel,
@@ -441,7 +441,7 @@ func (p *planner) daemonRollout(w workload, commit string, cur []api.Assignment)
 			continue
 		}
 		placed = append(placed, at)
-		p.plan.Put = append(p.plan.Put, newAssignment(at, ip, &req, w, commit, p.in.Now, p.in.NewSuffix()))
+		p.plan.Put = append(p.plan.Put, newAssignment(at, ip, &req, w, commit, p.template(w, commit), p.in.Now, p.in.NewSuffix()))
 	}
 	for _, a := range step.Restore {
 		ip, err := p.address(a.Node)

@@ -85,7 +85,7 @@ func (p *planner) place(w workload, commit string, count int) sched.Result {
 			continue
 		}
 		placed = append(placed, at)
-		p.plan.Put = append(p.plan.Put, newAssignment(at, ip, &req, w, commit, p.in.Now, p.in.NewSuffix()))
+		p.plan.Put = append(p.plan.Put, newAssignment(at, ip, &req, w, commit, p.template(w, commit), p.in.Now, p.in.NewSuffix()))
 	}
 	res.Placements = placed
 	return res
@@ -132,7 +132,7 @@ func (p *planner) workload(w workload, commit string, cur []api.Assignment) {
 		return
 	}
 	k := w.Key()
-	tmpl := instanceTemplate(w.Spec.TemplateHash, commit)
+	tmpl := p.template(w, commit)
 	var fresh, stale, leaving []api.Assignment
 	for _, a := range cur {
 		switch {

@@ -1,6 +1,8 @@
 package leader
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -47,4 +49,39 @@ func secretProblem(w workload, get func(ns, name string) (api.SecretInfo, bool))
 		}
 	}
 	return nil
+}
+
+// template is the instance template of w (instanceTemplate) with the
+// versions of the secrets it sets environment variables from: a new
+// version of one is a new template, rolled out as a new spec is, since a
+// running process cannot take a new environment. Secrets used only as
+// files are updated in place and do not enter it; a workload without
+// secret variables keeps exactly its template of before secrets existed.
+// Only uids and versions enter the hash, never a value.
+func (p *planner) template(w workload, commit string) string {
+	return templateWithSecrets(w, commit, p.in.Secret)
+}
+
+func templateWithSecrets(w workload, commit string, get func(ns, name string) (api.SecretInfo, bool)) string {
+	base := instanceTemplate(w.Spec.TemplateHash, commit)
+	if len(w.Spec.SecretEnv) == 0 || get == nil {
+		return base
+	}
+	var names []string
+	for _, ref := range w.Spec.SecretEnv {
+		if !slices.Contains(names, ref.Name) {
+			names = append(names, ref.Name)
+		}
+	}
+	slices.Sort(names)
+	var tag strings.Builder
+	for _, name := range names {
+		s, ok := get(w.Meta.Namespace, name)
+		if !ok {
+			continue // nothing is placed without it (blocked)
+		}
+		fmt.Fprintf(&tag, "%s/%s %s %d\n", w.Meta.Namespace, name, s.UID, s.Version)
+	}
+	sum := sha256.Sum256([]byte(base + "\x00secrets\x00" + tag.String()))
+	return hex.EncodeToString(sum[:])
 }

@@ -60,3 +60,36 @@ func TestPlanWaitsForSecrets(t *testing.T) {
 		t.Errorf("no secrets: %+v", plan.Scheduling)
 	}
 }
+
+// TestSecretVersionRollsEnvConsumers: a new version of a secret set as an
+// environment variable makes a new template (a rolling update, old
+// instances kept until the new are ready); a secret used only as files
+// does not; a workload without secrets keeps its template of before.
+func TestSecretVersionRollsEnvConsumers(t *testing.T) {
+	t.Parallel()
+	secrets := map[string]api.SecretInfo{"ns1/db": {Namespace: "ns1", Name: "db", UID: "u", Version: 1, Keys: []string{"password"}}}
+	get := func(ns, name string) (api.SecretInfo, bool) { s, ok := secrets[ns+"/"+name]; return s, ok }
+	env, files := secretConsumer(t, "password", ""), secretConsumer(t, "", "db")
+	plain := desiredSpec(t, "web", quadlet.TypeService, 1, "v1")
+	if got := templateWithSecrets(plain, "", get); got != plain.Spec.TemplateHash {
+		t.Errorf("a workload without secrets changed template: %s, want %s", got, plain.Spec.TemplateHash)
+	}
+	envV1, filesV1 := templateWithSecrets(env, "", get), templateWithSecrets(files, "", get)
+	plan := func(w workload, cur []api.Assignment) AssignmentPlan {
+		n := 0
+		return PlanAssignments(AssignInput{Nodes: oneNode(), Desired: []workload{w}, Current: cur, Now: time.Unix(100, 0), Secret: get,
+			NewSuffix: func() string { n++; return fmt.Sprint(n) }})
+	}
+	first := plan(env, nil)
+	if len(first.Put) != 1 || first.Put[0].TemplateHash != envV1 {
+		t.Fatalf("first plan: %+v", first.Put)
+	}
+	secrets["ns1/db"] = api.SecretInfo{Namespace: "ns1", Name: "db", UID: "u", Version: 2, Keys: []string{"password"}}
+	if templateWithSecrets(files, "", get) != filesV1 {
+		t.Error("a new version changed the template of a file consumer")
+	}
+	second := plan(env, first.Put)
+	if len(second.Put) != 1 || second.Put[0].TemplateHash == envV1 || len(second.Delete) != 0 {
+		t.Errorf("after version 2: put %+v, delete %+v; want one new instance of a new template, none stopped yet", second.Put, second.Delete)
+	}
+}

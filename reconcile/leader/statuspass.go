@@ -80,7 +80,7 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 	as := v.assignmentsOf(k)
 	wf := WorkloadFacts{
 		Meta: w.Meta, Desired: w.Spec.Desired, FromGit: w.Spec.Git != nil, Assigned: as, Reported: v.reportsOf(as),
-		TemplateHash: w.Spec.TemplateHash,
+		TemplateHash: templateWithSecrets(w, "", v.secret),
 	}
 	// A NotReady node's last reports say nothing of now.
 	now := v.now()
@@ -108,7 +108,7 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 	if wf.FromGit {
 		if a, ok := v.appSource(k); ok {
 			wf.App = &a
-			wf.TemplateHash = instanceTemplate(w.Spec.TemplateHash, a.Commit)
+			wf.TemplateHash = templateWithSecrets(w, a.Commit, v.secret)
 			if a.Commit != "" {
 				wf.Builds = v.buildsOf(k, a.Commit)
 			}

@@ -106,7 +106,11 @@ func (ag *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: watch the node's network record: %w", err)
 	}
-	wg.Add(4)
+	wg.Add(5)
+	go func() {
+		defer wg.Done()
+		ag.refreshSecretVolumes(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		for range watch {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -222,4 +223,61 @@ func (s *secretStore) forget(id string) error {
 		return nil
 	})
 	return os.RemoveAll(dir)
+}
+
+// secretRefresh is how often the agent asks the leader for new versions of
+// the secrets its running instances mount as files.
+const secretRefresh = 2 * time.Second
+
+// refreshSecretVolumes replaces, in place, the files of every secret
+// volume of a running instance whose secret has a new version, until ctx
+// ends. Environment variables are not touched: a new version of those is
+// a new instance (the leader's template).
+func (ag *Agent) refreshSecretVolumes(ctx context.Context) {
+	t := time.NewTicker(secretRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fetched := map[string]*api.SecretDelivery{} // one fetch per secret and pass
+		for _, ai := range ag.table.withSecretVolumes() {
+			if err := ag.secrets.refresh(ctx, ai.a, ai.q, fetched); err != nil && ctx.Err() == nil {
+				ag.cfg.Logger.Warn().Err(err).Str("instance", ai.a.InstanceID).Msg("update secret files")
+			}
+		}
+	}
+}
+
+// refresh rewrites the secret volumes of instance a whose secret's version
+// moved; fetched caches the answers of one pass.
+func (s *secretStore) refresh(ctx context.Context, a api.Assignment, q *quadlet.Quadlet, fetched map[string]*api.SecretDelivery) error {
+	if s == nil || s.source == nil || s.dir == "" {
+		return nil
+	}
+	for _, vol := range q.Workload.Spec.Volumes {
+		if vol.Secret == nil {
+			continue
+		}
+		key := a.Namespace + "/" + vol.Secret.SecretName
+		d, ok := fetched[key]
+		if !ok {
+			var err error
+			if d, err = s.source.NodeSecret(ctx, a.Namespace, vol.Secret.SecretName); err != nil {
+				return fmt.Errorf("fetch secret %s: %w", key, err)
+			}
+			fetched[key] = d
+		}
+		dir := filepath.Join(s.dir, a.InstanceID, "vol", vol.Name)
+		cur, err := os.Readlink(filepath.Join(dir, "..data"))
+		if err != nil || cur == "..v"+strconv.FormatInt(d.Version, 10) {
+			continue // not written yet (create does it), or up to date
+		}
+		if err := writeSecretVolume(dir, d); err != nil {
+			return fmt.Errorf("write secret volume %s: %w", vol.Name, err)
+		}
+	}
+	return nil
 }

@@ -48,7 +48,7 @@ func TestSecretsInContainer(t *testing.T) {
 	})
 
 	sentinel := "podman-SENTINEL-" + mark
-	src := fixedSecrets{"ns1/db": {Namespace: "ns1", Name: "db", Version: 1, Values: map[string][]byte{"password": []byte(sentinel + "-1")}}}
+	src := newFixedSecrets(&api.SecretDelivery{Namespace: "ns1", Name: "db", Version: 1, Values: map[string][]byte{"password": []byte(sentinel + "-1")}})
 	repo := resources.New(storetest.New(t))
 	slot := int(ids.Slots()/3) + 7
 	files := map[string][]byte{"workload.kat": []byte(`apiVersion: kat.dws.rip/v1alpha1
@@ -122,11 +122,8 @@ spec:
 		}
 	}
 
-	// A new version reaches the running container's file.
-	src["ns1/db"] = &api.SecretDelivery{Namespace: "ns1", Name: "db", Version: 2, Values: map[string][]byte{"password": []byte(sentinel + "-2")}}
-	if err := ag.secrets.materialize(ctx, a, mustParse(t, files)); err != nil {
-		t.Fatal(err)
-	}
+	// A new version reaches the running container's file, in place.
+	src.set(&api.SecretDelivery{Namespace: "ns1", Name: "db", Version: 2, Values: map[string][]byte{"password": []byte(sentinel + "-2")}})
 	polltest.UntilErr(t, 30*time.Second, "the new version in the container", func() error {
 		if out, _ := exec("cat", "/run/secrets/db/password"); out != sentinel+"-2" {
 			return fmt.Errorf("the file holds version 1 still (%d bytes)", len(out))
@@ -144,13 +141,4 @@ func osexec(name string, args ...string) (string, error) {
 	cmd.Stdout = &out
 	err := cmd.Run()
 	return out.String(), err
-}
-
-func mustParse(t *testing.T, files map[string][]byte) *quadlet.Quadlet {
-	t.Helper()
-	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
 }

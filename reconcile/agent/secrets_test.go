@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"kat.dws.rip/kat/api"
@@ -16,11 +17,30 @@ import (
 const agentSentinel = "agent-SENTINEL-4242"
 
 // fixedSecrets is a SecretSource answering from a map, as the leader's API
-// answers this node.
-type fixedSecrets map[string]*api.SecretDelivery
+// answers this node; set changes an answer while an agent runs.
+type fixedSecrets struct {
+	mu sync.Mutex
+	m  map[string]*api.SecretDelivery
+}
 
-func (f fixedSecrets) NodeSecret(_ context.Context, ns, name string) (*api.SecretDelivery, error) {
-	if d, ok := f[ns+"/"+name]; ok {
+func newFixedSecrets(ds ...*api.SecretDelivery) *fixedSecrets {
+	f := &fixedSecrets{m: map[string]*api.SecretDelivery{}}
+	for _, d := range ds {
+		f.set(d)
+	}
+	return f
+}
+
+func (f *fixedSecrets) set(d *api.SecretDelivery) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m[d.Namespace+"/"+d.Name] = d
+}
+
+func (f *fixedSecrets) NodeSecret(_ context.Context, ns, name string) (*api.SecretDelivery, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.m[ns+"/"+name]; ok {
 		return d, nil
 	}
 	return nil, errors.New("403 node n1 runs no instance that uses secret " + ns + "/" + name)
@@ -59,8 +79,8 @@ spec:
 func TestMaterializeSecrets(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	src := fixedSecrets{"default/db": {Namespace: "default", Name: "db", Version: 1,
-		Values: map[string][]byte{"password": []byte(agentSentinel), "user": []byte("app")}}}
+	src := newFixedSecrets(&api.SecretDelivery{Namespace: "default", Name: "db", Version: 1,
+		Values: map[string][]byte{"password": []byte(agentSentinel), "user": []byte("app")}})
 	s := &secretStore{dir: dir, source: src}
 	q := secretWorkload(t)
 	a := api.Assignment{InstanceID: "app-abc-1", Namespace: "default", Workload: "app"}
@@ -90,7 +110,7 @@ func TestMaterializeSecrets(t *testing.T) {
 	}
 
 	// Version 2 drops user: the volume follows in place.
-	src["default/db"] = &api.SecretDelivery{Namespace: "default", Name: "db", Version: 2, Values: map[string][]byte{"password": []byte("new")}}
+	src.set(&api.SecretDelivery{Namespace: "default", Name: "db", Version: 2, Values: map[string][]byte{"password": []byte("new")}})
 	if err := s.materialize(context.Background(), a, q); err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +124,15 @@ func TestMaterializeSecrets(t *testing.T) {
 		t.Errorf("version 1 is still there: %v", err)
 	}
 
+	// A running instance's files follow version 3 by refresh; its env
+	// file does not (a new version of a variable is a new instance).
+	src.set(&api.SecretDelivery{Namespace: "default", Name: "db", Version: 3, Values: map[string][]byte{"password": []byte("v3")}})
+	if err := s.refresh(context.Background(), a, q, map[string]*api.SecretDelivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if read("vol/creds/password") != "v3" || read("env/DB_PASSWORD") != "new" {
+		t.Error("refresh did not update the volume only")
+	}
 	cs, err := containerspec.For(q, containerspec.Instance{ID: a.InstanceID, Secrets: &containerspec.SecretPaths{Dir: inst, Agent: "/usr/bin/kat-agent"}})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +165,7 @@ func TestMaterializeSecrets(t *testing.T) {
 		t.Errorf("after forget: %v", err)
 	}
 	// A secret the leader refuses names it.
-	err = (&secretStore{dir: dir, source: fixedSecrets{}}).materialize(context.Background(), a, q)
+	err = (&secretStore{dir: dir, source: newFixedSecrets()}).materialize(context.Background(), a, q)
 	if err == nil || !strings.Contains(err.Error(), "fetch secret default/db") {
 		t.Errorf("refused secret: %v", err)
 	}

@@ -313,6 +313,23 @@ func (t *instanceTable) endVerify(id string, v verifyState, counts bool) bool {
 }
 
 // container returns the container of instance id.
+// withSecretVolumes returns the assigned instances that have a container
+// and mount a secret volume.
+func (t *instanceTable) withSecretVolumes() []assignedInstance {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []assignedInstance
+	for id, ai := range t.assigned {
+		if _, ok := t.containers[id]; !ok || ai.q == nil {
+			continue
+		}
+		if _, vols := ai.q.Workload.Spec.SecretRefs(); len(vols) > 0 {
+			out = append(out, ai)
+		}
+	}
+	return out
+}
+
 func (t *instanceTable) container(id string) (runtime.ContainerStatus, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -38,3 +38,15 @@ func (c *Client) GetNodeSecret(ctx context.Context, node, ns, name string) (*api
 	var out api.SecretDelivery
 	return &out, c.do(ctx, http.MethodGet, "/v1alpha1/nodes/"+url.PathEscape(node)+"/secrets/"+url.PathEscape(ns)+"/"+url.PathEscape(name), nil, nil, "", &out)
 }
+
+// PutSecret writes an API-owned secret from a SOPS file encrypted to the
+// cluster's recipient; the plaintext never travels.
+func (c *Client) PutSecret(ctx context.Context, ns, name string, sopsFile []byte) (*api.SecretInfo, error) {
+	var out api.SecretInfo
+	return &out, c.do(ctx, http.MethodPut, "/v1alpha1/n/"+url.PathEscape(ns)+"/secrets/"+url.PathEscape(name), nil, sopsFile, "application/yaml", &out)
+}
+
+// DeleteSecret deletes an API-owned secret.
+func (c *Client) DeleteSecret(ctx context.Context, ns, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1alpha1/n/"+url.PathEscape(ns)+"/secrets/"+url.PathEscape(name), nil, nil, "", nil)
+}

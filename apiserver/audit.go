@@ -78,6 +78,8 @@ var auditRoutes = map[string]auditRoute{
 	"POST /v1alpha1/namespaces":                              {"create", "namespace"},
 	"PUT /v1alpha1/namespaces/{ns}":                          {"apply", "namespace"},
 	"DELETE /v1alpha1/namespaces/{ns}":                       {"delete", "namespace"},
+	"PUT /v1alpha1/n/{ns}/secrets/{name}":                    {"apply", "secret"},
+	"DELETE /v1alpha1/n/{ns}/secrets/{name}":                 {"delete", "secret"},
 	"POST /v1alpha1/n/{ns}/workloads":                        {"create", "workload"},
 	"PUT /v1alpha1/n/{ns}/workloads":                         {"apply", "workload"},
 	"PUT /v1alpha1/n/{ns}/workloads/{name}":                  {"apply", "workload"},

@@ -6,16 +6,21 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"filippo.io/age"
+
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/pki/sops"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
 
-// SecretKeys are the leader's keys of secrets: the cluster's age recipient
-// to publish, and the CA that opens sealed values for delivery to nodes.
+// SecretKeys are the leader's keys of secrets: the cluster's age identity
+// (its recipient is published) to decrypt what katcall secret set sends,
+// and the CA that seals values and opens them for delivery to nodes.
 type SecretKeys struct {
-	Recipient, KeyID string
-	Sealer           resources.Sealer
+	Identity *age.X25519Identity
+	KeyID    string
+	Sealer   resources.Sealer
 }
 
 func (s *Server) routeSecrets(r chi.Router) {
@@ -23,6 +28,8 @@ func (s *Server) routeSecrets(r chi.Router) {
 	r.Get("/secrets", s.listSecrets)
 	r.Get("/n/{ns}/secrets", s.listSecrets)
 	r.Get("/n/{ns}/secrets/{name}", s.getSecret)
+	r.Put("/n/{ns}/secrets/{name}", s.putSecret)
+	r.Delete("/n/{ns}/secrets/{name}", s.deleteSecret)
 }
 
 func (s *Server) secretsUnavailable(w http.ResponseWriter) bool {
@@ -38,7 +45,7 @@ func (s *Server) secretsRecipient(w http.ResponseWriter, _ *http.Request) {
 	if s.secretsUnavailable(w) {
 		return
 	}
-	writeJSON(w, http.StatusOK, api.SecretsRecipient{Recipient: s.cfg.Secrets.Recipient, KeyID: s.cfg.Secrets.KeyID})
+	writeJSON(w, http.StatusOK, api.SecretsRecipient{Recipient: s.cfg.Secrets.Identity.Recipient().String(), KeyID: s.cfg.Secrets.KeyID})
 }
 
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +75,67 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, sec.SecretInfo)
+}
+
+// putSecret writes an API-owned secret from a SOPS file encrypted to the
+// cluster (katcall secret set encrypts on the operator's machine): it is
+// decrypted and checked exactly as a file from Git. A Git-owned secret is
+// refused (409) naming its source and file.
+func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
+	if s.secretsUnavailable(w) {
+		return
+	}
+	ns, name, ok := s.secretParams(w, r)
+	if !ok {
+		return
+	}
+	body, apiErr := readBody(w, r, quadlet.MaxSecretFileBytes, yamlBody)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	file := name + quadlet.SecretSuffixes[0]
+	doc, err := sops.Decrypt(body, s.cfg.Secrets.Identity)
+	if err != nil {
+		writeError(w, badRequest("%s: %v", file, err))
+		return
+	}
+	sec, err := quadlet.ParseSecret(file, doc.Tree)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if sec.Namespace() != ns || sec.Name() != name {
+		writeError(w, badRequest("%s: the file defines secret %s/%s, the URL %s/%s", file, sec.Namespace(), sec.Name(), ns, name))
+		return
+	}
+	noteName(r, name)
+	rec, changed, err := s.cfg.Repo.ApplySecret(r.Context(), resources.SecretApply{Secret: sec, Owner: api.APIOwner(),
+		Recipient: doc.Recipient, KeyID: s.cfg.Secrets.KeyID}, s.cfg.Secrets.Sealer)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	status := http.StatusOK
+	if changed && rec.Version == 1 {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, rec.SecretInfo)
+}
+
+// deleteSecret deletes an API-owned secret; a Git-owned one is refused
+// (409): delete its file.
+func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
+	ns, name, ok := s.secretParams(w, r)
+	if !ok {
+		return
+	}
+	noteName(r, name)
+	if err := s.cfg.Repo.DeleteSecret(r.Context(), ns, name, api.APIOwner()); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) secretParams(w http.ResponseWriter, r *http.Request) (ns, name string, ok bool) {

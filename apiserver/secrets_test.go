@@ -2,7 +2,12 @@ package apiserver_test
 
 import (
 	"context"
+	"time"
+
+	"filippo.io/age"
+
 	"encoding/json"
+	"kat.dws.rip/kat/pki/sops"
 	"net/http"
 	"strings"
 	"testing"
@@ -44,10 +49,11 @@ func TestSecretDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recipient, err := ca.AgeRecipient()
+	id, err := ca.AgeIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
+	recipient := id.Recipient().String()
 	sec := &quadlet.Secret{Metadata: quadlet.ObjectMeta{Namespace: "default", Name: "db"},
 		Values: map[string]quadlet.SecretValue{"password": quadlet.NewSecretValue([]byte(apiSentinel))}}
 	if _, _, err := f.repo.ApplySecret(ctx, resources.SecretApply{Secret: sec, Owner: api.APIOwner()}, ca); err != nil {
@@ -57,7 +63,7 @@ func TestSecretDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	clients := nodeClients(t, f, func(c *apiserver.Config) {
-		c.Secrets = &apiserver.SecretKeys{Recipient: recipient, KeyID: "k", Sealer: ca}
+		c.Secrets = &apiserver.SecretKeys{Identity: id, KeyID: "k", Sealer: ca}
 	}, "w1", "w2", api.MetricsCertPrefix+"prom")
 	w1, w2, metrics, admin := clients[0], clients[1], clients[2], clients[3]
 
@@ -103,6 +109,68 @@ func TestSecretDelivery(t *testing.T) {
 	if _, err := admin.GetSecret(ctx, "default", "nope"); statusOf(err) != http.StatusNotFound {
 		t.Errorf("get a missing secret: %v, want 404", err)
 	}
+	// katcall secret set: a SOPS file to the cluster, checked as from Git.
+	enc := func(ns, name, password string) []byte {
+		b, err := sops.Encrypt([]byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Secret\nmetadata: {name: "+name+", namespace: "+ns+"}\nstringData: {password: \""+password+"\"}\n"),
+			[]*age.X25519Recipient{id.Recipient()}, sops.DefaultRules, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if info, err := admin.PutSecret(ctx, "default", "api", enc("default", "api", apiSentinel)); err != nil || info.Version != 1 || info.Owner.Kind != api.OwnerAPI {
+		t.Errorf("put a new secret: %+v, %v", info, err)
+	}
+	other, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := sops.Encrypt([]byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Secret\nmetadata: {name: api}\nstringData: {a: \"b\"}\n"),
+		[]*age.X25519Recipient{other.Recipient()}, sops.DefaultRules, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.repo.DeleteSecret(ctx, "default", "db", api.APIOwner()); err != nil {
+		t.Fatal(err)
+	}
+	git := api.Owner{Kind: api.OwnerGit, Source: "config", Path: "default/secrets/db.sops.yaml"}
+	if _, _, err := f.repo.ApplySecret(ctx, resources.SecretApply{Secret: sec, Owner: git}, ca); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, ns, secret string
+		body             []byte
+		status           int
+		contains         string
+	}{
+		{"plaintext", "default", "x", []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: Secret\nmetadata: {name: x}\nstringData: {a: \"" + apiSentinel + "\"}\n"), http.StatusBadRequest, "not encrypted"},
+		{"another cluster", "default", "api", foreign, http.StatusBadRequest, "not encrypted to this cluster"},
+		{"another name", "default", "other", enc("default", "api", apiSentinel), http.StatusBadRequest, "defines secret default/api, the URL default/other"},
+		{"git-owned", "default", "db", enc("default", "db", apiSentinel), http.StatusConflict, `managed by git source "config" path "default/secrets/db.sops.yaml"`},
+		{"missing namespace", "nope", "x", enc("nope", "x", apiSentinel), http.StatusNotFound, `namespace "nope"`},
+		{"too large", "default", "x", make([]byte, quadlet.MaxSecretFileBytes+1), http.StatusRequestEntityTooLarge, "limit"},
+	} {
+		_, err := admin.PutSecret(ctx, c.ns, c.secret, c.body)
+		if statusOf(err) != c.status || !strings.Contains(err.Error(), c.contains) || strings.Contains(err.Error(), apiSentinel) {
+			t.Errorf("put %s: %v; want %d containing %q", c.name, err, c.status, c.contains)
+		}
+	}
+	if err := admin.DeleteSecret(ctx, "default", "db"); statusOf(err) != http.StatusConflict {
+		t.Errorf("delete a git-owned secret: %v, want 409", err)
+	}
+	if err := admin.DeleteSecret(ctx, "default", "api"); err != nil {
+		t.Errorf("delete an api-owned secret: %v", err)
+	}
+
+	entries, err := admin.ListAudit(ctx, api.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab, _ := json.Marshal(entries)
+	if strings.Contains(string(ab), apiSentinel) || !strings.Contains(string(ab), `"secret"`) {
+		t.Errorf("audit entries hold the value, or no secret call: %s", ab)
+	}
+
 	// The instance leaves: w1 no longer gets the secret.
 	if _, err := f.repo.WriteAssignments(ctx, nil, []api.Assignment{{InstanceID: "app-1", Node: "w1"}}); err != nil {
 		t.Fatal(err)

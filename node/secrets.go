@@ -29,7 +29,7 @@ func (n *Node) apiSecretKeys(keys *gitsync.SecretKeys) *apiserver.SecretKeys {
 	if keys == nil {
 		return nil
 	}
-	return &apiserver.SecretKeys{Recipient: keys.Identity.Recipient().String(), KeyID: keys.KeyID, Sealer: keys.Sealer}
+	return &apiserver.SecretKeys{Identity: keys.Identity, KeyID: keys.KeyID, Sealer: keys.Sealer}
 }
 
 // secretsLayout is where the agent keeps its instances' secrets: a tmpfs

@@ -49,8 +49,12 @@ func newRealCluster(t *testing.T) *realCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	id, err := ca.AgeIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := apiserver.New(apiserver.Config{Repo: repo, AdminTokenHash: resources.HashToken("admin"), RateLimit: -1,
-		CACertPEM: ca.CertPEM,
+		CACertPEM: ca.CertPEM, Secrets: &apiserver.SecretKeys{Identity: id, KeyID: "k", Sealer: ca},
 		SignMetricsCert: func(_ context.Context, name string, csrPEM []byte, validity time.Duration) ([]byte, error) {
 			return ca.SignCSR(csrPEM, pki.LeafRequest{CommonName: api.MetricsCertPrefix + name, Validity: validity})
 		}})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	agelib "filippo.io/age"
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiclient"
@@ -20,7 +22,7 @@ import (
 
 func newSecretCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "secret recipient|seal",
+		Use:   "secret recipient|seal|set|delete",
 		Short: "Encrypt secrets for the cluster",
 	}
 	cmd.AddCommand(&cobra.Command{
@@ -39,8 +41,144 @@ func newSecretCommand(g *globals) *cobra.Command {
 			fmt.Fprintln(g.stdout, r.Recipient)
 			return nil
 		},
-	}, newSecretSealCommand(g))
+	}, newSecretSealCommand(g), newSecretSetCommand(g), &cobra.Command{
+		Use:   "delete NS/NAME",
+		Short: "Delete a secret set with katcall secret set (a secret from Git: delete its file)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, name, err := splitSecretName(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteSecret(cmd.Context(), ns, name); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "secret %s/%s deleted\n", ns, name)
+			return nil
+		},
+	})
 	return cmd
+}
+
+type setOptions struct {
+	literals, files []string
+	file            string
+}
+
+func newSecretSetCommand(g *globals) *cobra.Command {
+	o := &setOptions{}
+	cmd := &cobra.Command{
+		Use:   "set NS/NAME [--from-literal KEY=VALUE]... [--from-file KEY=PATH]... | -f SECRET.yaml",
+		Short: "Create or replace a secret outside Git, encrypted here to the cluster",
+		Long: `set builds a Secret from literals (visible in your shell's history) and files, or
+reads a plaintext Secret file, checks it, encrypts it on this machine to the cluster's
+recipient and sends the encrypted file: the plaintext never travels. A secret managed
+by a Git source cannot be set (change its file instead). Values cannot be read back.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runSecretSet(cmd.Context(), g, args[0], o) },
+	}
+	cmd.Flags().StringArrayVar(&o.literals, "from-literal", nil, "KEY=VALUE, a text value (repeatable)")
+	cmd.Flags().StringArrayVar(&o.files, "from-file", nil, "KEY=PATH, a value read from a file (repeatable)")
+	cmd.Flags().StringVarP(&o.file, "file", "f", "", "a plaintext Secret file instead of --from-literal and --from-file")
+	return cmd
+}
+
+func splitSecretName(s string) (ns, name string, err error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" {
+		return "", "", fmt.Errorf("secret %q: want NS/NAME", s)
+	}
+	return ns, name, nil
+}
+
+func runSecretSet(ctx context.Context, g *globals, arg string, o *setOptions) error {
+	ns, name, err := splitSecretName(arg)
+	if err != nil {
+		return err
+	}
+	plain, err := o.plaintext(ns, name)
+	if err != nil {
+		return err
+	}
+	if _, err := quadlet.ParseSecretFile(name+".yaml", plain); err != nil {
+		return err
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	r, err := c.SecretsRecipient(ctx)
+	if err != nil {
+		return fmt.Errorf("ask the cluster's recipient: %w", err)
+	}
+	recipients, err := parseRecipients([]string{r.Recipient})
+	if err != nil {
+		return err
+	}
+	enc, err := sops.Encrypt(plain, recipients, sops.DefaultRules, time.Now())
+	if err != nil {
+		return fmt.Errorf("encrypt secret %s/%s: %w", ns, name, err)
+	}
+	info, err := c.PutSecret(ctx, ns, name, enc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "secret %s/%s version %d (keys %s)\n", info.Namespace, info.Name, info.Version, strings.Join(info.Keys, ", "))
+	return nil
+}
+
+// plaintext is the Secret file set sends, encrypted: -f's, or one built
+// from the literals (stringData) and files (data).
+func (o *setOptions) plaintext(ns, name string) ([]byte, error) {
+	if o.file != "" {
+		if len(o.literals)+len(o.files) > 0 {
+			return nil, errors.New("-f: not with --from-literal or --from-file")
+		}
+		b, err := os.ReadFile(o.file)
+		if err != nil {
+			return nil, fmt.Errorf("read -f %s: %w", o.file, err)
+		}
+		return b, nil
+	}
+	if len(o.literals)+len(o.files) == 0 {
+		return nil, errors.New("give --from-literal, --from-file or -f")
+	}
+	doc := map[string]any{"apiVersion": quadlet.APIVersion, "kind": quadlet.KindSecret,
+		"metadata": map[string]string{"name": name, "namespace": ns}}
+	text, data := map[string]string{}, map[string]string{}
+	for _, l := range o.literals {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			return nil, fmt.Errorf("--from-literal %q: want KEY=VALUE", k)
+		}
+		text[k] = v
+	}
+	for _, f := range o.files {
+		k, path, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, fmt.Errorf("--from-file %q: want KEY=PATH", f)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--from-file %s: %w", k, err)
+		}
+		data[k] = base64.StdEncoding.EncodeToString(b)
+	}
+	if len(text) > 0 {
+		doc["stringData"] = text
+	}
+	if len(data) > 0 {
+		doc["data"] = data
+	}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("build the secret: %w", err)
+	}
+	return b, nil
 }
 
 type sealOptions struct {

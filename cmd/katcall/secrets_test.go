@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,5 +78,46 @@ func TestSecretSeal(t *testing.T) {
 		if code == 0 || !strings.Contains(msg, c.want) || strings.Contains(msg, sealSentinel) {
 			t.Errorf("seal %v: %d %q; want a failure containing %q and no value", c.args, code, msg, c.want)
 		}
+	}
+}
+
+// TestSecretSet: set encrypts here and sends the encrypted file; get shows
+// keys and versions, never a value; a second set with a new value moves
+// the version; delete removes it.
+func TestSecretSet(t *testing.T) {
+	t.Parallel()
+	c := newRealCluster(t)
+	ctx := context.Background()
+	if _, err := c.repo.EnsureNamespace(ctx, "default", nil); err != nil {
+		t.Fatal(err)
+	}
+	blob := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(blob, []byte{0, 1, 2, 0xff}, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	call := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(ctx, append([]string{"--config", c.config}, args...), &stdout, &stderr); code != 0 {
+			t.Fatalf("katcall %v: %d %s", args, code, stderr.String())
+		}
+		return stdout.String() + stderr.String()
+	}
+	for i, v := range []string{sealSentinel + "1", sealSentinel + "2"} {
+		out := call("secret", "set", "default/api", "--from-literal", "password="+v, "--from-file", "blob="+blob)
+		if want := fmt.Sprintf("secret default/api version %d (keys blob, password)", i+1); !strings.Contains(out, want) || strings.Contains(out, sealSentinel) {
+			t.Errorf("set: %q, want %q", out, want)
+		}
+		_, values, err := c.repo.OpenSecret(ctx, "default", "api", c.ca)
+		if err != nil || string(values["password"].Reveal()) != v || !bytes.Equal(values["blob"].Reveal(), []byte{0, 1, 2, 0xff}) {
+			t.Errorf("stored values differ: %v", err)
+		}
+	}
+	if out := call("get", "secrets", "-o", "json"); !strings.Contains(out, `"binaryKeys"`) || strings.Contains(out, sealSentinel) || strings.Contains(out, "sealed") {
+		t.Errorf("get secrets: %s", out)
+	}
+	call("secret", "delete", "default/api")
+	if _, err := c.repo.GetSecret(ctx, "default", "api"); err == nil {
+		t.Error("the secret is still there")
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -44,6 +47,9 @@ func TestRestoreRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := n.repo.EnsureNamespace(ctx, "default", nil); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := n.repo.EnsureNamespace(ctx, "shop", map[string]string{"team": "web"}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +60,17 @@ func TestRestoreRoundTrip(t *testing.T) {
 		if err := n.st.Put(ctx, "/kat/workloads/desired/"+k, []byte("value of "+k)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A secret sealed with the CA key, and the recipient Git files are
+	// encrypted to: with the old data directory both survive.
+	sealed := &quadlet.Secret{Metadata: quadlet.ObjectMeta{Namespace: "default", Name: "db"},
+		Values: map[string]quadlet.SecretValue{"password": quadlet.NewSecretValue([]byte("restore-SENTINEL"))}}
+	if _, _, err := n.repo.ApplySecret(ctx, resources.SecretApply{Secret: sealed, Owner: api.APIOwner()}, n.ca); err != nil {
+		t.Fatal(err)
+	}
+	oldRecipient, err := n.ca.AgeRecipient()
+	if err != nil {
+		t.Fatal(err)
 	}
 	want := clusterState(t, n)
 	info, err := n.repo.ClusterInfo(ctx)
@@ -113,6 +130,14 @@ func TestRestoreRoundTrip(t *testing.T) {
 			keptCA := bytes.Equal(readFile(t, filepath.Join(d.pkiDir(), "ca.crt")), readFile(t, filepath.Join(oldDir.pkiDir(), "ca.crt")))
 			if kept := tc.from != ""; keptCA != kept || (admin == oldAdmin) != kept || resources.TokenMatches(hash, oldAdmin) != kept {
 				t.Errorf("kept the CA: %v, the admin token: %v, old token valid: %v; want all %v", keptCA, admin == oldAdmin, resources.TokenMatches(hash, oldAdmin), kept)
+			}
+			_, values, err := r.repo.OpenSecret(ctx, "default", "db", r.ca)
+			recipient, rerr := r.ca.AgeRecipient()
+			if tc.from != "" && (err != nil || string(values["password"].Reveal()) != "restore-SENTINEL" || rerr != nil || recipient != oldRecipient) {
+				t.Errorf("with the old CA the secret opens (%v) and the recipient stays (%s, want %s)", err, recipient, oldRecipient)
+			}
+			if tc.from == "" && (!errors.Is(err, pki.ErrSealBroken) || recipient == oldRecipient) {
+				t.Errorf("with a new CA the sealed secret opens (%v) or the recipient stayed", err)
 			}
 			st, err := loadNodeState(d)
 			if err != nil || st.ResetTokens || st.ClusterUID != info.UID {

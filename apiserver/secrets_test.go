@@ -2,19 +2,18 @@ package apiserver_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
 	"time"
 
 	"filippo.io/age"
 
-	"encoding/json"
-	"kat.dws.rip/kat/pki/sops"
-	"net/http"
-	"strings"
-	"testing"
-
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/pki/sops"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )

@@ -3,7 +3,6 @@ package gitsync
 import (
 	"context"
 	"errors"
-	"filippo.io/age"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"filippo.io/age"
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"

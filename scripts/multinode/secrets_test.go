@@ -104,8 +104,11 @@ spec:
 	var id string
 	polltest.UntilErr(t, 3*time.Minute, "the consumer on "+consumer.Name+" with the secret", func() error {
 		ids, err := consumer.Containers(t.Context(), "label=kat.workload=app", "status=running")
-		if err != nil || len(ids) != 1 {
-			return fmt.Errorf("running: %v, %v", ids, err)
+		if err != nil {
+			return err
+		}
+		if len(ids) != 1 {
+			return fmt.Errorf("running: %v", ids)
 		}
 		env, file, err := read(ids[0])
 		if err != nil {

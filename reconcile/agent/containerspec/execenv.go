@@ -1,16 +1,16 @@
 package containerspec
 
 import (
-	"slices"
-
 	"fmt"
-	"kat.dws.rip/kat/quadlet"
-	"kat.dws.rip/kat/runtime"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
+
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/runtime"
 )
 
 // Where a container with secret environment variables finds the wrapper

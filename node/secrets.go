@@ -1,6 +1,7 @@
 package node
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,5 +44,30 @@ func (n *Node) secretsLayout() (agent.SecretsLayout, error) {
 	if exe, err = filepath.EvalSymlinks(exe); err != nil {
 		return agent.SecretsLayout{}, fmt.Errorf("find kat-agent, the wrapper of secret environment variables: %w", err)
 	}
-	return agent.SecretsLayout{Dir: n.dir.path("secrets"), Agent: exe}, nil
+	layout := agent.SecretsLayout{Dir: n.dir.path("secrets"), Agent: exe}
+	if static, err := isStatic(exe); err != nil || !static {
+		layout.Agent = ""
+		layout.AgentProblem = "kat-agent is dynamically linked and cannot run inside containers: build it with CGO_ENABLED=0 (task build does)"
+		if err != nil {
+			layout.AgentProblem = fmt.Sprintf("read kat-agent (%s): %v", exe, err)
+		}
+		n.log.Warn().Str("kat_agent", exe).Msg(layout.AgentProblem)
+	}
+	return layout, nil
+}
+
+// isStatic reports whether the ELF program at path needs no dynamic
+// loader (no PT_INTERP).
+func isStatic(path string) (bool, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false, nil
+		}
+	}
+	return true, nil
 }

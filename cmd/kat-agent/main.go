@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"kat.dws.rip/kat/build/usernsrun"
 	"kat.dws.rip/kat/reconcile/agent/containerspec"
@@ -22,6 +23,10 @@ func main() {
 	// Containers with secret environment variables start through this
 	// program (see containerspec.ExecEnvMain).
 	containerspec.ExecEnvMain()
+	// A core file of the leader or an agent could hold secrets' values.
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		fmt.Fprintln(os.Stderr, "kat-agent: disable core files:", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{

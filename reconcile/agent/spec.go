@@ -29,6 +29,9 @@ func NewSpecBuilder(node, volumeBase string, ids *runtime.SubIDRange) SpecBuilde
 // sets secret environment variables inside containers.
 type SecretsLayout struct {
 	Dir, Agent string
+	// AgentProblem says why Agent is empty: secret environment variables
+	// then fail with it.
+	AgentProblem string
 }
 
 // NewSpecBuilderWithSecrets is NewSpecBuilder for an agent that holds
@@ -41,7 +44,7 @@ func NewSpecBuilderWithSecrets(node, volumeBase string, ids *runtime.SubIDRange,
 			Image: a.Image, VolumeBasePath: volumeBase, HostPorts: hostPorts,
 		}
 		if layout.Dir != "" && len(q.Workload.Spec.SecretNames()) > 0 {
-			inst.Secrets = &containerspec.SecretPaths{Dir: filepath.Join(layout.Dir, a.InstanceID), Agent: layout.Agent}
+			inst.Secrets = &containerspec.SecretPaths{Dir: filepath.Join(layout.Dir, a.InstanceID), Agent: layout.Agent, AgentProblem: layout.AgentProblem}
 		}
 		m, err := idMapOf(a, ids)
 		if err != nil {

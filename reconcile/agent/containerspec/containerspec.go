@@ -56,8 +56,9 @@ type SecretPaths struct {
 	// secret volume.
 	Dir string
 	// Agent is the kat-agent program (statically linked), the wrapper that
-	// sets the secret environment variables inside the container.
-	Agent string
+	// sets the secret environment variables inside the container; empty
+	// when it cannot serve (AgentProblem says why).
+	Agent, AgentProblem string
 }
 
 // EnvDir is the directory of the instance's secret environment variables.

@@ -81,8 +81,11 @@ func ExecEnvMain() {
 // the secret environment variables from the instance's env directory and
 // executes the workload's command and args.
 func wrapSecretEnv(cs *runtime.ContainerSpec, ct *quadlet.Container, inst Instance, where string) error {
-	if inst.Secrets == nil || inst.Secrets.Agent == "" {
+	switch {
+	case inst.Secrets == nil:
 		return fmt.Errorf("%w: workload %s: spec.container.env: the agent holds no secrets for instance %s", runtime.ErrInvalidSpec, where, inst.ID)
+	case inst.Secrets.Agent == "":
+		return fmt.Errorf("%w: workload %s: spec.container.env: secret environment variables cannot be set: %s", runtime.ErrInvalidSpec, where, inst.Secrets.AgentProblem)
 	}
 	if len(ct.Command) == 0 {
 		return fmt.Errorf("%w: workload %s: spec.container.command: required with secret environment variables (the wrapper that sets them runs it)", runtime.ErrInvalidSpec, where)

@@ -25,8 +25,8 @@ import (
 // repository reaches a container on a worker as an environment variable and
 // as a file; the plaintext is nowhere else (data directories, Podman's
 // files, etcd, logs, katcall's output); the other worker cannot read it; a
-// new value pushed reaches the file in place and the variable through a
-// rolling update. Reports both delays.
+// new value pushed reaches a file-only consumer in place (same container)
+// and the variable through a rolling update. Reports both delays.
 func TestSecrets(t *testing.T) {
 	requirePrereqs(t)
 	t.Parallel()
@@ -89,7 +89,29 @@ spec:
 			}
 		}
 	}
-	commit("db secret and its consumer")
+	// A second consumer mounts the secret only: it never rolls.
+	files := filepath.Join(hooks.config.work, "default", "files", "workload.kat")
+	if err := os.MkdirAll(filepath.Dir(files), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files, []byte(strings.ReplaceAll(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: files, namespace: default}
+spec:
+  type: Service
+  replicas: 1
+  source: {image: "localhost/kat-base:latest"}
+  restartPolicy: {condition: Always}
+  nodeSelector: {kat.harness/host: HOST}
+  container:
+    command: ["/bin/sh", "-c", "exec sleep 100000"]
+    stopGracePeriodSeconds: 0
+    volumeMounts: [{name: db, mountPath: /run/secrets/db}]
+  volumes: [{name: db, secret: {secretName: db}}]
+`, "HOST", consumer.Name)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commit("db secret and its consumers")
 
 	read := func(id string) (env, file string, err error) {
 		if env, err = podmanExec(t.Context(), consumer, id, "cat", "/proc/1/environ"); err != nil {
@@ -158,6 +180,7 @@ spec:
 		}
 	}
 
+	filesID := containerOf(t, consumer, "files")
 	// Rotation: the file in place at once, the variable by a new instance.
 	seal(v2)
 	pushed := time.Now()
@@ -165,7 +188,7 @@ spec:
 	var fileAt, envAt time.Duration
 	polltest.UntilErr(t, 3*time.Minute, "the new value in the consumer", func() error {
 		if fileAt == 0 {
-			if f, err := podmanExec(t.Context(), consumer, id, "cat", "/run/secrets/db/password"); err == nil && f == v2 {
+			if f, err := podmanExec(t.Context(), consumer, filesID, "cat", "/run/secrets/db/password"); err == nil && f == v2 {
 				fileAt = time.Since(pushed)
 			}
 		}
@@ -187,6 +210,9 @@ spec:
 		return nil
 	})
 	t.Logf("push to file updated in place: %v; push to a consumer running with the new variable: %v", fileAt.Round(time.Millisecond), envAt.Round(time.Millisecond))
+	if ids, err := consumer.Containers(t.Context(), "label=kat.workload=files", "status=running"); err != nil || len(ids) != 1 || ids[0] != filesID {
+		t.Errorf("the file consumer was replaced (%v, %v): its files should change in place", ids, err)
+	}
 
 	// The plaintext is nowhere else: hosts' directories (data, Podman's
 	// root, run root, logs) but the consumer's secrets tmpfs, etcd, and

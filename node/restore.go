@@ -31,6 +31,10 @@ type RestoreOptions struct {
 	// defaults of the new node's. Default none: the restored cluster gets
 	// a new CA and new tokens at its first start.
 	FromDataDir string
+	// DiscardSecrets lets a restore without FromDataDir go on when the
+	// snapshot holds secrets, which the first start then deletes (a new CA
+	// cannot open them). Default false: such a restore is refused.
+	DiscardSecrets bool
 	// NodeName, AdvertiseAddress and EtcdPeerPort name the restored etcd
 	// member; node.json records them for kat-agent init. Defaults: FromDataDir's,
 	// else those of init (the host name, the first non-loopback IPv4
@@ -77,6 +81,17 @@ func Restore(o RestoreOptions, log zerolog.Logger) (*RestoreResult, error) {
 	info, err := resources.SnapshotClusterInfo(o.SnapshotPath)
 	if err != nil {
 		return nil, fmt.Errorf("--snapshot %s: %w", o.SnapshotPath, err)
+	}
+	if o.FromDataDir == "" && !o.DiscardSecrets {
+		n, err := resources.SnapshotSecrets(o.SnapshotPath)
+		if err != nil {
+			return nil, fmt.Errorf("--snapshot %s: %w", o.SnapshotPath, err)
+		}
+		if n > 0 {
+			return nil, fmt.Errorf("--snapshot %s: holds %d secrets sealed with the cluster's CA key: restore with --from-data-dir "+
+				"(the old data directory or a copy holding pki/ca.key), or --discard-secrets to delete them (secret files in Git "+
+				"must then be encrypted to the new cluster's recipient)", o.SnapshotPath, n)
+		}
 	}
 	var old *nodeState
 	if o.FromDataDir != "" {

@@ -54,6 +54,7 @@ cluster configuration comes from the snapshot.`,
 	f.StringVar(&o.SnapshotPath, "snapshot", "", "etcd snapshot file to restore (required)")
 	f.StringVar(&o.DataDir, "data-dir", "", "new data directory for the restored node; must not exist or be empty (required)")
 	f.StringVar(&o.FromDataDir, "from-data-dir", "", "the old leader's data directory (or a copy): keep its CA, admin token and join token (default: init makes new ones)")
+	f.BoolVar(&o.DiscardSecrets, "discard-secrets", false, "without --from-data-dir, delete the snapshot's secrets (a new CA cannot open them) rather than refuse")
 	f.StringVar(&o.NodeName, "node-name", "", "the restored node's name (default: --from-data-dir's, else the host name)")
 	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "the restored node's IP address (default: --from-data-dir's, else the first non-loopback IPv4 address)")
 	f.IntVar(&o.EtcdPeerPort, "etcd-peer-port", 0, "the restored etcd member's peer port (default: --from-data-dir's, else the snapshot's cluster.kat etcdPeerPort)")

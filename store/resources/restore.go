@@ -37,9 +37,20 @@ func SnapshotClusterInfo(path string) (*ClusterInfo, error) {
 	return nil, fmt.Errorf("%w (no key %s)", ErrNoCluster, keyClusterConfig)
 }
 
+// SnapshotSecrets counts the secrets a snapshot holds: values sealed with
+// the CA key of the cluster it was taken of.
+func SnapshotSecrets(path string) (int, error) {
+	kvs, err := store.ReadSnapshot(path, prefixSecrets)
+	if err != nil {
+		return 0, err
+	}
+	return len(kvs), nil
+}
+
 // ReplaceTokens makes adminToken and joinSecret the cluster's only admin
 // token and join secret, in one transaction: a cluster restored from a
-// snapshot without its old credentials gets new ones.
+// snapshot without its old credentials gets new ones. The secrets go too:
+// sealed with the old CA's key, they would never open again.
 func (r *Repo) ReplaceTokens(ctx context.Context, adminToken, joinSecret string) error {
 	if adminToken == "" || joinSecret == "" {
 		return errors.New("replace tokens: empty token")
@@ -49,6 +60,7 @@ func (r *Repo) ReplaceTokens(ctx context.Context, adminToken, joinSecret string)
 		{Type: store.OpPut, Key: keyJoinTokenHash, Value: []byte(HashToken(joinSecret))},
 		// Sealed with the old CA's key, for the old secret.
 		{Type: store.OpDelete, Key: keyJoinTokenSealed},
+		{Type: store.OpDeletePrefix, Key: prefixSecrets},
 	}
 	if _, err := r.st.DoTransaction(ctx, nil, ops, nil); err != nil {
 		return fmt.Errorf("replace the admin and join token hashes: %w", err)

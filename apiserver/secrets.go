@@ -3,6 +3,7 @@ package apiserver
 import (
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/go-chi/chi/v5"
 
@@ -183,7 +184,7 @@ func (s *Server) deliverSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if !slices.ContainsFunc(as, func(a api.Assignment) bool { return a.Namespace == ns && usesSecret(a, name) }) {
+	if !slices.ContainsFunc(as, func(a api.Assignment) bool { return a.Namespace == ns && slices.Contains(s.secretUses.of(a), name) }) {
 		writeError(w, &api.Error{StatusCode: http.StatusForbidden, Code: api.CodeForbidden,
 			Message: "node " + node + " runs no instance that uses secret " + ns + "/" + name})
 		return
@@ -201,12 +202,33 @@ func (s *Server) deliverSecret(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// usesSecret reports whether the workload files of an assignment refer to
-// secret name of its namespace.
-func usesSecret(a api.Assignment, name string) bool {
-	q, err := quadlet.ParseWorkload(a.Files, quadlet.ParseOptions{})
-	if err != nil {
-		return false
+// secretUses remembers, by spec hash, the secrets the workload files of
+// assignments refer to: agents ask every few seconds, and a spec is parsed
+// once. It is safe for concurrent use.
+type secretUses struct {
+	mu    sync.Mutex
+	names map[string][]string
+}
+
+// maxSecretUses bounds the memory: past it the map starts afresh.
+const maxSecretUses = 4096
+
+// of returns the names of the secrets a's workload uses.
+func (u *secretUses) of(a api.Assignment) []string {
+	u.mu.Lock()
+	names, ok := u.names[a.SpecHash]
+	u.mu.Unlock()
+	if ok && a.SpecHash != "" {
+		return names
 	}
-	return slices.Contains(q.Workload.Spec.SecretNames(), name)
+	if q, err := quadlet.ParseWorkload(a.Files, quadlet.ParseOptions{DefaultNamespace: a.Namespace}); err == nil {
+		names = q.Workload.Spec.SecretNames()
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.names == nil || len(u.names) >= maxSecretUses {
+		u.names = map[string][]string{}
+	}
+	u.names[a.SpecHash] = names
+	return names
 }

@@ -141,6 +141,9 @@ type Server struct {
 	// auditUnauthenticated limits the stored entries of unauthenticated
 	// calls (AuditUnauthenticatedLimit).
 	auditUnauthenticated *httprate.RateLimiter
+	// secretUses are the secrets of the assignments' specs, for the
+	// delivery of secrets to nodes.
+	secretUses secretUses
 }
 
 // New checks cfg, applies defaults and returns a Server.

@@ -44,6 +44,9 @@ type AssignmentPlan struct {
 	// Wake is, by "ns/name", when a workload wants another pass though no
 	// fact changes: a drain delay or a progress deadline ends.
 	Wake map[string]time.Time
+	// Replaced are the failed instances deleted to be replaced (also in
+	// Delete), for their events.
+	Replaced []api.Assignment
 }
 
 // Rollback asks to replace workload Key's generation From by the files of
@@ -116,6 +119,9 @@ type AssignInput struct {
 	// DaemonNodeDeadline bounds one node's update; default
 	// DefaultDaemonNodeDeadline.
 	DaemonNodeDeadline time.Duration
+	// Replace is the back-off between replacements of failed instances
+	// (stepReplace); zero fields take their defaults.
+	Replace ReplacePolicy
 }
 
 // PlanAssignments decides the assignments of every workload in Desired and
@@ -150,6 +156,13 @@ type AssignInput struct {
 // are replaced like old ones (removed once the replacements are ready, or
 // at once when the rest fit nowhere, so a drain finishes), a
 // DaemonService's are removed, and a Job's run to their end.
+//
+// Failed instances: a Service's or DaemonService's instance its agent
+// reports Failed (its restart policy gave up) is deleted and replaced, a
+// Service's preferably on another node, a DaemonService's on its node, with
+// a back-off per workload kept in its rollout record (stepReplace): the
+// first at once, each next one no sooner than the record's NextAt. A Job's
+// runs keep their own rules.
 func PlanAssignments(in AssignInput) AssignmentPlan {
 	byWorkload := map[string][]api.Assignment{}
 	for _, a := range in.Current {

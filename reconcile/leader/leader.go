@@ -57,6 +57,9 @@ type Config struct {
 	// see no failed request. 0 stops instances at once; kat-agent's
 	// --drain-delay defaults to DefaultDrainDelay.
 	DrainDelay time.Duration
+	// Replace is the back-off between replacements of a workload's failed
+	// instances; zero fields take the defaults (DefaultReplaceBase, ...).
+	Replace ReplacePolicy
 	// Now and NewSuffix replace time.Now and RandomSuffix, for tests.
 	Now       func() time.Time
 	NewSuffix func() string

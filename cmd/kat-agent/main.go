@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,7 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"kat.dws.rip/kat/build/usernsrun"
+	"kat.dws.rip/kat/reconcile/agent"
 )
+
+// ExitDeparted is kat-agent's exit status once its node departed (SIGUSR1):
+// the systemd units do not restart it (RestartPreventExitStatus).
+const ExitDeparted = 10
 
 func main() {
 	// Builds run their RUN steps through this program (see package
@@ -30,6 +36,9 @@ func main() {
 	root.AddCommand(newRestoreCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "kat-agent:", err)
+		if errors.Is(err, agent.ErrDeparted) {
+			os.Exit(ExitDeparted)
+		}
 		os.Exit(1)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
 	"kat.dws.rip/kat/api"
@@ -284,11 +285,26 @@ func TemplateHash(q *quadlet.Quadlet) string {
 	return t.SpecHash()
 }
 
+// maxInstanceID is the longest instance ID: one DNS label, since it names
+// the instance's DNS record ({instanceID}.{workload}.{ns}.{domain}).
+const maxInstanceID = 63
+
 // InstanceID is {workload}-{first 8 of the instance template}-{suffix}
 // (docs/architecture.md "Identity"): a changed spec or app commit is
-// visibly a new instance.
+// visibly a new instance. A workload name too long for that to be a DNS
+// label (over 48 characters, with a 5-digit suffix) is cut and followed by
+// the first 7 hex digits of its SHA-256, so every valid workload name gives
+// a valid label, and two long names that share a beginning do not share
+// their instances' prefix.
 func InstanceID(workload, specHash, suffix string) string {
-	return workload + "-" + specHash[:min(8, len(specHash))] + "-" + suffix
+	tail := "-" + specHash[:min(8, len(specHash))] + "-" + suffix
+	if len(workload)+len(tail) > maxInstanceID {
+		sum := sha256.Sum256([]byte(workload))
+		hash := "-" + hex.EncodeToString(sum[:])[:7]
+		keep := max(0, maxInstanceID-len(tail)-len(hash))
+		workload = strings.TrimRight(workload[:min(keep, len(workload))], "-") + hash
+	}
+	return workload + tail
 }
 
 // RandomSuffix returns 5 random hex digits, the unique part of an instance ID.

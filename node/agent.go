@@ -103,7 +103,8 @@ func (n *Node) runAgent(ctx context.Context) error {
 			case <-n.opts.Depart:
 			}
 			log.Info().Msg("departing: telling the leader, waiting for the Service instances to move")
-			return agent.Depart(gctx, agent.DepartConfig{Node: n.state.NodeName, Facts: facts, Repo: n.repo, StartedAt: started})
+			return agent.Depart(gctx, agent.DepartConfig{Node: n.state.NodeName, Facts: facts, Repo: n.repo, StartedAt: started,
+				Leftovers: ag.Leftovers})
 		})
 	}
 	return g.Wait()

@@ -29,6 +29,10 @@ type DepartConfig struct {
 	Repo  *resources.Repo
 	// StartedAt is when this agent started (HeartbeatConfig.StartedAt).
 	StartedAt time.Time
+	// Leftovers counts the containers of instances no longer assigned
+	// that the agent still has to remove (Agent.Leftovers); the departure
+	// waits for none to be left too. Default nil: not waited for.
+	Leftovers func() int
 	// Wait bounds the wait for the Service instances to move. Default
 	// DefaultDepartWait.
 	Wait time.Duration
@@ -36,8 +40,8 @@ type DepartConfig struct {
 
 // Depart tells the leader that the node leaves for good, so its Service
 // instances are placed on other nodes at once, and waits (up to cfg.Wait)
-// until none of them is assigned to the node any more: the agent, still
-// running, stops each container as its assignment goes. It returns
+// until none of them is assigned to the node any more and the agent, still
+// running, has stopped and removed their containers (cfg.Leftovers). It returns
 // ErrDeparted once done, or an error when the leader could not be told.
 // DaemonService and Job instances stay where they are.
 func Depart(ctx context.Context, cfg DepartConfig) error {
@@ -60,7 +64,7 @@ func Depart(ctx context.Context, cfg DepartConfig) error {
 				return false, nil
 			}
 		}
-		return true, nil
+		return cfg.Leftovers == nil || cfg.Leftovers() == 0, nil
 	})
 	if err != nil {
 		return fmt.Errorf("depart: the Service instances did not all move within %s: %w", wait, errors.Join(ErrDeparted, err))

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +28,10 @@ func TestDepart(t *testing.T) {
 	}
 	facts := &memoryFacts{}
 	started := time.Unix(1_700_000_000, 0).UTC()
-	cfg := DepartConfig{Node: "n1", Facts: facts, Repo: repo, StartedAt: started, Wait: time.Minute}
+	var left atomic.Int32
+	left.Store(1) // the Service instance's container, until the agent removed it
+	cfg := DepartConfig{Node: "n1", Facts: facts, Repo: repo, StartedAt: started, Wait: time.Minute,
+		Leftovers: func() int { return int(left.Load()) }}
 
 	// Not moved in time: an error that still says the node departed.
 	short := cfg
@@ -51,6 +55,17 @@ func TestDepart(t *testing.T) {
 	if _, err := repo.WriteAssignments(ctx, nil, []api.Assignment{svc}); err != nil {
 		t.Fatal(err)
 	}
+	// The assignment is gone, its container not yet: Depart waits on.
+	polltest.Until(t, 10*time.Second, "Depart sees the assignment gone", func() bool {
+		as, err := repo.ListAssignments(ctx, "n1")
+		return err == nil && len(as) == 1
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Depart returned %v while a container is left to remove", err)
+	default:
+	}
+	left.Store(0)
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrDeparted) || err != ErrDeparted { //nolint:errorlint // exactly the sentinel: no error on the way

@@ -199,6 +199,10 @@ func TestLeaderReplacesFailedInstances(t *testing.T) {
 		return st.NextRetryTime != nil && st.NextRetryTime.Equal(ro.Replace.NextAt) && st.Attempts == 1 &&
 			strings.Contains(st.RetryReason, second.InstanceID) && c != nil && c.Reason == ReasonBackOff
 	})
+	polltest.Until(t, 10*time.Second, "an InstanceFailed event names the waiting instance", func() bool {
+		events, err := e.repo.ListEvents(e.ctx, 0)
+		return err == nil && hasEvent(events, ReasonInstanceFailed, second.InstanceID)
+	})
 	stop()
 	// A new term, its clock just before the back-off ends: the failed
 	// instance stays; at its end it goes.

@@ -17,7 +17,7 @@ import (
 
 // collectAfterSeconds is the failover cluster's nodeCollectAfterSeconds:
 // more than nodeLossSeconds, short enough for a test.
-const collectAfterSeconds = 20
+const collectAfterSeconds = 25
 
 // detail is katcall status default/NAME -o json.
 func (c *testCluster) detail(t *testing.T, name string) (api.WorkloadDetail, error) {
@@ -151,7 +151,16 @@ spec:
 
 	t.Run("a departing worker's instances move at once, and it comes back", func(t *testing.T) {
 		const departing = 1 // node2, a worker
-		c.apply(t, "mover", "Service", "\n  replicas: 3")
+		c.applyKat(t, "mover", `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: mover, namespace: default}
+spec:
+  type: Service
+  replicas: 3
+  restartPolicy: {condition: Always}
+  source: {image: "localhost/kat-base:latest"}
+  container: {name: main, command: ["/bin/sh", "-c", "exec sleep 100000"], stopGracePeriodSeconds: 0}
+`)
 		c.waitRunning(t, time.Minute, "mover", "one running on every host", equal(1, 1, 1))
 		signalled := time.Now()
 		if err := c.agents[departing].Signal(syscall.SIGUSR1); err != nil {
@@ -164,7 +173,7 @@ spec:
 		counts := c.waitRunning(t, 30*time.Second, "mover", "none left on the departed node", func(n []int) bool {
 			return sum(n) == 3 && n[departing] == 0
 		})
-		t.Logf("from SIGUSR1 to the moved instance running elsewhere: %s; to its old container gone (a 10 s stop grace period): %s; running per host %v",
+		t.Logf("from SIGUSR1 to the moved instance running elsewhere: %s; to its old container gone: %s; running per host %v",
 			moved.Round(time.Millisecond), time.Since(signalled).Round(time.Millisecond), counts)
 		err := c.agents[departing].Wait(t.Context())
 		var exit *exec.ExitError

@@ -115,9 +115,11 @@ spec:
 				case in.Status.Phase == api.InstanceFailed && !seen[in.InstanceID]:
 					seen[in.InstanceID] = true
 					failures = append(failures, failure{id: in.InstanceID, node: in.Node, at: time.Now()})
+					t.Logf("%s failed on %s (attempts %d, next try %v)", in.InstanceID, in.Node, d.Status.Attempts, d.Status.NextRetryTime)
 				case in.Status.Phase == api.InstanceRunning && len(failures) > len(took) && in.InstanceID != failures[len(took)].id:
 					f := failures[len(took)]
 					took = append(took, time.Since(f.at))
+					t.Logf("%s runs on %s, %s after %s was seen failed", in.InstanceID, in.Node, took[len(took)-1].Round(time.Millisecond), f.id)
 					if len(took) == 1 && in.Node == f.node {
 						return fmt.Errorf("the replacement of %s runs on %s, where it failed; want another node", f.id, f.node)
 					}

@@ -137,7 +137,7 @@ spec:
 		if d.Status.Attempts < 2 || d.Status.LastReconcileTime == nil {
 			t.Errorf("status after 2 replacements: attempts %d, last reconcile %v; want at least 2 and a time", d.Status.Attempts, d.Status.LastReconcileTime)
 		}
-		t.Logf("from a Failed instance seen to its replacement running (the first at once, the second no sooner than 2 s after the first): %v", took)
+		t.Logf("from a Failed instance seen to its replacement running (each with the wait its back-off still asked for: see the next try above): %v", took)
 		evs, err := c.events(t)
 		if err != nil {
 			t.Fatal(err)

@@ -30,6 +30,29 @@ type NodeRegistration struct {
 	// quorum: a leader candidate that serves the API (katcall and webhook
 	// senders may use any member's address).
 	EtcdMember bool `json:"etcdMember"`
+	// DepartedAt is when the node's agent said it leaves for good (its
+	// departure signal, SIGUSR1): from then the node is NotReady, so its
+	// Service instances move at once, until an agent started later than
+	// the one that departed reports (Departed). Default nil.
+	DepartedAt *time.Time `json:"departedAt,omitempty"`
+	// DepartedAgentStart is the start time (NodeStatus.AgentStartedAt) of
+	// the agent that departed. Default zero.
+	DepartedAgentStart time.Time `json:"departedAgentStart,omitzero"`
+}
+
+// Departed reports whether the node departed and no agent started since
+// reported: agentStartedAt is the start time of the agent of its last
+// status. No clocks are compared, only the one agent's own start time.
+func (r NodeRegistration) Departed(agentStartedAt time.Time) bool {
+	return r.DepartedAt != nil && agentStartedAt.Equal(r.DepartedAgentStart)
+}
+
+// NodeDeparture is the body of POST /v1alpha1/nodes/{node}/depart: the
+// node's agent leaves for good.
+type NodeDeparture struct {
+	// AgentStartedAt is when the departing agent started: an agent started
+	// at another time (the node came back) makes the node Ready again.
+	AgentStartedAt time.Time `json:"agentStartedAt"`
 }
 
 // APIURL is the URL of the node's API server (an etcd member's), "" when
@@ -120,6 +143,10 @@ type NodeStatus struct {
 	// when it differs from what the cluster holds (a node that joined
 	// before it had one, or whose port changed). Nil: no overlay.
 	Overlay *NodeOverlay `json:"overlay,omitempty"`
+	// AgentStartedAt is when the reporting kat-agent process started: a
+	// departed node whose agent started again is back. Default zero (an
+	// agent that predates it).
+	AgentStartedAt time.Time `json:"agentStartedAt,omitzero"`
 }
 
 // NodeOverlay is a node's place in the WireGuard overlay as the node
@@ -182,12 +209,16 @@ type Node struct {
 const (
 	NodeCordoned = "Cordoned"
 	NodeDraining = "Draining"
+	// NodeDeparted follows NotReady for a node whose agent departed.
+	NodeDeparted = "Departed"
 )
 
 // StatusText is the node's readiness with its schedulability, as katcall get
 // nodes shows it: "Ready", "NotReady,Cordoned", "Ready,Draining".
 func (n Node) StatusText() string {
 	switch {
+	case n.Departed(n.AgentStartedAt):
+		return n.Status + "," + NodeDeparted
 	case n.Draining:
 		return n.Status + "," + NodeDraining
 	case n.Unschedulable:

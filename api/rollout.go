@@ -59,6 +59,30 @@ type Rollout struct {
 	// Failure is the last failed rollout; nil once a later rollout (other
 	// than its rollback) starts.
 	Failure *RolloutFailure `json:"failure,omitempty"`
+	// Replace is the back-off of the workload's failed instances (a
+	// Service's replaced, a DaemonService's restarted on its node); nil
+	// before the first failure of the generation, or once the workload
+	// has been stable for a while.
+	Replace *ReplaceBackoff `json:"replace,omitempty"`
+}
+
+// ReplaceBackoff is a workload's back-off between replacements of its
+// failed instances: the first failure is replaced at once, each one after
+// it no sooner than NextAt, which doubles with every attempt up to a cap.
+type ReplaceBackoff struct {
+	// Attempts counts the replacements in a row: each came within the
+	// reset period of the one before.
+	Attempts int `json:"attempts"`
+	// LastAt is when the last failed instances were replaced.
+	LastAt time.Time `json:"lastAt"`
+	// NextAt is the earliest time a failed instance is replaced again.
+	NextAt time.Time `json:"nextAt"`
+	// Instances are the failed instances LastAt's attempt replaced: a pass
+	// that finds one of them still assigned replaces it without counting
+	// an attempt again.
+	Instances []string `json:"instances,omitempty"`
+	// Reason is what the agent reported about the last failed instance.
+	Reason string `json:"reason,omitempty"`
 }
 
 // RolloutCounts are a workload's instances during a rollout: of the current

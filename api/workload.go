@@ -59,6 +59,16 @@ type WorkloadStatus struct {
 	LastRun string `json:"lastRun,omitempty"`
 	// NextRunTime is, for a scheduled Job, its next firing. Default nil.
 	NextRunTime *time.Time `json:"nextRunTime,omitempty"`
+	// Attempts counts the replacements of failed instances in a row
+	// (ReplaceBackoff.Attempts). Default 0.
+	Attempts int `json:"attempts,omitempty"`
+	// LastReconcileTime is when placement last changed the workload's
+	// instances: placed, replaced or took one out. Default nil.
+	LastReconcileTime *time.Time `json:"lastReconcileTime,omitempty"`
+	// NextRetryTime is, while a failed instance waits out the back-off,
+	// when it is replaced; RetryReason is why it failed. Default nil, "".
+	NextRetryTime *time.Time `json:"nextRetryTime,omitempty"`
+	RetryReason   string     `json:"retryReason,omitempty"`
 }
 
 // Workload is a workload's metadata and status together: what etcd keeps

@@ -89,6 +89,15 @@ func (c *Client) PostNodeEvent(ctx context.Context, node string, ev api.Event) e
 	return c.do(ctx, http.MethodPost, "/v1alpha1/nodes/"+url.PathEscape(node)+"/events", nil, b, "application/json", nil)
 }
 
+// PostNodeDeparture tells the leader that node's agent leaves for good.
+func (c *Client) PostNodeDeparture(ctx context.Context, node string, d api.NodeDeparture) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encode departure: %w", err)
+	}
+	return c.do(ctx, http.MethodPost, "/v1alpha1/nodes/"+url.PathEscape(node)+"/depart", nil, b, "application/json", nil)
+}
+
 // WorkloadHistory lists a workload's archived generations with their
 // outcomes, oldest first.
 func (c *Client) WorkloadHistory(ctx context.Context, ns, name string) ([]api.HistoryEntry, error) {

@@ -98,7 +98,7 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 			ageSec := int64(max(now.Sub(hb), 0).Seconds())
 			v.LastHeartbeat, v.HeartbeatAgeSeconds = &hb, &ageSec
 			v.Status = api.NodeNotReady
-			if resources.HeartbeatFresh(resources.HeartbeatInTerm(hb, s.cfg.TermStart), now, s.cfg.NodeLossTimeout) {
+			if resources.HeartbeatFresh(resources.HeartbeatInTerm(hb, s.cfg.TermStart), now, s.cfg.NodeLossTimeout) && !n.Departed() {
 				v.Status = api.NodeReady
 			}
 		}

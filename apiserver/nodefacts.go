@@ -142,6 +142,22 @@ func (s *Server) postNodeEvent(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// postNodeDeparture records that the node's agent leaves for good
+// (NodeFacts.RecordDeparture): its Service instances move at once.
+func (s *Server) postNodeDeparture(w http.ResponseWriter, r *http.Request) {
+	var d api.NodeDeparture
+	node, ok := s.readNodeReport(w, r, "departure", 4<<10, &d)
+	if !ok {
+		return
+	}
+	if err := s.facts.RecordDeparture(r.Context(), node, d); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	s.cfg.Logger.Info().Str("node", node).Msg("node departed")
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // readNodeReport checks the URL's {node} and reads the JSON body of what a
 // node reports into v (at most limit bytes, or the server's MaxJSONBytes
 // when larger); it answers the request and returns false when either is

@@ -402,3 +402,42 @@ func TestNodeViewCountsFromTheTermStart(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeDeparture: a node's certificate tells the leader its node
+// departs; the node is then NotReady,Departed though it beats, with a
+// NodeDeparted event; another node's certificate may not depart it.
+func TestNodeDeparture(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nf := newNodeFixture(t)
+	started := nf.now.Add(-time.Hour).UTC()
+	n2 := nodeClient(t, nf.fixture, "n2")
+	if err := n2.PostNodeDeparture(ctx, "n1", api.NodeDeparture{AgentStartedAt: started}); statusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("n2 departing n1: %v, want 401", err)
+	}
+	n1 := nodeClient(t, nf.fixture, "n1")
+	if err := n1.PostNodeDeparture(ctx, "n1", api.NodeDeparture{AgentStartedAt: started}); err != nil {
+		t.Fatalf("n1 departs: %v", err)
+	}
+	if err := nf.repo.PutNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: nf.now.Unix(), AgentStartedAt: started}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := nf.client.GetNode(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.StatusText(); got != api.NodeNotReady+","+api.NodeDeparted {
+		t.Errorf("status of the departed node = %q, want NotReady,Departed", got)
+	}
+	evs, err := nf.repo.ListEvents(ctx, 0)
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].Reason != resources.EventNodeDeparted {
+		t.Errorf("events %+v (%v), want NodeDeparted last", evs, err)
+	}
+	// Its agent started again: Ready.
+	if err := nf.repo.PutNodeStatus(ctx, api.NodeStatus{NodeName: "n1", Timestamp: nf.now.Unix(), AgentStartedAt: nf.now}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := nf.client.GetNode(ctx, "n1"); err != nil || n.StatusText() != api.NodeReady {
+		t.Errorf("status of the node whose agent started again = %q (%v), want Ready", n.StatusText(), err)
+	}
+}

@@ -83,6 +83,17 @@ func (n *Node) grantNode(ctx context.Context, name string) error {
 	return nil
 }
 
+// collectNode deletes node name with everything it held, as katcall node
+// delete does: its etcd membership and user (ForgetNode), then its records
+// (resources.Repo.DeleteNode). The leader collects a node NotReady for long
+// with it.
+func (n *Node) collectNode(ctx context.Context, name string) error {
+	if err := n.ForgetNode(ctx, name); err != nil {
+		return err
+	}
+	return n.repo.DeleteNode(ctx, name)
+}
+
 // ForgetNode removes node name from the etcd quorum when it is a member,
 // then its etcd user: the node's open connections lose their rights at
 // their next request and it cannot connect again. The API's delete-node

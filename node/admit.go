@@ -70,8 +70,16 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 			n.log.Warn().Err(err).Msg("katcall.yaml does not list the new member")
 		}
 	}
+	ev := api.Event{Type: api.EventNormal, Object: "node/" + req.NodeName, Reason: EventNodeJoined,
+		Message: fmt.Sprintf("node %s joined from %s", req.NodeName, req.AdvertiseAddress)}
+	if err := n.repo.AppendEvent(ctx, ev); err != nil {
+		n.log.Warn().Err(err).Str("node", req.NodeName).Msg("cannot record the join's event")
+	}
 	return resp, nil
 }
+
+// EventNodeJoined is the reason of the event of a node's join.
+const EventNodeJoined = "NodeJoined"
 
 // checkMemberRoom refuses (409) an --etcd-peer join the etcd quorum has no
 // room for, before anything is written: an external etcd, a full quorum

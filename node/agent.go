@@ -29,6 +29,7 @@ import (
 func (n *Node) runAgent(ctx context.Context) error {
 	o := n.opts.Agent
 	spec := n.state.Cluster.Spec
+	started := time.Now().UTC()
 	log := n.log.With().Str("component", "agent").Logger()
 	rt := runtime.NewPodman(runtime.PodmanConfig{Binary: o.Podman, Root: o.PodmanRoot, RunRoot: o.PodmanRunRoot,
 		NetworkConfigDir: o.PodmanNetworkConfigDir, TmpDir: o.PodmanTmpDir})
@@ -96,10 +97,22 @@ func (n *Node) runAgent(ctx context.Context) error {
 			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Facts: facts, Wake: beat,
 			Overlay:   overlayReport(n.state, n.wgKey),
 			Instances: ag.Instances, Conditions: ag.Conditions,
-			Interval: time.Duration(spec.AgentTickSeconds) * time.Second,
-			Logger:   n.log.With().Str("component", "heartbeat").Logger(),
+			Interval: time.Duration(spec.AgentTickSeconds) * time.Second, StartedAt: started,
+			Logger: n.log.With().Str("component", "heartbeat").Logger(),
 		})
 	})
+	if n.opts.Depart != nil {
+		g.Go(func() error {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-n.opts.Depart:
+			}
+			log.Info().Msg("departing: telling the leader, waiting for the Service instances to move")
+			return agent.Depart(gctx, agent.DepartConfig{Node: n.state.NodeName, Facts: facts, Repo: n.repo, StartedAt: started,
+				Leftovers: ag.Leftovers})
+		})
+	}
 	return g.Wait()
 }
 

@@ -58,6 +58,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	loops, err := leader.New(leader.Config{
 		Repo: n.repo, NodeLossTimeout: lossTimeout, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
 		Desired: desired, ClusterDomain: spec.ClusterDomain, DrainDelay: n.opts.DrainDelay,
+		CollectAfter: time.Duration(spec.NodeCollectAfterSeconds) * time.Second, CollectNode: n.collectNode,
 	})
 	if err != nil {
 		return nil, err

@@ -42,6 +42,10 @@ type Options struct {
 	// PprofAddress, when set, serves Go's profiles (net/http/pprof) on this
 	// loopback address (--pprof-address), for go tool pprof. Default: off.
 	PprofAddress string
+	// Depart, when it receives, makes the node depart for good
+	// (agent.Depart): Run then returns an error wrapping agent.ErrDeparted.
+	// kat-agent feeds it SIGUSR1. Default nil: never.
+	Depart <-chan struct{}
 	// Join makes Open join a cluster (kat-agent join) instead of creating
 	// one, or resume a node that joined.
 	Join bool

@@ -62,6 +62,11 @@ type ClusterSpec struct {
 	// NodeLossTimeoutSeconds is the silence after which a node is NotReady
 	// (> AgentTickSeconds). Default 60.
 	NodeLossTimeoutSeconds int `json:"nodeLossTimeoutSeconds" yaml:"nodeLossTimeoutSeconds"`
+	// NodeCollectAfterSeconds is how long a node may stay NotReady before
+	// the leader deletes it with everything it held (its registration,
+	// instances, subnet, overlay peer and etcd user); 0 never does (>
+	// nodeLossTimeoutSeconds, or 0). Default 86400, a day.
+	NodeCollectAfterSeconds int `json:"nodeCollectAfterSeconds" yaml:"nodeCollectAfterSeconds"`
 	// GitOps makes the leader follow a config repository. Default nil: no
 	// repository is followed.
 	GitOps *GitOpsConfig `json:"gitops,omitempty" yaml:"gitops,omitempty"`
@@ -131,10 +136,12 @@ const (
 	DefaultBackupRetention        = 5
 	DefaultAgentTickSeconds       = 15
 	DefaultNodeLossTimeoutSeconds = 60
-	DefaultGitOpsBranch           = "main"
-	DefaultGitOpsPath             = "."
-	DefaultPollIntervalSeconds    = 30
-	minPollIntervalSeconds        = 5
+	// DefaultNodeCollectAfterSeconds is a day.
+	DefaultNodeCollectAfterSeconds = 86400
+	DefaultGitOpsBranch            = "main"
+	DefaultGitOpsPath              = "."
+	DefaultPollIntervalSeconds     = 30
+	minPollIntervalSeconds         = 5
 )
 
 // ParseClusterConfiguration parses a ClusterConfiguration file, applies its
@@ -188,6 +195,7 @@ func defaultCluster(s *ClusterSpec, c *checker) {
 	setDefault(c, "spec.backupRetention", &s.BackupRetention, DefaultBackupRetention)
 	setDefault(c, "spec.agentTickSeconds", &s.AgentTickSeconds, DefaultAgentTickSeconds)
 	setDefault(c, "spec.nodeLossTimeoutSeconds", &s.NodeLossTimeoutSeconds, DefaultNodeLossTimeoutSeconds)
+	setDefault(c, "spec.nodeCollectAfterSeconds", &s.NodeCollectAfterSeconds, DefaultNodeCollectAfterSeconds)
 	if g := s.GitOps; g != nil {
 		if g.Branch == "" {
 			g.Branch = DefaultGitOpsBranch
@@ -241,6 +249,9 @@ func validateCluster(c *checker, s *ClusterSpec) {
 	c.atLeast("spec.agentTickSeconds", s.AgentTickSeconds, 1)
 	if s.NodeLossTimeoutSeconds <= s.AgentTickSeconds {
 		c.errorf("spec.nodeLossTimeoutSeconds", "must be more than agentTickSeconds (%d), got %d", s.AgentTickSeconds, s.NodeLossTimeoutSeconds)
+	}
+	if n := s.NodeCollectAfterSeconds; n != 0 && n <= s.NodeLossTimeoutSeconds {
+		c.errorf("spec.nodeCollectAfterSeconds", "must be more than nodeLossTimeoutSeconds (%d), or 0 (never), got %d", s.NodeLossTimeoutSeconds, n)
 	}
 	if g := s.GitOps; g != nil {
 		const p = "spec.gitops"

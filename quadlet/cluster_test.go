@@ -22,21 +22,22 @@ func TestParseClusterConfigurationDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ClusterSpec{
-		ClusterCIDR:            "10.100.0.0/16",
-		ServiceCIDR:            "10.200.0.0/16",
-		NodeSubnetBits:         7,
-		ClusterDomain:          "kat.cluster.local",
-		AgentPort:              9116,
-		APIPort:                9115,
-		EtcdPeerPort:           2380,
-		EtcdClientPort:         2379,
-		EtcdMembers:            3,
-		VolumeBasePath:         "/var/lib/kat/volumes",
-		BackupPath:             "/var/lib/kat/backups",
-		BackupIntervalMinutes:  30,
-		BackupRetention:        5,
-		AgentTickSeconds:       15,
-		NodeLossTimeoutSeconds: 60,
+		ClusterCIDR:             "10.100.0.0/16",
+		ServiceCIDR:             "10.200.0.0/16",
+		NodeSubnetBits:          7,
+		ClusterDomain:           "kat.cluster.local",
+		AgentPort:               9116,
+		APIPort:                 9115,
+		EtcdPeerPort:            2380,
+		EtcdClientPort:          2379,
+		EtcdMembers:             3,
+		VolumeBasePath:          "/var/lib/kat/volumes",
+		BackupPath:              "/var/lib/kat/backups",
+		BackupIntervalMinutes:   30,
+		BackupRetention:         5,
+		AgentTickSeconds:        15,
+		NodeLossTimeoutSeconds:  60,
+		NodeCollectAfterSeconds: 86400,
 	}
 	if cc.Spec != want {
 		t.Errorf("spec = %+v\nwant   %+v", cc.Spec, want)
@@ -123,6 +124,7 @@ func TestParseClusterConfigurationInvalid(t *testing.T) {
 		{"backup retention not a number", minimalCluster + "  backupRetention: five\n", "cluster.kat:8: spec.backupRetention"},
 		{"tick zero", minimalCluster + "  agentTickSeconds: 0\n", "cluster.kat:8: spec.agentTickSeconds: must be at least 1"},
 		{"node loss before tick", minimalCluster + "  nodeLossTimeoutSeconds: 10\n", "cluster.kat:8: spec.nodeLossTimeoutSeconds: must be more than agentTickSeconds (15), got 10"},
+		{"collection before loss", minimalCluster + "  nodeCollectAfterSeconds: 60\n", "cluster.kat:8: spec.nodeCollectAfterSeconds: must be more than nodeLossTimeoutSeconds (60), or 0 (never), got 60"},
 		{"name missing", strings.Replace(minimalCluster, "  name: homelab\n", "  labels: {a: b}\n", 1), "cluster.kat:3: metadata.name: is required"},
 		{"namespace set", strings.Replace(minimalCluster, "  name: homelab\n", "  name: homelab\n  namespace: x\n", 1), "cluster.kat:5: metadata.namespace: must not be set"},
 		{"unknown field", minimalCluster + "  podCIDR: 10.0.0.0/8\n", "cluster.kat:8: spec.podCIDR: unknown field \"podCIDR\""},
@@ -204,5 +206,18 @@ func TestParseClusterConfigurationBackups(t *testing.T) {
 	s := cc.Spec
 	if s.BackupPath != "/srv/kat-backups" || s.BackupIntervalMinutes != 60 || s.BackupRetention != 12 {
 		t.Errorf("backups = %q every %d min keeping %d", s.BackupPath, s.BackupIntervalMinutes, s.BackupRetention)
+	}
+}
+
+// TestNodeCollectAfterZeroIsNever: an explicit 0 is kept (never collect),
+// not replaced by the default.
+func TestNodeCollectAfterZeroIsNever(t *testing.T) {
+	t.Parallel()
+	cc, err := ParseClusterConfiguration("cluster.kat", []byte(minimalCluster+"  nodeCollectAfterSeconds: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.Spec.NodeCollectAfterSeconds != 0 {
+		t.Errorf("nodeCollectAfterSeconds = %d, want 0 as written", cc.Spec.NodeCollectAfterSeconds)
 	}
 }

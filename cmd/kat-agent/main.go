@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,8 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kat.dws.rip/kat/build/usernsrun"
+	"kat.dws.rip/kat/reconcile/agent"
 	"kat.dws.rip/kat/reconcile/agent/containerspec"
 )
+
+// ExitDeparted is kat-agent's exit status once its node departed (SIGUSR1):
+// the systemd units do not restart it (RestartPreventExitStatus).
+const ExitDeparted = 10
 
 func main() {
 	// Builds run their RUN steps through this program (see package
@@ -39,6 +45,9 @@ func main() {
 	root.AddCommand(newRestoreCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "kat-agent:", err)
+		if errors.Is(err, agent.ErrDeparted) {
+			os.Exit(ExitDeparted)
+		}
 		os.Exit(1)
 	}
 }

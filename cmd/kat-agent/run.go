@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -67,6 +70,22 @@ func runNode(cmd *cobra.Command, o node.Options, lf initFlags) error {
 		}
 		defer stop()
 	}
+	// SIGUSR1 departs for good; SIGTERM (a stop or a restart) leaves the
+	// instances where they are.
+	depart := make(chan struct{}, 1)
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	sigCtx, stopSignals := context.WithCancel(cmd.Context())
+	defer stopSignals()
+	go func() {
+		select {
+		case <-usr1:
+			depart <- struct{}{}
+		case <-sigCtx.Done():
+		}
+	}()
+	o.Depart = depart
 	n, err := node.Open(cmd.Context(), o, log)
 	if err != nil {
 		return err

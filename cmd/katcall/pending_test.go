@@ -30,3 +30,22 @@ func TestPendingShown(t *testing.T) {
 		t.Errorf("conditions = %q, want Scheduled:Unschedulable", got)
 	}
 }
+
+// TestBackOffShown: katcall status tells when a failed instance is replaced
+// next and why, and how many were replaced in a row.
+func TestBackOffShown(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	last, next := now.Add(-time.Second), now.Add(7*time.Second)
+	got := reconcileLines(api.WorkloadStatus{Attempts: 2, LastReconcileTime: &last, NextRetryTime: &next,
+		RetryReason: "instance web-1-a: exit code 3"}, now)
+	for _, want := range []string{"2 failed instances replaced in a row", "(in 7s): instance web-1-a: exit code 3",
+		next.Local().Format(time.RFC3339)} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status lines\n%s\nlack %q", got, want)
+		}
+	}
+	if got := reconcileLines(api.WorkloadStatus{}, now); got != "" {
+		t.Errorf("a workload never reconciled shows %q, want nothing", got)
+	}
+}

@@ -50,6 +50,7 @@ func runWorkloadStatus(ctx context.Context, c *apiclient.Client, g *globals, ref
 	if st.SourceCommit != "" {
 		fmt.Fprintf(w, "Commit:     %s (app repository)\n", short(st.SourceCommit))
 	}
+	fmt.Fprint(w, reconcileLines(st, time.Now()))
 	if st.LastError != "" {
 		fmt.Fprintf(w, "Last error: %s\n", st.LastError)
 	}
@@ -120,3 +121,22 @@ func firstLine(s string) string {
 }
 
 func short(id string) string { return id[:min(len(id), 12)] }
+
+// reconcileLines says when placement last changed the workload's instances,
+// how many failed instances it replaced in a row, and when and why a failed
+// instance is replaced next; "" when there is nothing to say.
+func reconcileLines(st api.WorkloadStatus, now time.Time) string {
+	var b strings.Builder
+	if st.LastReconcileTime != nil {
+		fmt.Fprintf(&b, "Reconciled: %s, %d failed instances replaced in a row\n",
+			st.LastReconcileTime.Local().Format(time.RFC3339), st.Attempts)
+	}
+	if st.NextRetryTime != nil {
+		in := "now"
+		if d := st.NextRetryTime.Sub(now).Round(time.Second); d > 0 {
+			in = "in " + d.String()
+		}
+		fmt.Fprintf(&b, "Next try:   %s (%s): %s\n", st.NextRetryTime.Local().Format(time.RFC3339), in, st.RetryReason)
+	}
+	return b.String()
+}

@@ -21,6 +21,8 @@ type Facts interface {
 	build.RecordStore
 	// AppendEvent records an event (a failed build).
 	AppendEvent(ctx context.Context, ev api.Event) error
+	// RecordDeparture records that the node's agent leaves for good.
+	RecordDeparture(ctx context.Context, node string, d api.NodeDeparture) error
 }
 
 var (

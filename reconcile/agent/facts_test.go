@@ -45,6 +45,13 @@ func (f *memoryFacts) AppendEvent(_ context.Context, ev api.Event) error {
 	return nil
 }
 
+func (f *memoryFacts) RecordDeparture(_ context.Context, node string, _ api.NodeDeparture) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, api.Event{Object: "node/" + node, Reason: "NodeDeparted"})
+	return nil
+}
+
 // statuses returns the status reports recorded so far.
 func (f *memoryFacts) statuses() []api.NodeStatus {
 	f.mu.Lock()

@@ -36,6 +36,9 @@ type HeartbeatConfig struct {
 	// Overlay is the node's WireGuard identity, sent with every status so
 	// the leader records it (api.NodeStatus.Overlay). Default nil: none.
 	Overlay *api.NodeOverlay
+	// StartedAt is when this agent started (api.NodeStatus.AgentStartedAt):
+	// a departed node whose agent started again is back. Default zero.
+	StartedAt time.Time
 	// Wake asks for a beat before the next tick, for example when an
 	// instance changed. Beats are at most minBeatGap apart. Default none.
 	Wake <-chan struct{}
@@ -100,7 +103,7 @@ func beat(ctx context.Context, cfg HeartbeatConfig, gpus []api.GPU) error {
 	}
 	st := api.NodeStatus{
 		NodeName: cfg.Node, NodeUID: cfg.NodeUID, Timestamp: cfg.Now().Unix(), Resources: res, GPUs: gpus,
-		Overlay: cfg.Overlay,
+		Overlay: cfg.Overlay, AgentStartedAt: cfg.StartedAt,
 	}
 	if cfg.Instances != nil {
 		st.WorkloadInstances = cfg.Instances()

@@ -81,6 +81,19 @@ func (l *LeaderLink) RecordStatus(ctx context.Context, st api.NodeStatus) error 
 	return nil
 }
 
+// RecordDeparture tells the leader that the node's agent leaves for good
+// (Facts).
+func (l *LeaderLink) RecordDeparture(ctx context.Context, node string, d api.NodeDeparture) error {
+	c, url, err := l.leader(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.PostNodeDeparture(ctx, node, d); err != nil {
+		return fmt.Errorf("tell the leader at %s of the departure: %w", url, err)
+	}
+	return nil
+}
+
 // PutBuildRecord stores a build record of this node with the leader
 // (Facts).
 func (l *LeaderLink) PutBuildRecord(ctx context.Context, r api.Build) error {

@@ -11,6 +11,10 @@ import (
 // Instances returns the report of every assigned instance, by instance ID.
 func (ag *Agent) Instances() []api.InstanceStatus { return ag.table.reports() }
 
+// Leftovers counts the containers the agent still has to stop and remove,
+// of instances no longer assigned (DepartConfig.Leftovers).
+func (ag *Agent) Leftovers() int { return ag.table.leftovers() }
+
 // notifyIfChanged tells OnChange (the heartbeat) and the kat_instances
 // gauge when the reports changed since they were last told.
 func (ag *Agent) notifyIfChanged() {

@@ -337,6 +337,25 @@ func (t *instanceTable) container(id string) (runtime.ContainerStatus, bool) {
 	return c, ok
 }
 
+// leftovers counts the containers the agent still has to stop and remove:
+// those of instances no longer assigned, and removals under way.
+func (t *instanceTable) leftovers() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k := range t.containers {
+		if _, ok := t.assigned[k]; !ok {
+			n++
+		}
+	}
+	for k, s := range t.busy {
+		if _, listed := t.containers[k]; s == stepRemove && !listed {
+			n++
+		}
+	}
+	return n
+}
+
 // removing reports whether the step under way for key is a removal.
 func (t *instanceTable) removing(key string) bool {
 	t.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
 	"kat.dws.rip/kat/api"
@@ -44,6 +45,9 @@ type AssignmentPlan struct {
 	// Wake is, by "ns/name", when a workload wants another pass though no
 	// fact changes: a drain delay or a progress deadline ends.
 	Wake map[string]time.Time
+	// Replaced are the failed instances deleted to be replaced (also in
+	// Delete), for their events.
+	Replaced []api.Assignment
 }
 
 // Rollback asks to replace workload Key's generation From by the files of
@@ -120,6 +124,9 @@ type AssignInput struct {
 	// value); nil: no secret exists. A workload using a missing secret or
 	// key gets no new instance.
 	Secret func(ns, name string) (api.SecretInfo, bool)
+	// Replace is the back-off between replacements of failed instances
+	// (stepReplace); zero fields take their defaults.
+	Replace ReplacePolicy
 }
 
 // PlanAssignments decides the assignments of every workload in Desired and
@@ -154,6 +161,13 @@ type AssignInput struct {
 // are replaced like old ones (removed once the replacements are ready, or
 // at once when the rest fit nowhere, so a drain finishes), a
 // DaemonService's are removed, and a Job's run to their end.
+//
+// Failed instances: a Service's or DaemonService's instance its agent
+// reports Failed (its restart policy gave up) is deleted and replaced, a
+// Service's preferably on another node, a DaemonService's on its node, with
+// a back-off per workload kept in its rollout record (stepReplace): the
+// first at once, each next one no sooner than the record's NextAt. A Job's
+// runs keep their own rules.
 func PlanAssignments(in AssignInput) AssignmentPlan {
 	byWorkload := map[string][]api.Assignment{}
 	for _, a := range in.Current {
@@ -274,11 +288,26 @@ func TemplateHash(q *quadlet.Quadlet) string {
 	return t.SpecHash()
 }
 
+// maxInstanceID is the longest instance ID: one DNS label, since it names
+// the instance's DNS record ({instanceID}.{workload}.{ns}.{domain}).
+const maxInstanceID = 63
+
 // InstanceID is {workload}-{first 8 of the instance template}-{suffix}
 // (docs/architecture.md "Identity"): a changed spec or app commit is
-// visibly a new instance.
+// visibly a new instance. A workload name too long for that to be a DNS
+// label (over 48 characters, with a 5-digit suffix) is cut and followed by
+// the first 7 hex digits of its SHA-256, so every valid workload name gives
+// a valid label, and two long names that share a beginning do not share
+// their instances' prefix.
 func InstanceID(workload, specHash, suffix string) string {
-	return workload + "-" + specHash[:min(8, len(specHash))] + "-" + suffix
+	tail := "-" + specHash[:min(8, len(specHash))] + "-" + suffix
+	if len(workload)+len(tail) > maxInstanceID {
+		sum := sha256.Sum256([]byte(workload))
+		hash := "-" + hex.EncodeToString(sum[:])[:7]
+		keep := max(0, maxInstanceID-len(tail)-len(hash))
+		workload = strings.TrimRight(workload[:min(keep, len(workload))], "-") + hash
+	}
+	return workload + tail
 }
 
 // RandomSuffix returns 5 random hex digits, the unique part of an instance ID.

@@ -228,3 +228,49 @@ func TestDNSReady(t *testing.T) {
 		})
 	}
 }
+
+// TestInstanceIDIsALabel: whatever the length of a valid workload name, its
+// instance IDs are DNS labels (so each instance gets its record), names up
+// to 48 characters keep their form, and two long names with a common
+// beginning get different IDs.
+func TestInstanceIDIsALabel(t *testing.T) {
+	t.Parallel()
+	hash := strings.Repeat("ab", 32)
+	for n := 1; n <= 63; n++ {
+		name := strings.Repeat("w", n)
+		if n > 2 {
+			name = "w" + strings.Repeat("-", n-2) + "w" // hyphens where the cut may fall
+		}
+		id := InstanceID(name, hash, "0a1b2")
+		if !quadlet.IsDNSLabel(id) {
+			t.Errorf("workload of %d characters: instance ID %q is not a DNS label", n, id)
+		}
+		if n <= 48 && id != name+"-abababab-0a1b2" {
+			t.Errorf("workload of %d characters: instance ID %q, want the name kept whole", n, id)
+		}
+	}
+	a := InstanceID(strings.Repeat("x", 60)+"-aa", hash, "0a1b2")
+	b := InstanceID(strings.Repeat("x", 60)+"-bb", hash, "0a1b2")
+	if a == b {
+		t.Errorf("two long workload names share instance ID %q", a)
+	}
+}
+
+// TestLongWorkloadNameGetsInstanceRecord: an instance of a workload whose
+// name is the longest allowed (63 characters) gets its per-instance record.
+func TestLongWorkloadNameGetsInstanceRecord(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	name := "long-" + strings.Repeat("n", 58)
+	e.apply(workloadFiles(t, name, quadlet.TypeService, 1, "v1"), api.APIOwner())
+	_, stop := e.run(Config{ClusterDomain: testDomain, NodeLossTimeout: time.Hour})
+	defer stop()
+	polltest.Until(t, 10*time.Second, "the instance placed", func() bool { return len(e.assignments(name)) == 1 })
+	a := e.withIPs(name, 1)[0]
+	e.report(1, running(a))
+	want := fmt.Sprintf("%s/%s %s ", name, a.InstanceID, a.IP)
+	polltest.Until(t, 10*time.Second, "the instance's record", func() bool { return e.dnsState() == want })
+	if !quadlet.IsDNSLabel(a.InstanceID) {
+		t.Errorf("instance ID %q is not a DNS label", a.InstanceID)
+	}
+}

@@ -39,7 +39,7 @@ func (p *planner) job(w workload, commit string, cur []api.Assignment) {
 	for _, run := range slices.Sorted(maps.Keys(jp.Create)) {
 		n := jp.Create[run]
 		before := len(p.plan.Put)
-		res := p.place(w, commit, n)
+		res := p.place(w, commit, n, nil)
 		st.Desired += n
 		if res.Unplaced > 0 {
 			st.Unplaced, st.Reason = st.Unplaced+res.Unplaced, res.Reason

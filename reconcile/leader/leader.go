@@ -57,6 +57,15 @@ type Config struct {
 	// see no failed request. 0 stops instances at once; kat-agent's
 	// --drain-delay defaults to DefaultDrainDelay.
 	DrainDelay time.Duration
+	// CollectAfter is how long a node may stay NotReady before the leader
+	// deletes it (cluster.kat's nodeCollectAfterSeconds), with CollectNode,
+	// which deletes it with everything it held. 0 or a nil CollectNode:
+	// never.
+	CollectAfter time.Duration
+	CollectNode  func(ctx context.Context, name string) error
+	// Replace is the back-off between replacements of a workload's failed
+	// instances; zero fields take the defaults (DefaultReplaceBase, ...).
+	Replace ReplacePolicy
 	// Now and NewSuffix replace time.Now and RandomSuffix, for tests.
 	Now       func() time.Time
 	NewSuffix func() string

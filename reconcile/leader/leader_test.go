@@ -229,7 +229,10 @@ func TestHeartbeatsWithoutChangeWakeNoPass(t *testing.T) {
 	if n := l.lossScans.Load() - scans; n != 0 {
 		t.Errorf("20 heartbeats of a Ready node made the node-loss clock look at every node %d times, want none", n)
 	}
-	// A changed instance does wake them.
+	// A changed instance does wake them. (Its back-off held, the failed
+	// instance stays to be seen: replace_test.go covers its replacement.)
+	e.holdReplacement(l, "a")
+	p1, _ = settled()
 	reps[0].Phase, reps[0].State = api.InstanceFailed, "exited"
 	e.report(30, reps...)
 	polltest.Until(t, 10*time.Second, "a failed instance shows", func() bool { return e.status("a").Phase == api.PhaseFailed })
@@ -495,10 +498,13 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 			Repository: "https://git.example.com/app.git", Ref: "branch main", Commit: commit}); err != nil {
 			t.Fatal(err)
 		}
-		_, stop := e.run(Config{AppInterval: time.Hour, Resolve: func(context.Context, quadlet.GitSource) (string, error) {
+		l, stop := e.run(Config{AppInterval: time.Hour, Resolve: func(context.Context, quadlet.GitSource) (string, error) {
 			return "", errors.New("ls-remote: connection refused")
 		}})
 		polltest.Until(t, 10*time.Second, "the instance placed", func() bool { return len(e.assignments("app")) == 1 })
+		// The failed instance stays (its replacement waits out a back-off)
+		// so that its failure is one of the facts.
+		e.holdReplacement(l, "app")
 		a := e.assignments("app")[0]
 		facts := []func(){
 			func() { // gitsync: the directory is invalid at a newer commit
@@ -552,10 +558,11 @@ func TestStatusFromFactsInAnyOrder(t *testing.T) {
 	}
 }
 
-// sameStatus compares statuses without their timestamps.
+// sameStatus compares statuses without their timestamps (of updates,
+// transitions and the last reconcile).
 func sameStatus(a, b api.WorkloadStatus) bool {
 	strip := func(s api.WorkloadStatus) api.WorkloadStatus {
-		s.UpdatedAt = time.Time{}
+		s.UpdatedAt, s.LastReconcileTime = time.Time{}, nil
 		s.Conditions = append([]api.Condition(nil), s.Conditions...)
 		for i := range s.Conditions {
 			s.Conditions[i].LastTransitionTime = time.Time{}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/store"
@@ -53,6 +54,7 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
 		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts, Jobs: jobs,
 		DaemonRollouts: daemonRollouts, DaemonNodeDeadline: l.cfg.DaemonNodeDeadline, Secret: l.view.secret,
+		Replace: l.cfg.Replace,
 	})
 	l.view.setScheduling(keys, plan.Scheduling)
 	defer l.view.setWakes(keys, plan.Wake)
@@ -60,6 +62,21 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		return err
 	}
 	if err := l.writeDaemonRollouts(ctx, plan); err != nil {
+		return err
+	}
+	// A record whose back-off moved is written before the assignments
+	// that replace failed instances: a new leader never replaces one
+	// sooner than the back-off allows.
+	early, late := map[string]api.Rollout{}, map[string]api.Rollout{}
+	for k, ro := range plan.Rollouts {
+		prev, _ := l.view.rolloutOf(k)
+		if replaceEqual(prev.Replace, ro.Replace) {
+			late[k] = ro
+		} else {
+			early[k] = ro
+		}
+	}
+	if err := l.writeRollouts(ctx, desired, early, nil); err != nil {
 		return err
 	}
 	if len(plan.Put)+len(plan.Delete)+len(plan.Leave) > 0 {
@@ -90,13 +107,40 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		if err := l.view.assigns.WaitRevision(ctx, rev); err != nil {
 			return err
 		}
+		l.replacedEvents(ctx, plan)
 	}
 	// A Job's records follow its assignments: a record never names an
 	// instance that does not exist yet.
 	if err := l.writeJobs(ctx, plan.Jobs); err != nil {
 		return err
 	}
-	return l.writeRollouts(ctx, desired, plan)
+	return l.writeRollouts(ctx, desired, late, plan.Rollbacks)
+}
+
+// replacedEvents records an event for each failed instance the plan
+// replaced.
+func (l *Leader) replacedEvents(ctx context.Context, plan AssignmentPlan) {
+	if len(plan.Replaced) == 0 {
+		return
+	}
+	events := make([]api.Event, 0, len(plan.Replaced))
+	for _, a := range plan.Replaced {
+		k := a.Namespace + "/" + a.Workload
+		msg := fmt.Sprintf("instance %s failed on node %s and was replaced", a.InstanceID, a.Node)
+		if ro, ok := plan.Rollouts[k]; ok && ro.Replace != nil {
+			msg += fmt.Sprintf(" (attempt %d; next no sooner than %s)", ro.Replace.Attempts, ro.Replace.NextAt.Format(time.RFC3339))
+			if ro.Replace.Reason != "" {
+				msg += ": " + ro.Replace.Reason
+			}
+		}
+		events = append(events, api.Event{Time: l.cfg.Now().UTC(), Type: api.EventWarning, Object: "workload/" + k,
+			Reason: ReasonInstanceReplaced, Message: msg})
+		l.cfg.Logger.Warn().Str("component", "placement").Str("workload", k).Str("instance", a.InstanceID).
+			Str("node", a.Node).Msg("failed instance replaced")
+	}
+	if err := l.cfg.Repo.AppendEvents(ctx, events); err != nil {
+		l.cfg.Logger.Warn().Err(err).Int("events", len(events)).Msg("cannot record the replaced instances' events")
+	}
 }
 
 // writeDaemonRollouts writes the DaemonServices' node-by-node update
@@ -119,8 +163,8 @@ func (l *Leader) writeDaemonRollouts(ctx context.Context, plan AssignmentPlan) e
 
 // writeRollouts writes the rollout records placement changed, then makes
 // the rollbacks it asked for, and waits until the view holds the records.
-func (l *Leader) writeRollouts(ctx context.Context, desired []workload, plan AssignmentPlan) error {
-	if len(plan.Rollouts) == 0 && len(plan.Rollbacks) == 0 {
+func (l *Leader) writeRollouts(ctx context.Context, desired []workload, rollouts map[string]api.Rollout, rollbacks []Rollback) error {
+	if len(rollouts) == 0 && len(rollbacks) == 0 {
 		return nil
 	}
 	log := l.cfg.Logger.With().Str("component", "rollout").Logger()
@@ -128,10 +172,10 @@ func (l *Leader) writeRollouts(ctx context.Context, desired []workload, plan Ass
 	for _, w := range desired {
 		metaVersion[w.Key()] = w.MetaVersion
 	}
-	writes := make([]resources.RolloutWrite, 0, len(plan.Rollouts))
+	writes := make([]resources.RolloutWrite, 0, len(rollouts))
 	var events []api.Event
-	for _, k := range slices.Sorted(maps.Keys(plan.Rollouts)) {
-		ro := plan.Rollouts[k]
+	for _, k := range slices.Sorted(maps.Keys(rollouts)) {
+		ro := rollouts[k]
 		ns, name := resources.SplitKey(k)
 		writes = append(writes, resources.RolloutWrite{Namespace: ns, Name: name, Rollout: ro, MetaVersion: metaVersion[k]})
 		prev, _ := l.view.rolloutOf(k)
@@ -160,7 +204,7 @@ func (l *Leader) writeRollouts(ctx context.Context, desired []workload, plan Ass
 			return err
 		}
 	}
-	for _, rb := range plan.Rollbacks {
+	for _, rb := range rollbacks {
 		ns, name := resources.SplitKey(rb.Key)
 		res, _, err := l.cfg.Repo.RollbackWorkload(ctx, resources.RollbackRequest{Namespace: ns, Name: name,
 			ToGeneration: rb.To, FromGeneration: rb.From, Auto: true})

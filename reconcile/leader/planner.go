@@ -22,12 +22,16 @@ type planner struct {
 	// pools hand out the addresses of the nodes' subnets, made on a
 	// node's first placement.
 	pools map[string]*ipam.Pool
+	// replace are, by "ns/name", the back-off records of failed instances
+	// the pass decided (replaceFailed), for the rollout records.
+	replace map[string]*api.ReplaceBackoff
 }
 
 func newPlanner(in AssignInput) *planner {
 	p := &planner{
 		in: in, nodes: make([]sched.Node, len(in.Nodes)), byName: make(map[string]int, len(in.Nodes)),
 		plan: AssignmentPlan{Scheduling: map[string]Scheduling{}, Wake: map[string]time.Time{}, Rollouts: map[string]api.Rollout{}}, pools: map[string]*ipam.Pool{},
+		replace: map[string]*api.ReplaceBackoff{},
 	}
 	for i, n := range in.Nodes {
 		n.GPUs = slices.Clone(n.GPUs)
@@ -64,14 +68,14 @@ func (p *planner) count(k string, as []api.Assignment) {
 }
 
 // place places count new instances of w (every missing one of a
-// DaemonService), adds them to the plan and to the nodes, and returns the
-// scheduler's result.
-func (p *planner) place(w workload, commit string, count int) sched.Result {
+// DaemonService), on the nodes in avoid only when no other fits, adds them
+// to the plan and to the nodes, and returns the scheduler's result.
+func (p *planner) place(w workload, commit string, count int, avoid map[string]bool) sched.Result {
 	if err := p.blocked(w); err != nil {
 		return sched.Result{Unplaced: count, Reason: err.Error()}
 	}
 	req := w.Spec.Request
-	req.Key, req.Count = w.Key(), count
+	req.Key, req.Count, req.Avoid = w.Key(), count, avoid
 	res := sched.Place(p.nodes, req, p.in.Rand)
 	sched.Apply(p.nodes, req, res.Placements)
 	placed := res.Placements[:0]
@@ -317,6 +321,9 @@ func (p *planner) replicas(w workload, commit string, fresh []api.Assignment, ro
 			healthy = append(healthy, a)
 		}
 	}
+	// Failed instances go when the back-off allows, their replacements
+	// preferably elsewhere; until then they hold their place.
+	healthy, avoid := p.replaceFailed(w, healthy)
 	// Surplus goes from lost nodes first, then the newest. Instances on
 	// draining nodes are not counted: they go by the rule below.
 	if surplus := len(healthy) + len(lost) - want; surplus > 0 {
@@ -347,7 +354,7 @@ func (p *planner) replicas(w workload, commit string, fresh []api.Assignment, ro
 		target = min(want, room)
 	}
 	if need := target - len(healthy); need > 0 {
-		res := p.place(w, commit, need)
+		res := p.place(w, commit, need, avoid)
 		st.Unplaced, st.Reason = res.Unplaced, res.Reason
 		// Each replacement placed lets one lost instance go.
 		replaced := min(len(res.Placements), len(lost))
@@ -387,6 +394,9 @@ func (p *planner) daemon(w workload, commit string, fresh []api.Assignment) (Sch
 		has[a.Node] = true
 		kept = append(kept, a)
 	}
+	// A failed instance is restarted on its node (a new instance there)
+	// when the back-off allows.
+	kept, _ = p.replaceFailed(w, kept)
 	p.count(k, kept)
 	ready := 0
 	for _, a := range kept {
@@ -394,7 +404,7 @@ func (p *planner) daemon(w workload, commit string, fresh []api.Assignment) (Sch
 			ready++
 		}
 	}
-	res := p.place(w, commit, 0)
+	res := p.place(w, commit, 0, nil)
 	// Nodes eligible but for the room its instance needs want one too.
 	st := Scheduling{Desired: len(kept) + len(res.Placements) + res.Unplaced, Unplaced: res.Unplaced}
 	if res.Unplaced > 0 {

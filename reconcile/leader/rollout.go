@@ -177,6 +177,9 @@ func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []api.A
 	}
 	prev := p.in.Rollouts[k]
 	next, to, wake := stepRollout(prev, f)
+	if r, ok := p.replace[k]; ok {
+		next.Replace = r
+	}
 	if !rolloutEqual(prev, next) {
 		p.plan.Rollouts[k] = next
 	}
@@ -211,7 +214,8 @@ func rolloutEqual(a, b api.Rollout) bool {
 	return a.Generation == b.Generation && a.StartedAt.Equal(b.StartedAt) && a.ProgressAt.Equal(b.ProgressAt) &&
 		a.CompletedAt.Equal(b.CompletedAt) && a.MostNewReady == b.MostNewReady && a.FewestOld == b.FewestOld &&
 		a.DeadlineSeconds == b.DeadlineSeconds && a.Counts == b.Counts && slices.Equal(a.Nodes, b.Nodes) &&
-		maps.Equal(a.Outcomes, b.Outcomes) && failureEqual(a.Failure, b.Failure)
+		maps.Equal(a.Outcomes, b.Outcomes) && failureEqual(a.Failure, b.Failure) &&
+		replaceEqual(a.Replace, b.Replace)
 }
 
 func failureEqual(a, b *api.RolloutFailure) bool {

@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
@@ -25,6 +26,7 @@ func (l *Leader) statusOnce(ctx context.Context, keys []string) error {
 	now := l.cfg.Now().UTC()
 	inUse := map[string]bool{}
 	var writes []resources.StatusWrite
+	var events []api.Event
 	var last int64 // the revision of the last write
 	flush := func() error {
 		if len(writes) == 0 {
@@ -53,6 +55,11 @@ func (l *Leader) statusOnce(ctx context.Context, keys []string) error {
 		}
 		writes = append(writes, resources.StatusWrite{Namespace: w.Meta.Namespace, Name: w.Meta.Name, Status: st,
 			MetaVersion: w.MetaVersion, StatusVersion: prev.version})
+		if st.RetryReason != "" && st.RetryReason != prev.status.RetryReason && st.NextRetryTime != nil {
+			// A failed instance now waits out the back-off.
+			events = append(events, api.Event{Time: now, Type: api.EventWarning, Object: "workload/" + k, Reason: ReasonInstanceFailed,
+				Message: fmt.Sprintf("%s; replaced no sooner than %s", st.RetryReason, st.NextRetryTime.UTC().Format(time.RFC3339))})
+		}
 		// A pass over thousands writes as it goes: it never holds more
 		// than statusChunk statuses at once.
 		if len(writes) == statusChunk {
@@ -63,6 +70,11 @@ func (l *Leader) statusOnce(ctx context.Context, keys []string) error {
 	}
 	if err := flush(); err != nil {
 		return err
+	}
+	if len(events) > 0 {
+		if err := l.cfg.Repo.AppendEvents(ctx, events); err != nil && ctx.Err() == nil {
+			l.cfg.Logger.Warn().Err(err).Int("events", len(events)).Msg("cannot record the failed instances' events")
+		}
 	}
 	if full {
 		l.view.specs.keepOnly(inUse)

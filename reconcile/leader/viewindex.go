@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -111,6 +112,7 @@ func (v *view) assignmentChanged(key string, old, new *api.Assignment) {
 func (v *view) nodeChanged(key string, old, new *api.NodeStatus) {
 	if nodeResourcesChanged(old, new) {
 		v.markAll(factNodes)
+		reconcile.Poke(v.beatWake) // a departed node may be back
 	}
 	next := map[string]instanceReport{}
 	if new != nil {

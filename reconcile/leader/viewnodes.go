@@ -85,12 +85,13 @@ func (v *view) heartbeatChanged(_ string, old, new *api.NodeHeartbeat) {
 
 // nodeResourcesChanged reports whether a node status change matters to the
 // scheduler: the node's first or last status, or other allocatable
-// resources or GPUs.
+// resources or GPUs, or another agent (a departed node comes back).
 func nodeResourcesChanged(old, new *api.NodeStatus) bool {
 	if old == nil || new == nil {
 		return old != new
 	}
-	return old.Resources.Allocatable != new.Resources.Allocatable || !slices.Equal(old.GPUs, new.GPUs)
+	return old.Resources.Allocatable != new.Resources.Allocatable || !slices.Equal(old.GPUs, new.GPUs) ||
+		!old.AgentStartedAt.Equal(new.AgentStartedAt)
 }
 
 // schedNodes returns every registered node as the scheduler sees it at
@@ -112,6 +113,16 @@ func (v *view) schedNodes(now time.Time) ([]sched.Node, map[string]bool) {
 	applyUsage(out, v.idx.usage)
 	v.applySubnets(out)
 	return out, draining
+}
+
+// allNodes returns every registered node as the term counts it (node).
+func (v *view) allNodes() []resources.Node {
+	regs, _ := v.regs.Snapshot()
+	out := make([]resources.Node, 0, len(regs))
+	for _, reg := range regs {
+		out = append(out, v.node(reg))
+	}
+	return out
 }
 
 // node returns a registered node with its status and last heartbeat, as

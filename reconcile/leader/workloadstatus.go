@@ -30,6 +30,11 @@ const (
 	ReasonResolveFailed  = "ResolveFailed"
 	ReasonSucceeded      = "Succeeded"
 	ReasonUnschedulable  = "Unschedulable"
+	// ReasonInstanceReplaced: a failed instance was replaced (an event).
+	ReasonInstanceReplaced = "InstanceReplaced"
+	// ReasonBackOff: a failed instance waits out the back-off before it
+	// is replaced.
+	ReasonBackOff = "BackOff"
 	// ReasonProgressDeadlineExceeded: a rollout made no progress within
 	// spec.updateStrategy.progressDeadlineSeconds.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
@@ -95,8 +100,10 @@ type WorkloadFacts struct {
 func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Time) api.WorkloadStatus {
 	var ready, failed, succeeded, running, fresh, stale, troubled int
 	var appliedGen int64
-	instErr := ""
+	var lastReconcile time.Time
+	instErr, waiting := "", ""
 	for _, a := range f.Assigned {
+		lastReconcile = maxTime(lastReconcile, a.CreatedAt, a.LeavingAt)
 		// A leaving instance is in no list of ready instances: it counts
 		// as an old one, whatever it runs.
 		isFresh := a.TemplateHash == f.TemplateHash && !a.Leaving()
@@ -113,6 +120,9 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Tim
 		case api.InstanceFailed:
 			if isFresh {
 				failed++
+				if waiting == "" {
+					waiting = instanceError(r)
+				}
 			}
 			if instErr == "" {
 				instErr = instanceError(r)
@@ -174,6 +184,23 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Tim
 	if f.FromGit && f.App != nil {
 		st.SourceCommit = f.App.Commit
 	}
+	var backOff *api.Condition
+	if ro := f.Rollout; ro != nil && ro.Replace != nil && !isJob {
+		st.Attempts = ro.Replace.Attempts
+		lastReconcile = maxTime(lastReconcile, ro.Replace.LastAt)
+		if waiting != "" {
+			// A failed instance of the current template waits for the
+			// back-off (the first one is replaced at once, with no record).
+			next := ro.Replace.NextAt
+			st.NextRetryTime, st.RetryReason = &next, waiting
+			backOff = &api.Condition{Type: ConditionReconciling, Status: api.ConditionTrue, Reason: ReasonBackOff,
+				Message: fmt.Sprintf("%s; replaced no sooner than %s (attempt %d)", waiting, next.UTC().Format(time.RFC3339),
+					ro.Replace.Attempts+1)}
+		}
+	}
+	if !lastReconcile.IsZero() {
+		st.LastReconcileTime = &lastReconcile
+	}
 
 	ready1 := api.Condition{Type: ConditionReady, Status: api.ConditionFalse, Reason: st.Phase,
 		Message: fmt.Sprintf("%d/%d instances ready", ready, f.Desired)}
@@ -190,7 +217,10 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Tim
 		instErr = jobFailed // a failed attempt a run retried is not the Job's error
 	}
 	conds := []api.Condition{ready1}
-	if st.Phase == api.PhaseProgressing {
+	switch {
+	case backOff != nil:
+		conds = append(conds, *backOff)
+	case st.Phase == api.PhaseProgressing:
 		conds = append(conds, api.Condition{Type: ConditionReconciling, Status: api.ConditionTrue, Reason: ReasonProgressing,
 			Message: fmt.Sprintf("%d of %d instances of generation %d placed, %d old instances left", fresh, f.Desired, f.Meta.Generation, stale)})
 	}
@@ -308,9 +338,25 @@ func statusEqual(a, b api.WorkloadStatus) bool {
 	return a.ObservedGeneration == b.ObservedGeneration && a.AppliedGeneration == b.AppliedGeneration && a.Phase == b.Phase &&
 		a.Desired == b.Desired && a.Ready == b.Ready && a.LastError == b.LastError && a.SourceCommit == b.SourceCommit &&
 		a.Unplaced == b.Unplaced && a.UnplacedReason == b.UnplacedReason && a.LastRun == b.LastRun &&
-		((a.NextRunTime == nil && b.NextRunTime == nil) || (a.NextRunTime != nil && b.NextRunTime != nil && a.NextRunTime.Equal(*b.NextRunTime))) &&
+		timePtrEqual(a.NextRunTime, b.NextRunTime) && a.Attempts == b.Attempts && a.RetryReason == b.RetryReason &&
+		timePtrEqual(a.LastReconcileTime, b.LastReconcileTime) && timePtrEqual(a.NextRetryTime, b.NextRetryTime) &&
 		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y api.Condition) bool {
 			return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
 				x.LastTransitionTime.Equal(y.LastTransitionTime)
 		})
+}
+
+func timePtrEqual(a, b *time.Time) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && a.Equal(*b))
+}
+
+// maxTime returns the latest of ts.
+func maxTime(ts ...time.Time) time.Time {
+	var m time.Time
+	for _, t := range ts {
+		if t.After(m) {
+			m = t
+		}
+	}
+	return m
 }

@@ -47,6 +47,9 @@ type AgentOptions struct {
 	// one after the other (each Ready before the next joins). Default 0:
 	// cluster.kat's default, and every other host joins as a worker.
 	EtcdMembers int
+	// NodeCollectAfterSeconds, when set, goes into cluster.kat as
+	// spec.nodeCollectAfterSeconds. Default 0: cluster.kat's default.
+	NodeCollectAfterSeconds int
 	// Start is how many hosts StartAgents starts, the first ones; the
 	// others can join later with StartAgent. Default 0: every host.
 	Start int
@@ -141,6 +144,9 @@ spec:
 		opts.AgentTickSeconds, opts.NodeLossTimeoutSeconds)
 	if opts.EtcdMembers > 1 {
 		kat += fmt.Sprintf("  etcdMembers: %d\n", opts.EtcdMembers)
+	}
+	if opts.NodeCollectAfterSeconds > 0 {
+		kat += fmt.Sprintf("  nodeCollectAfterSeconds: %d\n", opts.NodeCollectAfterSeconds)
 	}
 	if opts.ConfigRepo != "" {
 		kat += fmt.Sprintf("  gitops:\n    repository: %q\n    branch: main\n", opts.ConfigRepo)

@@ -1,7 +1,6 @@
 package multinode
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,15 +49,7 @@ spec:
 // daemonDetail is katcall status default/dsroll -o json.
 func (c *testCluster) daemonDetail(t *testing.T) (api.WorkloadDetail, error) {
 	t.Helper()
-	out, err := c.Katcall(t.Context(), c.bin.Katcall, "status", "default/dsroll", "-o", "json")
-	if err != nil {
-		return api.WorkloadDetail{}, err
-	}
-	var d api.WorkloadDetail
-	if err := json.Unmarshal([]byte(out), &d); err != nil {
-		return d, fmt.Errorf("decode katcall status: %w\n%s", err, out)
-	}
-	return d, nil
+	return c.detail(t, "dsroll")
 }
 
 // containerIDs lists the running containers of dsroll on each host.

@@ -71,6 +71,8 @@ type clusterSpec struct {
 	// hooks, when set, makes cluster.kat follow hooks.config with webhooks
 	// signed by hooks.secret, polling every hookPollSeconds.
 	hooks *hookRepos
+	// collectAfter is cluster.kat's nodeCollectAfterSeconds (0: default).
+	collectAfter int
 }
 
 // startCluster brings up the hosts of spec running kat-agent, every started
@@ -111,7 +113,7 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		AgentTickSeconds: tickSeconds, NodeLossTimeoutSeconds: nodeLossSeconds,
 		BaseImageScript: filepath.Join(e2e.RepoRoot(), "scripts", "build-base-image.sh"),
 		Labels:          map[string]map[string]string{},
-		Start:           spec.start, EtcdMembers: spec.members,
+		Start:           spec.start, EtcdMembers: spec.members, NodeCollectAfterSeconds: spec.collectAfter,
 	}
 	if spec.hooks != nil {
 		tc.opts.ConfigRepo = "file://" + spec.hooks.config.bare
@@ -188,11 +190,7 @@ func equal(want ...int) func([]int) bool {
 // apply writes a workload.kat and applies it.
 func (c *testCluster) apply(t *testing.T, name, typ, extra string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	kat := fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
+	c.applyKat(t, name, fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
 metadata:
   name: %s
@@ -202,7 +200,16 @@ spec:
   restartPolicy: {condition: Always}
   source: {image: "localhost/kat-base:latest"}
   container: {name: main, command: ["/bin/sh", "-c", "exec sleep 100000"]}
-`, name, typ, extra)
+`, name, typ, extra))
+}
+
+// applyKat applies workload name whose workload.kat is kat.
+func (c *testCluster) applyKat(t *testing.T, name, kat string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "workload.kat"), []byte(kat), 0o644); err != nil {
 		t.Fatal(err)
 	}

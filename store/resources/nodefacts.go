@@ -150,6 +150,23 @@ func (f *NodeFacts) PutBuildRecordJSON(ctx context.Context, r api.Build, raw []b
 	return f.repo.PutBuildRecordJSON(ctx, r.Namespace, r.Workload, r.Commit, r.Node, raw)
 }
 
+// RecordDeparture records that node's agent leaves for good
+// (MarkNodeDeparted, at the recorder's clock), with a NodeDeparted event.
+func (f *NodeFacts) RecordDeparture(ctx context.Context, node string, d api.NodeDeparture) error {
+	now := f.repo.now().UTC()
+	if err := f.repo.MarkNodeDeparted(ctx, node, d.AgentStartedAt, now); err != nil {
+		return err
+	}
+	f.forget(node) // its registration changed
+	return f.repo.AppendEvent(ctx, api.Event{Time: now, Type: api.EventNormal, Object: "node/" + node, Reason: EventNodeDeparted,
+		Message: fmt.Sprintf("node %s departed: its Service instances move to other nodes", node)})
+}
+
+// Reasons of the events about nodes.
+const (
+	EventNodeDeparted = "NodeDeparted"
+)
+
 // AppendEvent records an event a node reports, at the time it is recorded
 // (the recorder's clock, not the node's).
 func (f *NodeFacts) AppendEvent(ctx context.Context, ev api.Event) error {

@@ -45,11 +45,35 @@ type Node struct {
 	Heartbeat time.Time
 }
 
-// Ready reports whether the node is Ready at now: it has heartbeat and its
+// Ready reports whether the node is Ready at now: it has heartbeat, its
 // last heartbeat is no older than lossTimeout (cluster.kat's
-// nodeLossTimeoutSeconds); otherwise it is NotReady.
+// nodeLossTimeoutSeconds) and it has not departed
+// (api.NodeRegistration.Departed); otherwise it is NotReady.
 func (n Node) Ready(now time.Time, lossTimeout time.Duration) bool {
-	return HeartbeatFresh(n.Heartbeat, now, lossTimeout)
+	return HeartbeatFresh(n.Heartbeat, now, lossTimeout) && !n.Departed()
+}
+
+// Departed reports whether the node's agent departed and no agent started
+// since has reported.
+func (n Node) Departed() bool {
+	var started time.Time
+	if n.Status != nil {
+		started = n.Status.AgentStartedAt
+	}
+	return n.Registration.Departed(started)
+}
+
+// MarkNodeDeparted records that node's agent, started at agentStartedAt,
+// departed at now. An unknown node is an error wrapping ErrNotFound.
+func (r *Repo) MarkNodeDeparted(ctx context.Context, node string, agentStartedAt, now time.Time) error {
+	_, err := r.UpdateNodeRegistration(ctx, node, func(reg *api.NodeRegistration) error {
+		reg.DepartedAt, reg.DepartedAgentStart = &now, agentStartedAt
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record the departure of node %q: %w", node, err)
+	}
+	return nil
 }
 
 // HeartbeatFresh reports whether a node whose last heartbeat was at

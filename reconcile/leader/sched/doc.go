@@ -29,7 +29,8 @@
 // # Score
 //
 // Among the candidates the scheduler picks, in this order of preference: a
-// node without untolerated PreferNoSchedule taints; the "most empty" node,
+// node without untolerated PreferNoSchedule taints that the request does not
+// avoid (Request.Avoid: where the instances it replaces failed); the "most empty" node,
 // the one with the largest sum of free CPU and free memory fractions after
 // the placement (each in steps of 1/10000, so near-equal nodes tie); the
 // node with fewer instances of the same workload; then one of the remaining

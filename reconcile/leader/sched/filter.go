@@ -131,8 +131,11 @@ func tolerated(tols []quadlet.Toleration, t Taint) bool {
 }
 
 // preferred reports whether the node has no untolerated PreferNoSchedule
-// taint.
+// taint and is not one req avoids.
 func preferred(n *Node, req *Request) bool {
+	if req.Avoid[n.Name] {
+		return false
+	}
 	for _, t := range n.Taints {
 		if t.Effect == PreferNoSchedule && !tolerated(req.Tolerations, t) {
 			return false

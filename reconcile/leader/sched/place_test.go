@@ -237,6 +237,16 @@ func TestScore(t *testing.T) {
 			req:   req(1, tolerate("slow", "Exists", "", PreferNoSchedule)), want: "tainted",
 		},
 		{
+			name:  "an avoided node last",
+			nodes: []Node{node("failed-here"), node("busy", withUsed(3000, 6*gi, nil))},
+			req:   req(1, func(r *Request) { r.Avoid = map[string]bool{"failed-here": true} }), want: "busy",
+		},
+		{
+			name:  "an avoided node when the others are full",
+			nodes: []Node{node("failed-here"), node("full", withUsed(4000, 8*gi, nil))},
+			req:   req(1, func(r *Request) { r.Avoid = map[string]bool{"failed-here": true} }), want: "failed-here",
+		},
+		{
 			name:  "PreferNoSchedule when the others are full",
 			nodes: []Node{node("tainted", withTaint("slow", "", PreferNoSchedule)), node("full", withUsed(4000, 8*gi, nil))},
 			req:   req(2), want: "tainted tainted",

@@ -113,6 +113,10 @@ type Request struct {
 	GPU *quadlet.GPU
 	// Count is how many new instances to place.
 	Count int
+	// Avoid are nodes the instances go to only when no other fits, like
+	// a node with an untolerated PreferNoSchedule taint: those where the
+	// instances they replace failed. nil: none.
+	Avoid map[string]bool
 }
 
 // NewRequest returns the request for count new instances of the workload

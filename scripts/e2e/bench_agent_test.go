@@ -134,10 +134,13 @@ func kat50(b *testing.B, c *Cluster, client *apiclient.Client, name string, n in
 	}
 	polltest.UntilErr(b, 5*time.Minute, ref+"'s containers gone", func() error {
 		out, err := exec.Command("podman", "ps", "-aq", "--filter", "label=kat.node="+c.Node, "--filter", "label=kat.workload="+name).Output()
-		if err == nil && len(strings.Fields(string(out))) == 0 {
-			return nil
+		if err != nil {
+			return fmt.Errorf("podman ps: %w", err)
 		}
-		return fmt.Errorf("podman ps: %d left, %v", len(strings.Fields(string(out))), err)
+		if left := len(strings.Fields(string(out))); left > 0 {
+			return fmt.Errorf("%d left", left)
+		}
+		return nil
 	})
 	return took, idmap
 }

@@ -100,6 +100,7 @@ func (s *sideBySide) add(kat, floor time.Duration) {
 // report prints every iteration's figures again with their minimum, median
 // and maximum, and reports the medians (unit prefix: the metric's name).
 func (s *sideBySide) report(b *testing.B, unit string) {
+	b.Helper()
 	if len(s.kats) == 0 {
 		return
 	}

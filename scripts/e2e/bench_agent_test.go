@@ -217,11 +217,13 @@ func removeLabelled(tb testing.TB, label string) {
 }
 
 // statusLookCPU returns the agent's CPU time, in milliseconds, per look at
-// ref's status: the cost of watching a benchmark from outside.
+// ref's status, once the agent is idle: the cost of watching a benchmark
+// from outside.
 func statusLookCPU(b *testing.B, c *Cluster, client *apiclient.Client, ref string) float64 {
 	b.Helper()
 	const looks = 100
 	ns, name, _ := strings.Cut(ref, "/")
+	waitIdle(b, c.PID())
 	cpu0, err := cpuTicks(c.PID())
 	if err != nil {
 		b.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,12 @@ case "$last" in unix://*)
 	printf '%s\n' "$@" >> "$FAKE_DIR/service-args"
 	` + fakeServiceEnv + `=1 exec "$FAKE_SERVER" "$last" ;;
 esac
+if [ -f "$FAKE_DIR/rc" ]; then # a command's canned answer (answer)
+	printf '%s\n' "$@" > "$FAKE_DIR/args"
+	cat "$FAKE_DIR/stdout" 2>/dev/null
+	cat "$FAKE_DIR/stderr" >&2 2>/dev/null
+	exit $(cat "$FAKE_DIR/rc")
+fi
 echo "Error: the fake podman runs only the service" >&2
 exit 125
 `
@@ -74,6 +81,23 @@ exit 125
 	f := &fakePodman{dir: dir, pm: NewPodman(cfg)}
 	t.Cleanup(func() { must(t, f.pm.Close()) })
 	return f
+}
+
+// answer sets what the commands the driver still runs as podman processes
+// (stop, rm, exec) print and return.
+func (f *fakePodman) answer(t *testing.T, stdout, stderr string, rc int) {
+	t.Helper()
+	must(t, os.WriteFile(filepath.Join(f.dir, "stdout"), []byte(stdout), 0o644))
+	must(t, os.WriteFile(filepath.Join(f.dir, "stderr"), []byte(stderr), 0o644))
+	must(t, os.WriteFile(filepath.Join(f.dir, "rc"), []byte(strconv.Itoa(rc)), 0o644))
+}
+
+// args returns the arguments of the last command answer answered.
+func (f *fakePodman) args(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.dir, "args"))
+	must(t, err)
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }
 
 // fakeRoute is one canned answer of the fake service: to requests of
@@ -365,8 +389,6 @@ func TestAPIErrors(t *testing.T) {
 			func() error { return f.pm.RemoveImage(ctx, "localhost/y") }, ErrInUse, "image is in use"},
 		{"port conflict is no name conflict", fakeRoute{Method: http.MethodPost, Path: "/containers/a/start", Status: 500}, "rootlessport listen tcp 0.0.0.0:80: bind: address already in use",
 			func() error { return f.pm.StartContainer(ctx, "a") }, nil, "address already in use"},
-		{"exec in a stopped container", fakeRoute{Method: http.MethodPost, Path: "/containers/a/exec", Status: 409}, "can only create exec sessions on running containers: container state improper",
-			func() error { _, err := f.pm.Exec(ctx, "a", []string{"true"}, time.Second); return err }, ErrNotRunning, "podman exec a: can only create exec sessions"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.route.Body = fmt.Sprintf(`{"cause":"x","message":%q,"response":%d}`, tc.msg, tc.route.Status)
@@ -391,32 +413,65 @@ func TestAPIErrors(t *testing.T) {
 	}
 }
 
-// TestExecResultFromExitCode: the command's output (stdout and stderr
-// frames in order) and its exit code, 255 included, are its result, not an
+// TestCommandErrors: the commands the driver still runs as podman
+// processes (stop, exec) fail with *CommandErrors that carry podman's exit
+// code and trimmed stderr and wrap the matching sentinel, never another,
+// and name the command without a secret.
+func TestCommandErrors(t *testing.T) {
+	f := newFakePodman(t, PodmanConfig{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		stderr   string
+		rc       int
+		call     func() error
+		sentinel error
+		want     string
+	}{
+		{"stop of an absent container", `Error: no container with name or ID "x" found: no such container`, 125,
+			func() error { return f.pm.StopContainer(ctx, "x", 1500*time.Millisecond) }, ErrNotFound,
+			"podman stop --time 2 -- x: Error: no container"},
+		{"exec in a stopped container", "Error: can only create exec sessions on running containers: container state improper", 255,
+			func() error { _, err := f.pm.Exec(ctx, "a", []string{"true"}, time.Second); return err }, ErrNotRunning, "podman exec --env KAT_EXEC_TOKEN=<redacted> -- a true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.answer(t, "", tc.stderr+"\n\n", tc.rc)
+			err := tc.call()
+			var ce *CommandError
+			if !errors.As(err, &ce) || ce.ExitCode != tc.rc || ce.Stderr != tc.stderr {
+				t.Fatalf("got %#v, want a *CommandError with exit code %d and the trimmed stderr", err, tc.rc)
+			}
+			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
+				t.Fatalf("got %v, want it to wrap %v", err, tc.sentinel)
+			}
+			for _, s := range []error{ErrNotFound, ErrAlreadyExists, ErrImageNotFound, ErrNotRunning} {
+				if !errors.Is(tc.sentinel, s) && errors.Is(err, s) {
+					t.Fatalf("%v wrongly wraps %v", err, s)
+				}
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q: want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestExecResultFromExitCode: a command's output (stdout and stderr in the
+// order written) and its exit code, 255 included, are its result, not an
 // error; output past MaxExecOutput is dropped and marked.
 func TestExecResultFromExitCode(t *testing.T) {
 	f := newFakePodman(t, PodmanConfig{})
-	f.route(t, fakeRoute{Method: http.MethodPost, Path: "/containers/a/exec", Status: 201, Body: `{"Id":"s1"}`})
-	f.route(t, fakeRoute{Method: http.MethodPost, Path: "/exec/s1/start", Status: 200,
-		Frames: []fakeFrame{{1, "partial output\n"}, {2, "its own complaint\n"}}})
-	f.route(t, fakeRoute{Method: http.MethodGet, Path: "/exec/s1/json", Status: 200, Body: `{"ExitCode":255,"Running":false}`})
+	// A command that exits 255 on its own is a result, not a podman error.
+	f.answer(t, "partial output\n", "its own complaint\n", 255)
 	res, err := f.pm.Exec(context.Background(), "a", []string{"x", "y z"}, 0)
 	if err != nil || res.ExitCode != 255 || string(res.Output) != "partial output\nits own complaint\n" {
 		t.Fatalf("got %+v (%q), %v", res, res.Output, err)
 	}
-	var create struct {
-		Cmd          []string
-		Env          []string
-		AttachStdout bool
-		AttachStderr bool
+	if args := f.args(t); len(args) != 7 || args[0] != "exec" || !strings.HasPrefix(args[2], execTokenVar+"=") ||
+		!slices.Equal(args[3:], []string{"--", "a", "x", "y z"}) {
+		t.Fatalf("podman %q", args)
 	}
-	must(t, json.Unmarshal(f.last(t, http.MethodPost, "/containers/a/exec").Body, &create))
-	if !reflect.DeepEqual(create.Cmd, []string{"x", "y z"}) || len(create.Env) != 1 || !strings.HasPrefix(create.Env[0], execTokenVar+"=") ||
-		!create.AttachStdout || !create.AttachStderr {
-		t.Fatalf("exec session %+v", create)
-	}
-	f.route(t, fakeRoute{Method: http.MethodPost, Path: "/exec/s1/start", Status: 200,
-		Frames: []fakeFrame{{1, strings.Repeat("x", MaxExecOutput/2)}, {2, strings.Repeat("y", MaxExecOutput/2+10)}}})
+	f.answer(t, strings.Repeat("x", MaxExecOutput+10), "", 0)
 	res, err = f.pm.Exec(context.Background(), "a", []string{"x"}, 0)
 	if err != nil || len(res.Output) != MaxExecOutput || !res.Truncated {
 		t.Fatalf("long output: %d bytes, truncated %v, %v", len(res.Output), res.Truncated, err)

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"slices"
 	"strconv"
 	"sync"
@@ -179,13 +180,15 @@ func (d *demux) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Exec implements ContainerRuntime with an exec session of the service
-// (POST /containers/{id}/exec, /exec/{session}/start, GET
-// /exec/{session}/json for the exit code). Ending the call does not end
-// the command inside the container, so every command carries a unique
-// KAT_EXEC_TOKEN variable, and on timeout the processes of the container
-// that hold it are killed (this needs the right to signal them: root, or
-// the user that runs rootless podman).
+// Exec implements ContainerRuntime with `podman exec`, a process, not an
+// exec session of the service: Podman 4.3 gives a session started through
+// its API a conmon that lingers five minutes after the command ends (so
+// that a client can still ask for the exit code), one per health check.
+// Killing the podman client does not end the command inside the container,
+// so every command
+// carries a unique KAT_EXEC_TOKEN variable, and on timeout the processes of
+// the container that hold it are killed (this needs the right to signal
+// them: root, or the user that runs rootless podman).
 func (p *Podman) Exec(ctx context.Context, id string, cmdline []string, timeout time.Duration) (ExecResult, error) {
 	if err := checkID(id); err != nil {
 		return ExecResult{}, err
@@ -194,12 +197,22 @@ func (p *Podman) Exec(ctx context.Context, id string, cmdline []string, timeout 
 		return ExecResult{}, fmt.Errorf("%w: exec command: is required", ErrInvalidSpec)
 	}
 	token := randomToken()
+	args := append([]string{"exec", "--env", execTokenVar + "=" + token, "--", id}, cmdline...)
 	runCtx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
 		runCtx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	res, err := p.execSession(runCtx, id, cmdline, token)
+	var out cappedBuffer
+	var stderr bytes.Buffer // the tail of both streams: podman's own error is last
+	cmd := p.command(runCtx, args...)
+	// One writer, so one pipe for both streams (os/exec shares it when
+	// Stdout == Stderr): the output keeps the order the command wrote it
+	// in, as a terminal shows it.
+	w := io.MultiWriter(&out, &tailWriter{buf: &stderr, max: maxStderr})
+	cmd.Stdout, cmd.Stderr = w, w
+	err := cmd.Run()
+	res := ExecResult{Output: out.Bytes(), Truncated: out.truncated}
 	if runCtx.Err() != nil {
 		// Timed out or cancelled: end the command inside the container.
 		killCtx, killCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -215,44 +228,19 @@ func (p *Podman) Exec(ctx context.Context, id string, cmdline []string, timeout 
 		}
 		return res, err
 	}
-	if err != nil {
-		return res, fmt.Errorf("exec %q in %s: %w", cmdline, id, err)
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return res, fmt.Errorf("exec %q in %s: %w", cmdline, id, p.commandError(ctx, args, err, stderr.Bytes()))
 	}
-	return res, nil
-}
-
-// execSession runs one exec session to its end and returns its output and
-// exit code.
-func (p *Podman) execSession(ctx context.Context, id string, cmdline []string, token string) (ExecResult, error) {
-	op := "podman exec " + id
-	var session struct {
-		ID string `json:"Id"`
+	if ee != nil {
+		res.ExitCode = ee.ExitCode()
+		// 125 and 255 with podman's "Error: ..." last are podman failing
+		// (no such container, not running); 126 and 127 (not executable,
+		// not found) are the command's result, as a health check sees it.
+		if (res.ExitCode == 125 || res.ExitCode == 255) && podmanFailed(stderr.Bytes()) {
+			return res, fmt.Errorf("exec %q in %s: %w", cmdline, id, p.commandError(ctx, args, err, stderr.Bytes()))
+		}
 	}
-	if err := p.callJSON(ctx, request{op: op, method: http.MethodPost, path: pathOf("/containers/%s/exec", id), body: map[string]any{
-		"AttachStdout": true, "AttachStderr": true, "Cmd": cmdline, "Env": []string{execTokenVar + "=" + token},
-	}}, &session); err != nil {
-		return ExecResult{}, err
-	}
-	resp, err := p.call(ctx, request{op: op, method: http.MethodPost, path: pathOf("/exec/%s/start", session.ID),
-		body: map[string]bool{"Detach": false, "Tty": false}})
-	if err != nil {
-		return ExecResult{}, err
-	}
-	var out cappedBuffer
-	_, err = io.Copy(&out, &demux{r: bufio.NewReader(resp.Body)})
-	resp.Body.Close()
-	res := ExecResult{Output: out.Bytes(), Truncated: out.truncated}
-	if err != nil {
-		return res, &APIError{Op: op, Method: http.MethodPost, Path: "/exec/" + session.ID + "/start", Status: resp.StatusCode, Err: err}
-	}
-	var inspect struct {
-		ExitCode int  `json:"ExitCode"`
-		Running  bool `json:"Running"`
-	}
-	if err := p.callJSON(ctx, request{op: op, method: http.MethodGet, path: pathOf("/exec/%s/json", session.ID)}, &inspect); err != nil {
-		return res, err
-	}
-	res.ExitCode = inspect.ExitCode
 	return res, nil
 }
 
@@ -263,6 +251,15 @@ func randomToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
+}
+
+// podmanFailed reports whether podman's stderr ends with its own error line.
+func podmanFailed(stderr []byte) bool {
+	s := bytes.TrimSpace(stderr)
+	if i := bytes.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return bytes.HasPrefix(s, []byte("Error: "))
 }
 
 // cappedBuffer keeps the first MaxExecOutput bytes written to it; it is

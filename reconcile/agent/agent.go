@@ -150,6 +150,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 			}
 		}
 		ag.checkHost(ctx)
+		ag.retryNetworkDue(ag.cfg.Now())
 		ag.ensureNetwork(ctx)
 		if ag.retryList.Swap(false) {
 			reconcile.Poke(ag.listNow)

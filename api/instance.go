@@ -54,6 +54,12 @@ type InstanceStatus struct {
 	StartedAt time.Time       `json:"startedAt,omitzero"`
 	// Message says what the agent last failed to do, or why it waits.
 	Message string `json:"message,omitempty"`
+	// NodeRetry is true while the instance waits only to retry a step its
+	// node failed (the container runtime unreachable, the node's network
+	// not made, a program missing): the agent retries it within seconds of
+	// the cause going away. A rollout's progress deadline does not run out
+	// while its new instances wait so.
+	NodeRetry bool `json:"nodeRetry,omitempty"`
 	// Verification is, for an instance whose updateStrategy has a verify
 	// command, VerifyPending until the command ran in the healthy instance,
 	// then VerifyPassed or VerifyFailed for good. Empty without one.

@@ -38,7 +38,10 @@ type Rollout struct {
 	// StartedAt is when the leader first planned Generation.
 	StartedAt time.Time `json:"startedAt"`
 	// ProgressAt is when the rollout last made progress: a new instance
-	// more ready than ever, or an old instance fewer than ever.
+	// more ready than ever, or an old instance fewer than ever. While its
+	// new instances wait only on their nodes' retries
+	// (InstanceStatus.NodeRetry) it moves to the present every half
+	// deadline, so the deadline does not run out meanwhile.
 	ProgressAt time.Time `json:"progressAt"`
 	// CompletedAt is when Generation's outcome was settled; zero while it
 	// is in progress.

@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -365,7 +365,7 @@ func (b *Builder) existing(rec *api.Build) (bool, error) {
 		return false, nil
 	}
 	rec.State, rec.Existing, rec.FinishedAt = api.BuildSucceeded, true, b.cfg.Now().UTC()
-	rec.ImageID, _ = b.pm.imageID(ctx, rec.Image)
+	rec.ImageID, _ = b.cfg.Podman.ImageID(ctx, rec.Image)
 	return true, nil
 }
 
@@ -508,77 +508,46 @@ func (s *source) discard() {
 
 // useCache names the image pulled from the cache (its ID id) as the
 // workload's, and leaves dropping the cache's name (so housekeeping sees one
-// name) for after.
+// name) for after. Both go through the runtime's service: a podman process
+// each would add its start to a cache hit.
 func (b *Builder) useCache(ctx context.Context, cacheRef, id string, rec *api.Build, log io.Writer) (string, []afterStep, error) {
-	if err := b.pm.stream(ctx, log, "tag", cacheRef, rec.Image); err != nil {
+	if err := b.cfg.Podman.TagImage(ctx, cacheRef, rec.Image); err != nil {
 		return StageBuild, nil, fmt.Errorf("cache hit, but tag it: %w", err)
 	}
 	rec.CacheHit = true
 	fmt.Fprintf(log, "cache hit: %s\n", cacheRef)
 	rec.ImageID = id
-	var err error
-	if !imageIDRE.MatchString(id) {
-		// Not what podman pull prints last: ask.
-		rec.ImageID, err = b.pm.imageID(ctx, rec.Image)
-	}
 	untag := func(ctx context.Context, log io.Writer) string {
-		if err := b.pm.stream(ctx, log, "untag", cacheRef, cacheRef); err != nil {
+		if err := b.cfg.Podman.UntagImage(ctx, cacheRef); err != nil {
 			return fmt.Sprintf("drop the cache's name %s: %v", cacheRef, err)
 		}
 		return ""
 	}
-	return StageBuild, []afterStep{untag}, err
-}
-
-// imageIDRE matches a full image ID: 64 lowercase hex digits.
-var imageIDRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// lastLine is a writer that keeps the last non-empty line written to it.
-type lastLine struct {
-	line, partial []byte
-}
-
-func (l *lastLine) Write(p []byte) (int, error) {
-	l.partial = append(l.partial, p...)
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			break
-		}
-		if line := bytes.TrimSpace(l.partial[:i]); len(line) > 0 {
-			l.line = append(l.line[:0], line...)
-		}
-		l.partial = l.partial[i+1:]
-	}
-	return len(p), nil
-}
-
-// String returns the last non-empty line, an unfinished one included.
-func (l *lastLine) String() string {
-	if line := bytes.TrimSpace(l.partial); len(line) > 0 {
-		return string(line)
-	}
-	return string(l.line)
+	return StageBuild, []afterStep{untag}, nil
 }
 
 // cachePull is the outcome of a pull from the cache registry.
 type cachePull struct {
 	// ok is true when the image was pulled.
 	ok bool
-	// id is the last line podman pull printed: the image's ID, unless
-	// something else came last.
+	// id is the pulled image's ID.
 	id string
 }
 
-// pullCache tries to pull cacheRef from the cache registry.
+// pullCache tries to pull cacheRef from the cache registry, through the
+// runtime's service (no podman process), with podman's progress in log.
 func (b *Builder) pullCache(ctx context.Context, cacheRef string, log io.Writer) cachePull {
-	args := append([]string{"pull"}, registryArgs(cacheRef, b.cfg.AuthFile, b.cfg.InsecureRegistries)...)
-	var out lastLine
-	if err := b.pm.stream(ctx, io.MultiWriter(log, &out), append(args, "--", cacheRef)...); err != nil {
+	opts := runtime.PullOptions{AuthFile: b.cfg.AuthFile, Progress: log}
+	if slices.Contains(b.cfg.InsecureRegistries, registryHost(cacheRef)) {
+		opts.TLSVerify = new(bool)
+	}
+	fmt.Fprintf(log, "pull %s (TLS verified: %t)\n", cacheRef, opts.TLSVerify == nil)
+	id, err := b.cfg.Podman.PullImage(ctx, cacheRef, opts)
+	if err != nil {
 		fmt.Fprintf(log, "cache miss: %v\n", err)
 		return cachePull{}
 	}
-	return cachePull{ok: true, id: strings.TrimPrefix(out.String(), "sha256:")}
+	return cachePull{ok: true, id: id}
 }
 
 // housekeeping prunes the logs and images of a workload after a build,

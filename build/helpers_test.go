@@ -158,6 +158,9 @@ func testBuilder(t testing.TB, cfg Config, namespace, workload string) (*Builder
 			dumpLogs(t, b.cfg.WorkDir)
 		}
 		removeImages(t, b.pm, namespace, workload)
+		if err := cfg.Podman.Close(); err != nil {
+			t.Error(err)
+		}
 	})
 	return b, recs
 }

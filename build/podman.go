@@ -171,15 +171,6 @@ func (p podman) imagesInUse(ctx context.Context) (map[string]bool, error) {
 	return used, nil
 }
 
-// imageID returns the ID of a local image.
-func (p podman) imageID(ctx context.Context, ref string) (string, error) {
-	out, err := p.run(ctx, "image", "inspect", "--format", "{{.Id}}", "--", ref)
-	if err != nil {
-		return "", fmt.Errorf("inspect image %s: %w", ref, err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
 // buildArgs returns the podman build arguments of a request, with the
 // Dockerfile and context resolved to absolute paths. RUN steps run with
 // the OCI isolation and the host's user namespace, as far as podman knows:

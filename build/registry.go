@@ -2,14 +2,13 @@ package build
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"kat.dws.rip/kat/runtime"
 )
 
 // cacheProbe is what a look at the cache registry found.
@@ -60,7 +59,7 @@ func (b *Builder) probeCache(ctx context.Context, ref string) (cacheProbe, strin
 		return probeUnknown, err.Error()
 	}
 	req.Header.Set("Accept", strings.Join(manifestTypes, ", "))
-	if user, pass, ok := registryCredentials(b.cfg.AuthFile, host); ok {
+	if user, pass, ok := runtime.RegistryCredentials(b.cfg.AuthFile, host); ok {
 		req.SetBasicAuth(user, pass)
 	}
 	resp, err := client.Do(req)
@@ -86,29 +85,4 @@ func isUnreachable(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "connection refused") || strings.Contains(s, "no such host") ||
 		strings.Contains(s, "server gave HTTP response to HTTPS client")
-}
-
-// registryCredentials reads host's "user:password" from a podman auth file
-// (containers-auth.json: {"auths": {"host": {"auth": base64}}}).
-func registryCredentials(authFile, host string) (user, pass string, ok bool) {
-	if authFile == "" {
-		return "", "", false
-	}
-	b, err := os.ReadFile(authFile)
-	if err != nil {
-		return "", "", false
-	}
-	var f struct {
-		Auths map[string]struct {
-			Auth string `json:"auth"`
-		} `json:"auths"`
-	}
-	if json.Unmarshal(b, &f) != nil {
-		return "", "", false
-	}
-	raw, err := base64.StdEncoding.DecodeString(f.Auths[host].Auth)
-	if err != nil {
-		return "", "", false
-	}
-	return strings.Cut(string(raw), ":")
 }

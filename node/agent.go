@@ -33,6 +33,11 @@ func (n *Node) runAgent(ctx context.Context) error {
 	log := n.log.With().Str("component", "agent").Logger()
 	rt := runtime.NewPodman(runtime.PodmanConfig{Binary: o.Podman, Root: o.PodmanRoot, RunRoot: o.PodmanRunRoot,
 		NetworkConfigDir: o.PodmanNetworkConfigDir, TmpDir: o.PodmanTmpDir})
+	defer func() { // last: stops Podman's REST service; the containers keep running
+		if err := rt.Close(); err != nil {
+			log.Warn().Err(err).Msg("stop podman's service")
+		}
+	}()
 	ids, idErr := runtime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
 	var idRange *runtime.SubIDRange
 	if idErr != nil {

@@ -69,6 +69,7 @@ func podmanForBench(b *testing.B) (*Podman, string) {
 		b.Skipf("skipping: %v (scripts/install-prereqs.sh writes it)", err)
 	}
 	pm := NewPodman(PodmanConfig{ExtraArgs: strings.Fields(os.Getenv("KAT_PODMAN_ARGS"))})
+	b.Cleanup(func() { _ = pm.Close() })
 	ok, err := pm.ImageExists(context.Background(), baseImage)
 	if err != nil || !ok {
 		b.Skipf("skipping: image %s is missing (run scripts/build-base-image.sh): %v", baseImage, err)

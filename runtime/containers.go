@@ -6,75 +6,33 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// PullImage implements ContainerRuntime.
-func (p *Podman) PullImage(ctx context.Context, ref string, opts PullOptions) (string, error) {
-	if strings.TrimSpace(ref) == "" {
-		return "", fmt.Errorf("%w: image: is required", ErrInvalidSpec)
-	}
-	args := []string{"pull", "--quiet"}
-	if opts.Platform != "" {
-		args = append(args, "--platform", opts.Platform)
-	}
-	if opts.TLSVerify != nil {
-		args = append(args, "--tls-verify="+strconv.FormatBool(*opts.TLSVerify))
-	}
-	if opts.AuthFile != "" {
-		args = append(args, "--authfile", opts.AuthFile)
-	}
-	out, err := p.run(ctx, append(args, "--", ref)...)
-	if err != nil {
-		return "", fmt.Errorf("pull image %s: %w", ref, err)
-	}
-	lines := strings.Fields(string(out))
-	if len(lines) == 0 {
-		return "", fmt.Errorf("pull image %s: podman pull printed no image ID", ref)
-	}
-	return lines[len(lines)-1], nil
-}
-
-// ImageExists implements ContainerRuntime.
-func (p *Podman) ImageExists(ctx context.Context, ref string) (bool, error) {
-	if strings.TrimSpace(ref) == "" {
-		return false, fmt.Errorf("%w: image: is required", ErrInvalidSpec)
-	}
-	_, err := p.run(ctx, "image", "exists", "--", ref)
-	var ce *CommandError
-	if errors.As(err, &ce) && ce.ExitCode == 1 && ctx.Err() == nil {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("check image %s: %w", ref, err)
-	}
-	return true, nil
-}
-
-// RemoveImage implements ContainerRuntime.
-func (p *Podman) RemoveImage(ctx context.Context, ref string) error {
-	if _, err := p.run(ctx, "rmi", "--", ref); err != nil {
-		return fmt.Errorf("remove image %s: %w", ref, err)
-	}
-	return nil
-}
-
-// CreateContainer implements ContainerRuntime.
+// CreateContainer implements ContainerRuntime: POST /containers/create.
 func (p *Podman) CreateContainer(ctx context.Context, spec ContainerSpec) (string, error) {
-	return p.createOrRun(ctx, spec, "create")
+	return p.createOrRun(ctx, spec, false)
 }
 
-// RunContainer implements ContainerRuntime: `podman run --detach`, which
-// creates and starts the container in one process.
+// RunContainer implements ContainerRuntime: the create and the start, two
+// calls to the service (no podman process).
 func (p *Podman) RunContainer(ctx context.Context, spec ContainerSpec) (string, error) {
-	return p.createOrRun(ctx, spec, "run")
+	return p.createOrRun(ctx, spec, true)
 }
 
-// createOrRun runs `podman create` or `podman run --detach` with spec's
-// arguments and returns the container ID it prints.
-func (p *Podman) createOrRun(ctx context.Context, spec ContainerSpec, verb string) (string, error) {
+// createOrRun creates the container of spec, and starts it when start is
+// set, and returns its ID. As with podman run, a container that was created
+// but could not start is left as it is (created): the error says why.
+func (p *Podman) createOrRun(ctx context.Context, spec ContainerSpec, start bool) (string, error) {
+	verb := "create"
+	if start {
+		verb = "run"
+	}
 	if err := spec.Validate(); err != nil {
 		return "", fmt.Errorf("%s container %q: %w", verb, spec.Name, err)
 	}
@@ -87,45 +45,48 @@ func (p *Podman) createOrRun(ctx context.Context, spec ContainerSpec, verb strin
 		}
 		defer release()
 	}
-	args := p.createArgs(&spec)
-	if verb == "run" {
-		args = append([]string{"run", "--detach"}, args[1:]...)
+	var created struct {
+		ID string `json:"Id"`
 	}
-	out, err := p.run(ctx, args...)
-	if err != nil {
+	if err := p.callJSON(ctx, request{op: "podman create", method: http.MethodPost, path: "/containers/create", body: p.createSpec(&spec)}, &created); err != nil {
 		return "", fmt.Errorf("%s container %s: %w", verb, spec.Name, err)
 	}
-	id := strings.TrimSpace(string(out))
-	if i := strings.LastIndexByte(id, '\n'); i >= 0 {
-		id = id[i+1:] // warnings may come first
+	if created.ID == "" {
+		return "", fmt.Errorf("%s container %s: podman create: the service named no container ID", verb, spec.Name)
 	}
-	if id == "" {
-		return "", fmt.Errorf("%s container %s: podman printed no container ID", verb, spec.Name)
+	if start {
+		if err := p.start(ctx, created.ID); err != nil {
+			return "", fmt.Errorf("%s container %s: %w", verb, spec.Name, err)
+		}
 	}
-	return id, nil
+	return created.ID, nil
 }
 
-// StartContainer implements ContainerRuntime.
+// StartContainer implements ContainerRuntime: POST /containers/{id}/start.
 func (p *Podman) StartContainer(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	if _, err := p.run(ctx, "start", "--", id); err != nil {
+	if err := p.start(ctx, id); err != nil {
 		return fmt.Errorf("start container %s: %w", id, err)
 	}
 	return nil
 }
 
-// StopContainer implements ContainerRuntime. The grace period is rounded up
-// to whole seconds; ctx should outlast it.
+// start starts a container; one that runs already answers 304, a success.
+func (p *Podman) start(ctx context.Context, id string) error {
+	return p.callJSON(ctx, request{op: "podman start " + id, method: http.MethodPost, path: pathOf("/containers/%s/start", id)}, nil)
+}
+
+// StopContainer implements ContainerRuntime: `podman stop`, a process in a
+// group of its own (as every removal), so that a stop under way runs to its
+// end when the agent is stopped; through the service it would end with it.
+// The grace period is rounded up to whole seconds; ctx should outlast it.
 func (p *Podman) StopContainer(ctx context.Context, id string, grace time.Duration) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	if grace < 0 {
-		grace = 0
-	}
-	if _, err := p.run(ctx, "stop", "--time", strconv.Itoa(ceilSeconds(grace)), "--", id); err != nil {
+	if _, err := p.run(ctx, "stop", "--time", strconv.Itoa(ceilSeconds(max(grace, 0))), "--", id); err != nil {
 		return fmt.Errorf("stop container %s: %w", id, err)
 	}
 	return nil
@@ -224,43 +185,48 @@ func isFullID(id string) bool {
 	return true
 }
 
-// containerExists runs `podman container exists`.
+// containerExists asks GET /containers/{id}/exists.
 func (p *Podman) containerExists(ctx context.Context, id string) (bool, error) {
-	_, err := p.run(ctx, "container", "exists", "--", id)
-	var ce *CommandError
-	if errors.As(err, &ce) && ce.ExitCode == 1 && ctx.Err() == nil {
+	err := p.callJSON(ctx, request{op: "podman container exists " + id, method: http.MethodGet, path: pathOf("/containers/%s/exists", id)}, nil)
+	switch {
+	case err == nil:
+		return true, nil
+	case isStatus(err, http.StatusNotFound):
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("check container %s: %w", id, err)
-	}
-	return true, nil
+	return false, fmt.Errorf("check container %s: %w", id, err)
 }
 
-// InspectContainer implements ContainerRuntime.
+// InspectContainer implements ContainerRuntime: GET /containers/{id}/json.
 func (p *Podman) InspectContainer(ctx context.Context, id string) (*ContainerStatus, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	out, err := p.run(ctx, "container", "inspect", "--format", "json", "--", id)
+	resp, err := p.call(ctx, request{op: "podman container inspect " + id, method: http.MethodGet, path: pathOf("/containers/%s/json", id)})
 	if err != nil {
 		return nil, fmt.Errorf("inspect container %s: %w", id, err)
 	}
-	st, err := parseInspect(out)
-	if err != nil {
-		return nil, fmt.Errorf("inspect container %s: %w", id, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err == nil {
+		var st *ContainerStatus
+		if st, err = parseInspect(out); err == nil {
+			return st, nil
+		}
 	}
-	return st, nil
+	return nil, fmt.Errorf("inspect container %s: %w", id, err)
 }
 
-// ListManagedContainers implements ContainerRuntime. Times in the result
-// have podman ps's precision: whole seconds.
+// ListManagedContainers implements ContainerRuntime: GET /containers/json
+// with label filters.
 func (p *Podman) ListManagedContainers(ctx context.Context, labels map[string]string) ([]ContainerStatus, error) {
-	args := []string{"ps", "--all", "--no-trunc", "--format", "json", "--filter", "label=" + LabelManaged + "=true"}
-	for _, k := range sortedKeys(labels) {
-		args = append(args, "--filter", "label="+k+"="+labels[k])
+	q := url.Values{"all": {"true"}, "filters": {filtersQuery(map[string][]string{"label": labelFilters(labels)})}}
+	resp, err := p.call(ctx, request{op: "podman ps --all", method: http.MethodGet, path: "/containers/json", query: q})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	out, err := p.run(ctx, args...)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -313,7 +279,8 @@ func podmanState(s string) State {
 	return StateUnknown
 }
 
-// psEntry is one element of `podman ps --format json` (podman 4.3).
+// psEntry is one element of a container listing (GET /containers/json,
+// podman 4.3; `podman ps --format json` prints the same).
 type psEntry struct {
 	ID       string            `json:"Id"`
 	Names    []string          `json:"Names"`
@@ -356,7 +323,7 @@ func parsePS(out []byte) ([]ContainerStatus, error) {
 			RawState:  e.State,
 			ExitCode:  e.ExitCode,
 			Pid:       e.Pid,
-			CreatedAt: unixTime(parseCreated(e.Created)),
+			CreatedAt: parseCreated(e.Created),
 			StartedAt: unixTime(e.Started),
 		}
 		if c.Labels == nil {
@@ -382,20 +349,20 @@ func parsePS(out []byte) ([]ContainerStatus, error) {
 	return list, nil
 }
 
-// parseCreated reads ps's Created, a unix time (podman 4) or an RFC 3339
-// string (some podman 3 builds).
-func parseCreated(raw json.RawMessage) int64 {
+// parseCreated reads a listing's Created: an RFC 3339 time (the REST
+// service's) or a unix time (the CLI's).
+func parseCreated(raw json.RawMessage) time.Time {
 	var n int64
 	if json.Unmarshal(raw, &n) == nil {
-		return n
+		return unixTime(n)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return t.Unix()
+			return realTime(t)
 		}
 	}
-	return 0
+	return time.Time{}
 }
 
 // unixTime turns podman's unix seconds into a time; zero and Go's zero time
@@ -407,8 +374,8 @@ func unixTime(sec int64) time.Time {
 	return time.Unix(sec, 0).UTC()
 }
 
-// inspectEntry is the part of `podman container inspect --format json`
-// (podman 4.3) the runtime reads.
+// inspectEntry is the part of a container's inspect (GET
+// /containers/{id}/json, podman 4.3) the runtime reads.
 type inspectEntry struct {
 	ID        string    `json:"Id"`
 	Name      string    `json:"Name"`
@@ -437,15 +404,20 @@ type inspectEntry struct {
 	} `json:"NetworkSettings"`
 }
 
+// parseInspect reads the service's inspect of one container.
 func parseInspect(out []byte) (*ContainerStatus, error) {
-	var entries []inspectEntry
-	if err := json.Unmarshal(bytes.TrimSpace(out), &entries); err != nil {
+	var e inspectEntry
+	if err := json.Unmarshal(bytes.TrimSpace(out), &e); err != nil {
 		return nil, fmt.Errorf("parse podman inspect output: %w", err)
 	}
-	if len(entries) == 0 {
-		return nil, ErrNotFound
+	if e.ID == "" {
+		return nil, fmt.Errorf("parse podman inspect output: no container ID in %q", truncate(out, 200))
 	}
-	e := entries[0]
+	return e.status(), nil
+}
+
+// status is what the runtime reads of an inspect.
+func (e *inspectEntry) status() *ContainerStatus {
 	c := &ContainerStatus{
 		ID:           e.ID,
 		Name:         e.Name,
@@ -479,7 +451,7 @@ func parseInspect(out []byte) (*ContainerStatus, error) {
 			c.Ports = append(c.Ports, PortMapping{HostIP: b.HostIP, HostPort: hp, ContainerPort: cp, Protocol: proto})
 		}
 	}
-	return c, nil
+	return c
 }
 
 func portKeys[V any](m map[string]V) map[string]string {

@@ -3,12 +3,19 @@
 // workloads: the agent maps a workload to a ContainerSpec
 // (reconcile/agent/containerspec).
 //
-// The agent loop depends on ContainerRuntime only. Podman implements it by
-// running the podman CLI with JSON output; several agents can share one
-// machine by giving each its own storage root, run root and network config
+// The agent loop depends on ContainerRuntime only. Podman implements it
+// through Podman's REST service: the driver starts `podman system service`
+// with its configuration's global arguments on a unix socket of its own at
+// the first call, starts it again when a call finds it gone, and stops it
+// at Close; containers keep running then (conmon is their parent, not the
+// service). A podman process costs tens of milliseconds of CPU to start
+// and exit, more than many calls do, so one per call would not keep up
+// with a node starting its instances. Several agents can share one machine
+// by giving each its own storage root, run root and network config
 // directory:
 //
 //	pm := runtime.NewPodman(runtime.PodmanConfig{Root: "/var/lib/kat/n1/storage"})
+//	defer pm.Close()
 //	id, err := pm.CreateContainer(ctx, runtime.ContainerSpec{
 //		Name:   "web-1",
 //		Image:  "localhost/kat-base:latest",
@@ -47,9 +54,11 @@
 // --force, then removes it without stopping it (it stops only a "running"
 // container), while its processes run on, holding its published ports. Stop
 // such a container with StopContainer before removing it; what is left all
-// the same is killed, and the error says so (ErrKilledLeftovers). The
-// driver runs podman in a process group of its own, so a signal to the
-// caller's group (^C) never cuts a stop short.
+// the same is killed, and the error says so (ErrKilledLeftovers). Stops
+// and removals do not go through the service: each is a podman process in a
+// process group of its own, so a signal to the caller's group (^C, a
+// service manager stopping the agent) never cuts a stop short, and a stop
+// under way runs to its end when the agent and its service are gone.
 //
 // # User namespaces
 //
@@ -66,7 +75,9 @@
 //
 // # Errors
 //
-// Errors name the podman command that failed and include podman's stderr.
-// They wrap the package's sentinels (ErrNotFound, ErrInvalidSpec,
-// ErrExecTimeout, ...) where one applies.
+// Errors name the podman command a call stands for and include podman's
+// message (an *APIError; the host check, which runs podman info, a
+// *CommandError with podman's stderr). They wrap the package's sentinels
+// (ErrNotFound, ErrInvalidSpec, ErrExecTimeout, ErrServiceUnavailable, ...)
+// where one applies.
 package runtime

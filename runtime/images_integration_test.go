@@ -43,6 +43,36 @@ func TestPodmanImages(t *testing.T) {
 	if ok, err := pm.ImageExists(ctx, ref); err != nil || !ok {
 		t.Fatalf("after pull: exists %v, %v", ok, err)
 	}
+	if got, err := pm.ImageID(ctx, ref); err != nil || got != id {
+		t.Fatalf("ID of the pulled image: %q, %v; want %q", got, err, id)
+	}
+
+	// Another name for it, and that name dropped again.
+	local := "kat-local/kat-rt-test_" + mark + ":abc"
+	must(t, pm.TagImage(ctx, ref, local))
+	t.Cleanup(func() { _ = pm.RemoveImage(context.Background(), local) })
+	if got, err := pm.ImageID(ctx, local); err != nil || got != id {
+		t.Fatalf("ID of the tagged name: %q, %v; want %q", got, err, id)
+	}
+	must(t, pm.UntagImage(ctx, ref))
+	if ok, err := pm.ImageExists(ctx, ref); err != nil || ok {
+		t.Fatalf("after untag: %s exists %v, %v", ref, ok, err)
+	}
+	if ok, err := pm.ImageExists(ctx, local); err != nil || !ok {
+		t.Fatalf("after untag of the other name: %s exists %v, %v", local, ok, err)
+	}
+	if err := pm.TagImage(ctx, "localhost/kat-no-such-image:"+mark, local); !errors.Is(err, ErrImageNotFound) {
+		t.Fatalf("tag of an absent image: %v, want ErrImageNotFound", err)
+	}
+
+	// A pull that reports its progress.
+	var progress strings.Builder
+	if _, err := pm.PullImage(ctx, ref, PullOptions{TLSVerify: &noVerify, Progress: &progress}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(progress.String(), "Copying") {
+		t.Fatalf("pull progress %q", progress.String())
+	}
 
 	_, err = pm.PullImage(ctx, reg+"/kat-rt-test-"+mark+"-absent:v1", PullOptions{TLSVerify: &noVerify})
 	if !errors.Is(err, ErrImageNotFound) || !strings.Contains(err.Error(), "podman pull") {

@@ -1,11 +1,14 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 )
 
@@ -57,7 +60,7 @@ func (s NetworkSpec) Validate() error {
 	return nil
 }
 
-// NetworkInfo is what `podman network inspect` says of a network, the part
+// NetworkInfo is what podman's inspect of a network says, the part
 // EnsureNetwork compares.
 type NetworkInfo struct {
 	Name       string          `json:"name"`
@@ -101,8 +104,8 @@ func (p *Podman) EnsureNetwork(ctx context.Context, spec NetworkSpec) (bool, err
 	case err == nil && cur.matches(spec):
 		return false, nil
 	case err == nil:
-		if _, err := p.run(ctx, "network", "rm", spec.Name); err != nil {
-			if inUse(err) {
+		if err := p.RemoveNetwork(ctx, spec.Name); err != nil {
+			if errors.Is(err, ErrNetworkInUse) {
 				return false, fmt.Errorf("%w: network %s has subnet %v, wants %s: %w", ErrNetworkInUse, spec.Name, cur.Subnets, spec.Subnet.Masked(), err)
 			}
 			return false, fmt.Errorf("remove network %s to recreate it: %w", spec.Name, err)
@@ -110,8 +113,9 @@ func (p *Podman) EnsureNetwork(ctx context.Context, spec NetworkSpec) (bool, err
 	case !errors.Is(err, ErrNetworkNotFound):
 		return false, err
 	}
-	if _, err := p.run(ctx, "network", "create", "--driver", "bridge", "--disable-dns",
-		"--subnet", spec.Subnet.Masked().String(), "--gateway", spec.Gateway.String(), spec.Name); err != nil {
+	body := map[string]any{"name": spec.Name, "driver": "bridge", "dns_enabled": false,
+		"subnets": []NetworkSubnet{{Subnet: spec.Subnet.Masked().String(), Gateway: spec.Gateway.String()}}}
+	if err := p.callJSON(ctx, request{op: "podman network create " + spec.Name, method: http.MethodPost, path: "/networks/create", body: body}, nil); err != nil {
 		return false, fmt.Errorf("create network %s: %w", spec.Name, err)
 	}
 	return true, nil
@@ -123,48 +127,67 @@ var ErrNetworkNotFound = errors.New("runtime: network not found")
 // InspectNetwork returns what EnsureNetwork compares of network name, or an
 // error wrapping ErrNetworkNotFound.
 func (p *Podman) InspectNetwork(ctx context.Context, name string) (*NetworkInfo, error) {
-	out, err := p.run(ctx, "network", "inspect", name)
-	if err != nil {
-		if strings.Contains(strings.ToLower(stderrOf(err)), "network not found") {
-			return nil, fmt.Errorf("%w: %s", ErrNetworkNotFound, name)
-		}
+	var n NetworkInfo
+	err := p.callJSON(ctx, request{op: "podman network inspect " + name, method: http.MethodGet, path: pathOf("/networks/%s/json", name)}, &n)
+	switch {
+	case isStatus(err, http.StatusNotFound):
+		return nil, fmt.Errorf("%w: %s", ErrNetworkNotFound, name)
+	case err != nil:
 		return nil, fmt.Errorf("inspect network %s: %w", name, err)
 	}
-	var nets []NetworkInfo
-	if err := json.Unmarshal(out, &nets); err != nil {
-		return nil, fmt.Errorf("inspect network %s: decode podman's output: %w", name, err)
-	}
-	if len(nets) != 1 {
-		return nil, fmt.Errorf("%w: %s", ErrNetworkNotFound, name)
-	}
-	return &nets[0], nil
+	return &n, nil
 }
 
 // RemoveNetwork removes network name; a missing one is not an error, one
 // that containers use wraps ErrNetworkInUse.
 func (p *Podman) RemoveNetwork(ctx context.Context, name string) error {
-	_, err := p.run(ctx, "network", "rm", name)
+	op := "podman network rm " + name
+	var reports []struct {
+		Err json.RawMessage `json:"Err"`
+	}
+	err := p.callJSON(ctx, request{op: op, method: http.MethodDelete, path: pathOf("/networks/%s", name)}, &reports)
 	switch {
-	case err == nil || strings.Contains(strings.ToLower(stderrOf(err)), "network not found"):
+	case isStatus(err, http.StatusNotFound):
 		return nil
 	case inUse(err):
 		return fmt.Errorf("%w: %w", ErrNetworkInUse, err)
+	case err != nil:
+		return fmt.Errorf("remove network %s: %w", name, err)
+	case len(reports) == 0 || len(reports[0].Err) == 0 || string(reports[0].Err) == "null":
+		return nil
 	}
-	return fmt.Errorf("remove network %s: %w", name, err)
+	// The service reports the failure without its message: containers
+	// that use the network are the reason podman refuses.
+	users, lerr := p.networkUsers(ctx, name)
+	if lerr == nil && len(users) > 0 {
+		return fmt.Errorf("%w: %s: network %s is used by containers %s", ErrNetworkInUse, op, name, strings.Join(users, ", "))
+	}
+	return fmt.Errorf("remove network %s: %s: the service refused (%s)", name, op, reports[0].Err)
 }
 
-func stderrOf(err error) string {
-	var ce *CommandError
-	if errors.As(err, &ce) {
-		return ce.Stderr
+// networkUsers returns the names of the containers (any, running or not)
+// that join network name.
+func (p *Podman) networkUsers(ctx context.Context, name string) ([]string, error) {
+	q := url.Values{"all": {"true"}, "filters": {filtersQuery(map[string][]string{"network": {name}})}}
+	var list []psEntry
+	if err := p.callJSON(ctx, request{op: "podman ps --all", method: http.MethodGet, path: "/containers/json", query: q}, &list); err != nil {
+		return nil, err
 	}
-	return ""
+	var names []string
+	for _, c := range list {
+		names = append(names, cmp.Or(strings.Join(c.Names, ","), c.ID))
+	}
+	return names, nil
 }
 
 // inUse reports whether podman refused to remove a network for its
 // containers (podman 4.3: "... has associated containers with it ...
 // network is being used").
 func inUse(err error) bool {
-	s := strings.ToLower(stderrOf(err))
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	s := strings.ToLower(ae.Message)
 	return strings.Contains(s, "associated containers") || strings.Contains(s, "is being used")
 }

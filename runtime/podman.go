@@ -42,22 +42,27 @@ type PodmanConfig struct {
 	// ExtraArgs are further global arguments put before every podman
 	// subcommand. Default none.
 	ExtraArgs []string
-	// WaitDelay bounds how long a podman command may keep its output open
-	// after it was killed (see exec.Cmd.WaitDelay). Default 5s.
+	// WaitDelay bounds how long a podman command (and the REST service) may
+	// keep its output open after it was killed (see exec.Cmd.WaitDelay).
+	// Default 5s.
 	WaitDelay time.Duration
 }
 
-// Podman is a ContainerRuntime that runs the podman CLI and parses its JSON
-// output. It is safe for concurrent use.
+// Podman is a ContainerRuntime that sends its calls to Podman's REST
+// service (`podman system service`), which it starts at the first call, on
+// a unix socket of its own, with the configuration's global arguments
+// (storage, run root, network config dir, tmpdir), and starts again when a
+// call finds it gone. Close stops the service; the containers keep running.
+// It is safe for concurrent use.
 //
 // Bound every call with a context deadline: podman can hang (podman 4.3.1
-// sometimes does, holding its storage locks), and the driver kills a
-// command whose context ends, which frees podman's locks.
+// sometimes does, holding its storage locks).
 type Podman struct {
 	cfg PodmanConfig
-	// autoCreate lets one `podman create --userns=auto` run at a time on
-	// the host: podman 4.3.1 can hang for good, holding every storage
-	// lock, when several allocate auto user namespaces at once.
+	svc *service
+	// autoCreate lets one create with --userns=auto run at a time on the
+	// host: podman 4.3.1 can hang for good, holding every storage lock,
+	// when several allocate auto user namespaces at once.
 	autoCreate *autoUserNSLock
 }
 
@@ -77,7 +82,19 @@ func NewPodman(cfg PodmanConfig) *Podman {
 	if cfg.AutoUserNSLock == "" {
 		cfg.AutoUserNSLock = defaultAutoUserNSLockPath()
 	}
-	return &Podman{cfg: cfg, autoCreate: newAutoUserNSLock(cfg.AutoUserNSLock)}
+	p := &Podman{cfg: cfg, autoCreate: newAutoUserNSLock(cfg.AutoUserNSLock)}
+	p.svc = newService(cfg.Binary, p.GlobalArgs, cfg.WaitDelay)
+	return p
+}
+
+// Close stops the driver's REST service, if it runs, and waits for it to
+// exit; calls after Close fail. The containers keep running: conmon, not
+// the service, is their parent. It is safe to call twice.
+func (p *Podman) Close() error {
+	if err := p.svc.close(); err != nil {
+		return fmt.Errorf("stop podman's REST service: %w", err)
+	}
+	return nil
 }
 
 // Config returns the configuration with defaults filled in.
@@ -101,7 +118,8 @@ func (p *Podman) GlobalArgs() []string {
 	return append(args, p.cfg.ExtraArgs...)
 }
 
-// command builds a podman command; args start with the subcommand.
+// command builds a podman command (the host check, and callers' commands
+// against the same storage); args start with the subcommand.
 func (p *Podman) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, p.cfg.Binary, append(p.GlobalArgs(), args...)...)
 	// An ended context asks podman to stop (SIGTERM: it cleans up what it
@@ -146,14 +164,19 @@ type CommandError struct {
 }
 
 func (e *CommandError) Error() string {
-	msg := fmt.Sprintf("podman %s: ", strings.Join(redactArgs(e.Args), " "))
+	return failure("podman "+strings.Join(redactArgs(e.Args), " "), e.Stderr, e.Err)
+}
+
+// failure renders a failed podman operation: what it was, podman's words
+// (else err), and the fix when a program podman needs is missing.
+func failure(what, words string, err error) string {
 	switch {
-	case e.Stderr != "" && errors.Is(e.Err, ErrHostPrerequisite):
-		return msg + e.Stderr + ": " + e.Err.Error() // what is missing, and how to fix it
-	case e.Stderr != "":
-		return msg + e.Stderr
+	case words != "" && errors.Is(err, ErrHostPrerequisite):
+		return what + ": " + words + ": " + err.Error()
+	case words != "":
+		return what + ": " + words
 	}
-	return msg + e.Err.Error()
+	return what + ": " + err.Error()
 }
 
 func (e *CommandError) Unwrap() error { return e.Err }

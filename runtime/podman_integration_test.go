@@ -49,6 +49,7 @@ func podmanForTest(t *testing.T) (*Podman, string) {
 		skipOrFail(t, "skipping: %v (scripts/install-prereqs.sh writes it)", err)
 	}
 	pm := NewPodman(PodmanConfig{ExtraArgs: strings.Fields(os.Getenv("KAT_PODMAN_ARGS"))})
+	t.Cleanup(func() { must(t, pm.Close()) }) // last: the cleanup below uses it
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ok, err := pm.ImageExists(ctx, baseImage)
@@ -476,9 +477,14 @@ func TestPodmanSeparateStorage(t *testing.T) {
 	dir, err := os.MkdirTemp("", "kat-separate-storage-") //nolint:usetesting // see above
 	must(t, err)
 	t.Cleanup(func() {
+		// The REST service exits on SIGTERM without unmounting its
+		// storage's overlay home, as a podman that exits beside running
+		// containers leaves it: unmount what is left under dir.
+		unmountUnder(t, dir)
 		polltest.UntilErr(t, 30*time.Second, "remove the separate storage "+dir, func() error { return os.RemoveAll(dir) })
 	})
 	own := NewPodman(PodmanConfig{Root: dir + "/storage", RunRoot: dir + "/run", TmpDir: dir + "/tmp"})
+	t.Cleanup(func() { must(t, own.Close()) })
 	if ok, err := own.ImageExists(ctx, baseImage); err != nil || ok {
 		t.Fatalf("fresh storage has the base image (%v) or fails: %v", ok, err)
 	}
@@ -603,5 +609,26 @@ func TestPodmanRunAndStopAndRemove(t *testing.T) {
 	}
 	if err := pm.StopAndRemoveContainer(ctx, id, time.Second); err != nil {
 		t.Errorf("stop and remove of an absent container: %v", err)
+	}
+}
+
+// unmountUnder unmounts every mount point under dir, the deepest first.
+func unmountUnder(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var points []string
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", points[i], err)
+		}
 	}
 }

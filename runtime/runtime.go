@@ -32,9 +32,10 @@ type ContainerRuntime interface {
 	// its ID. An invalid spec wraps ErrInvalidSpec and creates nothing; a
 	// taken name wraps ErrAlreadyExists.
 	CreateContainer(ctx context.Context, spec ContainerSpec) (id string, err error)
-	// RunContainer creates and starts a container in one step (one podman
-	// process) and returns its ID; errors are CreateContainer's and
-	// StartContainer's.
+	// RunContainer creates and starts a container in one step and returns
+	// its ID; errors are CreateContainer's and StartContainer's. A
+	// container that was created but could not start is left created, as
+	// podman run leaves it.
 	RunContainer(ctx context.Context, spec ContainerSpec) (id string, err error)
 	// StartContainer starts a created or exited container. Starting a
 	// running container is not an error.
@@ -329,6 +330,8 @@ type PullOptions struct {
 	// AuthFile is a registry auth file in containers-auth.json format.
 	// Default "": podman's default.
 	AuthFile string
+	// Progress receives podman's progress lines. Default nil: none.
+	Progress io.Writer
 }
 
 // LogOptions tunes Logs.

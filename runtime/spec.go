@@ -1,13 +1,11 @@
 package runtime
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -142,89 +140,181 @@ func validIP(s string) bool {
 	return err == nil
 }
 
-// createArgs renders a valid spec as podman create's arguments.
-func (p *Podman) createArgs(s *ContainerSpec) []string {
-	args := []string{"create", "--name", s.Name, "--pull", "never", "--restart", "no"}
-	if m := s.IDMap; m != nil {
-		idmap := "0:" + strconv.FormatInt(m.HostBase, 10) + ":" + strconv.Itoa(IDMapSize)
-		args = append(args, "--uidmap", idmap, "--gidmap", idmap)
-	} else {
-		args = append(args, "--userns", p.userNS(s))
-	}
-	args = append(args, "--label", LabelManaged+"=true")
-	for _, k := range sortedKeys(s.Labels) {
-		if k != LabelManaged {
-			args = append(args, "--label", k+"="+s.Labels[k])
-		}
-	}
-	for _, e := range s.Env {
-		args = append(args, "--env", e.Name+"="+e.Value)
-	}
-	for _, pm := range s.Ports {
-		args = append(args, "--publish", publishArg(pm))
-	}
-	for _, m := range s.Mounts {
-		v := "type=bind,source=" + m.Source + ",destination=" + m.Target
-		if m.ReadOnly {
-			v += ",ro=true"
-		}
-		if m.Chown {
-			v += ",U=true"
-		}
-		args = append(args, "--mount", v)
-	}
-	if s.CPUMillis > 0 {
-		args = append(args, "--cpus", strconv.FormatFloat(float64(s.CPUMillis)/1000, 'f', -1, 64))
-	}
-	if s.MemoryBytes > 0 {
-		args = append(args, "--memory", strconv.FormatInt(s.MemoryBytes, 10)+"b")
-	}
-	if s.Hostname != "" {
-		args = append(args, "--hostname", s.Hostname)
-	}
-	if s.Network != "" {
-		args = append(args, "--network", s.Network)
-	}
-	if s.IP.IsValid() {
-		args = append(args, "--ip", s.IP.String())
-	}
-	for _, ip := range s.DNS {
-		args = append(args, "--dns", ip.String())
-	}
-	for _, d := range s.DNSSearch {
-		args = append(args, "--dns-search", d)
-	}
-	for _, o := range s.DNSOptions {
-		args = append(args, "--dns-option", o)
-	}
-	if s.StopTimeout > 0 {
-		args = append(args, "--stop-timeout", strconv.Itoa(ceilSeconds(s.StopTimeout)))
-	}
-	if len(s.Command) > 0 {
-		args = append(args, "--entrypoint", jsonArray(s.Command))
-	}
-	args = append(args, "--", s.Image)
-	return append(args, s.Args...)
+// specGen is the part of podman's container spec generator (the body of
+// POST /containers/create, podman 4.3's specgen.SpecGenerator) the driver
+// fills in. Besides the spec's own fields it sets what the podman CLI sends
+// for `podman create` without further options, so that a container made
+// through the service is the one the CLI would make.
+type specGen struct {
+	Name           string            `json:"name"`
+	Image          string            `json:"image"`
+	RawImageName   string            `json:"raw_image_name"`
+	Entrypoint     []string          `json:"entrypoint,omitempty"`
+	Command        []string          `json:"command,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Labels         map[string]string `json:"labels"`
+	Annotations    map[string]string `json:"annotations"`
+	Hostname       string            `json:"hostname,omitempty"`
+	StopTimeout    *uint             `json:"stop_timeout,omitempty"`
+	RestartPolicy  string            `json:"restart_policy"`
+	Systemd        string            `json:"systemd"`
+	SdNotifyMode   string            `json:"sdnotifyMode"`
+	HTTPProxy      bool              `json:"httpproxy"`
+	ManagePassword bool              `json:"manage_password"`
+	ImageVolumes   string            `json:"image_volume_mode"`
+	SeccompPolicy  string            `json:"seccomp_policy"`
+	Umask          string            `json:"umask"`
+	CgroupsMode    string            `json:"cgroups_mode"`
+	UseImageHosts  bool              `json:"use_image_hosts"`
+
+	UserNS     namespace       `json:"userns"`
+	IDMappings *idMappings     `json:"idmappings,omitempty"`
+	NetNS      *namespace      `json:"netns,omitempty"`
+	Networks   map[string]netw `json:"Networks,omitempty"`
+	Ports      []portMapping   `json:"portmappings,omitempty"`
+	DNSServers []string        `json:"dns_server,omitempty"`
+	DNSSearch  []string        `json:"dns_search,omitempty"`
+	DNSOptions []string        `json:"dns_option,omitempty"`
+	Mounts     []mount         `json:"mounts,omitempty"`
+	Resources  *resources      `json:"resource_limits,omitempty"`
 }
 
-func publishArg(pm PortMapping) string {
-	host := pm.HostPort
-	if host == 0 {
-		host = pm.ContainerPort
+type namespace struct {
+	NSMode string `json:"nsmode,omitempty"`
+}
+
+type idMappings struct {
+	UIDMap     []idMapEntry `json:"UIDMap"`
+	GIDMap     []idMapEntry `json:"GIDMap"`
+	AutoUserNs bool         `json:"AutoUserNs"`
+}
+
+type idMapEntry struct {
+	ContainerID int64 `json:"container_id"`
+	HostID      int64 `json:"host_id"`
+	Size        int64 `json:"size"`
+}
+
+type netw struct {
+	StaticIPs []string `json:"static_ips,omitempty"`
+}
+
+type portMapping struct {
+	HostIP        string `json:"host_ip,omitempty"`
+	ContainerPort int    `json:"container_port"`
+	HostPort      int    `json:"host_port"`
+	Range         int    `json:"range"`
+	Protocol      string `json:"protocol"`
+}
+
+type mount struct {
+	Destination string   `json:"destination"`
+	Type        string   `json:"type"`
+	Source      string   `json:"source"`
+	Options     []string `json:"options,omitempty"`
+}
+
+type resources struct {
+	Memory *struct {
+		Limit int64 `json:"limit"`
+		Swap  int64 `json:"swap"`
+	} `json:"memory,omitempty"`
+	CPU *struct {
+		Quota  int64  `json:"quota"`
+		Period uint64 `json:"period"`
+	} `json:"cpu,omitempty"`
+}
+
+// cpuPeriod is the CFS period podman's --cpus uses.
+const cpuPeriod = 100000
+
+// createSpec renders a valid spec as the service's container spec: what
+// `podman create` with the corresponding flags sends (--pull never is the
+// service's way anyway: it never pulls on create).
+func (p *Podman) createSpec(s *ContainerSpec) specGen {
+	g := specGen{
+		Name: s.Name, Image: s.Image, RawImageName: s.Image, Entrypoint: s.Command, Command: s.Args,
+		Labels:      map[string]string{LabelManaged: "true"},
+		Annotations: map[string]string{"io.kubernetes.cri-o.TTY": "false"},
+		Hostname:    s.Hostname, RestartPolicy: "no", Systemd: "true", SdNotifyMode: "container", HTTPProxy: true,
+		ManagePassword: true, ImageVolumes: "anonymous", SeccompPolicy: "default", Umask: "0022", CgroupsMode: "enabled",
 	}
-	proto := strings.ToLower(pm.Protocol)
-	if proto == "" {
-		proto = "tcp"
-	}
-	v := fmt.Sprintf("%d:%d/%s", host, pm.ContainerPort, proto)
-	if pm.HostIP != "" {
-		ip := pm.HostIP
-		if strings.Contains(ip, ":") && !strings.HasPrefix(ip, "[") {
-			ip = "[" + ip + "]"
+	for k, v := range s.Labels {
+		if k != LabelManaged {
+			g.Labels[k] = v
 		}
-		v = ip + ":" + v
 	}
-	return v
+	if len(s.Env) > 0 {
+		g.Env = make(map[string]string, len(s.Env))
+		for _, e := range s.Env {
+			g.Env[e.Name] = e.Value
+		}
+	}
+	if m := s.IDMap; m != nil {
+		ids := []idMapEntry{{ContainerID: 0, HostID: m.HostBase, Size: IDMapSize}}
+		g.UserNS, g.IDMappings = namespace{NSMode: "private"}, &idMappings{UIDMap: ids, GIDMap: ids}
+	} else {
+		mode := p.userNS(s)
+		g.UserNS = namespace{NSMode: mode}
+		if mode == "auto" || strings.HasPrefix(mode, "auto:") {
+			g.IDMappings = &idMappings{AutoUserNs: true}
+		}
+	}
+	for _, pm := range s.Ports {
+		host := pm.HostPort
+		if host == 0 {
+			host = pm.ContainerPort
+		}
+		proto := strings.ToLower(pm.Protocol)
+		if proto == "" {
+			proto = "tcp"
+		}
+		ip := strings.TrimSuffix(strings.TrimPrefix(pm.HostIP, "["), "]")
+		g.Ports = append(g.Ports, portMapping{HostIP: ip, ContainerPort: pm.ContainerPort, HostPort: host, Range: 1, Protocol: proto})
+	}
+	for _, m := range s.Mounts {
+		mt := mount{Destination: m.Target, Type: "bind", Source: m.Source}
+		if m.ReadOnly {
+			mt.Options = append(mt.Options, "ro")
+		}
+		if m.Chown {
+			mt.Options = append(mt.Options, "U")
+		}
+		g.Mounts = append(g.Mounts, mt)
+	}
+	if s.CPUMillis > 0 || s.MemoryBytes > 0 {
+		g.Resources = &resources{}
+	}
+	if s.CPUMillis > 0 {
+		g.Resources.CPU = &struct {
+			Quota  int64  `json:"quota"`
+			Period uint64 `json:"period"`
+		}{Quota: s.CPUMillis * cpuPeriod / 1000, Period: cpuPeriod}
+	}
+	if s.MemoryBytes > 0 {
+		// As the CLI: swap twice the memory limit (memory plus as much
+		// swap).
+		g.Resources.Memory = &struct {
+			Limit int64 `json:"limit"`
+			Swap  int64 `json:"swap"`
+		}{Limit: s.MemoryBytes, Swap: 2 * s.MemoryBytes}
+	}
+	if s.Network != "" {
+		n := netw{}
+		if s.IP.IsValid() {
+			n.StaticIPs = []string{s.IP.String()}
+		}
+		g.NetNS, g.Networks = &namespace{NSMode: "bridge"}, map[string]netw{s.Network: n}
+	}
+	for _, ip := range s.DNS {
+		g.DNSServers = append(g.DNSServers, ip.String())
+	}
+	g.DNSSearch, g.DNSOptions = s.DNSSearch, s.DNSOptions
+	if s.StopTimeout > 0 {
+		t := uint(ceilSeconds(s.StopTimeout))
+		g.StopTimeout = &t
+	}
+	return g
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -234,16 +324,6 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// jsonArray renders ss as a JSON array, the form of --entrypoint that keeps
-// each element one argument.
-func jsonArray(ss []string) string {
-	b, err := json.Marshal(ss)
-	if err != nil {
-		panic(err) // strings always marshal
-	}
-	return string(b)
 }
 
 // ceilSeconds rounds d up to whole seconds.

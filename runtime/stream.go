@@ -3,45 +3,48 @@ package runtime
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"net/http"
+	"net/url"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 )
 
-// Events implements ContainerRuntime with `podman events --format json`.
-// Podman keeps one event log per TmpDir, so agents sharing a machine see
-// each other's events unless their TmpDirs differ; the label filter (for
-// example LabelNode) keeps them apart either way.
+// Events implements ContainerRuntime with the service's event stream (GET
+// /events). Podman keeps one event log per TmpDir, so agents sharing a
+// machine see each other's events unless their TmpDirs differ; the label
+// filter (for example LabelNode) keeps them apart either way.
 func (p *Podman) Events(ctx context.Context, labels map[string]string, out chan<- Event) error {
-	args := []string{"events", "--format", "json", "--filter", "type=container",
-		"--filter", "label=" + LabelManaged + "=true"}
-	cmd := p.command(ctx, args...)
-	stdout, err := cmd.StdoutPipe()
+	q := url.Values{"stream": {"true"}, "filters": {filtersQuery(map[string][]string{
+		"type": {"container"}, "label": labelFilters(labels)})}}
+	resp, err := p.call(ctx, request{op: "podman events", method: http.MethodGet, path: "/events", query: q})
 	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("watch container events: %w", err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("watch container events: %w", p.commandError(ctx, args, err, nil))
-	}
-	sc := bufio.NewScanner(stdout)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var sendErr error
 	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
 		ev, err := parseEvent(sc.Bytes())
 		if err != nil {
-			sendErr = err
-			break
+			return fmt.Errorf("watch container events: %w", err)
 		}
 		if !matchLabels(ev.Labels, labels) {
 			continue
@@ -49,72 +52,61 @@ func (p *Podman) Events(ctx context.Context, labels map[string]string, out chan<
 		select {
 		case out <- ev:
 		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+			return ctx.Err()
 		}
 	}
-	if sendErr == nil {
-		sendErr = sc.Err()
-	}
-	if sendErr != nil {
-		// Stop podman before Wait, or it could block writing to the
-		// pipe; its exit status no longer matters.
-		_ = cmd.Process.Kill()
-	}
-	waitErr := cmd.Wait()
-	switch {
-	case ctx.Err() != nil:
+	if ctx.Err() != nil {
 		return ctx.Err()
-	case sendErr != nil:
-		return fmt.Errorf("watch container events: %w", sendErr)
-	case waitErr != nil:
-		return fmt.Errorf("watch container events: %w", p.commandError(ctx, args, waitErr, stderr.Bytes()))
 	}
-	return fmt.Errorf("watch container events: podman events ended unexpectedly: %s", trimStderr(stderr.Bytes()))
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("watch container events: %w", err)
+	}
+	return errors.New("watch container events: podman's event stream ended unexpectedly")
 }
 
-// eventEntry is one line of `podman events --format json` (podman 4.3).
+// eventEntry is one event of the service's stream (podman 4.3: Docker's
+// event message, whose actor attributes hold the container's labels, name,
+// image and exit code).
 type eventEntry struct {
-	ID         string            `json:"ID"`
-	Name       string            `json:"Name"`
-	Image      string            `json:"Image"`
-	Status     string            `json:"Status"`
-	Type       string            `json:"Type"`
-	Time       json.RawMessage   `json:"Time"`
-	ExitCode   *int              `json:"ContainerExitCode"`
-	Attributes map[string]string `json:"Attributes"`
+	ID       string `json:"id"`
+	From     string `json:"from"`
+	Type     string `json:"Type"`
+	Action   string `json:"Action"`
+	Status   string `json:"status"`
+	Time     int64  `json:"time"`
+	TimeNano int64  `json:"timeNano"`
+	Actor    struct {
+		ID         string            `json:"ID"`
+		Attributes map[string]string `json:"Attributes"`
+	} `json:"Actor"`
 }
+
+// eventAttributes are the attributes podman adds to a container's labels.
+var eventAttributes = []string{"image", "name", "containerExitCode", "podId"}
 
 func parseEvent(line []byte) (Event, error) {
 	var e eventEntry
 	if err := json.Unmarshal(line, &e); err != nil {
 		return Event{}, fmt.Errorf("parse podman event %q: %w", truncate(line, 200), err)
 	}
-	ev := Event{ID: e.ID, Name: e.Name, Image: e.Image, Action: e.Status, Labels: e.Attributes, Time: eventTime(e.Time)}
-	if ev.Labels == nil {
-		ev.Labels = map[string]string{}
-	}
-	if e.ExitCode != nil {
-		ev.ExitCode = *e.ExitCode
-	}
-	return ev, nil
-}
-
-// eventTime reads an event's Time: RFC 3339 (podman 4) or unix seconds
-// (podman 3).
-func eventTime(raw json.RawMessage) time.Time {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return t.UTC()
+	attrs := e.Actor.Attributes
+	ev := Event{ID: cmp.Or(e.Actor.ID, e.ID), Name: attrs["name"], Image: cmp.Or(attrs["image"], e.From),
+		Action: cmp.Or(e.Action, e.Status), Labels: make(map[string]string, len(attrs))}
+	for k, v := range attrs {
+		if !slices.Contains(eventAttributes, k) {
+			ev.Labels[k] = v
 		}
 	}
-	var n int64
-	if json.Unmarshal(raw, &n) == nil && n > 0 {
-		return time.Unix(n, 0).UTC()
+	if c, err := strconv.Atoi(attrs["containerExitCode"]); err == nil {
+		ev.ExitCode = c
 	}
-	return time.Time{}
+	switch {
+	case e.TimeNano > 0:
+		ev.Time = time.Unix(0, e.TimeNano).UTC()
+	case e.Time > 0:
+		ev.Time = time.Unix(e.Time, 0).UTC()
+	}
+	return ev, nil
 }
 
 func truncate(b []byte, n int) string {
@@ -124,67 +116,76 @@ func truncate(b []byte, n int) string {
 	return string(b)
 }
 
-// Logs implements ContainerRuntime with `podman logs`.
+// Logs implements ContainerRuntime with GET /containers/{id}/logs.
 func (p *Podman) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	// podman logs writes the container's stderr to its own stderr, where
-	// its errors go too: check first that the container exists.
-	if _, err := p.run(ctx, "container", "inspect", "--format", "{{.Id}}", "--", id); err != nil {
-		return nil, fmt.Errorf("read logs of %s: %w", id, err)
-	}
-	args := []string{"logs"}
-	if opts.Follow {
-		args = append(args, "--follow")
-	}
+	q := url.Values{"stdout": {"true"}, "stderr": {"true"}, "follow": {strconv.FormatBool(opts.Follow)}}
 	if opts.Tail > 0 {
-		args = append(args, "--tail", strconv.Itoa(opts.Tail))
+		q.Set("tail", strconv.Itoa(opts.Tail))
 	}
 	if !opts.Since.IsZero() {
-		args = append(args, "--since", opts.Since.UTC().Format(time.RFC3339Nano))
+		q.Set("since", opts.Since.UTC().Format(time.RFC3339Nano))
 	}
 	if opts.Timestamps {
-		args = append(args, "--timestamps")
+		q.Set("timestamps", "true")
 	}
-	args = append(args, "--", id)
-	r, w, err := os.Pipe()
+	resp, err := p.call(ctx, request{op: "podman logs " + id, method: http.MethodGet, path: pathOf("/containers/%s/logs", id), query: q}) //nolint:bodyclose // the logReader's Close closes it
 	if err != nil {
 		return nil, fmt.Errorf("read logs of %s: %w", id, err)
 	}
-	cmd := p.command(ctx, args...)
-	cmd.Stdout = w
-	cmd.Stderr = w
-	if err := cmd.Start(); err != nil {
-		_ = r.Close()
-		_ = w.Close()
-		return nil, fmt.Errorf("read logs of %s: %w", id, p.commandError(ctx, args, err, nil))
-	}
-	_ = w.Close() // the child holds its own copy; EOF comes when it exits
-	return &logReader{r: r, cmd: cmd}, nil
+	return &logReader{body: resp.Body, frames: &demux{r: bufio.NewReader(resp.Body)}}, nil
 }
 
-// logReader is the output of a running `podman logs`. Close kills podman
-// if it still runs and reaps it.
+// logReader is a container's output from the service. Close ends a
+// following stream.
 type logReader struct {
-	r    *os.File
-	cmd  *exec.Cmd
-	once sync.Once
+	body   io.Closer
+	frames *demux
 }
 
-func (l *logReader) Read(b []byte) (int, error) { return l.r.Read(b) }
+func (l *logReader) Read(b []byte) (int, error) { return l.frames.Read(b) }
 
 func (l *logReader) Close() error {
-	l.once.Do(func() {
-		_ = l.cmd.Process.Kill() // ends a following podman logs; harmless once it exited
-		_ = l.r.Close()
-		_ = l.cmd.Wait() // killed on purpose: its status says nothing
-	})
+	_ = l.body.Close() // the stream's end says nothing about the container
 	return nil
 }
 
-// Exec implements ContainerRuntime with `podman exec`. Killing the podman
-// client does not end the command inside the container, so every command
+// demux reads a stream of the service's frames (an 8-byte header: the
+// stream, 1 stdout or 2 stderr, three zero bytes and the length, big
+// endian; then the payload) as the payloads in order: stdout and stderr
+// interleaved, as a terminal shows them.
+type demux struct {
+	r    *bufio.Reader
+	left int // payload bytes of the current frame not yet read
+}
+
+func (d *demux) Read(b []byte) (int, error) {
+	for d.left == 0 {
+		var hdr [8]byte
+		if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return 0, fmt.Errorf("read podman's output stream: a frame header cut short: %w", err)
+			}
+			return 0, err
+		}
+		d.left = int(binary.BigEndian.Uint32(hdr[4:]))
+	}
+	n, err := d.r.Read(b[:min(len(b), d.left)])
+	d.left -= n
+	if errors.Is(err, io.EOF) && d.left > 0 {
+		err = fmt.Errorf("read podman's output stream: a frame cut short: %w", io.ErrUnexpectedEOF)
+	}
+	return n, err
+}
+
+// Exec implements ContainerRuntime with `podman exec`, a process, not an
+// exec session of the service: Podman 4.3 gives a session started through
+// its API a conmon that lingers five minutes after the command ends (so
+// that a client can still ask for the exit code), one per health check.
+// Killing the podman client does not end the command inside the container,
+// so every command
 // carries a unique KAT_EXEC_TOKEN variable, and on timeout the processes of
 // the container that hold it are killed (this needs the right to signal
 // them: root, or the user that runs rootless podman).

@@ -12,6 +12,7 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -51,6 +52,10 @@ type Agent struct {
 	wake    chan struct{}
 	listNow chan struct{}
 
+	// assignments is the cache of the node's assignments
+	// (followAssignments); assignmentsDirty says it changed since the
+	// table took it.
+	assignments      atomic.Pointer[store.Cache[assignedInstance]]
 	assignmentsDirty atomic.Bool
 	// retryList asks for a listing on the next tick, after one failed.
 	retryList atomic.Bool
@@ -92,13 +97,6 @@ func (ag *Agent) Run(ctx context.Context) error {
 	// containers it finds rather than creating them again.
 	ag.listContainers(ctx)
 
-	watch, err := ag.cfg.Repo.Store().Watch(ctx, resources.NodeAssignmentsPrefix(ag.cfg.Node), 0)
-	if ctx.Err() != nil {
-		return nil // stopped while starting: not a failure
-	}
-	if err != nil {
-		return fmt.Errorf("agent: watch assignments: %w", err)
-	}
 	netWatch, err := ag.cfg.Repo.Store().Watch(ctx, resources.NodeNetworkPrefix(ag.cfg.Node), 0)
 	if ctx.Err() != nil {
 		return nil
@@ -113,10 +111,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		for range watch {
-			ag.assignmentsDirty.Store(true)
-			reconcile.Poke(ag.wake)
-		}
+		ag.followAssignments(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -148,7 +143,6 @@ func (ag *Agent) Run(ctx context.Context) error {
 	for {
 		if now := ag.cfg.Now(); now.Sub(lastResync) >= ag.cfg.Resync {
 			lastResync = now
-			ag.assignmentsDirty.Store(true)
 			ag.netDirty.Store(true) // removed behind the agent's back?
 			reconcile.Poke(ag.listNow)
 			if ag.health.hostFailing() {
@@ -156,6 +150,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 			}
 		}
 		ag.checkHost(ctx)
+		ag.retryNetworkDue(ag.cfg.Now())
 		ag.ensureNetwork(ctx)
 		if ag.retryList.Swap(false) {
 			reconcile.Poke(ag.listNow)
@@ -173,17 +168,12 @@ func (ag *Agent) Run(ctx context.Context) error {
 }
 
 // pass starts the next step, health check and verify command of every
-// instance that is due one (instanceTable.next), after reading the
-// assignments when they changed.
+// instance that is due one (instanceTable.next), after taking the
+// assignments from their cache when they changed.
 func (ag *Agent) pass(ctx context.Context, wg *sync.WaitGroup) {
-	if ag.assignmentsDirty.Swap(false) {
-		if err := ag.loadAssignments(ctx); err != nil {
-			ag.assignmentsDirty.Store(true)
-			if ctx.Err() == nil {
-				ag.cfg.Logger.Warn().Err(err).Msg("cannot read assignments")
-			}
-			return
-		}
+	if ag.assignmentsDirty.Swap(false) && !ag.loadAssignments() {
+		ag.assignmentsDirty.Store(true) // not listed yet: the listing wakes a pass
+		return
 	}
 	for _, t := range ag.table.next(ag.cfg.Now()) {
 		wg.Add(1)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -32,6 +33,8 @@ type agentEnv struct {
 	networks  Networks
 	// logger is the agent's logger. Default: none.
 	logger zerolog.Logger
+	// restartBackoff is the agent's RestartBackoff. Default 10ms.
+	restartBackoff time.Duration
 }
 
 // testCluster is the cluster UID of the agents these tests start.
@@ -47,7 +50,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 	e.t.Helper()
 	ag, err := NewAgent(AgentConfig{
 		Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
-		RestartBackoff: 10 * time.Millisecond, Builder: e.builder, BuildAuth: e.buildAuth, CheckHost: e.checkHost,
+		RestartBackoff: cmp.Or(e.restartBackoff, 10*time.Millisecond), Builder: e.builder, BuildAuth: e.buildAuth, CheckHost: e.checkHost,
 		Logger: e.logger, Networks: e.networks, ClusterDomain: "kat.test",
 		BuildSpec: func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
@@ -635,5 +638,47 @@ func TestAgentStopLetsARemovalFinish(t *testing.T) {
 	<-stopped
 	if c, ok := e.rt.byInstance()["web-1"]; ok {
 		t.Fatalf("after the stop, web-1's container is %+v, want it removed", c)
+	}
+}
+
+// TestAgentRetriesANodeFailureOnceItIsGone: a create the node failed, not
+// the instance, is reported NodeRetry and retried within seconds of its
+// cause going away, although the instance's back-off (an hour here) would
+// hold a failure of its own that long: at once when the runtime is seen to
+// come back (its listings work again), and within nodeRetryCap when no
+// sign tells (the node's Podman network gone, then made again behind the
+// agent's back).
+func TestAgentRetriesANodeFailureOnceItIsGone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		set   func(f *fakeRuntime, err error)
+		cause error
+	}{
+		{"runtime down", func(f *fakeRuntime, err error) { f.down = err },
+			fmt.Errorf("podman create: %w: dial unix /run/kat-podman/podman.sock: connect: connection refused", runtime.ErrServiceUnavailable)},
+		{"network gone", func(f *fakeRuntime, err error) { f.createErr = err },
+			fmt.Errorf("podman create: network kat-n1: %w", runtime.ErrNetworkNotFound)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newAgentEnv(t)
+			e.restartBackoff = time.Hour
+			e.rt.mu.Lock()
+			tc.set(e.rt, tc.cause)
+			e.rt.mu.Unlock()
+			e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
+			ag, _ := e.start()
+			e.waitFor("the create failed, waiting on the node", ag, func(m map[string]api.InstanceStatus) bool {
+				r := m["web-1"]
+				return r.Phase == api.InstancePending && r.NodeRetry && strings.Contains(r.Message, tc.cause.Error())
+			})
+			e.rt.mu.Lock()
+			tc.set(e.rt, nil)
+			e.rt.mu.Unlock()
+			e.waitFor("the instance running once the cause is gone", ag, func(m map[string]api.InstanceStatus) bool {
+				return m["web-1"].Phase == api.InstanceRunning && !m["web-1"].NodeRetry
+			})
+		})
 	}
 }

@@ -3,30 +3,109 @@ package agent
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
 
-// loadAssignments reads the node's assignments into the table, parsing the
-// spec of each new one; an assignment whose spec does not parse is logged
-// and left out.
-func (ag *Agent) loadAssignments(ctx context.Context) error {
-	as, err := ag.cfg.Repo.ListAssignments(ctx, ag.cfg.Node)
+// followAssignments keeps a cache of the node's assignments current until
+// ctx ends: listed once, then each change decoded and parsed as it comes,
+// so a change costs the agent that one assignment, not a read of them all.
+// Each change marks the assignments dirty and wakes a pass. A cache that
+// cannot start, or whose watch ends, is replaced after the resync interval.
+func (ag *Agent) followAssignments(ctx context.Context) {
+	for {
+		c := store.NewCache(ag.cfg.Repo.Store(), resources.NodeAssignmentsPrefix(ag.cfg.Node), ag.decodeAssignment)
+		ag.assignments.Store(c)
+		err := ag.runAssignmentCache(ctx, c)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("its watch ended")
+		}
+		ag.cfg.Logger.Warn().Err(err).Dur("retry_in", ag.cfg.Resync).Msg("cannot follow the node's assignments")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(ag.cfg.Resync):
+		}
+	}
+}
+
+// runAssignmentCache runs c until ctx ends or its watch does, asking for a
+// pass once it holds its first listing (a node without assignments has no
+// key to tell it) and after every change.
+func (ag *Agent) runAssignmentCache(ctx context.Context, c *store.Cache[assignedInstance]) error {
+	changed := func() {
+		ag.assignmentsDirty.Store(true)
+		reconcile.Poke(ag.wake)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-c.Synced():
+			changed()
+		case <-cctx.Done():
+		}
+	}()
+	return c.Run(ctx, func(string) { changed() })
+}
+
+// decodeAssignment decodes one assignment record and parses its spec, as the
+// cache of followAssignments reads it; an assignment that does not decode or
+// whose spec does not parse is logged and left out.
+func (ag *Agent) decodeAssignment(kv store.KV) (assignedInstance, bool) {
+	a, err := resources.DecodeAssignment(kv.Value)
 	if err != nil {
-		return err
+		ag.cfg.Logger.Error().Err(err).Str("key", kv.Key).Msg("assignment does not decode; ignoring it")
+		return assignedInstance{}, false
+	}
+	q, err := quadlet.ParseWorkload(a.Files, quadlet.ParseOptions{DefaultNamespace: a.Namespace})
+	if err != nil {
+		ag.cfg.Logger.Error().Err(err).Str("instance", a.InstanceID).Msg("assignment holds an invalid spec; ignoring it")
+		return assignedInstance{}, false
+	}
+	hop(ag.cfg.Logger, "agent-saw", a)
+	return assignedInstance{a: a, q: q, rule: ruleOf(q, ag.cfg.RestartBackoff)}, true
+}
+
+// loadAssignments makes the cache's assignments the table's. It reports
+// false, changing nothing, until the cache holds its first listing: a pass
+// must not take a node without assignments for one whose instances are
+// all unassigned.
+func (ag *Agent) loadAssignments() bool {
+	c := ag.assignments.Load()
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.Synced():
+	default:
+		return false
+	}
+	items, _ := c.Snapshot()
+	byID := make(map[string]assignedInstance, len(items))
+	as := make([]api.Assignment, 0, len(items))
+	for _, ai := range items {
+		byID[ai.a.InstanceID] = ai
+		as = append(as, ai.a)
 	}
 	ag.table.assign(as, func(a api.Assignment) (assignedInstance, bool) {
-		q, err := quadlet.ParseWorkload(a.Files, quadlet.ParseOptions{DefaultNamespace: a.Namespace})
-		if err != nil {
-			ag.cfg.Logger.Error().Err(err).Str("instance", a.InstanceID).Msg("assignment holds an invalid spec; ignoring it")
-			return assignedInstance{}, false
-		}
-		hop(ag.cfg.Logger, "agent-saw", a)
-		return assignedInstance{a: a, q: q, rule: ruleOf(q, ag.cfg.RestartBackoff)}, true
+		ai, ok := byID[a.InstanceID]
+		return ai, ok
 	})
-	return nil
+	return true
 }
 
 // seedState restores restart counts from the status this node reported

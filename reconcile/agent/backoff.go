@@ -4,10 +4,16 @@ import "time"
 
 // Restart back-off: the first restart waits restartBackoffBase, each quick
 // exit doubles it up to restartBackoffCap; a run of stableRun or longer
-// starts over. A failed step backs off the same way, counted apart.
+// starts over. A failed step backs off the same way, counted apart, up to
+// nodeRetryCap when the node, not the instance, failed it (nodeCause): the
+// runtime unreachable, the node's network not made, a program missing. Such
+// a step is also retried at once when the node is seen to recover, so it
+// runs again within seconds of its cause going away, however long that
+// took.
 const (
 	restartBackoffBase = time.Second
 	restartBackoffCap  = 5 * time.Minute
+	nodeRetryCap       = 5 * time.Second
 	stableRun          = 10 * time.Second
 )
 
@@ -49,9 +55,13 @@ func (r retryState) restarted() retryState {
 }
 
 // afterFailure schedules the retry of a failed step: base doubled per failed
-// step before it. It returns the wait.
-func (r retryState) afterFailure(base time.Duration, now time.Time) (retryState, time.Duration) {
+// step before it, at most nodeRetryCap when the node failed it. It returns
+// the wait.
+func (r retryState) afterFailure(base time.Duration, node bool, now time.Time) (retryState, time.Duration) {
 	wait := backoff(base, r.failures)
+	if node {
+		wait = min(wait, nodeRetryCap)
+	}
 	r.failures++
 	r.At = now.Add(wait)
 	return r, wait

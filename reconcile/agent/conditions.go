@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/runtime"
 )
 
 // runtimeHealth is what the agent knows of its container runtime: why the
@@ -34,6 +37,14 @@ func (h *runtimeHealth) checked(err error) (was error) {
 	defer h.mu.Unlock()
 	was, h.hostErr = h.hostErr, err
 	return was
+}
+
+// listFailing reports whether the last listing of the containers failed:
+// the runtime cannot be used.
+func (h *runtimeHealth) listFailing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.listErr != nil
 }
 
 // hostFailing reports whether the last host check failed.
@@ -77,8 +88,36 @@ func (ag *Agent) checkHost(ctx context.Context) {
 		ag.cfg.Logger.Error().Err(err).Msg("this node cannot run containers until what is missing is installed")
 	case err == nil && was != nil:
 		ag.cfg.Logger.Info().Msg("the container runtime's prerequisites are installed now")
+		ag.nodeRecovered("the container runtime's prerequisites are installed")
 	}
 	if (err == nil) != (was == nil) {
 		ag.cfg.OnChange()
 	}
+}
+
+// nodeCause reports whether a step's error err has a cause of the node
+// rather than of the instance: the node's network not made, the runtime's
+// service unreachable, a program the runtime needs missing, the node's
+// Podman network gone, or a runtime that cannot list containers either.
+// Such a step is retried within nodeRetryCap (afterStep).
+func (ag *Agent) nodeCause(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrNetworkNotReady), errors.Is(err, runtime.ErrServiceUnavailable),
+		errors.Is(err, runtime.ErrHostPrerequisite), errors.Is(err, runtime.ErrNetworkNotFound):
+		return true
+	}
+	return ag.health.listFailing()
+}
+
+// nodeRecovered makes every instance waiting to retry a failed step due at
+// once, and wakes a pass: the node was seen to recover (why says how), and
+// the failure may have been its. An instance whose own fault it was fails
+// again and backs off further.
+func (ag *Agent) nodeRecovered(why string) {
+	if n := ag.table.retryFailedNow(ag.cfg.Now()); n > 0 {
+		ag.cfg.Logger.Info().Int("instances", n).Str("because", why).Msg("retrying failed steps at once")
+	}
+	reconcile.Poke(ag.wake)
 }

@@ -73,7 +73,7 @@ type AgentConfig struct {
 	Facts Facts
 	// BuildSpec builds each container's spec. Required.
 	BuildSpec SpecBuilder
-	// Resync is how often the agent re-lists assignments and containers
+	// Resync is how often the agent re-lists the containers
 	// without any event. Default 10s.
 	Resync time.Duration
 	// Tick is how often timers (restart back-off, health checks) are

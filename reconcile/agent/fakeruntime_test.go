@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -28,6 +29,9 @@ type fakeRuntime struct {
 	now      func() time.Time
 	// createErr, when set, fails every create.
 	createErr error
+	// down, when set, fails every create and listing: the runtime is
+	// unreachable.
+	down error
 	// graces are the stop graces removals were given.
 	graces []time.Duration
 	// stops are the containers StopContainer stopped, in order.
@@ -78,8 +82,8 @@ func (f *fakeRuntime) PullImage(context.Context, string, runtime.PullOptions) (s
 func (f *fakeRuntime) CreateContainer(_ context.Context, spec runtime.ContainerSpec) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.createErr != nil {
-		return "", f.createErr
+	if err := cmp.Or(f.down, f.createErr); err != nil {
+		return "", err
 	}
 	for _, c := range f.c {
 		if c.Name == spec.Name {
@@ -233,6 +237,9 @@ func (f *fakeRuntime) ListManagedContainers(ctx context.Context, labels map[stri
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+	}
+	if f.down != nil {
+		return nil, f.down
 	}
 	f.lists++
 	f.listFilters = append(f.listFilters, maps.Clone(labels))

@@ -23,9 +23,13 @@ func (ag *Agent) listContainers(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	failing := ag.health.listFailing()
 	repeated := ag.health.listed(err)
 	if err == nil {
 		ag.table.applyListing(seq, ag.ownedOnly(cs))
+		if failing {
+			ag.nodeRecovered("the container runtime lists containers again")
+		}
 	} else {
 		if !repeated {
 			ag.cfg.Logger.Warn().Err(err).Msg("cannot list containers; retrying every tick")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll"
@@ -41,6 +42,11 @@ type nodeNetwork struct {
 	rec *api.NodeNetwork
 	// err is why the network is not made.
 	err error
+	// failed is true when making it failed (not: no subnet yet): it is
+	// tried again every nodeRetryCap.
+	failed bool
+	// at is when it was last made or tried.
+	at time.Time
 }
 
 // netState holds the node's network as last made. It is safe for
@@ -98,9 +104,21 @@ func (ag *Agent) ensureNetwork(ctx context.Context) {
 		ag.netDirty.Store(true)
 		return
 	}
-	was := ag.network.set(nodeNetwork{rec: rec, err: err}).err
-	if failed && (was == nil || was.Error() != err.Error()) {
+	was := ag.network.set(nodeNetwork{rec: rec, err: err, failed: failed, at: ag.cfg.Now()}).err
+	switch {
+	case failed && (was == nil || was.Error() != err.Error()):
 		ag.cfg.Logger.Warn().Err(err).Msg("instances with overlay addresses wait for the node's network")
+	case err == nil && was != nil:
+		ag.nodeRecovered("the node's container network is made")
+	}
+}
+
+// retryNetworkDue asks for the node's network to be made again when making
+// it failed nodeRetryCap or longer ago: its cause (a stale network holding
+// the subnet, a runtime down) may be gone without any event saying so.
+func (ag *Agent) retryNetworkDue(now time.Time) {
+	if n := ag.network.get(); n.failed && now.Sub(n.at) >= nodeRetryCap {
+		ag.netDirty.Store(true)
 	}
 }
 

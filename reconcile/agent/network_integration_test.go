@@ -38,6 +38,9 @@ func TestAgentWithPodmanRunsInstancesOnTheNodeNetwork(t *testing.T) {
 		if err := pm.RemoveNetwork(context.Background(), DefaultNetworkName); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
+		if err := pm.Close(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

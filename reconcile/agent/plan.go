@@ -36,9 +36,13 @@ type instanceState struct {
 	Failed     bool
 	Succeeded  bool
 	// Retry is the back-off: when the next step may run.
-	Retry   retryState
-	Message string
-	Health  healthState
+	Retry retryState
+	// NodeRetry is true while the last step failed for a cause of the
+	// node (stepEnd.node): the step is retried within nodeRetryCap, and
+	// at once when the node recovers.
+	NodeRetry bool
+	Message   string
+	Health    healthState
 	// Verify is the verify command's verdict, when the spec has one.
 	Verify verifyState
 	// finishedBefore is true when the status this node reported before the
@@ -177,6 +181,9 @@ type stepEnd struct {
 	// stopped is true when the agent stopped meanwhile: a failure then
 	// says nothing about the instance.
 	stopped bool
+	// node is true when err has a cause of the node, not of the instance
+	// (nodeCause).
+	node bool
 }
 
 // stepVerdict is what afterStep made of a step's end.
@@ -193,14 +200,15 @@ const (
 
 // afterStep folds how a step ended into the instance's state, and says what
 // it made of it; wait is the back-off before a retry. A failed step is
-// retried with back-off (Retry.afterFailure), except one whose spec cannot
-// run (runtime.ErrInvalidSpec), which fails the instance. It is pure.
+// retried with back-off (Retry.afterFailure; short when the node failed it:
+// e.node, or a program missing), except one whose spec cannot run
+// (runtime.ErrInvalidSpec), which fails the instance. It is pure.
 func afterStep(st instanceState, rule restartRule, e stepEnd, now time.Time) (next instanceState, v stepVerdict, wait time.Duration) {
 	switch {
 	case e.err == nil && e.step == stepStart && e.restart:
 		return st.restarted(), verdictRestarted, 0
 	case e.err == nil:
-		st.Retry = st.Retry.succeeded()
+		st.Retry, st.NodeRetry = st.Retry.succeeded(), false
 		if e.step != stepRemove {
 			st.Message = ""
 		}
@@ -210,12 +218,14 @@ func afterStep(st instanceState, rule restartRule, e stepEnd, now time.Time) (ne
 	case errors.Is(e.err, runtime.ErrHostPrerequisite):
 		v = verdictHostMissing
 	case errors.Is(e.err, runtime.ErrInvalidSpec):
-		st.Failed, st.Message = true, e.err.Error()
+		st.Failed, st.Message, st.NodeRetry = true, e.err.Error(), false
 		return st, verdictInvalid, 0
 	default:
 		v = verdictRetry
 	}
-	st.Retry, wait = st.Retry.afterFailure(rule.Backoff, now)
+	node := e.node || v == verdictHostMissing
+	st.NodeRetry = node
+	st.Retry, wait = st.Retry.afterFailure(rule.Backoff, node, now)
 	st.Message = e.err.Error()
 	return st, v, wait
 }

@@ -123,8 +123,9 @@ func TestHealthProbes(t *testing.T) {
 // TestAfterStep: a step that succeeded clears the message and the failed
 // steps' back-off (a restart counts instead); a failed one is retried
 // after a back-off that doubles per failure, whether the instance's spec or
-// the host is to blame, except a spec that cannot run, which fails the
-// instance; the agent's stop records nothing.
+// the host is to blame, up to nodeRetryCap when the node is to blame (and
+// then reported as NodeRetry), except a spec that cannot run, which fails
+// the instance; the agent's stop records nothing.
 func TestAfterStep(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(10000, 0)
@@ -141,7 +142,18 @@ func TestAfterStep(t *testing.T) {
 		restarts int
 		failed   bool
 		message  string
+		// nodeRetry is the NodeRetry the state should show.
+		nodeRetry bool
 	}{
+		{name: "a node failure after many waits at most nodeRetryCap", st: instanceState{Retry: retryState{failures: 12}},
+			end: stepEnd{step: stepCreate, err: errors.New("network gone"), node: true}, verdict: verdictRetry, wait: nodeRetryCap,
+			message: "network gone", nodeRetry: true},
+		{name: "an instance failure after as many waits the full back-off", st: instanceState{Retry: retryState{failures: 12}},
+			end: stepEnd{step: stepCreate, err: errors.New("boom")}, verdict: verdictRetry, wait: restartBackoffCap, message: "boom"},
+		{name: "a missing program is the node's", st: instanceState{Retry: retryState{failures: 12}}, end: stepEnd{step: stepCreate, err: missing},
+			verdict: verdictHostMissing, wait: nodeRetryCap, message: missing.Error(), nodeRetry: true},
+		{name: "success clears NodeRetry", st: instanceState{NodeRetry: true, Retry: retryState{failures: 3}}, end: stepEnd{step: stepCreate},
+			verdict: verdictDone},
 		{name: "create done", st: failing, end: stepEnd{step: stepCreate}, verdict: verdictDone},
 		{name: "removal done keeps the message", st: failing, end: stepEnd{step: stepRemove}, verdict: verdictDone,
 			message: failing.Message},
@@ -151,7 +163,7 @@ func TestAfterStep(t *testing.T) {
 		{name: "failure backs off", st: failing, end: stepEnd{step: stepCreate, err: errors.New("boom")},
 			verdict: verdictRetry, wait: 4 * time.Second, message: "boom"},
 		{name: "missing program backs off", end: stepEnd{step: stepCreate, err: missing},
-			verdict: verdictHostMissing, wait: time.Second, message: missing.Error()},
+			verdict: verdictHostMissing, wait: time.Second, message: missing.Error(), nodeRetry: true},
 		{name: "invalid spec fails", end: stepEnd{step: stepCreate, err: invalid},
 			verdict: verdictInvalid, failed: true, message: invalid.Error()},
 		{name: "stopped records nothing", st: failing, end: stepEnd{step: stepCreate, err: context.Canceled, stopped: true},
@@ -159,9 +171,10 @@ func TestAfterStep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, v, wait := afterStep(tc.st, rule, tc.end, now)
-			if v != tc.verdict || wait != tc.wait || st.Restarts != tc.restarts || st.Failed != tc.failed || st.Message != tc.message {
-				t.Fatalf("verdict %d wait %s state %+v; want verdict %d wait %s restarts %d failed %v message %q",
-					v, wait, st, tc.verdict, tc.wait, tc.restarts, tc.failed, tc.message)
+			if v != tc.verdict || wait != tc.wait || st.Restarts != tc.restarts || st.Failed != tc.failed || st.Message != tc.message ||
+				st.NodeRetry != tc.nodeRetry {
+				t.Fatalf("verdict %d wait %s state %+v; want verdict %d wait %s restarts %d failed %v message %q node retry %v",
+					v, wait, st, tc.verdict, tc.wait, tc.restarts, tc.failed, tc.message, tc.nodeRetry)
 			}
 			if tc.wait > 0 && !st.Retry.At.Equal(now.Add(tc.wait)) {
 				t.Fatalf("next attempt at %v, want %v", st.Retry.At, now.Add(tc.wait))

@@ -200,6 +200,11 @@ func podmanForAgentTest(t *testing.T) (*runtime.Podman, runtime.SubIDRange) {
 		testenv.SkipOrFail(t, "skipping: %v (scripts/install-prereqs.sh writes it)", err)
 	}
 	pm := runtime.NewPodman(runtime.PodmanConfig{ExtraArgs: strings.Fields(os.Getenv("KAT_PODMAN_ARGS"))})
+	t.Cleanup(func() { // after the test's own cleanups, which use it
+		if err := pm.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ok, err := pm.ImageExists(ctx, baseImage)

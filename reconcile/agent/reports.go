@@ -62,6 +62,7 @@ func instanceReport(a api.Assignment, c *runtime.ContainerStatus, st instanceSta
 			r.HealthStatus = st.Health.Status
 		}
 	}
+	r.NodeRetry = st.NodeRetry && r.Phase == api.InstancePending
 	if r.Phase != api.InstanceRunning && hasHealthCheck {
 		r.HealthStatus = api.HealthPending
 	}

@@ -48,7 +48,7 @@ func (ag *Agent) runStep(ctx context.Context, t task) {
 		ag.cfg.Builder.Release(ai.a.Namespace, ai.a.Workload, ai.a.Build.Commit)
 	}
 	end := stepEnd{step: step, restart: step == stepStart && !c.StartedAt.IsZero(), err: err,
-		stopped: errors.Is(ctx.Err(), context.Canceled)}
+		stopped: errors.Is(ctx.Err(), context.Canceled), node: ag.nodeCause(err)}
 	st, verdict, wait := ag.table.endStep(id, ai.rule, end, after, known, ag.cfg.Now())
 	switch verdict {
 	case verdictRestarted:
@@ -63,7 +63,7 @@ func (ag *Agent) runStep(ctx context.Context, t task) {
 	case verdictInvalid:
 		log.Error().Err(err).Msg("invalid container spec: the instance fails")
 	case verdictRetry:
-		log.Warn().Err(err).Dur("retry_in", wait).Msg("step failed")
+		log.Warn().Err(err).Dur("retry_in", wait).Bool("node_cause", end.node).Msg("step failed")
 	}
 	if !known && ctx.Err() == nil {
 		// A failed step left the container in a state only a listing

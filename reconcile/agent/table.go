@@ -393,3 +393,20 @@ func (t *instanceTable) reportsIfChanged() ([]api.InstanceStatus, bool) {
 	t.lastReports = reps
 	return reps, changed
 }
+
+// retryFailedNow makes every instance waiting to retry a failed step due at
+// now, and returns how many there were; its failure count stays, so one
+// that fails again waits longer.
+func (t *instanceTable) retryFailedNow(now time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for id, st := range t.state {
+		if st.Retry.failures > 0 && !st.Retry.due(now) {
+			st.Retry.At = now
+			t.state[id] = st
+			n++
+		}
+	}
+	return n
+}

@@ -30,7 +30,11 @@ type rolloutFacts struct {
 	// deadline: a DaemonService's node-by-node update stopped at a node
 	// that failed (and put the nodes it touched back).
 	Failed string
-	Now    time.Time
+	// NodeWait is true when every new instance not ready waits only to
+	// retry a step its node failed (InstanceStatus.NodeRetry): the
+	// rollout waits on its nodes, not on its instances.
+	NodeWait bool
+	Now      time.Time
 }
 
 // stepRollout advances a workload's rollout record prev by one planning
@@ -41,7 +45,11 @@ type rolloutFacts struct {
 // A failed generation is rolled back (rollbackTo > 0: apply that
 // generation's files again) when autoRollback is on and an earlier
 // generation succeeded; the step asks again on every pass while the failed
-// generation is current. wake is when the deadline ends, zero when the
+// generation is current. While its new instances wait only on their nodes'
+// retries (f.NodeWait) the deadline does not run out: once half of it is
+// gone, ProgressAt moves to now, so the instances have at least half the
+// deadline left when their nodes recover. wake is when the deadline ends
+// (or, while waiting on nodes, when it is to be moved), zero when the
 // rollout is over.
 func stepRollout(prev api.Rollout, f rolloutFacts) (next api.Rollout, rollbackTo int64, wake time.Time) {
 	g := f.Meta.Generation
@@ -72,7 +80,14 @@ func stepRollout(prev api.Rollout, f rolloutFacts) (next api.Rollout, rollbackTo
 		next.CompletedAt = f.Now
 		return next, 0, time.Time{}
 	}
-	deadline := next.ProgressAt.Add(time.Duration(next.DeadlineSeconds) * time.Second)
+	window := time.Duration(next.DeadlineSeconds) * time.Second
+	if f.NodeWait && f.Failed == "" {
+		if !f.Now.Before(next.ProgressAt.Add(window / 2)) {
+			next.ProgressAt = f.Now
+		}
+		return next, 0, next.ProgressAt.Add(window / 2)
+	}
+	deadline := next.ProgressAt.Add(window)
 	if f.Now.Before(deadline) && f.Failed == "" {
 		return next, 0, deadline
 	}
@@ -146,12 +161,19 @@ func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []api.A
 		return nodes[n]
 	}
 	cause := ""
+	notReady, nodeRetries := 0, 0
 	for _, a := range fresh {
 		node(a.Node).New++
 		if p.serving(a) {
 			c.NewReady++
 			node(a.Node).NewReady++
-		} else if cause == "" {
+			continue
+		}
+		notReady++
+		if r, ok := p.in.Reported[a.InstanceID]; ok && r.NodeRetry && p.ready(a) {
+			nodeRetries++
+		}
+		if cause == "" {
 			cause = p.notReadyCause(a)
 		}
 	}
@@ -169,7 +191,8 @@ func (p *planner) track(w workload, st Scheduling, fresh, stale, leaving []api.A
 	if cause == "" && st.Unplaced > 0 {
 		cause = fmt.Sprintf("%d new instances fit on no node: %s", st.Unplaced, st.Reason)
 	}
-	f := rolloutFacts{Meta: w.Meta, Strategy: w.Spec.Strategy, Counts: c, Cause: cause, Failed: failed, Now: p.in.Now}
+	f := rolloutFacts{Meta: w.Meta, Strategy: w.Spec.Strategy, Counts: c, Cause: cause, Failed: failed, Now: p.in.Now,
+		NodeWait: notReady > 0 && nodeRetries == notReady && st.Unplaced == 0}
 	if w.Meta.Type == quadlet.TypeDaemonService {
 		for _, n := range slices.Sorted(maps.Keys(nodes)) {
 			f.Nodes = append(f.Nodes, *nodes[n])

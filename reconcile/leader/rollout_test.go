@@ -363,7 +363,17 @@ func TestStepRollout(t *testing.T) {
 		failure      string // substring of the failure's message; "-" none
 		wakeAtLatest time.Time
 		failed       string // rolloutFacts.Failed
+		nodeWait     bool   // rolloutFacts.NodeWait
 	}{
+		{name: "past the deadline while waiting only on nodes' retries: held, half a deadline more", prev: running, meta: meta(3),
+			strategy: &quadlet.UpdateStrategy{ProgressDeadlineSeconds: &short}, counts: counts(1, 2), now: t0.Add(61 * time.Second), nodeWait: true,
+			progressAt: t0.Add(61 * time.Second), failure: "-", wakeAtLatest: t0.Add(91 * time.Second)},
+		{name: "waiting on nodes' retries within the first half of the deadline: unchanged", prev: running, meta: meta(3),
+			strategy: &quadlet.UpdateStrategy{ProgressDeadlineSeconds: &short}, counts: counts(1, 2), now: t0.Add(20 * time.Second), nodeWait: true,
+			progressAt: t0, failure: "-", wakeAtLatest: t0.Add(30 * time.Second)},
+		{name: "a node-by-node update that stopped fails even while waiting on nodes", prev: running, meta: meta(3), counts: counts(0, 3),
+			now: t0.Add(5 * time.Second), failed: "node1: verify exited 3", nodeWait: true, outcome: api.OutcomeFailed, rollbackTo: 1, progressAt: t0,
+			failure: "generation 3 failed: node1: verify exited 3"},
 		{name: "a node-by-node update that stopped fails at once and rolls back", prev: running, meta: meta(3), counts: counts(0, 3),
 			now: t0.Add(5 * time.Second), failed: "node1: verify exited 3", outcome: api.OutcomeFailed, rollbackTo: 1, progressAt: t0,
 			failure: "generation 3 failed: node1: verify exited 3; rolling back to generation 1's files"},
@@ -396,7 +406,7 @@ func TestStepRollout(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := maps.Clone(tc.prev.Outcomes)
-			next, to, wake := stepRollout(tc.prev, rolloutFacts{Meta: tc.meta, Strategy: tc.strategy, Counts: tc.counts, Cause: "the cause", Failed: tc.failed, Now: tc.now})
+			next, to, wake := stepRollout(tc.prev, rolloutFacts{Meta: tc.meta, Strategy: tc.strategy, Counts: tc.counts, Cause: "the cause", Failed: tc.failed, NodeWait: tc.nodeWait, Now: tc.now})
 			if got := next.Outcomes[tc.meta.Generation]; got != tc.outcome {
 				t.Errorf("outcome = %q, want %q", got, tc.outcome)
 			}
@@ -439,14 +449,7 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	_, stop := e.run(Config{DrainDelay: 100 * time.Millisecond})
 	defer stop()
 	v1 := strategyWorkload(t, 0, 2, "v1", "")
-	e.apply(v1.Files, api.APIOwner())
-	polltest.Until(t, 10*time.Second, "two instances of generation 1", func() bool { return len(e.assignments("web")) == 2 })
-	old := e.assignments("web")
-	e.report(1, running(old[0]), running(old[1]))
-	polltest.Until(t, 10*time.Second, "generation 1 rolled out", func() bool {
-		ro, _, err := e.repo.GetRollout(e.ctx, "ns1", "web")
-		return err == nil && ro.Outcomes[1] == api.OutcomeSucceeded
-	})
+	old := e.rollOutV1(v1)
 
 	start := time.Now()
 	v2 := strategyWorkload(t, 0, 2, "v2", "    progressDeadlineSeconds: 1\n")
@@ -491,4 +494,75 @@ func TestLeaderRollsBackAFailedRollout(t *testing.T) {
 	if want := []string{"1 succeeded", "2 rolled back", "3 succeeded"}; !slices.Equal(got, want) {
 		t.Errorf("history = %q, want %q", got, want)
 	}
+}
+
+// TestLeaderHoldsTheDeadlineWhileInstancesWaitOnTheirNode: on a real etcd,
+// a rollout whose new instance waits only to retry a step its node failed
+// (NodeRetry: the runtime or the node's network down) does not fail at its
+// progress deadline of 1s, however long the wait: the leader moves
+// ProgressAt on. Once the instance no longer waits on its node but is still
+// not ready, the deadline runs out as before and the rollout is rolled back.
+func TestLeaderHoldsTheDeadlineWhileInstancesWaitOnTheirNode(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	_, stop := e.run(Config{DrainDelay: 100 * time.Millisecond})
+	defer stop()
+	old := e.rollOutV1(strategyWorkload(t, 0, 2, "v1", ""))
+
+	e.apply(strategyWorkload(t, 0, 2, "v2", "    progressDeadlineSeconds: 1\n").Files, api.APIOwner())
+	waiting := e.instanceOf("web", 2)
+	pending := api.InstanceStatus{InstanceID: waiting.InstanceID, Namespace: waiting.Namespace, WorkloadName: waiting.Workload,
+		Phase: api.InstancePending, HealthStatus: api.HealthNotApplicable, NodeRetry: true,
+		Message: "the node's container network is not ready: network kat-n1 (subnet 10.1.0.0/24): subnet in use"}
+	e.report(2, running(old[0]), running(old[1]), pending)
+	// ProgressAt moves on every half deadline while the instance waits:
+	// three moves are 1.5 deadlines, past the one a rollout without the
+	// hold would have failed at.
+	var first time.Time
+	moves := 0
+	polltest.Until(t, 20*time.Second, "ProgressAt moved three times while the instance waits on its node", func() bool {
+		ro, _, err := e.repo.GetRollout(e.ctx, "ns1", "web")
+		if err != nil || ro.Generation < 2 {
+			return false
+		}
+		if out := ro.Outcomes[2]; out != "" || ro.Generation > 2 {
+			t.Fatalf("generation 2's rollout ended %s while its instance waited on its node: %+v", out, ro.Failure)
+		}
+		switch {
+		case first.IsZero():
+			first = ro.ProgressAt
+		case ro.ProgressAt.After(first):
+			first, moves = ro.ProgressAt, moves+1
+		}
+		return moves >= 3
+	})
+
+	// The same instance not ready for a cause of its own: the deadline
+	// runs out, and the rollout rolls back.
+	pending.NodeRetry, pending.Message = false, "exited with code 1; restarting in 2s"
+	e.report(3, running(old[0]), running(old[1]), pending)
+	e.generation("web", 3)
+	ro, _, err := e.repo.GetRollout(e.ctx, "ns1", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ro.Outcomes[2] != api.OutcomeFailed {
+		t.Errorf("generation 2's outcome = %q, want %q", ro.Outcomes[2], api.OutcomeFailed)
+	}
+}
+
+// rollOutV1 applies v1, a workload of 2 replicas, as generation 1, reports
+// its instances running and waits until its rollout succeeded; it returns
+// the instances.
+func (e *leaderEnv) rollOutV1(v1 workload) []api.Assignment {
+	e.t.Helper()
+	e.apply(v1.Files, api.APIOwner())
+	polltest.Until(e.t, 10*time.Second, "two instances of generation 1", func() bool { return len(e.assignments("web")) == 2 })
+	old := e.assignments("web")
+	e.report(1, running(old[0]), running(old[1]))
+	polltest.Until(e.t, 10*time.Second, "generation 1 rolled out", func() bool {
+		ro, _, err := e.repo.GetRollout(e.ctx, "ns1", "web")
+		return err == nil && ro.Outcomes[1] == api.OutcomeSucceeded
+	})
+	return old
 }

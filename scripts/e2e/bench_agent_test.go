@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,115 +12,185 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/internal/poll/polltest"
-	kruntime "kat.dws.rip/kat/runtime"
 )
 
-// BenchmarkAgentStart50 brings a Service of 50 replicas to running through a
-// real kat-agent and real Podman, and compares the time with 50 sequential
-// `podman run -d` of the same image with the same uid map. It reports both
-// durations, their ratio and the agent's RSS with 50 containers. The
-// Service is applied once the node has made its container network, as a
-// node does once in the first seconds after it starts: the figure is a
-// deploy to a running node, not the node's start-up.
+// BenchmarkAgentStart50 times a Service of 50 replicas from outside, on a
+// node with cluster.kat's defaults that has run containers before: from
+// `katcall apply` until the API shows all 50 instances running (what
+// `katcall status` shows), against its floor, 50 sequential `podman run -d`
+// of the same image with the same uid map. The two take turns, which goes
+// first alternating, on the same node, whose agent runs throughout; the
+// status is looked at the same way during both (statusPollEvery50). It
+// prints each iteration's figures and ratio, then their minimum, median and
+// maximum, the agent's RSS with 50 containers, its own CPU per start and
+// what one look at the status of 50 instances costs it.
 func BenchmarkAgentStart50(b *testing.B) {
 	requirePodman(b)
 	const n = 50
-	for b.Loop() {
-		c, err := NewCluster(sharedBinaries(b), b.TempDir(), filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "defaults-cluster.kat"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := c.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			if c.Running() {
-				_ = c.Stop(30 * time.Second)
-			}
-			if err := RemoveNodeContainers(c.Node); err != nil {
-				b.Errorf("clean up: %v", err)
-			}
-		})
-		waitNodeNetwork(b, c.Node)
-		name := "bench-" + randomHex(3)
-		dir := writeWorkload(b, map[string]string{"workload.kat": fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
-kind: Workload
-metadata: {name: %s, namespace: default}
-spec:
-  type: Service
-  replicas: %d
-  source: {image: localhost/kat-base:latest}
-  restartPolicy: {condition: Always}
-  container:
-    command: ["/bin/sleep", "100000"]
-`, name, n)})
-		cpu0, err := cpuTicks(c.PID())
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		mustApplyTB(b, c, dir)
-		// Polled through the API in process (a katcall process a poll
-		// would take CPU from the containers being measured), every 100ms:
-		// 0.4% of the figure, and a tenth of the leader's CPU polls every
-		// 20ms take.
-		waitEvery(b, c, "default/"+name, 100*time.Millisecond, func(d *api.WorkloadDetail) bool {
-			running := 0
-			for _, in := range d.Instances {
-				if in.Status.State == "running" {
-					running++
-				}
-			}
-			return running == n
-		})
-		agentDur := time.Since(start)
-		cpu1, err := cpuTicks(c.PID())
-		if err != nil {
-			b.Fatal(err)
-		}
-		rss, err := RSS(c.PID())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := c.Stop(30 * time.Second); err != nil {
-			b.Fatal(err)
+	c, err := NewCluster(sharedBinaries(b), b.TempDir(), filepath.Join(RepoRoot(), "scripts", "e2e", "testdata", "defaults-cluster.kat"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.ExtraArgs = append(c.ExtraArgs, benchAgentArgs()...)
+	if err := c.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if c.Running() {
+			_ = c.Stop(30 * time.Second)
 		}
 		if err := RemoveNodeContainers(c.Node); err != nil {
-			b.Fatal(err)
+			b.Errorf("clean up: %v", err)
 		}
+	})
+	waitNodeNetwork(b, c.Node)
+	client := clientFor(b, c)
 
-		// The floor: the same containers by hand, with the uid map the
-		// agent gives the workload (slot 0 of the containers range, the
-		// lowest free one).
-		ids, err := kruntime.ReadSubIDRange("/etc/subuid", "/etc/subgid", "containers")
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, _ := ids.Map(0)
-		idmap := fmt.Sprintf("0:%d:%d", m.HostBase, kruntime.IDMapSize)
-		label := "kat-bench=" + randomHex(4)
-		b.Cleanup(func() { removeLabelled(b, label) })
-		start = time.Now()
-		for i := range n {
-			out, err := exec.Command("podman", "run", "-d", "--uidmap", idmap, "--gidmap", idmap, "--label", label,
-				"--name", fmt.Sprintf("katbench-%s-%d", strings.TrimPrefix(label, "kat-bench="), i),
-				"localhost/kat-base:latest", "/bin/sleep", "100000").CombinedOutput()
+	// The node runs containers before: one instance through KAT, one
+	// by hand, both gone again.
+	warm := "bench-warm-" + randomHex(3)
+	_, idmap := kat50(b, c, client, warm, 1)
+	floor50(b, nil, idmap, 1, "")
+
+	s := sideBySide{what: "50 instances", kat: "katcall apply to 50 running", floor: "50 sequential podman run -d"}
+	var cpu, rss, look []float64
+	i := 0
+	for b.Loop() {
+		i++
+		name := fmt.Sprintf("bench-%s-%d", randomHex(2), i)
+		var kat, floor time.Duration
+		katArm := func() {
+			cpu0, err := cpuTicks(c.PID())
 			if err != nil {
-				b.Fatalf("podman run: %v\n%s", err, out)
+				b.Fatal(err)
+			}
+			var r int64
+			kat, _ = kat50(b, c, client, name, n, func() {
+				cpu1, _ := cpuTicks(c.PID())
+				cpu = append(cpu, ticksToMs(cpu1-cpu0)/n)
+				r, _ = RSS(c.PID())
+				rss = append(rss, float64(r)/(1<<20))
+				look = append(look, statusLookCPU(b, c, client, "default/"+name))
+			})
+		}
+		floorArm := func() { floor = floor50(b, client, idmap, n, "default/"+name) }
+		if i%2 == 1 {
+			katArm()
+			floorArm()
+		} else {
+			floorArm()
+			katArm()
+		}
+		s.add(kat, floor)
+	}
+	s.report(b, "start50")
+	if len(cpu) > 0 {
+		cm, rm := minMedMax(cpu), minMedMax(rss)
+		b.ReportMetric(rm[1], "agent-rss-MiB")
+		b.ReportMetric(cm[1], "agent-cpu-ms/instance")
+		lm := minMedMax(look)
+		b.ReportMetric(lm[1], "agent-cpu-ms/status-look")
+		fmt.Fprintf(os.Stderr, "kat-agent with 50 containers: RSS median %.1f MiB (max %.1f); its own CPU per instance started (podman's not counted, the looks at the status counted) median %.1f ms (max %.1f); "+
+			"one look at the status of 50 instances median %.2f ms of its CPU (max %.2f), every %s while KAT is timed\n",
+			rm[1], rm[2], cm[1], cm[2], lm[1], lm[2], statusPollEvery50)
+	}
+}
+
+// benchAgentArgs are extra kat-agent arguments from $KAT_BENCH_AGENT_ARGS
+// (space-separated), to look inside a benchmark's agent (a podman wrapper
+// that counts its processes, say); the figures are a user's only without
+// them.
+func benchAgentArgs() []string { return strings.Fields(os.Getenv("KAT_BENCH_AGENT_ARGS")) }
+
+// kat50 applies a sleeper Service of n replicas with katcall, waits until
+// the API shows all n running, calls each of then (before anything else
+// runs), deletes it and waits until its containers are gone. It returns
+// the time from apply to all running, and the uid map the agent gave the
+// workload (podman's --uidmap form).
+func kat50(b *testing.B, c *Cluster, client *apiclient.Client, name string, n int, then ...func()) (time.Duration, string) {
+	b.Helper()
+	dir := writeWorkload(b, sleeper(name, n))
+	ref := "default/" + name
+	start := time.Now()
+	mustApplyTB(b, c, dir)
+	at, _ := untilStatus(b, client, ref, statusPollEvery50, 5*time.Minute, func(d *api.WorkloadDetail) bool {
+		running := 0
+		for _, in := range d.Instances {
+			if in.Status.State == "running" {
+				running++
 			}
 		}
-		podmanDur := time.Since(start)
-		removeLabelled(b, label)
-
-		b.ReportMetric(agentDur.Seconds(), "agent-50-s")
-		b.ReportMetric(podmanDur.Seconds(), "podman-run-50-s")
-		b.ReportMetric(agentDur.Seconds()/podmanDur.Seconds(), "ratio")
-		b.ReportMetric(float64(rss)/(1<<20), "agent-rss-MiB")
-		b.ReportMetric(ticksToMs(cpu1-cpu0), "agent-cpu-ms")
-		fmt.Fprintf(os.Stderr, "50 instances: kat-agent %s, 50 sequential podman run -d %s, ratio %.2f; kat-agent RSS with 50 containers %.1f MiB, its own CPU (podman's not counted) %.0f ms\n",
-			agentDur.Round(time.Millisecond), podmanDur.Round(time.Millisecond), agentDur.Seconds()/podmanDur.Seconds(), float64(rss)/(1<<20), ticksToMs(cpu1-cpu0))
+		return running == n
+	})
+	took := at.Sub(start)
+	for _, f := range then {
+		f()
 	}
+	idmap := workloadIDMap(b, c.Node, name)
+	if _, err := client.DeleteWorkload(context.Background(), "default", name, false); err != nil {
+		b.Fatalf("delete %s: %v", ref, err)
+	}
+	polltest.UntilErr(b, 5*time.Minute, ref+"'s containers gone", func() error {
+		out, err := exec.Command("podman", "ps", "-aq", "--filter", "label=kat.node="+c.Node, "--filter", "label=kat.workload="+name).Output()
+		if err != nil {
+			return fmt.Errorf("podman ps: %w", err)
+		}
+		if left := len(strings.Fields(string(out))); left > 0 {
+			return fmt.Errorf("%d left", left)
+		}
+		return nil
+	})
+	return took, idmap
+}
+
+// floor50 runs n sequential `podman run -d` of the sleeper with uid and
+// gid map idmap, while the status of ref (unless client is nil) is looked at as a
+// benchmark looks at KAT's, and returns how long they took. It removes
+// them afterwards.
+func floor50(b *testing.B, client *apiclient.Client, idmap string, n int, ref string) time.Duration {
+	b.Helper()
+	label := "kat-bench=" + randomHex(4)
+	b.Cleanup(func() { removeLabelled(b, label) })
+	stop := func() {}
+	if client != nil {
+		stop = pollStatus(client, ref, statusPollEvery50)
+	}
+	start := time.Now()
+	for i := range n {
+		out, err := exec.Command("podman", "run", "-d", "--uidmap", idmap, "--gidmap", idmap, "--label", label,
+			"--name", fmt.Sprintf("katbench-%s-%d", strings.TrimPrefix(label, "kat-bench="), i),
+			"localhost/kat-base:latest", "/bin/sleep", "100000").CombinedOutput()
+		if err != nil {
+			stop()
+			b.Fatalf("podman run: %v\n%s", err, out)
+		}
+	}
+	took := time.Since(start)
+	stop()
+	removeLabelled(b, label)
+	return took
+}
+
+// workloadIDMap returns the uid map (podman's --uidmap form) of a running
+// container of workload name on node.
+func workloadIDMap(b *testing.B, node, name string) string {
+	b.Helper()
+	out, err := exec.Command("podman", "ps", "-q", "--no-trunc", "--filter", "label=kat.node="+node, "--filter", "label=kat.workload="+name).Output()
+	ids := strings.Fields(string(out))
+	if err != nil || len(ids) == 0 {
+		b.Fatalf("podman ps: %v (%d containers of %s)", err, len(ids), name)
+	}
+	out, err = exec.Command("podman", "inspect", "--format", "{{json .HostConfig.IDMappings}}", ids[0]).Output()
+	if err != nil {
+		b.Fatalf("podman inspect %s: %v", ids[0], err)
+	}
+	var m struct{ UidMap, GidMap []string }
+	if err := json.Unmarshal(out, &m); err != nil || len(m.UidMap) != 1 || len(m.GidMap) != 1 || m.UidMap[0] != m.GidMap[0] {
+		b.Fatalf("podman inspect %s: IDMappings %s (%v): want one uid map, the gid map's", ids[0], out, err)
+	}
+	return m.UidMap[0]
 }
 
 // waitNodeNetwork waits (a minute at most) until node's agent has made its
@@ -143,4 +214,28 @@ func removeLabelled(tb testing.TB, label string) {
 	if err := removeByFilter(nil, "label="+label); err != nil {
 		tb.Error(err)
 	}
+}
+
+// statusLookCPU returns the agent's CPU time, in milliseconds, per look at
+// ref's status, once the agent is idle: the cost of watching a benchmark
+// from outside.
+func statusLookCPU(b *testing.B, c *Cluster, client *apiclient.Client, ref string) float64 {
+	b.Helper()
+	const looks = 100
+	ns, name, _ := strings.Cut(ref, "/")
+	waitIdle(b, c.PID())
+	cpu0, err := cpuTicks(c.PID())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range looks {
+		if _, err := client.WorkloadStatus(context.Background(), ns, name); err != nil {
+			b.Fatalf("status of %s: %v", ref, err)
+		}
+	}
+	cpu1, err := cpuTicks(c.PID())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ticksToMs(cpu1-cpu0) / looks
 }

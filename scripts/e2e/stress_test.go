@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,32 +44,36 @@ func TestStressConcurrentCreates(t *testing.T) {
 	for i := range workloads {
 		name := fmt.Sprintf("stress-%s-%d", randomHex(2), i)
 		names = append(names, name)
-		dir := writeWorkload(t, sleeper(name, replicas))
+		// Containers that end on SIGTERM: a removal waits for the stop,
+		// not for the grace period a sleep as PID 1 (which ignores
+		// SIGTERM) makes every removal wait out.
+		files := sleeper(name, replicas)
+		files["workload.kat"] = strings.Replace(files["workload.kat"], `command: ["/bin/sleep", "100000"]`,
+			`command: ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"]`, 1)
+		if !strings.Contains(files["workload.kat"], "trap") {
+			t.Fatalf("no command to replace in %s", files["workload.kat"])
+		}
+		dir := writeWorkload(t, files)
 		wg.Go(func() { mustApplyTB(t, c, dir) })
 	}
 	wg.Wait()
 	start := time.Now()
 	deadline := start.Add(5 * time.Minute)
-	for _, name := range names {
-		d := waitStatusUntil(t, c, "default/"+name, fmt.Sprintf("%d running", replicas), deadline, func(d *api.WorkloadDetail) bool {
-			running := 0
-			for _, in := range d.Instances {
-				if in.Status.State == "running" {
-					running++
-				}
+	// Looked at once a second, through the API in this process and one
+	// podman ps for all four workloads: a katcall or podman process per
+	// workload four times a second took CPU from the agent being tested.
+	client := clientFor(t, c)
+	polltest.UntilEvery(t, time.Until(deadline), time.Second, fmt.Sprintf("%d running instances of each workload", replicas), func() bool {
+		for _, name := range names {
+			d, err := client.WorkloadStatus(t.Context(), "default", name)
+			if err != nil || !allRunning(d, replicas) {
+				return false
 			}
-			return running == replicas && d.Status.Ready == replicas
-		})
-		if len(d.Instances) != replicas {
-			t.Errorf("%s: %d instances, want %d", name, len(d.Instances), replicas)
 		}
-	}
-	ids := 0
-	for _, name := range names {
-		ids += len(containerIDs(t, c.Node, name))
-	}
-	if ids != workloads*replicas {
-		t.Fatalf("podman lists %d containers of the workloads, want %d", ids, workloads*replicas)
+		return true
+	})
+	if got := nodeContainers(t, c.Node, names); got != workloads*replicas {
+		t.Fatalf("podman lists %d containers of the workloads, want %d", got, workloads*replicas)
 	}
 	up := time.Since(start)
 	start = time.Now()
@@ -77,15 +85,41 @@ func TestStressConcurrentCreates(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for _, name := range names {
-		waitContainersGone(t, c.Node, name, deadline)
-	}
+	polltest.UntilEvery(t, time.Until(deadline), time.Second, "every container of the workloads removed", func() bool {
+		return nodeContainers(t, c.Node, names) == 0
+	})
 	t.Logf("%d containers running %s after the apply, all removed %s after the delete", workloads*replicas,
 		up.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
-// waitContainersGone waits until Podman lists no container of the workload.
-func waitContainersGone(t *testing.T, node, name string, deadline time.Time) {
+// allRunning reports whether d has n instances, each with a running
+// container, and n ready.
+func allRunning(d *api.WorkloadDetail, n int) bool {
+	running := 0
+	for _, in := range d.Instances {
+		if in.Status.State == "running" {
+			running++
+		}
+	}
+	return len(d.Instances) == n && running == n && d.Status.Ready == n
+}
+
+// nodeContainers counts the containers of node that belong to one of the
+// workloads, with one podman ps.
+func nodeContainers(t testing.TB, node string, workloads []string) int {
 	t.Helper()
-	polltest.Until(t, time.Until(deadline), name+": every container removed", func() bool { return len(containerIDs(t, node, name)) == 0 })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "podman", "ps", "-a", "--format", `{{index .Labels "kat.workload"}}`,
+		"--filter", "label=kat.node="+node).Output()
+	if err != nil {
+		t.Fatalf("podman ps: %v", err)
+	}
+	n := 0
+	for _, w := range strings.Fields(string(out)) {
+		if slices.Contains(workloads, w) {
+			n++
+		}
+	}
+	return n
 }

@@ -111,7 +111,8 @@ type NodeStatus struct {
 	// WorkloadInstances are the instances assigned to the node as the agent
 	// sees them.
 	WorkloadInstances []InstanceStatus `json:"workloadInstances,omitempty"`
-	// GPUs are the GPUs nvidia-smi reports; empty without one.
+	// GPUs are the GPUs nvidia-smi and rocm-smi report; empty without
+	// one.
 	GPUs []GPU `json:"gpus,omitempty"`
 	// Conditions report node problems, such as a missing container runtime
 	// (type RuntimeReady).
@@ -133,10 +134,17 @@ type NodeOverlay struct {
 
 // GPU is one GPU of a node.
 type GPU struct {
-	Index   int    `json:"index"`
-	Name    string `json:"name"`
+	// Index identifies the GPU on its node (Assignment.GPU): NVIDIA's
+	// first, then AMD's.
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	// Driver is "nvidia" or "amd".
 	Driver  string `json:"driver"`
 	VRAMMiB int    `json:"vramMiB"`
+	// Device is the GPU's fully qualified CDI device name, the one its
+	// vendor's CDI spec gives it ("nvidia.com/gpu=0", "amd.com/gpu=0"): how
+	// an instance holding the GPU gets it. "" from an agent older than CDI.
+	Device string `json:"device,omitempty"`
 }
 
 // Node states.

@@ -103,6 +103,11 @@ func TestCreateArgs(t *testing.T) {
 		"--dns-search ns1.kat.local --dns-search kat.local --dns-option ndots:2 --stop-timeout 2 ") {
 		t.Fatalf("network args: %s", args)
 	}
+	spec.Devices = []string{"amd.com/gpu=1", "nvidia.com/gpu=GPU-4b8c"}
+	must(t, spec.Validate())
+	if args := strings.Join(pm.createArgs(&spec), " "); !strings.Contains(args, " --dns-option ndots:2 --device amd.com/gpu=1 --device nvidia.com/gpu=GPU-4b8c --stop-timeout 2 ") {
+		t.Fatalf("device args: %s", args)
+	}
 	spec.UserNS = "host"
 	if args := strings.Join(pm.createArgs(&spec), " "); !strings.Contains(args, "--userns host") {
 		t.Fatalf("userns not passed: %s", args)
@@ -146,6 +151,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"no nameserver", func(s *ContainerSpec) { s.DNS = []netip.Addr{{}} }, "dns[0]: invalid IP is not a nameserver address"},
 		{"bad search domain", func(s *ContainerSpec) { s.DNSSearch = []string{"ns1.kat", "a b"} }, `dnsSearch[1]: "a b" is not a domain name`},
 		{"bad dns option", func(s *ContainerSpec) { s.DNSOptions = []string{"ndots 2"} }, `dnsOptions[0]: "ndots 2" is not a resolv.conf option`},
+		{"device path", func(s *ContainerSpec) { s.Devices = []string{"/dev/dri/renderD128"} }, `devices[0]: "/dev/dri/renderD128" is not a CDI device name`},
+		{"device without a name", func(s *ContainerSpec) { s.Devices = []string{"amd.com/gpu=0", "amd.com/gpu"} }, `devices[1]: "amd.com/gpu" is not a CDI device name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok
@@ -184,6 +191,12 @@ func TestCommandErrors(t *testing.T) {
 			func() error { return f.pm.RemoveImage(ctx, "localhost/x") }, ErrImageNotFound, "podman rmi -- localhost/x: Error: localhost/x: image not known"},
 		{"port conflict is no name conflict", "Error: rootlessport listen tcp 0.0.0.0:80: bind: address already in use", 126,
 			func() error { return f.pm.StartContainer(ctx, "a") }, nil, "address already in use"},
+		{"device no cdi spec defines", "Error: setting up CDI devices: unresolvable CDI devices amd.com/gpu=7", 126,
+			func() error {
+				_, err := f.pm.RunContainer(ctx, ContainerSpec{Name: "a", Image: "i", Devices: []string{"amd.com/gpu=7"}})
+				return err
+			},
+			ErrDeviceUnavailable, "unresolvable CDI devices amd.com/gpu=7"},
 		{"exec in a stopped container", "Error: can only create exec sessions on running containers: container state improper", 255,
 			func() error { _, err := f.pm.Exec(ctx, "a", []string{"true"}, time.Second); return err }, ErrNotRunning, "podman exec --env KAT_EXEC_TOKEN=<redacted> -- a true"},
 	} {

@@ -18,6 +18,9 @@ var (
 	// dnsNameRE is a domain name of letters, digits and '-' labels.
 	dnsNameRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
 	dnsOptionRE = regexp.MustCompile(`^[a-z][a-z0-9-]*(:[0-9]+)?$`)
+	// cdiDeviceRE is a fully qualified CDI device name: vendor (a domain
+	// name), class and device name, as the CDI specification spells them.
+	cdiDeviceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_-]*=[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
 )
 
 // Validate checks a spec without running anything. Its errors wrap
@@ -85,6 +88,11 @@ func (s *ContainerSpec) Validate() error {
 	}
 	if err := s.validateNetwork(); err != nil {
 		return err
+	}
+	for i, d := range s.Devices {
+		if !cdiDeviceRE.MatchString(d) {
+			return bad(fmt.Sprintf("devices[%d]", i), "%q is not a CDI device name (vendor/class=name, for example nvidia.com/gpu=0)", d)
+		}
 	}
 	targets := map[string]bool{}
 	for i, m := range s.Mounts {
@@ -196,6 +204,9 @@ func (p *Podman) createArgs(s *ContainerSpec) []string {
 	}
 	for _, o := range s.DNSOptions {
 		args = append(args, "--dns-option", o)
+	}
+	for _, d := range s.Devices {
+		args = append(args, "--device", d)
 	}
 	if s.StopTimeout > 0 {
 		args = append(args, "--stop-timeout", strconv.Itoa(ceilSeconds(s.StopTimeout)))

@@ -71,7 +71,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts, NetworkName: o.PodmanNetwork,
 		BuildSpec: agent.WithGPUs(agent.NewSpecBuilderWithSecrets(n.state.NodeName, volumes, idRange, secrets), gpus), CheckHost: rt.CheckHost,
-		Networks: rt, ClusterDomain: spec.ClusterDomain,
+		Networks: rt, ClusterDomain: spec.ClusterDomain, LogMaxSize: spec.ContainerLogMaxBytes(),
 		Secrets:    agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf),
 		SecretsDir: secrets.Dir, SecretsMount: agent.SecretsTmpfs,
 		OnChange: func() { reconcile.Poke(beat) },

@@ -104,9 +104,11 @@ func TestCreateArgs(t *testing.T) {
 		t.Fatalf("network args: %s", args)
 	}
 	spec.Devices = []string{"amd.com/gpu=1", "nvidia.com/gpu=GPU-4b8c"}
+	spec.LogMaxSize = 10 << 20
 	must(t, spec.Validate())
-	if args := strings.Join(pm.createArgs(&spec), " "); !strings.Contains(args, " --dns-option ndots:2 --device amd.com/gpu=1 --device nvidia.com/gpu=GPU-4b8c --stop-timeout 2 ") {
-		t.Fatalf("device args: %s", args)
+	if args := strings.Join(pm.createArgs(&spec), " "); !strings.Contains(args, " --dns-option ndots:2 --device amd.com/gpu=1 --device nvidia.com/gpu=GPU-4b8c "+
+		"--log-driver k8s-file --log-opt max-size=10485760 --stop-timeout 2 ") {
+		t.Fatalf("device and log args: %s", args)
 	}
 	spec.UserNS = "host"
 	if args := strings.Join(pm.createArgs(&spec), " "); !strings.Contains(args, "--userns host") {
@@ -143,6 +145,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		}, `mounts[1].target: "/t/" is mounted twice`},
 		{"tiny memory", func(s *ContainerSpec) { s.MemoryBytes = 1024 }, "memoryBytes: 1024 is below podman's minimum"},
 		{"negative cpu", func(s *ContainerSpec) { s.CPUMillis = -1 }, "cpuMillis: -1 is negative"},
+		{"negative log size", func(s *ContainerSpec) { s.LogMaxSize = -1 }, "logMaxSize: -1 is negative"},
 		{"map to host root", func(s *ContainerSpec) { s.IDMap = &IDMap{} }, "idMap.hostBase: 0 is not above 0"},
 		{"map and userns", func(s *ContainerSpec) { s.IDMap, s.UserNS = &IDMap{HostBase: 1}, "auto" }, `idMap: is set together with userNS "auto"`},
 		{"bad network", func(s *ContainerSpec) { s.Network = "-kat" }, `network: "-kat" is not a valid network name`},

@@ -204,6 +204,13 @@ type ContainerSpec struct {
 	// and all. A device no spec defines fails the create with an error
 	// wrapping ErrInvalidSpec that names it. Default none.
 	Devices []string
+	// LogMaxSize bounds the container's log file, in bytes: the log is
+	// written by Podman's k8s-file driver (--log-driver k8s-file), whose
+	// conmon starts the file afresh once it would pass the size
+	// (--log-opt max-size), so it never holds more. A follower of the log
+	// (Logs with Follow) goes on reading the new file. Default 0: Podman's
+	// default driver, unbounded.
+	LogMaxSize int64
 }
 
 // EnvVar is one environment variable.

@@ -46,6 +46,8 @@ func (s *ContainerSpec) Validate() error {
 		return bad("memoryBytes", "%d is below podman's minimum of 6MiB", s.MemoryBytes)
 	case s.StopTimeout < 0:
 		return bad("stopTimeout", "%s is negative", s.StopTimeout)
+	case s.LogMaxSize < 0:
+		return bad("logMaxSize", "%d is negative", s.LogMaxSize)
 	case strings.ContainsAny(s.UserNS, " \t\n"):
 		return bad("userNS", "%q contains white space", s.UserNS)
 	case s.IDMap != nil && s.IDMap.HostBase <= 0:
@@ -207,6 +209,9 @@ func (p *Podman) createArgs(s *ContainerSpec) []string {
 	}
 	for _, d := range s.Devices {
 		args = append(args, "--device", d)
+	}
+	if s.LogMaxSize > 0 {
+		args = append(args, "--log-driver", "k8s-file", "--log-opt", "max-size="+strconv.FormatInt(s.LogMaxSize, 10))
 	}
 	if s.StopTimeout > 0 {
 		args = append(args, "--stop-timeout", strconv.Itoa(ceilSeconds(s.StopTimeout)))

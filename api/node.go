@@ -121,6 +121,51 @@ type NodeStatus struct {
 	// when it differs from what the cluster holds (a node that joined
 	// before it had one, or whose port changed). Nil: no overlay.
 	Overlay *NodeOverlay `json:"overlay,omitempty"`
+	// Usage is what the node and its containers used, as the agent last
+	// sampled it. It changes with every report, so the leader keeps it
+	// apart from the rest of the status (written with the heartbeat, never
+	// waking a loop). Nil: not sampled (an older agent).
+	Usage *NodeUsage `json:"usage,omitempty"`
+}
+
+// NodeUsage is what a node and its containers used, sampled by its agent
+// from the kernel's counters (the node's /proc, each container's cgroup and
+// network namespace). Byte counters count from the node's boot or the
+// container's start; CPU and the rates are averages over the interval
+// between the last two samples.
+type NodeUsage struct {
+	// SampledAt is when the sample was taken, in Unix seconds.
+	SampledAt int64 `json:"sampledAt"`
+	ResourceUsage
+	// Containers are the node's running containers of instances.
+	Containers []ContainerUsage `json:"containers,omitempty"`
+}
+
+// ResourceUsage is what a node or a container used.
+type ResourceUsage struct {
+	// CPUMillis is the CPU used over the last interval, in thousandths of
+	// a core.
+	CPUMillis int64 `json:"cpuMillis"`
+	// MemoryBytes is the memory in use: a node's total less what is
+	// available, a container's cgroup's usage.
+	MemoryBytes int64 `json:"memoryBytes"`
+	// DiskReadBytes and DiskWriteBytes count block-device bytes read and
+	// written.
+	DiskReadBytes  int64 `json:"diskReadBytes"`
+	DiskWriteBytes int64 `json:"diskWriteBytes"`
+	// NetworkRxBytes and NetworkTxBytes count bytes received and sent on
+	// every interface but loopback (a node's, or the container's network
+	// namespace's).
+	NetworkRxBytes int64 `json:"networkRxBytes"`
+	NetworkTxBytes int64 `json:"networkTxBytes"`
+}
+
+// ContainerUsage is what one instance's container used.
+type ContainerUsage struct {
+	Namespace  string `json:"namespace"`
+	Workload   string `json:"workload"`
+	InstanceID string `json:"instanceID"`
+	ResourceUsage
 }
 
 // NodeOverlay is a node's place in the WireGuard overlay as the node

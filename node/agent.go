@@ -65,6 +65,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	}
 	beat := make(chan struct{}, 1)
 	gpus := agent.DetectGPUs()
+	usage := agent.NewUsageSampler()
 	ag, err := agent.NewAgent(agent.AgentConfig{
 		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt, Facts: facts,
 		MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
@@ -98,6 +99,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Facts: facts, Wake: beat,
 			Overlay: overlayReport(n.state, n.wgKey), GPUs: func() []api.GPU { return gpus },
 			Instances: ag.Instances, Conditions: ag.Conditions,
+			Usage:    func() (*api.NodeUsage, error) { return usage.Sample(ag.Running()) },
 			Interval: time.Duration(spec.AgentTickSeconds) * time.Second,
 			Logger:   n.log.With().Str("component", "heartbeat").Logger(),
 		})

@@ -115,7 +115,7 @@ var (
 var katCollectors = []prometheus.Collector{
 	gitFetch, gitSync, webhooksReceived, webhooksAccepted, webhooksRefused,
 	reconcilePass, reconcileQueue, reconcileLatency, builds, instances, isLeader, leaderChanges,
-	etcd, backupDuration, backupLastSuccess, backupSize,
+	etcd, backupDuration, backupLastSuccess, backupSize, usage,
 }
 
 func init() {

@@ -36,6 +36,10 @@ type HeartbeatConfig struct {
 	// Overlay is the node's WireGuard identity, sent with every status so
 	// the leader records it (api.NodeStatus.Overlay). Default nil: none.
 	Overlay *api.NodeOverlay
+	// Usage samples what the node and its containers use, sent with every
+	// beat (api.NodeStatus.Usage) and published as metrics. A failed sample
+	// is logged and the beat goes without. Default nil: none.
+	Usage func() (*api.NodeUsage, error)
 	// Wake asks for a beat before the next tick, for example when an
 	// instance changed. Beats are at most minBeatGap apart. Default none.
 	Wake <-chan struct{}
@@ -107,6 +111,15 @@ func beat(ctx context.Context, cfg HeartbeatConfig, gpus []api.GPU) error {
 	}
 	if cfg.Conditions != nil {
 		st.Conditions = cfg.Conditions()
+	}
+	if cfg.Usage != nil {
+		u, err := cfg.Usage()
+		if err != nil {
+			cfg.Logger.Warn().Err(err).Msg("usage not sampled")
+		} else {
+			st.Usage = u
+			publishUsage(cfg.Node, u)
+		}
 	}
 	return cfg.Facts.RecordStatus(ctx, st)
 }

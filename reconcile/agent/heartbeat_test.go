@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics/metricstest"
 	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
@@ -38,5 +39,63 @@ func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
 	}
 	if st := facts.statuses()[0]; st.NodeName != "n1" || len(st.WorkloadInstances) != 1 || len(st.Conditions) != 1 || st.Timestamp == 0 {
 		t.Fatalf("posted %+v", st)
+	}
+}
+
+// TestHeartbeatSendsUsage: each beat carries a fresh usage sample and
+// publishes it as the node's metrics, its workloads' containers summed; a
+// failed sample leaves the beat without usage, not without a beat.
+func TestHeartbeatSendsUsage(t *testing.T) {
+	t.Parallel()
+	facts := &memoryFacts{}
+	wake := make(chan struct{}, 1)
+	samples := 0
+	sample := func() (*api.NodeUsage, error) {
+		samples++
+		if samples == 2 {
+			return nil, errors.New("/proc/stat: gone")
+		}
+		c := func(inst string, cpu int64) api.ContainerUsage {
+			return api.ContainerUsage{Namespace: "shop", Workload: "web", InstanceID: inst,
+				ResourceUsage: api.ResourceUsage{CPUMillis: cpu, MemoryBytes: 1 << 20, NetworkRxBytes: 10}}
+		}
+		return &api.NodeUsage{SampledAt: int64(samples), ResourceUsage: api.ResourceUsage{CPUMillis: 500 + int64(samples), MemoryBytes: 1 << 30},
+			Containers: []api.ContainerUsage{c("web-1", 100), c("web-2", 50)}}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunHeartbeat(ctx, HeartbeatConfig{
+			Node: "usage-node", Facts: facts, Interval: time.Hour, Wake: wake, Usage: sample,
+			Resources: func() (api.NodeResources, error) { return api.NodeResources{}, nil },
+			GPUs:      func() []api.GPU { return nil },
+		})
+	}()
+	count := func() int { return len(facts.statuses()) }
+	polltest.Until(t, 10*time.Second, "the first beat", func() bool { return count() == 1 })
+	wake <- struct{}{}
+	polltest.Until(t, 10*time.Second, "the second beat", func() bool { return count() == 2 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	sts := facts.statuses()
+	if u := sts[0].Usage; u == nil || u.CPUMillis != 501 || len(u.Containers) != 2 {
+		t.Fatalf("first beat's usage %+v, want the sample", u)
+	}
+	if sts[1].Usage != nil {
+		t.Fatalf("second beat's usage %+v, want none (its sample failed)", sts[1].Usage)
+	}
+	for family, want := range map[string]float64{"kat_node_cpu_usage_millicores": 501, "kat_node_memory_usage_bytes": 1 << 30} {
+		if got := metricstest.Value(t, family, map[string]string{"node": "usage-node"}); got != want {
+			t.Errorf("%s = %v, want %v", family, got, want)
+		}
+	}
+	web := map[string]string{"node": "usage-node", "namespace": "shop", "workload": "web"}
+	for family, want := range map[string]float64{"kat_workload_cpu_usage_millicores": 150, "kat_workload_memory_usage_bytes": 2 << 20,
+		"kat_workload_network_receive_bytes_total": 20} {
+		if got := metricstest.Value(t, family, web); got != want {
+			t.Errorf("%s = %v, want %v", family, got, want)
+		}
 	}
 }

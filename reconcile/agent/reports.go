@@ -11,6 +11,10 @@ import (
 // Instances returns the report of every assigned instance, by instance ID.
 func (ag *Agent) Instances() []api.InstanceStatus { return ag.table.reports() }
 
+// Running returns the running containers of the instances assigned to the
+// node, as the last listing showed them (UsageSampler.Sample samples them).
+func (ag *Agent) Running() []runtime.ContainerStatus { return ag.table.running() }
+
 // notifyIfChanged tells OnChange (the heartbeat) and the kat_instances
 // gauge when the reports changed since they were last told.
 func (ag *Agent) notifyIfChanged() {

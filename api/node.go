@@ -139,6 +139,26 @@ type NodeUsage struct {
 	ResourceUsage
 	// Containers are the node's running containers of instances.
 	Containers []ContainerUsage `json:"containers,omitempty"`
+	// OverlayPeers are the node's WireGuard peers as its overlay device
+	// saw them at the sample; none without an overlay device.
+	OverlayPeers []OverlayPeer `json:"overlayPeers,omitempty"`
+}
+
+// OverlayPeer is one peer of a node's WireGuard device.
+type OverlayPeer struct {
+	// Node is the peer's node; "" for a peer the agent did not set.
+	Node      string `json:"node"`
+	PublicKey string `json:"publicKey"`
+	// Endpoint is the peer's current address and port; "" before any.
+	Endpoint string `json:"endpoint,omitempty"`
+	// LastHandshake is the last completed handshake with the peer; zero
+	// (omitted) for none. WireGuard renews a session every two minutes
+	// while traffic flows, so one much older means no traffic or no path.
+	LastHandshake time.Time `json:"lastHandshake,omitzero"`
+	// RxBytes and TxBytes count the bytes received from and sent to the
+	// peer since the device opened.
+	RxBytes int64 `json:"rxBytes"`
+	TxBytes int64 `json:"txBytes"`
 }
 
 // ResourceUsage is what a node or a container used.

@@ -99,7 +99,13 @@ func (n *Node) runAgent(ctx context.Context) error {
 			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Facts: facts, Wake: beat,
 			Overlay: overlayReport(n.state, n.wgKey), GPUs: func() []api.GPU { return gpus },
 			Instances: ag.Instances, Conditions: ag.Conditions,
-			Usage:    func() (*api.NodeUsage, error) { return usage.Sample(ag.Running()) },
+			Usage: func() (*api.NodeUsage, error) {
+				u, err := usage.Sample(ag.Running())
+				if err == nil {
+					u.OverlayPeers = n.overlayPeers()
+				}
+				return u, err
+			},
 			Interval: time.Duration(spec.AgentTickSeconds) * time.Second,
 			Logger:   n.log.With().Str("component", "heartbeat").Logger(),
 		})

@@ -100,16 +100,17 @@ func topNodes(g *globals, nodes []api.Node, name string, f outputFormat, now tim
 	if f != formatTable {
 		return printData(g.stdout, f, rows)
 	}
-	t := newTable(g.stdout, "NAME", "CPU", "CPU%", "MEMORY", "MEMORY%", "DISK READ/WRITTEN", "NET RX/TX", "SAMPLED")
+	t := newTable(g.stdout, "NAME", "CPU", "CPU%", "MEMORY", "MEMORY%", "DISK READ/WRITTEN", "NET RX/TX", "PEERS", "SAMPLED")
 	for _, r := range rows {
 		if r.Usage == nil {
-			t.row(r.Name, "-", "-", "-", "-", "-", "-", "-")
+			t.row(r.Name, "-", "-", "-", "-", "-", "-", "-", "-")
 			continue
 		}
 		u := r.Usage
+		sampled := time.Unix(u.SampledAt, 0)
 		t.row(r.Name, fmt.Sprintf("%dm", u.CPUMillis), percent(r.CPUPercent), sizeText(u.MemoryBytes), percent(r.MemoryPercent),
 			sizeText(u.DiskReadBytes)+"/"+sizeText(u.DiskWriteBytes), sizeText(u.NetworkRxBytes)+"/"+sizeText(u.NetworkTxBytes),
-			age(now, time.Unix(u.SampledAt, 0)))
+			peersText(u.OverlayPeers, sampled), age(now, sampled))
 	}
 	return t.flush()
 }
@@ -195,6 +196,25 @@ func topWorkloads(g *globals, nodes []api.Node, o *topOptions, name string, f ou
 	}
 	return t.flush()
 }
+
+// peersText renders the overlay peers as "fresh/all": how many had a
+// handshake within peerFresh of the sample, "-" without any peer.
+func peersText(peers []api.OverlayPeer, sampled time.Time) string {
+	if len(peers) == 0 {
+		return "-"
+	}
+	fresh := 0
+	for _, p := range peers {
+		if !p.LastHandshake.IsZero() && sampled.Sub(p.LastHandshake) <= peerFresh {
+			fresh++
+		}
+	}
+	return fmt.Sprintf("%d/%d", fresh, len(peers))
+}
+
+// peerFresh is how old a peer's last handshake may be for top to count it:
+// WireGuard renews a session every two minutes while traffic flows.
+const peerFresh = 3 * time.Minute
 
 func ptr[T any](v T) *T { return &v }
 

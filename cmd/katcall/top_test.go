@@ -25,6 +25,8 @@ func TestTop(t *testing.T) {
 		{NodeName: "n1", Timestamp: time.Now().Unix(), Resources: api.NodeResources{Capacity: api.ResourceList{CPU: "2000m", Memory: "4096Mi"}},
 			Usage: &api.NodeUsage{SampledAt: time.Now().Unix(), ResourceUsage: api.ResourceUsage{CPUMillis: 500, MemoryBytes: 1 << 30,
 				DiskReadBytes: 1536, DiskWriteBytes: 10 << 20},
+				OverlayPeers: []api.OverlayPeer{{Node: "n2", LastHandshake: time.Now().Add(-time.Minute)},
+					{Node: "n3", LastHandshake: time.Now().Add(-time.Hour)}, {Node: "n4"}},
 				Containers: []api.ContainerUsage{cu("default", "web", "web-1", 120, 64<<20), cu("default", "mon", "mon-1", 5, 8<<20)}}},
 	} {
 		if err := c.repo.PutNodeStatus(ctx, st); err != nil {
@@ -41,9 +43,9 @@ func TestTop(t *testing.T) {
 		want []string
 	}{
 		{"nodes", []string{"top", "nodes"}, []string{
-			"NAME   CPU    CPU%   MEMORY   MEMORY%   DISK READ/WRITTEN   NET RX/TX   SAMPLED",
-			"n1     500m   25%    1.0Gi    25%       1.5Ki/10.0Mi        0B/0B       ",
-			"n2     0m     -      0B       -         0B/0B               0B/0B       ",
+			"NAME   CPU    CPU%   MEMORY   MEMORY%   DISK READ/WRITTEN   NET RX/TX   PEERS   SAMPLED",
+			"n1     500m   25%    1.0Gi    25%       1.5Ki/10.0Mi        0B/0B       1/3     ",
+			"n2     0m     -      0B       -         0B/0B               0B/0B       -       ",
 		}},
 		{"one node", []string{"top", "node", "n1", "-o", "json"}, []string{`"cpuPercent": 25`, `"memoryBytes": 1073741824`}},
 		{"workloads", []string{"top", "workloads"}, []string{

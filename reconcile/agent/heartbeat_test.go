@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,15 +44,20 @@ func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
 	}
 }
 
-// TestHeartbeatSendsUsage: each beat carries a fresh usage sample and
-// publishes it as the node's metrics, its workloads' containers summed; a
+// TestHeartbeatSendsUsage: a beat carries a usage sample and publishes it
+// as the node's metrics, its workloads' containers summed; a beat woken
+// within minUsageGap of the sample resends it without sampling again; a
 // failed sample leaves the beat without usage, not without a beat.
 func TestHeartbeatSendsUsage(t *testing.T) {
 	t.Parallel()
 	facts := &memoryFacts{}
 	wake := make(chan struct{}, 1)
+	var mu sync.Mutex
+	clock := time.Unix(1_800_000_000, 0)
 	samples := 0
 	sample := func() (*api.NodeUsage, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		samples++
 		if samples == 2 {
 			return nil, errors.New("/proc/stat: gone")
@@ -69,24 +76,37 @@ func TestHeartbeatSendsUsage(t *testing.T) {
 			Node: "usage-node", Facts: facts, Interval: time.Hour, Wake: wake, Usage: sample,
 			Resources: func() (api.NodeResources, error) { return api.NodeResources{}, nil },
 			GPUs:      func() []api.GPU { return nil },
+			Now:       func() time.Time { mu.Lock(); defer mu.Unlock(); return clock },
 		})
 	}()
 	count := func() int { return len(facts.statuses()) }
-	polltest.Until(t, 10*time.Second, "the first beat", func() bool { return count() == 1 })
-	wake <- struct{}{}
-	polltest.Until(t, 10*time.Second, "the second beat", func() bool { return count() == 2 })
+	beats := []string{"the first beat", "a beat woken at once", "a beat woken later", "a beat woken later still"}
+	for i, what := range beats {
+		if i > 0 {
+			if i > 1 {
+				mu.Lock()
+				clock = clock.Add(minUsageGap)
+				mu.Unlock()
+			}
+			wake <- struct{}{}
+		}
+		polltest.Until(t, 10*time.Second, what, func() bool { return count() == i+1 })
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	sts := facts.statuses()
-	if u := sts[0].Usage; u == nil || u.CPUMillis != 501 || len(u.Containers) != 2 {
-		t.Fatalf("first beat's usage %+v, want the sample", u)
+	cpu := func(u *api.NodeUsage) int64 {
+		if u == nil {
+			return -1
+		}
+		return u.CPUMillis
 	}
-	if sts[1].Usage != nil {
-		t.Fatalf("second beat's usage %+v, want none (its sample failed)", sts[1].Usage)
+	if got := []int64{cpu(sts[0].Usage), cpu(sts[1].Usage), cpu(sts[2].Usage), cpu(sts[3].Usage)}; !slices.Equal(got, []int64{501, 501, -1, 503}) {
+		t.Fatalf("the beats' CPU usage %v, want the first sample twice, none (failed), the third sample", got)
 	}
-	for family, want := range map[string]float64{"kat_node_cpu_usage_millicores": 501, "kat_node_memory_usage_bytes": 1 << 30} {
+	for family, want := range map[string]float64{"kat_node_cpu_usage_millicores": 503, "kat_node_memory_usage_bytes": 1 << 30} {
 		if got := metricstest.Value(t, family, map[string]string{"node": "usage-node"}); got != want {
 			t.Errorf("%s = %v, want %v", family, got, want)
 		}

@@ -151,10 +151,14 @@ func TestOverlay(t *testing.T) {
 	t.Run("heartbeats carry each peer's last handshake", func(t *testing.T) {
 		for _, h := range hosts {
 			polltest.UntilErr(t, time.Minute, h.Name+"'s heartbeat names both peers with a handshake", func() error {
-				var n api.Node
-				if err := json.Unmarshal([]byte(c.katcall(t, "get", "node", h.Name, "-o", "json")), &n); err != nil {
+				var nodes []api.Node
+				if err := json.Unmarshal([]byte(c.katcall(t, "get", "node", h.Name, "-o", "json")), &nodes); err != nil {
 					return err
 				}
+				if len(nodes) != 1 {
+					return fmt.Errorf("%d nodes named %s", len(nodes), h.Name)
+				}
+				n := nodes[0]
 				if n.Usage == nil {
 					return errors.New("no usage in the heartbeat")
 				}

@@ -134,7 +134,8 @@ type NodeStatus struct {
 	// WorkloadInstances are the instances assigned to the node as the agent
 	// sees them.
 	WorkloadInstances []InstanceStatus `json:"workloadInstances,omitempty"`
-	// GPUs are the GPUs nvidia-smi reports; empty without one.
+	// GPUs are the GPUs nvidia-smi and rocm-smi report; empty without
+	// one.
 	GPUs []GPU `json:"gpus,omitempty"`
 	// Conditions report node problems, such as a missing container runtime
 	// (type RuntimeReady).
@@ -147,6 +148,71 @@ type NodeStatus struct {
 	// departed node whose agent started again is back. Default zero (an
 	// agent that predates it).
 	AgentStartedAt time.Time `json:"agentStartedAt,omitzero"`
+	// Usage is what the node and its containers used, as the agent last
+	// sampled it. It changes with every report, so the leader keeps it
+	// apart from the rest of the status (written with the heartbeat, never
+	// waking a loop). Nil: not sampled (an older agent).
+	Usage *NodeUsage `json:"usage,omitempty"`
+}
+
+// NodeUsage is what a node and its containers used, sampled by its agent
+// from the kernel's counters (the node's /proc, each container's cgroup and
+// network namespace). Byte counters count from the node's boot or the
+// container's start; CPU and the rates are averages over the interval
+// between the last two samples.
+type NodeUsage struct {
+	// SampledAt is when the sample was taken, in Unix seconds.
+	SampledAt int64 `json:"sampledAt"`
+	ResourceUsage
+	// Containers are the node's running containers of instances.
+	Containers []ContainerUsage `json:"containers,omitempty"`
+	// OverlayPeers are the node's WireGuard peers as its overlay device
+	// saw them at the sample; none without an overlay device.
+	OverlayPeers []OverlayPeer `json:"overlayPeers,omitempty"`
+}
+
+// OverlayPeer is one peer of a node's WireGuard device.
+type OverlayPeer struct {
+	// Node is the peer's node; "" for a peer the agent did not set.
+	Node      string `json:"node"`
+	PublicKey string `json:"publicKey"`
+	// Endpoint is the peer's current address and port; "" before any.
+	Endpoint string `json:"endpoint,omitempty"`
+	// LastHandshake is the last completed handshake with the peer; zero
+	// (omitted) for none. WireGuard renews a session every two minutes
+	// while traffic flows, so one much older means no traffic or no path.
+	LastHandshake time.Time `json:"lastHandshake,omitzero"`
+	// RxBytes and TxBytes count the bytes received from and sent to the
+	// peer since the device opened.
+	RxBytes int64 `json:"rxBytes"`
+	TxBytes int64 `json:"txBytes"`
+}
+
+// ResourceUsage is what a node or a container used.
+type ResourceUsage struct {
+	// CPUMillis is the CPU used over the last interval, in thousandths of
+	// a core.
+	CPUMillis int64 `json:"cpuMillis"`
+	// MemoryBytes is the memory in use: a node's total less what is
+	// available, a container's cgroup's usage.
+	MemoryBytes int64 `json:"memoryBytes"`
+	// DiskReadBytes and DiskWriteBytes count block-device bytes read and
+	// written.
+	DiskReadBytes  int64 `json:"diskReadBytes"`
+	DiskWriteBytes int64 `json:"diskWriteBytes"`
+	// NetworkRxBytes and NetworkTxBytes count bytes received and sent on
+	// every interface but loopback (a node's, or the container's network
+	// namespace's).
+	NetworkRxBytes int64 `json:"networkRxBytes"`
+	NetworkTxBytes int64 `json:"networkTxBytes"`
+}
+
+// ContainerUsage is what one instance's container used.
+type ContainerUsage struct {
+	Namespace  string `json:"namespace"`
+	Workload   string `json:"workload"`
+	InstanceID string `json:"instanceID"`
+	ResourceUsage
 }
 
 // NodeOverlay is a node's place in the WireGuard overlay as the node
@@ -160,10 +226,17 @@ type NodeOverlay struct {
 
 // GPU is one GPU of a node.
 type GPU struct {
-	Index   int    `json:"index"`
-	Name    string `json:"name"`
+	// Index identifies the GPU on its node (Assignment.GPU): NVIDIA's
+	// first, then AMD's.
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	// Driver is "nvidia" or "amd".
 	Driver  string `json:"driver"`
 	VRAMMiB int    `json:"vramMiB"`
+	// Device is the GPU's fully qualified CDI device name, the one its
+	// vendor's CDI spec gives it ("nvidia.com/gpu=0", "amd.com/gpu=0"): how
+	// an instance holding the GPU gets it. "" from an agent older than CDI.
+	Device string `json:"device,omitempty"`
 }
 
 // Node states.

@@ -11,6 +11,7 @@ import (
 
 	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/internal/metrics"
+	"kat.dws.rip/kat/internal/metrics/metricstest"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -136,4 +137,31 @@ func scrapeErr(url string, ca *pki.CA, cert *pki.Leaf, bearer string) (*http.Res
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
 	return (&http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}).Do(req)
+}
+
+// TestRequestMetrics: each request is counted by its route pattern, not its
+// path, and its status code; a path no route matches is "unmatched".
+func TestRequestMetrics(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	route := "/v1alpha1/n/{ns}/workloads/{name}"
+	labels := func(route, code string) map[string]string {
+		return map[string]string{"method": http.MethodGet, "route": route, "code": code}
+	}
+	before, unmatched := metricstest.Value(t, "kat_api_request_duration_seconds", labels(route, "404")),
+		metricstest.Value(t, "kat_api_request_duration_seconds", labels("unmatched", "404"))
+	for _, name := range []string{"absent-1", "absent-2"} {
+		if code, _ := f.raw(t, http.MethodGet, "/v1alpha1/n/default/workloads/"+name, token, nil); code != http.StatusNotFound {
+			t.Fatalf("GET %s: %d, want 404", name, code)
+		}
+	}
+	if code, _ := f.raw(t, http.MethodGet, "/nowhere", token, nil); code != http.StatusNotFound {
+		t.Fatalf("GET an unknown route: %d, want 404", code)
+	}
+	if got := metricstest.Value(t, "kat_api_request_duration_seconds", labels(route, "404")); got != before+2 {
+		t.Errorf("requests of %s answered 404: %v, want %v", route, got, before+2)
+	}
+	if got := metricstest.Value(t, "kat_api_request_duration_seconds", labels("unmatched", "404")); got < unmatched+1 {
+		t.Errorf("unmatched requests: %v, want at least %v", got, unmatched+1)
+	}
 }

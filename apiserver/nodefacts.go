@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -51,6 +52,10 @@ func (s *Server) postNodeStatus(w http.ResponseWriter, r *http.Request) {
 				Message: "node status: invalid overlay", Details: problems})
 			return
 		}
+	}
+	if msg := usageProblem(st.Usage); msg != "" {
+		writeError(w, badRequest("node status: usage.%s", msg))
+		return
 	}
 	if err := s.facts.RecordStatus(r.Context(), st); err != nil {
 		writeError(w, errorFor(err))
@@ -173,4 +178,38 @@ func (s *Server) readNodeReport(w http.ResponseWriter, r *http.Request, what str
 		return "", false
 	}
 	return node, true
+}
+
+// usageProblem says what is wrong with a reported usage sample ("" when
+// nothing is): counters are never negative, and each container names its
+// instance.
+func usageProblem(u *api.NodeUsage) string {
+	if u == nil {
+		return ""
+	}
+	negative := func(field string, r api.ResourceUsage) string {
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"cpuMillis", r.CPUMillis}, {"memoryBytes", r.MemoryBytes}, {"diskReadBytes", r.DiskReadBytes},
+			{"diskWriteBytes", r.DiskWriteBytes}, {"networkRxBytes", r.NetworkRxBytes}, {"networkTxBytes", r.NetworkTxBytes}} {
+			if f.v < 0 {
+				return fmt.Sprintf("%s%s: %d is negative", field, f.name, f.v)
+			}
+		}
+		return ""
+	}
+	if msg := negative("", u.ResourceUsage); msg != "" {
+		return msg
+	}
+	for i, c := range u.Containers {
+		field := fmt.Sprintf("containers[%d].", i)
+		if c.InstanceID == "" || len(c.InstanceID) > maxEventObject {
+			return field + fmt.Sprintf("instanceID: must be 1 to %d bytes", maxEventObject)
+		}
+		if msg := negative(field, c.ResourceUsage); msg != "" {
+			return msg
+		}
+	}
+	return ""
 }

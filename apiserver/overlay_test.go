@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,5 +97,51 @@ func TestStatusReportsRecordTheOverlay(t *testing.T) {
 	defer mu.Unlock()
 	if len(calls) != 3 {
 		t.Errorf("refused reports called NodeOverlay: %v", calls[3:])
+	}
+}
+
+// TestStatusReportsUsage: a report's usage sample (with its overlay peers)
+// is served with the node; a sample with a negative counter or a container
+// without an instance is a 400 naming the field and records nothing.
+func TestStatusReportsUsage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	if err := f.repo.PutNodeRegistration(ctx, api.NodeRegistration{Name: "n1", AdvertiseAddress: "192.0.2.1", AgentPort: 9116}); err != nil {
+		t.Fatal(err)
+	}
+	hs := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	good := api.NodeUsage{SampledAt: 100, ResourceUsage: api.ResourceUsage{CPUMillis: 250, MemoryBytes: 1 << 30},
+		Containers:   []api.ContainerUsage{{Namespace: "default", Workload: "web", InstanceID: "web-1", ResourceUsage: api.ResourceUsage{CPUMillis: 10}}},
+		OverlayPeers: []api.OverlayPeer{{Node: "n2", PublicKey: "k", Endpoint: "192.0.2.2:51820", LastHandshake: hs, RxBytes: 5}}}
+	post := func(u api.NodeUsage) (int, api.Error) {
+		return f.raw(t, http.MethodPost, "/v1alpha1/nodes/n1/status", token,
+			mustJSON(t, api.NodeStatus{NodeName: "n1", Timestamp: time.Now().Unix(), Usage: &u}))
+	}
+	if code, apiErr := post(good); code != http.StatusNoContent {
+		t.Fatalf("a good sample: %d %+v", code, apiErr)
+	}
+	nodes, err := f.repo.ListNodes(ctx)
+	if err != nil || len(nodes) != 1 || !reflect.DeepEqual(nodes[0].Status.Usage, &good) {
+		t.Fatalf("nodes %+v, %v; want n1 with the sample", nodes, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*api.NodeUsage)
+		want   string
+	}{
+		{"negative cpu", func(u *api.NodeUsage) { u.CPUMillis = -1 }, "usage.cpuMillis: -1 is negative"},
+		{"container without an instance", func(u *api.NodeUsage) { u.Containers[0].InstanceID = "" }, "usage.containers[0].instanceID"},
+		{"negative container bytes", func(u *api.NodeUsage) { u.Containers[0].NetworkTxBytes = -5 }, "usage.containers[0].networkTxBytes: -5 is negative"},
+	} {
+		u := good
+		u.Containers = slices.Clone(good.Containers)
+		tc.change(&u)
+		if code, apiErr := post(u); code != http.StatusBadRequest || !strings.Contains(apiErr.Message, tc.want) {
+			t.Errorf("%s: %d %+v, want 400 saying %q", tc.name, code, apiErr, tc.want)
+		}
+	}
+	if nodes, err := f.repo.ListNodes(ctx); err != nil || !reflect.DeepEqual(nodes[0].Status.Usage, &good) {
+		t.Errorf("after refused samples: %+v, %v; want the good one kept", nodes[0].Status.Usage, err)
 	}
 }

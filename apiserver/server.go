@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -390,6 +391,11 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r)
+		route := ""
+		if rc := chi.RouteContext(r.Context()); rc != nil {
+			route = rc.RoutePattern()
+		}
+		metrics.APIRequest(r.Method, route, ww.Status(), time.Since(start))
 		ev := s.cfg.Logger.Debug()
 		heartbeat := r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1alpha1/nodes/") && strings.HasSuffix(r.URL.Path, "/status")
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && !heartbeat {

@@ -59,6 +59,8 @@ type Device struct {
 	wg   *wgctrl.Client
 	typ  string
 	user *userspace // nil for a kernel device
+	// nodes names the peers of the last Sync, by public key.
+	nodes map[wgtypes.Key]string
 }
 
 // userspace is the embedded wireguard-go device and its UAPI listener.

@@ -55,7 +55,8 @@ func TestDeviceInNetns(t *testing.T) {
 // testDevice runs inside the private namespace: a userspace device (mode
 // userspace, as in auto mode without the module) gets its MTU from the
 // underlay, the key and port; Sync sets the address, peers and routes, then
-// drops a node that left with its route; Close removes the UAPI socket; a
+// drops a node that left with its route; Peers reads the peers back;
+// Close removes the UAPI socket; a
 // stale socket is replaced by the next Open.
 func testDevice(t *testing.T) {
 	t.Helper()
@@ -104,6 +105,20 @@ func testDevice(t *testing.T) {
 		}
 	}
 	check(t, name, priv, "10.100.0.1", []wgtypes.Key{k2, k3}, []string{"10.100.2.0/23", "10.100.4.0/23"})
+	// Peers reads them back through the UAPI socket, named by node; no
+	// handshake happened (the peers do not exist).
+	peers, err := dev.Peers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]PeerStatus{}
+	for _, p := range peers {
+		got[p.Node] = p
+	}
+	if len(peers) != 2 || got["b"].PublicKey != k2 || got["b"].Endpoint != "192.0.2.2:51820" || got["c"].PublicKey != k3 ||
+		!got["b"].LastHandshake.IsZero() {
+		t.Errorf("Peers = %+v, want b and c with their keys and endpoints, never a handshake", peers)
+	}
 
 	if err := dev.Sync(PlanFor("a", nodes[:2])); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -38,6 +39,10 @@ func (d *Device) Sync(p Plan) error {
 	dev, err := d.wg.Device(name)
 	if err != nil {
 		return fmt.Errorf("netstack: read the WireGuard device %s: %w", name, err)
+	}
+	d.nodes = make(map[wgtypes.Key]string, len(p.Peers))
+	for _, peer := range p.Peers {
+		d.nodes[peer.PublicKey] = peer.Node
 	}
 	cfg := wgtypes.Config{Peers: peerChanges(dev.Peers, want)}
 	if dev.PrivateKey != d.cfg.PrivateKey {
@@ -182,4 +187,46 @@ func listRetry[T any](list func() ([]T, error)) ([]T, error) {
 		}
 	}
 	return out, err
+}
+
+// PeerStatus is one peer as the device sees it.
+type PeerStatus struct {
+	// Node is the peer's node, as the last Sync named it; "" for a peer
+	// no Sync set.
+	Node      string
+	PublicKey wgtypes.Key
+	// Endpoint is the peer's current host:port ("" before any).
+	Endpoint string
+	// LastHandshake is the last completed handshake; zero for none.
+	LastHandshake time.Time
+	// RxBytes and TxBytes count what the device received from and sent to
+	// the peer.
+	RxBytes, TxBytes int64
+}
+
+// Peers reads the device's peers (one wgctrl call, through the kernel or
+// the userspace device's UAPI socket), in the device's order.
+func (d *Device) Peers() ([]PeerStatus, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.wg == nil {
+		return nil, errors.New("netstack: read the peers of a closed device")
+	}
+	dev, err := d.wg.Device(d.cfg.Interface)
+	if err != nil {
+		return nil, fmt.Errorf("netstack: read the WireGuard device %s: %w", d.cfg.Interface, err)
+	}
+	out := make([]PeerStatus, 0, len(dev.Peers))
+	for _, p := range dev.Peers {
+		ps := PeerStatus{Node: d.nodes[p.PublicKey], PublicKey: p.PublicKey, LastHandshake: p.LastHandshakeTime,
+			RxBytes: p.ReceiveBytes, TxBytes: p.TransmitBytes}
+		if p.Endpoint != nil {
+			ps.Endpoint = p.Endpoint.String()
+		}
+		if ps.LastHandshake.Unix() <= 0 {
+			ps.LastHandshake = time.Time{} // wgctrl's "never" is the Unix epoch
+		}
+		out = append(out, ps)
+	}
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/internal/metrics"
@@ -69,13 +70,15 @@ func (n *Node) runAgent(ctx context.Context) error {
 		return err
 	}
 	beat := make(chan struct{}, 1)
+	gpus := agent.DetectGPUs()
+	usage := agent.NewUsageSampler()
 	ag, err := agent.NewAgent(agent.AgentConfig{
 		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt, Facts: facts,
 		MaxConcurrentPulls: o.MaxConcurrentPulls, Builder: builder,
 		BuildAuth: o.AppAuth, MaxConcurrentSteps: o.MaxConcurrentSteps,
 		HostPorts: o.HostPorts, NetworkName: o.PodmanNetwork,
-		BuildSpec: agent.NewSpecBuilderWithSecrets(n.state.NodeName, volumes, idRange, secrets), CheckHost: rt.CheckHost,
-		Networks: rt, ClusterDomain: spec.ClusterDomain,
+		BuildSpec: agent.WithGPUs(agent.NewSpecBuilderWithSecrets(n.state.NodeName, volumes, idRange, secrets), gpus), CheckHost: rt.CheckHost,
+		Networks: rt, ClusterDomain: spec.ClusterDomain, LogMaxSize: spec.ContainerLogMaxBytes(),
 		Secrets:    agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf),
 		SecretsDir: secrets.Dir, SecretsMount: agent.SecretsTmpfs,
 		OnChange: func() { reconcile.Poke(beat) },
@@ -100,8 +103,15 @@ func (n *Node) runAgent(ctx context.Context) error {
 	g.Go(func() error {
 		return agent.RunHeartbeat(gctx, agent.HeartbeatConfig{
 			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Facts: facts, Wake: beat,
-			Overlay:   overlayReport(n.state, n.wgKey),
+			Overlay: overlayReport(n.state, n.wgKey), GPUs: func() []api.GPU { return gpus },
 			Instances: ag.Instances, Conditions: ag.Conditions,
+			Usage: func() (*api.NodeUsage, error) {
+				u, err := usage.Sample(ag.Running())
+				if err == nil {
+					u.OverlayPeers = n.overlayPeers()
+				}
+				return u, err
+			},
 			Interval: time.Duration(spec.AgentTickSeconds) * time.Second, StartedAt: started,
 			Logger: n.log.With().Str("component", "heartbeat").Logger(),
 		})

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -44,6 +45,9 @@ type Node struct {
 	etcd *store.Etcd
 	// front serves the API on a node that may lead (Run sets it).
 	front *apiFront
+	// overlayDev is the open overlay device, nil while there is none
+	// (runOverlay sets it); the heartbeat reads its peers.
+	overlayDev atomic.Pointer[netstack.Device]
 	// closers run in reverse order after the store closed.
 	closers []func() error
 }

@@ -111,6 +111,7 @@ func (n *Node) runOverlay(ctx context.Context, waitNetwork func(context.Context,
 	var dev *netstack.Device
 	defer func() {
 		if dev != nil {
+			n.overlayDev.Store(nil)
 			dev.Close()
 			log.Info().Msg("overlay device closed")
 		}
@@ -128,6 +129,7 @@ func (n *Node) runOverlay(ctx context.Context, waitNetwork func(context.Context,
 					return fmt.Errorf("open the overlay device: %w", err)
 				}
 				dev = d
+				n.overlayDev.Store(d)
 				log.Info().Str("device_type", d.Type()).Int("mtu", d.MTU()).Int("port", ov.Port).
 					Str("public_key", n.wgKey.PublicKey().String()).Msg("overlay device ready")
 			}
@@ -180,4 +182,24 @@ func (n *Node) runOverlay(ctx context.Context, waitNetwork func(context.Context,
 		case <-after:
 		}
 	}
+}
+
+// overlayPeers reads the overlay device's peers for the heartbeat: none
+// without a device, or when it cannot be read (logged).
+func (n *Node) overlayPeers() []api.OverlayPeer {
+	dev := n.overlayDev.Load()
+	if dev == nil {
+		return nil
+	}
+	peers, err := dev.Peers()
+	if err != nil {
+		n.log.Debug().Err(err).Str("component", "overlay").Msg("overlay peers not read")
+		return nil
+	}
+	out := make([]api.OverlayPeer, 0, len(peers))
+	for _, p := range peers {
+		out = append(out, api.OverlayPeer{Node: p.Node, PublicKey: p.PublicKey.String(), Endpoint: p.Endpoint,
+			LastHandshake: p.LastHandshake.UTC(), RxBytes: p.RxBytes, TxBytes: p.TxBytes})
+	}
+	return out
 }

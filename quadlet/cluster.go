@@ -48,6 +48,10 @@ type ClusterSpec struct {
 	// VolumeBasePath is where agents keep SimpleClusterStorage volumes.
 	// Default "/var/lib/kat/volumes".
 	VolumeBasePath string `json:"volumeBasePath" yaml:"volumeBasePath"`
+	// ContainerLogMaxSize bounds each container's log on its node, in the
+	// memory quantity syntax (at least 64Ki): once the log would pass it,
+	// it starts afresh. Default "10Mi".
+	ContainerLogMaxSize string `json:"containerLogMaxSize" yaml:"containerLogMaxSize"`
 	// BackupPath is where the leader writes etcd snapshots. Default
 	// "/var/lib/kat/backups".
 	BackupPath string `json:"backupPath" yaml:"backupPath"`
@@ -131,6 +135,8 @@ const (
 	DefaultEtcdClientPort         = 2379
 	DefaultEtcdMembers            = 3
 	DefaultVolumeBasePath         = "/var/lib/kat/volumes"
+	DefaultContainerLogMaxSize    = "10Mi"
+	minContainerLogMaxBytes       = 64 << 10
 	DefaultBackupPath             = "/var/lib/kat/backups"
 	DefaultBackupIntervalMinutes  = 30
 	DefaultBackupRetention        = 5
@@ -188,6 +194,9 @@ func defaultCluster(s *ClusterSpec, c *checker) {
 	if s.VolumeBasePath == "" {
 		s.VolumeBasePath = DefaultVolumeBasePath
 	}
+	if s.ContainerLogMaxSize == "" {
+		s.ContainerLogMaxSize = DefaultContainerLogMaxSize
+	}
 	if s.BackupPath == "" {
 		s.BackupPath = DefaultBackupPath
 	}
@@ -243,6 +252,11 @@ func validateCluster(c *checker, s *ClusterSpec) {
 		c.errorf("spec.etcdMembers", "must be 1, 3 or 5 (an odd quorum size), got %d", m)
 	}
 	c.check("spec.volumeBasePath", s.VolumeBasePath, cleanAbsPath)
+	if n, err := ParseMemory(s.ContainerLogMaxSize); err != nil {
+		c.errorf("spec.containerLogMaxSize", "%v", err)
+	} else if n < minContainerLogMaxBytes {
+		c.errorf("spec.containerLogMaxSize", "must be at least 64Ki, got %s", s.ContainerLogMaxSize)
+	}
 	c.check("spec.backupPath", s.BackupPath, cleanAbsPath)
 	c.atLeast("spec.backupIntervalMinutes", s.BackupIntervalMinutes, 1)
 	c.atLeast("spec.backupRetention", s.BackupRetention, 1)
@@ -314,4 +328,14 @@ func (s *ClusterSpec) Members() int {
 		return DefaultEtcdMembers
 	}
 	return s.EtcdMembers
+}
+
+// ContainerLogMaxBytes is ContainerLogMaxSize in bytes; 0 when it is not a
+// valid quantity (a spec ParseClusterConfiguration returned always is).
+func (s *ClusterSpec) ContainerLogMaxBytes() int64 {
+	n, err := ParseMemory(s.ContainerLogMaxSize)
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -32,6 +32,7 @@ func TestParseClusterConfigurationDefaults(t *testing.T) {
 		EtcdClientPort:          2379,
 		EtcdMembers:             3,
 		VolumeBasePath:          "/var/lib/kat/volumes",
+		ContainerLogMaxSize:     "10Mi",
 		BackupPath:              "/var/lib/kat/backups",
 		BackupIntervalMinutes:   30,
 		BackupRetention:         5,
@@ -47,6 +48,9 @@ func TestParseClusterConfigurationDefaults(t *testing.T) {
 	}
 	if got := cc.Spec.ClusterPrefix().String(); got != "10.100.0.0/16" {
 		t.Errorf("ClusterPrefix = %s", got)
+	}
+	if got := cc.Spec.ContainerLogMaxBytes(); got != 10<<20 {
+		t.Errorf("ContainerLogMaxBytes = %d", got)
 	}
 	if got := cc.Spec.ServicePrefix().Bits(); got != 16 {
 		t.Errorf("ServicePrefix bits = %d", got)
@@ -115,6 +119,8 @@ func TestParseClusterConfigurationInvalid(t *testing.T) {
 		{"port too large", minimalCluster + "  apiPort: 65536\n", "cluster.kat:8: spec.apiPort: must be between 1 and 65535"},
 		{"ports collide", minimalCluster + "  etcdClientPort: 2380\n", "cluster.kat:8: spec.etcdClientPort: port 2380 is already used by etcdPeerPort"},
 		{"volume path relative", minimalCluster + "  volumeBasePath: var/lib/kat\n", "cluster.kat:8: spec.volumeBasePath: \"var/lib/kat\" must be an absolute path"},
+		{"log size no quantity", minimalCluster + "  containerLogMaxSize: 10MB\n", `cluster.kat:8: spec.containerLogMaxSize: invalid memory quantity "10MB"`},
+		{"log size too small", minimalCluster + "  containerLogMaxSize: 4Ki\n", "cluster.kat:8: spec.containerLogMaxSize: must be at least 64Ki, got 4Ki"},
 		{"backup path unclean", minimalCluster + "  backupPath: /var/lib/../kat\n", "cluster.kat:8: spec.backupPath"},
 		{"etcd members even", minimalCluster + "  etcdMembers: 2\n", "cluster.kat:8: spec.etcdMembers: must be 1, 3 or 5 (an odd quorum size), got 2"},
 		{"etcd members zero", minimalCluster + "  etcdMembers: 0\n", "cluster.kat:8: spec.etcdMembers: must be 1, 3 or 5 (an odd quorum size), got 0"},

@@ -301,6 +301,16 @@ func TestCreateSpec(t *testing.T) {
 			t.Errorf("%s: %s, want %s", k, got, v)
 		}
 	}
+	spec.Devices = []string{"amd.com/gpu=1", "nvidia.com/gpu=GPU-4b8c"}
+	spec.LogMaxSize = 10 << 20
+	must(t, spec.Validate())
+	m = render()
+	for k, v := range map[string]string{"devices": `[{"path":"amd.com/gpu=1"},{"path":"nvidia.com/gpu=GPU-4b8c"}]`,
+		"log_configuration": `{"driver":"k8s-file","size":10485760}`} {
+		if got, _ := json.Marshal(m[k]); string(got) != v {
+			t.Errorf("%s: %s, want %s", k, got, v)
+		}
+	}
 	spec.UserNS = "host"
 	if got, _ := json.Marshal(render()["userns"]); string(got) != `{"nsmode":"host"}` || render()["idmappings"] != nil {
 		t.Fatalf("userns not passed: %s", got)
@@ -338,6 +348,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		}, `mounts[1].target: "/t/" is mounted twice`},
 		{"tiny memory", func(s *ContainerSpec) { s.MemoryBytes = 1024 }, "memoryBytes: 1024 is below podman's minimum"},
 		{"negative cpu", func(s *ContainerSpec) { s.CPUMillis = -1 }, "cpuMillis: -1 is negative"},
+		{"negative log size", func(s *ContainerSpec) { s.LogMaxSize = -1 }, "logMaxSize: -1 is negative"},
 		{"map to host root", func(s *ContainerSpec) { s.IDMap = &IDMap{} }, "idMap.hostBase: 0 is not above 0"},
 		{"map and userns", func(s *ContainerSpec) { s.IDMap, s.UserNS = &IDMap{HostBase: 1}, "auto" }, `idMap: is set together with userNS "auto"`},
 		{"bad network", func(s *ContainerSpec) { s.Network = "-kat" }, `network: "-kat" is not a valid network name`},
@@ -346,6 +357,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"no nameserver", func(s *ContainerSpec) { s.DNS = []netip.Addr{{}} }, "dns[0]: invalid IP is not a nameserver address"},
 		{"bad search domain", func(s *ContainerSpec) { s.DNSSearch = []string{"ns1.kat", "a b"} }, `dnsSearch[1]: "a b" is not a domain name`},
 		{"bad dns option", func(s *ContainerSpec) { s.DNSOptions = []string{"ndots 2"} }, `dnsOptions[0]: "ndots 2" is not a resolv.conf option`},
+		{"device path", func(s *ContainerSpec) { s.Devices = []string{"/dev/dri/renderD128"} }, `devices[0]: "/dev/dri/renderD128" is not a CDI device name`},
+		{"device without a name", func(s *ContainerSpec) { s.Devices = []string{"amd.com/gpu=0", "amd.com/gpu"} }, `devices[1]: "amd.com/gpu" is not a CDI device name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok

@@ -234,6 +234,8 @@ func classify(stderr string) error {
 	case strings.Contains(s, "can only create exec sessions on running containers"),
 		strings.Contains(s, "is not running"):
 		return ErrNotRunning
+	case strings.Contains(s, "unresolvable cdi devices"):
+		return ErrDeviceUnavailable
 	}
 	return nil
 }

@@ -336,19 +336,7 @@ func TestPodmanLogsFollow(t *testing.T) {
 	if err := pm.StartContainer(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	rc, err := pm.Logs(ctx, id, LogOptions{Follow: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	lines := make(chan string, 16)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(rc)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines, stop := followLines(t, ctx, pm, id)
 	expect := func(want string) {
 		t.Helper()
 		select {
@@ -366,11 +354,7 @@ func TestPodmanLogsFollow(t *testing.T) {
 		t.Fatalf("exec touch: %+v %v", res, err)
 	}
 	expect("second")
-	if err := rc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for range lines { // the reader goroutine ends once the stream is closed
-	}
+	stop()
 
 	for _, tc := range []struct {
 		name string
@@ -395,6 +379,43 @@ func TestPodmanLogsFollow(t *testing.T) {
 	if _, err := pm.Logs(ctx, "kat-rt-test-"+mark+"-absent", LogOptions{}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("logs of an absent container: got %v, want ErrNotFound", err)
 	}
+}
+
+// followLines follows container id's log and sends its lines; stop
+// closes the stream and waits for the reader, which then closes lines.
+func followLines(t *testing.T, ctx context.Context, pm *Podman, id string) (lines <-chan string, stop func()) {
+	t.Helper()
+	rc, err := pm.Logs(ctx, id, LogOptions{Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan string, 256)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		sc := bufio.NewScanner(rc)
+		for sc.Scan() {
+			select {
+			case ch <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if err := rc.Close(); err != nil {
+				t.Errorf("close the log stream: %v", err)
+			}
+			for range ch { // the reader ends once the stream is closed
+			}
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return ch, stop
 }
 
 func TestPodmanExec(t *testing.T) {

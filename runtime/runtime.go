@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"strings"
@@ -132,6 +133,10 @@ var (
 	// processes of it running, which were then killed: the container and
 	// its processes are gone, but not as the runtime should have done it.
 	ErrKilledLeftovers = errors.New("runtime: the container runtime left processes of a removed container running")
+	// ErrDeviceUnavailable means a device the spec asks for
+	// (ContainerSpec.Devices) cannot be attached: no CDI spec on the host
+	// defines it. It wraps ErrInvalidSpec.
+	ErrDeviceUnavailable = fmt.Errorf("%w: device unavailable", ErrInvalidSpec)
 )
 
 // ContainerSpec is what CreateContainer needs. ToContainerSpec builds one
@@ -194,6 +199,19 @@ type ContainerSpec struct {
 	// DNSOptions are resolv.conf options (--dns-option), for example
 	// "ndots:2". Default none.
 	DNSOptions []string
+	// Devices are fully qualified CDI device names (vendor/class=name, for
+	// example "nvidia.com/gpu=0") the container gets (--device): what the
+	// vendor's CDI spec in /etc/cdi or /var/run/cdi gives it, device nodes
+	// and all. A device no spec defines fails the create with an error
+	// wrapping ErrInvalidSpec that names it. Default none.
+	Devices []string
+	// LogMaxSize bounds the container's log file, in bytes: the log is
+	// written by Podman's k8s-file driver (--log-driver k8s-file), whose
+	// conmon starts the file afresh once it would pass the size
+	// (--log-opt max-size), so it never holds more. A follower of the log
+	// (Logs with Follow) goes on reading the new file. Default 0: Podman's
+	// default driver, unbounded.
+	LogMaxSize int64
 }
 
 // EnvVar is one environment variable.

@@ -16,6 +16,9 @@ var (
 	// dnsNameRE is a domain name of letters, digits and '-' labels.
 	dnsNameRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
 	dnsOptionRE = regexp.MustCompile(`^[a-z][a-z0-9-]*(:[0-9]+)?$`)
+	// cdiDeviceRE is a fully qualified CDI device name: vendor (a domain
+	// name), class and device name, as the CDI specification spells them.
+	cdiDeviceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_-]*=[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
 )
 
 // Validate checks a spec without running anything. Its errors wrap
@@ -41,6 +44,8 @@ func (s *ContainerSpec) Validate() error {
 		return bad("memoryBytes", "%d is below podman's minimum of 6MiB", s.MemoryBytes)
 	case s.StopTimeout < 0:
 		return bad("stopTimeout", "%s is negative", s.StopTimeout)
+	case s.LogMaxSize < 0:
+		return bad("logMaxSize", "%d is negative", s.LogMaxSize)
 	case strings.ContainsAny(s.UserNS, " \t\n"):
 		return bad("userNS", "%q contains white space", s.UserNS)
 	case s.IDMap != nil && s.IDMap.HostBase <= 0:
@@ -83,6 +88,11 @@ func (s *ContainerSpec) Validate() error {
 	}
 	if err := s.validateNetwork(); err != nil {
 		return err
+	}
+	for i, d := range s.Devices {
+		if !cdiDeviceRE.MatchString(d) {
+			return bad(fmt.Sprintf("devices[%d]", i), "%q is not a CDI device name (vendor/class=name, for example nvidia.com/gpu=0)", d)
+		}
 	}
 	targets := map[string]bool{}
 	for i, m := range s.Mounts {
@@ -177,6 +187,20 @@ type specGen struct {
 	DNSOptions []string        `json:"dns_option,omitempty"`
 	Mounts     []mount         `json:"mounts,omitempty"`
 	Resources  *resources      `json:"resource_limits,omitempty"`
+	Devices    []device        `json:"devices,omitempty"`
+	LogConfig  *logConfig      `json:"log_configuration,omitempty"`
+}
+
+// device is a device of the container: a host path, or a CDI device's
+// fully qualified name (vendor/class=name), which Podman resolves.
+type device struct {
+	Path string `json:"path"`
+}
+
+// logConfig is the container's log driver and the size its log rotates at.
+type logConfig struct {
+	Driver string `json:"driver,omitempty"`
+	Size   int64  `json:"size,omitempty"`
 }
 
 type namespace struct {
@@ -310,6 +334,12 @@ func (p *Podman) createSpec(s *ContainerSpec) specGen {
 		g.DNSServers = append(g.DNSServers, ip.String())
 	}
 	g.DNSSearch, g.DNSOptions = s.DNSSearch, s.DNSOptions
+	for _, d := range s.Devices {
+		g.Devices = append(g.Devices, device{Path: d})
+	}
+	if s.LogMaxSize > 0 {
+		g.LogConfig = &logConfig{Driver: "k8s-file", Size: s.LogMaxSize}
+	}
 	if s.StopTimeout > 0 {
 		t := uint(ceilSeconds(s.StopTimeout))
 		g.StopTimeout = &t

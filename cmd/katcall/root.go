@@ -39,7 +39,7 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.AddCommand(newSourceCommand(g), newSecretCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
 	root.AddCommand(newDiffCommand(g))
 	root.AddCommand(newBackupCommand(g))
-	root.AddCommand(newLogsCommand(g))
+	root.AddCommand(newLogsCommand(g), newTopCommand(g))
 	root.AddCommand(newHistoryCommand(g), newRollbackCommand(g), newRolloutCommand(g))
 	root.AddCommand(
 		newNodeActionCommand(g, "cordon", "Mark a node unschedulable: it gets no new instance", "cordoned", (*apiclient.Client).CordonNode),

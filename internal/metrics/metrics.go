@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -96,6 +97,17 @@ var (
 		Help: "Changes of this node's leadership: elected (a term began) or lost (a term ended).",
 	}, []string{"change"})
 
+	apiRequests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kat_api_request_duration_seconds",
+		Help:    "Time to answer one request of the cluster API, by method, route pattern (\"/v1alpha1/n/{ns}/workloads/{name}\"; \"unmatched\" for none) and status code; _count counts requests.",
+		Buckets: passBuckets,
+	}, []string{"method", "route", "code"})
+
+	scheduling = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kat_scheduling_attempts_total",
+		Help: "Instances the leader tried to place, by result (scheduled, unschedulable) and, for unschedulable, the reason that ruled out the most nodes (insufficient_cpu, insufficient_memory, taint, no_gpu, ...; no_nodes when there is none).",
+	}, []string{"result", "reason"})
+
 	backupDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kat_backup_duration_seconds",
 		Help:    "Time to write and check one etcd snapshot as leader (scheduled or katcall backup), by result (success, failure).",
@@ -115,7 +127,7 @@ var (
 var katCollectors = []prometheus.Collector{
 	gitFetch, gitSync, webhooksReceived, webhooksAccepted, webhooksRefused,
 	reconcilePass, reconcileQueue, reconcileLatency, builds, instances, isLeader, leaderChanges,
-	etcd, backupDuration, backupLastSuccess, backupSize,
+	etcd, backupDuration, backupLastSuccess, backupSize, usage, apiRequests, scheduling,
 }
 
 func init() {
@@ -221,4 +233,27 @@ func BackupFinished(start time.Time, size int64, err error) {
 		backupLastSuccess.Set(float64(time.Now().Unix()))
 		backupSize.Set(float64(size))
 	}
+}
+
+// APIRequest records one request of the cluster API: its method, the
+// route pattern that matched it ("" for none), its status code and how
+// long it took.
+func APIRequest(method, route string, code int, d time.Duration) {
+	if route == "" {
+		route = "unmatched"
+	}
+	apiRequests.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// Scheduling results (kat_scheduling_attempts_total).
+const (
+	ScheduleScheduled     = "scheduled"
+	ScheduleUnschedulable = "unschedulable"
+)
+
+// Scheduled records n attempts to place an instance that ended with
+// result (ScheduleScheduled, or ScheduleUnschedulable with the reason
+// that ruled out the most nodes; "" for a scheduled one).
+func Scheduled(result, reason string, n int) {
+	scheduling.WithLabelValues(result, reason).Add(float64(n))
 }

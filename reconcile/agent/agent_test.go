@@ -40,6 +40,9 @@ type agentEnv struct {
 // testCluster is the cluster UID of the agents these tests start.
 const testCluster = "cluster-uid-1"
 
+// testLogMaxSize is the log bound of the agents these tests start.
+const testLogMaxSize = 256 << 10
+
 func newAgentEnv(t *testing.T) *agentEnv {
 	t.Helper()
 	return &agentEnv{t: t, repo: resources.New(storetest.New(t)), rt: newFakeRuntime()}
@@ -51,7 +54,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 	ag, err := NewAgent(AgentConfig{
 		Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
 		RestartBackoff: cmp.Or(e.restartBackoff, 10*time.Millisecond), Builder: e.builder, BuildAuth: e.buildAuth, CheckHost: e.checkHost,
-		Logger: e.logger, Networks: e.networks, ClusterDomain: "kat.test",
+		Logger: e.logger, Networks: e.networks, ClusterDomain: "kat.test", LogMaxSize: testLogMaxSize,
 		BuildSpec: func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
 			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
 			for c, h := range hostPorts {
@@ -374,6 +377,21 @@ func TestAgentStopGrace(t *testing.T) {
 	e.rt.mu.Unlock()
 	if !slices.Equal(graces, []time.Duration{3 * time.Second, 10 * time.Second}) {
 		t.Errorf("stop graces %v, want 3s and 10s", graces)
+	}
+}
+
+// TestAgentBoundsContainerLogs: every container the agent runs has the
+// cluster's log bound.
+func TestAgentBoundsContainerLogs(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", false)
+	ag, _ := e.start()
+	e.waitFor("running", ag, func(m map[string]api.InstanceStatus) bool { return m["web-1"].Phase == api.InstanceRunning })
+	e.rt.mu.Lock()
+	defer e.rt.mu.Unlock()
+	if got := e.rt.specs["kat_web-1"].LogMaxSize; got != testLogMaxSize {
+		t.Fatalf("the container's LogMaxSize is %d, want the agent's %d", got, testLogMaxSize)
 	}
 }
 

@@ -121,6 +121,10 @@ type AgentConfig struct {
 	// search path is {namespace}.{ClusterDomain}, then ClusterDomain.
 	// Default quadlet.DefaultClusterDomain.
 	ClusterDomain string
+	// LogMaxSize bounds each container's log, in bytes
+	// (runtime.ContainerSpec.LogMaxSize; cluster.kat's
+	// containerLogMaxSize). Default 0: unbounded.
+	LogMaxSize int64
 	// OnChange is called, without blocking, whenever the instance reports
 	// change, so the heartbeat can send them at once. Default none.
 	OnChange func()

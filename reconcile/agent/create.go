@@ -64,6 +64,7 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	if err := ag.joinNetwork(&spec, a); err != nil {
 		return "", spec, err
 	}
+	spec.LogMaxSize = ag.cfg.LogMaxSize
 	grace := ag.stopGrace(ai, nil)
 	spec.StopTimeout = grace
 	spec.Labels[runtime.LabelStopGrace] = strconv.Itoa(int(grace / time.Second))

@@ -39,6 +39,12 @@ type HeartbeatConfig struct {
 	// StartedAt is when this agent started (api.NodeStatus.AgentStartedAt):
 	// a departed node whose agent started again is back. Default zero.
 	StartedAt time.Time
+	// Usage samples what the node and its containers use, sent with every
+	// beat (api.NodeStatus.Usage) and published as metrics: at most once
+	// per minUsageGap (beats woken in between resend the last sample). A
+	// failed sample is logged and the beat goes without. Default nil:
+	// none.
+	Usage func() (*api.NodeUsage, error)
 	// Wake asks for a beat before the next tick, for example when an
 	// instance changed. Beats are at most minBeatGap apart. Default none.
 	Wake <-chan struct{}
@@ -46,6 +52,15 @@ type HeartbeatConfig struct {
 
 // minBeatGap spaces beats asked for through HeartbeatConfig.Wake.
 const minBeatGap = 200 * time.Millisecond
+
+// minUsageGap spaces usage samples: a burst of woken beats samples once.
+const minUsageGap = 5 * time.Second
+
+// usageMemo is the last usage sample and when it was taken.
+type usageMemo struct {
+	last *api.NodeUsage
+	at   time.Time
+}
 
 // RunHeartbeat writes this node's status at once and then every Interval until
 // ctx is done. A failed write is logged and retried on the next tick; it
@@ -69,10 +84,11 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
 	}
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
+	var usage usageMemo
 	for {
 		var retry <-chan time.Time
 		last := time.Now()
-		if err := beat(ctx, cfg, gpus); err != nil && ctx.Err() == nil {
+		if err := beat(ctx, cfg, gpus, &usage); err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn().Err(err).Str("node", cfg.Node).Msg("heartbeat failed")
 			// A failed beat (the leader not serving yet) is retried soon.
 			retry = time.After(min(cfg.Interval, time.Second))
@@ -96,7 +112,7 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
 	}
 }
 
-func beat(ctx context.Context, cfg HeartbeatConfig, gpus []api.GPU) error {
+func beat(ctx context.Context, cfg HeartbeatConfig, gpus []api.GPU, usage *usageMemo) error {
 	res, err := cfg.Resources()
 	if err != nil {
 		return err
@@ -110,6 +126,18 @@ func beat(ctx context.Context, cfg HeartbeatConfig, gpus []api.GPU) error {
 	}
 	if cfg.Conditions != nil {
 		st.Conditions = cfg.Conditions()
+	}
+	if cfg.Usage != nil {
+		if now := cfg.Now(); usage.last == nil || now.Sub(usage.at) >= min(cfg.Interval, minUsageGap) {
+			u, err := cfg.Usage()
+			if err != nil {
+				cfg.Logger.Warn().Err(err).Msg("usage not sampled")
+			} else {
+				publishUsage(cfg.Node, u)
+			}
+			usage.last, usage.at = u, now
+		}
+		st.Usage = usage.last
 	}
 	return cfg.Facts.RecordStatus(ctx, st)
 }

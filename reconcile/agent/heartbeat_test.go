@@ -3,10 +3,13 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics/metricstest"
 	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
@@ -38,5 +41,81 @@ func TestHeartbeatPostsReportsAndRetries(t *testing.T) {
 	}
 	if st := facts.statuses()[0]; st.NodeName != "n1" || len(st.WorkloadInstances) != 1 || len(st.Conditions) != 1 || st.Timestamp == 0 {
 		t.Fatalf("posted %+v", st)
+	}
+}
+
+// TestHeartbeatSendsUsage: a beat carries a usage sample and publishes it
+// as the node's metrics, its workloads' containers summed; a beat woken
+// within minUsageGap of the sample resends it without sampling again; a
+// failed sample leaves the beat without usage, not without a beat.
+func TestHeartbeatSendsUsage(t *testing.T) {
+	t.Parallel()
+	facts := &memoryFacts{}
+	wake := make(chan struct{}, 1)
+	var mu sync.Mutex
+	clock := time.Unix(1_800_000_000, 0)
+	samples := 0
+	sample := func() (*api.NodeUsage, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		samples++
+		if samples == 2 {
+			return nil, errors.New("/proc/stat: gone")
+		}
+		c := func(inst string, cpu int64) api.ContainerUsage {
+			return api.ContainerUsage{Namespace: "shop", Workload: "web", InstanceID: inst,
+				ResourceUsage: api.ResourceUsage{CPUMillis: cpu, MemoryBytes: 1 << 20, NetworkRxBytes: 10}}
+		}
+		return &api.NodeUsage{SampledAt: int64(samples), ResourceUsage: api.ResourceUsage{CPUMillis: 500 + int64(samples), MemoryBytes: 1 << 30},
+			Containers: []api.ContainerUsage{c("web-1", 100), c("web-2", 50)}}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunHeartbeat(ctx, HeartbeatConfig{
+			Node: "usage-node", Facts: facts, Interval: time.Hour, Wake: wake, Usage: sample,
+			Resources: func() (api.NodeResources, error) { return api.NodeResources{}, nil },
+			GPUs:      func() []api.GPU { return nil },
+			Now:       func() time.Time { mu.Lock(); defer mu.Unlock(); return clock },
+		})
+	}()
+	count := func() int { return len(facts.statuses()) }
+	beats := []string{"the first beat", "a beat woken at once", "a beat woken later", "a beat woken later still"}
+	for i, what := range beats {
+		if i > 0 {
+			if i > 1 {
+				mu.Lock()
+				clock = clock.Add(minUsageGap)
+				mu.Unlock()
+			}
+			wake <- struct{}{}
+		}
+		polltest.Until(t, 10*time.Second, what, func() bool { return count() == i+1 })
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	sts := facts.statuses()
+	cpu := func(u *api.NodeUsage) int64 {
+		if u == nil {
+			return -1
+		}
+		return u.CPUMillis
+	}
+	if got := []int64{cpu(sts[0].Usage), cpu(sts[1].Usage), cpu(sts[2].Usage), cpu(sts[3].Usage)}; !slices.Equal(got, []int64{501, 501, -1, 503}) {
+		t.Fatalf("the beats' CPU usage %v, want the first sample twice, none (failed), the third sample", got)
+	}
+	for family, want := range map[string]float64{"kat_node_cpu_usage_millicores": 503, "kat_node_memory_usage_bytes": 1 << 30} {
+		if got := metricstest.Value(t, family, map[string]string{"node": "usage-node"}); got != want {
+			t.Errorf("%s = %v, want %v", family, got, want)
+		}
+	}
+	web := map[string]string{"node": "usage-node", "namespace": "shop", "workload": "web"}
+	for family, want := range map[string]float64{"kat_workload_cpu_usage_millicores": 150, "kat_workload_memory_usage_bytes": 2 << 20,
+		"kat_workload_network_receive_bytes_total": 20} {
+		if got := metricstest.Value(t, family, web); got != want {
+			t.Errorf("%s = %v, want %v", family, got, want)
+		}
 	}
 }

@@ -61,7 +61,7 @@ func TestMemTotal(t *testing.T) {
 func TestParseNvidiaSMI(t *testing.T) {
 	t.Parallel()
 	got := parseNvidiaSMI("0, NVIDIA A10, 23028\n1, Tesla T4, 15360\ngarbage\n")
-	if len(got) != 2 || got[1] != (api.GPU{Index: 1, Name: "Tesla T4", Driver: "nvidia", VRAMMiB: 15360}) {
+	if len(got) != 2 || got[1] != (api.GPU{Index: 1, Name: "Tesla T4", Driver: "nvidia", VRAMMiB: 15360, Device: "nvidia.com/gpu=1"}) {
 		t.Fatalf("parseNvidiaSMI = %+v", got)
 	}
 }

@@ -184,7 +184,7 @@ const baseImage = "localhost/kat-base:latest"
 // podmanForAgentTest returns a driver on the machine's Podman storage (or
 // KAT_PODMAN_ARGS's global args) and the containers sub-id range, skipping
 // the test when Podman, the base image or the range is missing.
-func podmanForAgentTest(t *testing.T) (*runtime.Podman, runtime.SubIDRange) {
+func podmanForAgentTest(t testing.TB) (*runtime.Podman, runtime.SubIDRange) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping podman integration test in -short mode")
@@ -218,7 +218,7 @@ func podmanForAgentTest(t *testing.T) (*runtime.Podman, runtime.SubIDRange) {
 }
 
 // removeMarked removes every managed container whose label key is mark.
-func removeMarked(t *testing.T, pm *runtime.Podman, key, mark string) {
+func removeMarked(t testing.TB, pm *runtime.Podman, key, mark string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -234,7 +234,7 @@ func removeMarked(t *testing.T, pm *runtime.Podman, key, mark string) {
 	}
 }
 
-func randomHex(t *testing.T) string {
+func randomHex(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {

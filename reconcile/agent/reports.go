@@ -15,6 +15,10 @@ func (ag *Agent) Instances() []api.InstanceStatus { return ag.table.reports() }
 // of instances no longer assigned (DepartConfig.Leftovers).
 func (ag *Agent) Leftovers() int { return ag.table.leftovers() }
 
+// Running returns the running containers of the instances assigned to the
+// node, as the last listing showed them (UsageSampler.Sample samples them).
+func (ag *Agent) Running() []runtime.ContainerStatus { return ag.table.running() }
+
 // notifyIfChanged tells OnChange (the heartbeat) and the kat_instances
 // gauge when the reports changed since they were last told.
 func (ag *Agent) notifyIfChanged() {

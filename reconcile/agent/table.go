@@ -356,6 +356,20 @@ func (t *instanceTable) leftovers() int {
 	return n
 }
 
+// running returns the running containers of assigned instances, by
+// instance ID.
+func (t *instanceTable) running() []runtime.ContainerStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []runtime.ContainerStatus
+	for _, id := range slices.Sorted(maps.Keys(t.assigned)) {
+		if c, ok := t.containers[id]; ok && c.State == runtime.StateRunning {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // removing reports whether the step under way for key is a removal.
 func (t *instanceTable) removing(key string) bool {
 	t.mu.Lock()

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,10 +9,8 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/agent/containerspec"
-	"kat.dws.rip/kat/runtime"
 )
 
 // volumesWorkload has a SimpleClusterStorage volume (mounted whole and
@@ -76,21 +73,7 @@ func TestWorkloadVolumesInContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st *runtime.ContainerStatus
-	polltest.UntilErr(t, 30*time.Second, "container exits", func() error {
-		st, err = pm.InspectContainer(ctx, id)
-		if err == nil && st.State != runtime.StateExited {
-			return fmt.Errorf("container %s", st.State)
-		}
-		return err
-	})
-	if st.ExitCode != 0 {
-		rc, _ := pm.Logs(ctx, id, runtime.LogOptions{})
-		out := make([]byte, 4096)
-		n, _ := rc.Read(out)
-		rc.Close()
-		t.Fatalf("container exited %d: %s", st.ExitCode, out[:n])
-	}
+	waitExitOutput(t, ctx, pm, id)
 	data := containerspec.SimpleClusterStoragePath(base, "shop", "web", "data")
 	for file, want := range map[string]string{
 		"who":        "0",

@@ -65,8 +65,10 @@ type Scheduling struct {
 	Desired int
 	// Unplaced counts the instances no node could take: Pending.
 	Unplaced int
-	// Reason is the scheduler's reason when Unplaced > 0 (sched.Result).
+	// Reason is the scheduler's reason when Unplaced > 0 (sched.Result),
+	// and Cause its metric label.
 	Reason string
+	Cause  string
 }
 
 // Empty reports whether the plan changes no assignment.

@@ -42,7 +42,7 @@ func (p *planner) job(w workload, commit string, cur []api.Assignment) {
 		res := p.place(w, commit, n, nil)
 		st.Desired += n
 		if res.Unplaced > 0 {
-			st.Unplaced, st.Reason = st.Unplaced+res.Unplaced, res.Reason
+			st.Unplaced, st.Reason, st.Cause = st.Unplaced+res.Unplaced, res.Reason, res.Cause
 		}
 		i := slices.IndexFunc(jp.Runs, func(rw resources.JobRunWrite) bool { return rw.Run.Run == run && !rw.Delete })
 		for j := before; j < len(p.plan.Put); j++ {

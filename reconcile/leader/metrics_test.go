@@ -27,6 +27,9 @@ func TestPassMetrics(t *testing.T) {
 	passes, statusPasses, latencies := value("kat_reconcile_pass_duration_seconds", placement),
 		value("kat_reconcile_pass_duration_seconds", status), value("kat_reconcile_latency_seconds", latency)
 	failures := value("kat_reconcile_pass_duration_seconds", failed)
+	scheduled := map[string]string{"result": metrics.ScheduleScheduled, "reason": ""}
+	noMemory := map[string]string{"result": metrics.ScheduleUnschedulable, "reason": "insufficient_memory"}
+	placed, unplaced := value("kat_scheduling_attempts_total", scheduled), value("kat_scheduling_attempts_total", noMemory)
 
 	e := newLeaderEnv(t)
 	_, stop := e.run(Config{})
@@ -37,6 +40,18 @@ func TestPassMetrics(t *testing.T) {
 	})
 	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), api.APIOwner())
 	polltest.Until(t, 10*time.Second, "two instances of web placed", func() bool { return len(e.assignments("web")) == 2 })
+	// Counted once the pass that wrote them ends.
+	polltest.Until(t, 10*time.Second, "web's 2 instances counted scheduled", func() bool {
+		return value("kat_scheduling_attempts_total", scheduled) >= placed+2
+	})
+	// An instance no node has the memory for is an unschedulable attempt,
+	// by the reason that ruled the nodes out.
+	big := workloadFiles(t, "big", quadlet.TypeService, 1, "v1")
+	big["workload.kat"] = append(big["workload.kat"], "    resources: {requests: {memory: 4000Gi}}\n"...)
+	e.apply(big, api.APIOwner())
+	polltest.Until(t, 10*time.Second, "big's instance counted unschedulable for memory", func() bool {
+		return value("kat_scheduling_attempts_total", noMemory) > unplaced
+	})
 	polltest.Until(t, 10*time.Second, "a scheduling latency recorded", func() bool {
 		return value("kat_reconcile_latency_seconds", latency) > latencies
 	})

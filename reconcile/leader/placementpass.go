@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -109,6 +110,7 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 		}
 		l.replacedEvents(ctx, plan)
 	}
+	recordScheduling(plan)
 	// A Job's records follow its assignments: a record never names an
 	// instance that does not exist yet.
 	if err := l.writeJobs(ctx, plan.Jobs); err != nil {
@@ -287,4 +289,17 @@ func (l *Leader) confirmAbsent(ctx context.Context, plan *AssignmentPlan) error 
 		}
 	}
 	return nil
+}
+
+// recordScheduling counts a written plan's scheduling attempts: every
+// instance placed, and every one that fit on no node by its cause.
+func recordScheduling(plan AssignmentPlan) {
+	if len(plan.Put) > 0 {
+		metrics.Scheduled(metrics.ScheduleScheduled, "", len(plan.Put))
+	}
+	for _, st := range plan.Scheduling {
+		if st.Unplaced > 0 {
+			metrics.Scheduled(metrics.ScheduleUnschedulable, st.Cause, st.Unplaced)
+		}
+	}
 }

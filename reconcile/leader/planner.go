@@ -72,7 +72,11 @@ func (p *planner) count(k string, as []api.Assignment) {
 // to the plan and to the nodes, and returns the scheduler's result.
 func (p *planner) place(w workload, commit string, count int, avoid map[string]bool) sched.Result {
 	if err := p.blocked(w); err != nil {
-		return sched.Result{Unplaced: count, Reason: err.Error()}
+		cause := "missing_secret"
+		if w.Spec.RequestErr != nil {
+			cause = "invalid_request"
+		}
+		return sched.Result{Unplaced: count, Reason: err.Error(), Cause: cause}
 	}
 	req := w.Spec.Request
 	req.Key, req.Count, req.Avoid = w.Key(), count, avoid
@@ -85,7 +89,7 @@ func (p *planner) place(w workload, commit string, count int, avoid map[string]b
 			// The scheduler counted a free address the pool does not
 			// have: the instance waits for the next pass.
 			res.Unplaced++
-			res.Reason = err.Error()
+			res.Reason, res.Cause = err.Error(), "no_address"
 			continue
 		}
 		placed = append(placed, at)
@@ -355,7 +359,7 @@ func (p *planner) replicas(w workload, commit string, fresh []api.Assignment, ro
 	}
 	if need := target - len(healthy); need > 0 {
 		res := p.place(w, commit, need, avoid)
-		st.Unplaced, st.Reason = res.Unplaced, res.Reason
+		st.Unplaced, st.Reason, st.Cause = res.Unplaced, res.Reason, res.Cause
 		// Each replacement placed lets one lost instance go.
 		replaced := min(len(res.Placements), len(lost))
 		p.plan.Delete = append(p.plan.Delete, lost[:replaced]...)
@@ -408,7 +412,7 @@ func (p *planner) daemon(w workload, commit string, fresh []api.Assignment) (Sch
 	// Nodes eligible but for the room its instance needs want one too.
 	st := Scheduling{Desired: len(kept) + len(res.Placements) + res.Unplaced, Unplaced: res.Unplaced}
 	if res.Unplaced > 0 {
-		st.Reason = res.Reason
+		st.Reason, st.Cause = res.Reason, res.Cause
 	}
 	return st, ready
 }

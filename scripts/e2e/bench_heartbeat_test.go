@@ -31,7 +31,8 @@ const hbWorkloads = 1000
 // a real kat-agent leads 1,000 workloads (replicas 0, so no container runs)
 // while 50 simulated nodes, each with its own node certificate, report the
 // same instances every second for 20 seconds, as real agents do between
-// changes.
+// changes, with a usage sample (the node's and two containers') that
+// differs at every beat.
 func BenchmarkLeaderHeartbeatCPU(b *testing.B) {
 	benchHeartbeats(b, 50, time.Second, 20)
 }
@@ -195,7 +196,7 @@ func simulatedNodes(tb testing.TB, c *Cluster, n int) []*simNode {
 		pool.AppendCertsFromPEM([]byte(resp.CA))
 		tr := &http.Transport{MaxIdleConnsPerHost: 1, ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{
 			RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
-		var instances []map[string]any
+		var instances, containers []map[string]any
 		for j := range 2 {
 			id := fmt.Sprintf("%s-inst-%d", name, j)
 			instances = append(instances, map[string]any{
@@ -204,6 +205,9 @@ func simulatedNodes(tb testing.TB, c *Cluster, n int) []*simNode {
 				"phase": "Running", "exitCode": 0, "healthStatus": "not_applicable", "restarts": 0,
 				"startedAt": "2026-11-23T00:00:00Z",
 			})
+			containers = append(containers, map[string]any{"namespace": "default", "workload": "ext", "instanceID": id,
+				"cpuMillis": 0, "memoryBytes": 52428800, "diskReadBytes": 4096, "diskWriteBytes": 8192,
+				"networkRxBytes": 1 << 20, "networkTxBytes": 1 << 19})
 		}
 		out = append(out, &simNode{
 			name: name, url: apiURL + "/v1alpha1/nodes/" + name + "/status",
@@ -214,6 +218,8 @@ func simulatedNodes(tb testing.TB, c *Cluster, n int) []*simNode {
 					"allocatable": map[string]string{"cpu": "1800m", "memory": "3686Mi"}},
 				"workloadInstances": instances,
 				"conditions":        []map[string]string{{"type": "RuntimeReady", "status": "True", "reason": "RuntimeAvailable", "lastTransitionTime": "2026-11-23T00:00:00Z"}},
+				"usage": map[string]any{"cpuMillis": 0, "memoryBytes": 1 << 30, "diskReadBytes": 1 << 30, "diskWriteBytes": 1 << 29,
+					"networkRxBytes": 1 << 30, "networkTxBytes": 1 << 28, "containers": containers},
 			},
 		})
 	}
@@ -225,6 +231,12 @@ func simulatedNodes(tb testing.TB, c *Cluster, n int) []*simNode {
 func (n *simNode) beat(tb testing.TB, round int) {
 	tb.Helper()
 	n.body["timestamp"] = time.Now().Unix() + int64(round)
+	// Usage differs at every beat, as a real agent's sample does.
+	u := n.body["usage"].(map[string]any)
+	u["sampledAt"], u["cpuMillis"] = n.body["timestamp"], 100+round
+	for i, c := range u["containers"].([]map[string]any) {
+		c["cpuMillis"] = 10*i + round
+	}
 	b, err := json.Marshal(n.body)
 	if err != nil {
 		tb.Fatal(err)

@@ -2,6 +2,8 @@ package multinode
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -144,6 +146,34 @@ func TestOverlay(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("round trip node2 -> node1: %.3f ms through the overlay, %.3f ms on the underlay (%.1fx)", overlay, underlay, overlay/underlay)
+	})
+
+	t.Run("heartbeats carry each peer's last handshake", func(t *testing.T) {
+		for _, h := range hosts {
+			polltest.UntilErr(t, time.Minute, h.Name+"'s heartbeat names both peers with a handshake", func() error {
+				var nodes []api.Node
+				if err := json.Unmarshal([]byte(c.katcall(t, "get", "node", h.Name, "-o", "json")), &nodes); err != nil {
+					return err
+				}
+				if len(nodes) != 1 {
+					return fmt.Errorf("%d nodes named %s", len(nodes), h.Name)
+				}
+				n := nodes[0]
+				if n.Usage == nil {
+					return errors.New("no usage in the heartbeat")
+				}
+				shaken := 0
+				for _, p := range n.Usage.OverlayPeers {
+					if p.Node != h.Name && !p.LastHandshake.IsZero() && p.RxBytes > 0 {
+						shaken++
+					}
+				}
+				if shaken != 2 {
+					return fmt.Errorf("overlay peers %+v, want the 2 other nodes with a handshake", n.Usage.OverlayPeers)
+				}
+				return nil
+			})
+		}
 	})
 
 	t.Run("userspace devices, and the log says so", func(t *testing.T) {

@@ -21,6 +21,7 @@ const (
 	prefixRegistration = "/kat/nodes/registration/"
 	prefixNodeStatus   = "/kat/nodes/status/"
 	prefixHeartbeat    = "/kat/nodes/heartbeat/"
+	prefixNodeUsage    = "/kat/nodes/usage/"
 )
 
 // SchemaVersion is the value of /kat/schema_version written at init.
@@ -125,6 +126,10 @@ func StatusPrefix() string { return prefixStatus }
 // NodeHeartbeatKey is where a node's last heartbeat time lives: written on
 // every beat, apart from its status, which is written only when it changes.
 func NodeHeartbeatKey(node string) string { return prefixHeartbeat + node }
+
+// NodeUsageKey is where a node's last usage sample lives
+// (api.NodeStatus.Usage): written with its heartbeat, watched by no loop.
+func NodeUsageKey(node string) string { return prefixNodeUsage + node }
 
 // NodeHeartbeatPrefix is the prefix of every node's last heartbeat time.
 func NodeHeartbeatPrefix() string { return prefixHeartbeat }

@@ -51,9 +51,9 @@ func NewNodeFacts(repo *Repo, overlay func(ctx context.Context, node string, o a
 	return &NodeFacts{repo: repo, overlay: overlay, nodes: map[string]reportedNode{}, overlays: map[string]api.NodeOverlay{}}
 }
 
-// RecordStatus records a node's status report: its heartbeat, its status
-// when that changed (the timestamp aside), and its overlay identity when
-// that is new. The node must be registered: an error wrapping ErrNotFound
+// RecordStatus records a node's status report: its heartbeat and usage,
+// its status when that changed (the timestamp and usage aside), and its
+// overlay identity when that is new. The node must be registered: an error wrapping ErrNotFound
 // says it is not (any more). The recorder keeps st to compare the next
 // report with: the caller must not change it (nor its slices) afterwards.
 func (f *NodeFacts) RecordStatus(ctx context.Context, st api.NodeStatus) error {
@@ -106,9 +106,10 @@ func (f *NodeFacts) forget(node string) {
 }
 
 // sameStatus reports whether two reports of a node are equal but for their
-// timestamps.
+// timestamps and usage, which change with every report.
 func sameStatus(a, b api.NodeStatus) bool {
 	a.Timestamp, b.Timestamp = 0, 0
+	a.Usage, b.Usage = nil, nil
 	return reflect.DeepEqual(a, b)
 }
 

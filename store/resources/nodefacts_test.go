@@ -37,7 +37,9 @@ func TestNodeFactsHeartbeat(t *testing.T) {
 	// the last one it wrote.
 	phase := api.InstanceRunning
 	report := func(ts int64) api.NodeStatus {
-		return api.NodeStatus{NodeName: "n1", Timestamp: ts, WorkloadInstances: []api.InstanceStatus{{InstanceID: "i1", Phase: phase}}}
+		// The usage differs in every report, as sampled usage does.
+		return api.NodeStatus{NodeName: "n1", Timestamp: ts, WorkloadInstances: []api.InstanceStatus{{InstanceID: "i1", Phase: phase}},
+			Usage: &api.NodeUsage{SampledAt: ts, ResourceUsage: api.ResourceUsage{CPUMillis: ts}}}
 	}
 	beat := func(ts int64) {
 		t.Helper()
@@ -54,6 +56,12 @@ func TestNodeFactsHeartbeat(t *testing.T) {
 	}
 	if v := version(resources.NodeHeartbeatKey("n1")); v <= beatVer {
 		t.Errorf("reports did not move the heartbeat (version %d, was %d)", v, beatVer)
+	}
+	if got, err := r.GetNodeStatus(ctx, "n1"); err != nil || got.Usage != nil {
+		t.Errorf("status %+v, %v: want it without the usage, which lives beside the heartbeat", got, err)
+	}
+	if nodes, err := r.ListNodes(ctx); err != nil || len(nodes) != 1 || nodes[0].Status.Usage == nil || nodes[0].Status.Usage.CPUMillis != 102 {
+		t.Errorf("ListNodes = %+v, %v: want n1 with the last usage (CPU 102m)", nodes, err)
 	}
 
 	phase = api.InstanceFailed
@@ -80,6 +88,9 @@ func TestNodeFactsHeartbeat(t *testing.T) {
 
 	if err := r.DeleteNode(ctx, "n1"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := st.Get(ctx, resources.NodeUsageKey("n1")); err == nil {
+		t.Error("DeleteNode left the node's usage")
 	}
 	if err := facts.RecordStatus(ctx, report(105)); !errors.Is(err, resources.ErrNotFound) {
 		t.Fatalf("the report of a node whose registration went: %v, want ErrNotFound", err)

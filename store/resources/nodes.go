@@ -187,8 +187,8 @@ func (r *Repo) PutNodeStatus(ctx context.Context, st api.NodeStatus) error {
 	return nil
 }
 
-// RecordHeartbeat records a node's heartbeat (its time) and, with
-// withStatus, its status in the same transaction. A heartbeat that changes
+// RecordHeartbeat records a node's heartbeat (its time) and usage and,
+// with withStatus, its status (without the usage) in the same transaction. A heartbeat that changes
 // nothing but the time is written without the status, so the leader's loops,
 // which follow statuses, are not woken by it. With regVersion, the write
 // happens only while the node's registration is at that version (it reports
@@ -200,6 +200,17 @@ func (r *Repo) RecordHeartbeat(ctx context.Context, st api.NodeStatus, withStatu
 		return false, err
 	}
 	ops := []store.Op{hb}
+	// Usage changes with every beat: it lives beside the heartbeat
+	// (NodeUsageKey), never in the status, which then changes only when
+	// something else does.
+	if st.Usage != nil {
+		op, err := putJSON(NodeUsageKey(st.NodeName), st.Usage)
+		if err != nil {
+			return false, err
+		}
+		ops = append(ops, op)
+		st.Usage = nil
+	}
 	if withStatus {
 		op, err := putJSON(NodeStatusKey(st.NodeName), st)
 		if err != nil {
@@ -261,6 +272,18 @@ func (r *Repo) ListNodes(ctx context.Context) ([]Node, error) {
 		}
 		beats[strings.TrimPrefix(kv.Key, prefixHeartbeat)] = hb.Timestamp
 	}
+	usages, err := r.st.List(ctx, prefixNodeUsage)
+	if err != nil {
+		return nil, fmt.Errorf("list node usage: %w", err)
+	}
+	for _, kv := range usages {
+		if s := status[strings.TrimPrefix(kv.Key, prefixNodeUsage)]; s != nil {
+			s.Usage = new(api.NodeUsage)
+			if err := json.Unmarshal(kv.Value, s.Usage); err != nil {
+				return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+			}
+		}
+	}
 	out := make([]Node, 0, len(regs))
 	for _, kv := range regs {
 		var n Node
@@ -289,7 +312,7 @@ func (r *Repo) UpdateNodeRegistration(ctx context.Context, name string, change f
 	})
 }
 
-// DeleteNode removes a node's registration, status, heartbeat,
+// DeleteNode removes a node's registration, status, heartbeat, usage,
 // assignments, overlay record, subnet and instance addresses in one
 // transaction; the leader then places its Service instances elsewhere and
 // the subnet is free for another node. An unknown node is an error
@@ -300,6 +323,7 @@ func (r *Repo) DeleteNode(ctx context.Context, name string) error {
 		{Type: store.OpDelete, Key: key},
 		{Type: store.OpDelete, Key: NodeStatusKey(name)},
 		{Type: store.OpDelete, Key: NodeHeartbeatKey(name)},
+		{Type: store.OpDelete, Key: NodeUsageKey(name)},
 		{Type: store.OpDeletePrefix, Key: NodeAssignmentsPrefix(name)},
 		{Type: store.OpDeletePrefix, Key: NodeNetworkPrefix(name)},
 		{Type: store.OpDeletePrefix, Key: NodeIPAMPrefix(name)},

@@ -249,15 +249,18 @@ func (c *candidate) take(req *Request) int {
 
 // explain writes the reasons of the nodes: "3 nodes: 2 insufficient
 // memory, 1 cordoned", the most frequent first, then by text. Each node
-// counts once, under reasonOf(i).
-func explain(nodes []Node, req *Request, reasonOf func(i int) reason) string {
+// counts once, under reasonOf(i). cause is the first reason's metric label.
+func explain(nodes []Node, req *Request, reasonOf func(i int) reason) (text, cause string) {
 	if len(nodes) == 0 {
-		return "no nodes"
+		return "no nodes", "no_nodes"
 	}
 	counts := map[string]int{}
+	failures := map[string]failure{}
 	for i := range nodes {
 		if r := reasonOf(i); r.failure != fits {
-			counts[r.text(req)]++
+			t := r.text(req)
+			counts[t]++
+			failures[t] = r.failure
 		}
 	}
 	texts := make([]string, 0, len(counts))
@@ -280,5 +283,16 @@ func explain(nodes []Node, req *Request, reasonOf func(i int) reason) string {
 		}
 		fmt.Fprintf(&sb, " %d %s", counts[t], t)
 	}
-	return sb.String()
+	if len(texts) > 0 {
+		cause = failures[texts[0]].cause()
+	}
+	return sb.String(), cause
+}
+
+// cause names the failure for a metric label (Result.Cause): explain's
+// first reason's.
+func (f failure) cause() string {
+	return [...]string{fits: "", notReady: "not_ready", cordoned: "cordoned", selectorMismatch: "node_selector",
+		untoleratedTaint: "taint", noGPU: "no_gpu", insufficientCPU: "insufficient_cpu", insufficientMemory: "insufficient_memory",
+		gpusInUse: "gpus_in_use", subnetFull: "subnet_full", noSubnet: "no_subnet"}[f]
 }

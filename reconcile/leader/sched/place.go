@@ -31,7 +31,7 @@ func Place(nodes []Node, req Request, rng *rand.Rand) Result {
 		best := pick(cands, &req, rng)
 		if best < 0 {
 			res.Unplaced = req.Count - len(res.Placements)
-			res.Reason = explain(nodes, &req, candidateReasons(nodes, &req, cands))
+			res.Reason, res.Cause = explain(nodes, &req, candidateReasons(nodes, &req, cands))
 			break
 		}
 		c := &cands[best]
@@ -118,7 +118,7 @@ func candidateReasons(nodes []Node, req *Request, cands []candidate) func(i int)
 // room for one, while one that has an instance already is eligible without
 // the resource rules, since what it runs is already counted.
 func Eligible(nodes []Node, req Request) (names []string, why string) {
-	ok, why, _ := eligible(nodes, &req)
+	ok, why, _, _ := eligible(nodes, &req)
 	for _, c := range ok {
 		names = append(names, nodes[c.node].Name)
 	}
@@ -127,10 +127,9 @@ func Eligible(nodes []Node, req Request) (names []string, why string) {
 
 // eligible returns the candidates of the eligible nodes, the reasons of
 // the others, and how many of those fail a resource rule only.
-func eligible(nodes []Node, req *Request) ([]candidate, string, int) {
-	var ok []candidate
+func eligible(nodes []Node, req *Request) (ok []candidate, why, cause string, full int) {
 	reasons := make([]reason, len(nodes))
-	failed, full := false, 0
+	failed := false
 	for i := range nodes {
 		n := &nodes[i]
 		r := staticCheck(n, req)
@@ -150,16 +149,17 @@ func eligible(nodes []Node, req *Request) ([]candidate, string, int) {
 		}
 	}
 	if !failed {
-		return ok, "", 0
+		return ok, "", "", 0
 	}
-	return ok, explain(nodes, req, func(i int) reason { return reasons[i] }), full
+	why, cause = explain(nodes, req, func(i int) reason { return reasons[i] })
+	return ok, why, cause, full
 }
 
 // placeDaemon places one instance of req on each eligible node without
 // one; the nodes that pass every rule but the resources are Unplaced.
 func placeDaemon(nodes []Node, req *Request) Result {
-	ok, why, full := eligible(nodes, req)
-	res := Result{Reason: why, Unplaced: full}
+	ok, why, cause, full := eligible(nodes, req)
+	res := Result{Reason: why, Cause: cause, Unplaced: full}
 	for i := range ok {
 		if c := &ok[i]; c.count == 0 {
 			res.Placements = append(res.Placements, placement(&nodes[c.node], c.take(req)))

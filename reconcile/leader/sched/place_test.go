@@ -311,8 +311,11 @@ func TestReason(t *testing.T) {
 	// Two each of memory, not ready and the taint, by text; a node counts
 	// once, under its first reason.
 	want := "7 nodes: 2 insufficient memory, 2 not ready, 2 taint dedicated=gpu:NoSchedule, 1 insufficient cpu"
-	if res.Reason != want {
-		t.Errorf("reason = %q, want %q", res.Reason, want)
+	if res.Reason != want || res.Cause != "insufficient_memory" {
+		t.Errorf("reason = %q, cause %q; want %q, insufficient_memory (the first reason's)", res.Reason, res.Cause, want)
+	}
+	if res := Place(nil, req(1), nil); res.Reason != "no nodes" || res.Cause != "no_nodes" {
+		t.Errorf("without nodes: reason %q, cause %q", res.Reason, res.Cause)
 	}
 }
 

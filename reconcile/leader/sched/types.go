@@ -171,4 +171,8 @@ type Result struct {
 	// "3 nodes: 2 insufficient memory, 1 taint dedicated=gpu:NoSchedule".
 	// For a DaemonService it explains the nodes left out, if any.
 	Reason string
+	// Cause is the rule that ruled out the most nodes, as a metric label:
+	// "insufficient_memory", "taint", "no_gpu", ...; "no_nodes" without
+	// any. Set with Reason.
+	Cause string
 }

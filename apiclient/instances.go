@@ -58,17 +58,22 @@ func (c *Client) streamLogs(ctx context.Context, ns, name string, q url.Values, 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		apiErr := &api.Error{StatusCode: resp.StatusCode}
-		if json.Unmarshal(data, apiErr) != nil || apiErr.Message == "" {
-			apiErr.Code, apiErr.Message = http.StatusText(resp.StatusCode), what+": "+resp.Status
-		}
-		return apiErr
+		return errorOf(resp)
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("read %s of %s/%s: %w", what, ns, name, err)
 	}
 	return nil
+}
+
+// errorOf reads the API error of a failed streaming request.
+func errorOf(resp *http.Response) *api.Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	apiErr := &api.Error{StatusCode: resp.StatusCode}
+	if json.Unmarshal(data, apiErr) != nil || apiErr.Message == "" {
+		apiErr.Code, apiErr.Message = http.StatusText(resp.StatusCode), resp.Request.Method+" "+resp.Request.URL.Path+": "+resp.Status
+	}
+	return apiErr
 }
 
 // PutNodeBuildRecord stores node's record of the build of commit of

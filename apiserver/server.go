@@ -215,8 +215,10 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Webhooks != nil {
 		r.Handle("/v1alpha1/webhooks/{provider}", s.cfg.Webhooks)
 	}
-	// Routes without the request timeout: followed logs stream for long.
+	// Routes without the request timeout: followed logs and watched
+	// events stream for long.
 	r.With(s.authenticate).Get("/v1alpha1/n/{ns}/workloads/{name}/logs", s.workloadLogs)
+	r.With(s.authenticate).Get("/v1alpha1/events", s.listEvents)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/status", s.postNodeStatus)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Put("/v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}", s.putNodeBuildRecord)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/events", s.postNodeEvent)
@@ -272,7 +274,6 @@ func (s *Server) Handler() http.Handler {
 		r.Delete("/sources/{source}", s.deleteSource)
 		r.Post("/sources/{source}/sync", s.syncSources)
 		r.Post("/sync", s.syncSources)
-		r.Get("/events", s.listEvents)
 		r.Get("/jobs", s.listJobRuns)
 		r.Get("/audit", s.listAudit)
 		s.routeSecrets(r)

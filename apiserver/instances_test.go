@@ -28,11 +28,11 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newAgentFixture(t, apiserver.AgentConfig{
-		Logs: func(_ context.Context, id string, follow bool, w io.Writer) error {
+		Logs: func(_ context.Context, id string, opts api.LogOptions, w io.Writer) error {
 			if id != "web-1" {
 				return fmt.Errorf("%w: %s", apiserver.ErrUnknownInstance, id)
 			}
-			_, err := fmt.Fprintf(w, "hello from %s follow=%v\n", id, follow)
+			_, err := fmt.Fprintf(w, "hello from %s follow=%v\n", id, opts.Follow)
 			return err
 		},
 	})

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/build"
 	"kat.dws.rip/kat/internal/metrics"
@@ -143,10 +144,13 @@ func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, *pki.Se
 		return nil, nil, nil, fmt.Errorf("listen for the agent API on port %d: %w", port, err)
 	}
 	h := apiserver.AgentHandler(apiserver.AgentConfig{
-		Logs: func(ctx context.Context, id string, follow bool, w io.Writer) error {
-			err := ag.Logs(ctx, id, follow, w)
-			if errors.Is(err, agent.ErrUnknownInstance) {
+		Logs: func(ctx context.Context, id string, opts api.LogOptions, w io.Writer) error {
+			err := ag.Logs(ctx, id, opts, w)
+			switch {
+			case errors.Is(err, agent.ErrUnknownInstance):
 				return fmt.Errorf("%w: %w", apiserver.ErrUnknownInstance, err)
+			case errors.Is(err, agent.ErrNoPreviousRun):
+				return fmt.Errorf("%w: %w", apiserver.ErrNoPreviousRun, err)
 			}
 			return err
 		},

@@ -38,7 +38,10 @@ func (ag *Agent) runStep(ctx context.Context, t task) {
 	switch {
 	case err == nil && step == stepRemove:
 		hop(ag.cfg.Logger, "old-stopped", ai.a)
+		ag.runs.forget(id)
 		ag.pruneAfter(ctx, c)
+	case err == nil && step == stepStart && c != nil && !c.StartedAt.IsZero():
+		ag.runs.restarted(id, *c)
 	case err == nil && step == stepCreate:
 		hop(ag.cfg.Logger, "running", ai.a)
 	}

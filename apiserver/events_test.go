@@ -74,18 +74,29 @@ func TestEventsOfAPIWrites(t *testing.T) {
 func TestEventFilterRefusesBadValues(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	for _, tc := range []struct{ query, param string }{
+	f.refusesNaming(t, "/v1alpha1/events?", []badQuery{
 		{"kind=pod", "kind"},
 		{"type=Error", "type"},
 		{"since=yesterday", "since"},
 		{"since=-5m", "since"},
 		{"limit=x", "limit"},
 		{"watch=maybe", "watch"},
-	} {
+	})
+}
+
+// badQuery is a query an endpoint refuses, and the parameter its answer
+// names.
+type badQuery struct{ query, param string }
+
+// refusesNaming checks that GET prefix+query answers 400 with a message
+// that names the parameter, for each of bad.
+func (f *fixture) refusesNaming(t *testing.T, prefix string, bad []badQuery) {
+	t.Helper()
+	for _, tc := range bad {
 		t.Run(tc.query, func(t *testing.T) {
-			code, e := f.raw(t, http.MethodGet, "/v1alpha1/events?"+tc.query, token, nil)
+			code, e := f.raw(t, http.MethodGet, prefix+tc.query, token, nil)
 			if code != http.StatusBadRequest || !strings.Contains(e.Message, tc.param) {
-				t.Fatalf("GET ?%s: %d %q, want 400 naming %s", tc.query, code, e.Message, tc.param)
+				t.Fatalf("GET %s%s: %d %q, want 400 naming %s", prefix, tc.query, code, e.Message, tc.param)
 			}
 		})
 	}

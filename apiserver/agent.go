@@ -38,6 +38,10 @@ type AgentConfig struct {
 	// with opts.Follow it keeps writing until ctx ends or the instance
 	// leaves the node. Required.
 	Logs func(ctx context.Context, instanceID string, opts api.LogOptions, w io.Writer) error
+	// Exec returns how to run a command in the container of instance
+	// instanceID; an error wrapping ErrUnknownInstance is a 404. Default
+	// nil: the node runs no commands.
+	Exec func(ctx context.Context, instanceID string) (ExecFunc, error)
 	// BuildLog writes the log of the build of commit (full, or its first 12
 	// digits) of workload ns/name on this node to w; an error wrapping
 	// ErrUnknownBuild is a 404. Default nil: every build log is a 404.
@@ -53,6 +57,7 @@ type AgentConfig struct {
 // AgentHandler returns the agent API's handler:
 //
 //	GET /v1alpha1/instances/{id}/logs?follow=true&tail=N&since=TIME&timestamps=true&previous=true
+//	POST /v1alpha1/instances/{id}/exec?command=sh&command=-c&command=...&stdin=true&tty=true (Upgrade: api.ExecProtocol)
 //	GET /v1alpha1/builds/{ns}/{name}/{commit}/log
 //	GET /metrics
 func AgentHandler(cfg AgentConfig) http.Handler {
@@ -91,6 +96,7 @@ func AgentHandler(cfg AgentConfig) http.Handler {
 		}
 		cfg.Logger.Debug().Str("instance", id).Bool("follow", opts.Follow).Dur("duration", time.Since(start)).Msg("served logs")
 	})
+	r.Post("/v1alpha1/instances/{id}/exec", func(w http.ResponseWriter, r *http.Request) { serveExec(w, r, cfg) })
 	r.Get("/v1alpha1/builds/{ns}/{name}/{commit}/log", func(w http.ResponseWriter, r *http.Request) {
 		ns, name, commit := chi.URLParam(r, "ns"), chi.URLParam(r, "name"), chi.URLParam(r, "commit")
 		if cfg.BuildLog == nil {

@@ -219,6 +219,7 @@ func (s *Server) Handler() http.Handler {
 	// events stream for long.
 	r.With(s.authenticate).Get("/v1alpha1/n/{ns}/workloads/{name}/logs", s.workloadLogs)
 	r.With(s.authenticate).Get("/v1alpha1/events", s.listEvents)
+	r.With(s.authenticate).Post("/v1alpha1/n/{ns}/workloads/{name}/exec", s.workloadExec)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/status", s.postNodeStatus)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Put("/v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}", s.putNodeBuildRecord)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/events", s.postNodeEvent)

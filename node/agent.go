@@ -80,7 +80,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv, ln, agentTLS, err := n.agentServer(ag)
+	srv, ln, agentTLS, err := n.agentServer(ag, rt)
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func (n *Node) factsRoad() agent.Facts {
 // agentServer listens on the agent port with mutual TLS: only holders of a
 // certificate of the cluster CA may call it. The caller runs the returned
 // ServerTLS, which reloads the certificate files as they change.
-func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, *pki.ServerTLS, error) {
+func (n *Node) agentServer(ag *agent.Agent, rt *runtime.Podman) (*http.Server, net.Listener, *pki.ServerTLS, error) {
 	agentTLS, err := n.serverTLS(tls.RequireAndVerifyClientCert, tls.VersionTLS13, "agent-api")
 	if err != nil {
 		return nil, nil, nil, err
@@ -153,6 +153,15 @@ func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, *pki.Se
 				return fmt.Errorf("%w: %w", apiserver.ErrNoPreviousRun, err)
 			}
 			return err
+		},
+		Exec: func(_ context.Context, id string) (apiserver.ExecFunc, error) {
+			cid, err := ag.ContainerOf(id)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", apiserver.ErrUnknownInstance, err)
+			}
+			return func(ctx context.Context, cmd []string, eio runtime.ExecIO) (int, error) {
+				return rt.ExecInteractive(ctx, cid, cmd, eio)
+			}, nil
 		},
 		BuildLog: func(_ context.Context, ns, name, commit string, w io.Writer) error {
 			err := ag.BuildLog(ns, name, commit, w)

@@ -247,3 +247,13 @@ func (s *stampedLines) flushTail() error {
 	s.kept = nil
 	return nil
 }
+
+// ContainerOf returns the ID of the container of instance id, to run a
+// command in (katcall exec).
+func (ag *Agent) ContainerOf(id string) (string, error) {
+	c, ok := ag.table.container(id)
+	if !ok || c.ID == "" {
+		return "", fmt.Errorf("%w: %s", ErrUnknownInstance, id)
+	}
+	return c.ID, nil
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -93,7 +94,10 @@ func watchEvents(ctx context.Context, c *apiclient.Client, w io.Writer, q apicli
 			last, seen = e.Time, map[string]bool{}
 		}
 		seen[eventKey(e)] = true
-		if f != formatTable {
+		switch f {
+		case formatJSON:
+			return json.NewEncoder(w).Encode(e) // one object a line
+		case formatYAML:
 			return printData(w, f, e)
 		}
 		_, err := fmt.Fprintf(w, "%s  %-7s  %s  %s  %s\n", e.Time.Local().Format(time.DateTime), e.Type, e.Object, e.Reason, oneLine(e.Message))

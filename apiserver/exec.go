@@ -205,7 +205,7 @@ func (s *Server) workloadExec(w http.ResponseWriter, r *http.Request) {
 			pr.Out.Host = ""
 			pr.Out.Header.Del("Authorization") // the agent trusts this node's certificate, not the token
 		},
-		Transport: http1Only(s.cfg.AgentTransport),
+		Transport: s.agentUpgrades,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal,
 				Message: fmt.Sprintf("reach the agent of node %s: %v", in.Node, err)})
@@ -220,7 +220,7 @@ func (s *Server) workloadExec(w http.ResponseWriter, r *http.Request) {
 // *http.Transport: a connection upgrade (exec) has no HTTP/2 form.
 func http1Only(rt http.RoundTripper) http.RoundTripper {
 	tr, ok := rt.(*http.Transport)
-	if !ok {
+	if !ok || tr == nil {
 		return rt
 	}
 	tr = tr.Clone()

@@ -144,6 +144,8 @@ type Server struct {
 	// secretUses are the secrets of the assignments' specs, for the
 	// delivery of secrets to nodes.
 	secretUses secretUses
+	// agentUpgrades is AgentTransport speaking HTTP/1.1 only, for exec.
+	agentUpgrades http.RoundTripper
 }
 
 // New checks cfg, applies defaults and returns a Server.
@@ -187,6 +189,7 @@ func New(cfg Config) (*Server, error) {
 		s.auditLog = *cfg.AuditLogger
 	}
 	s.auditUnauthenticated = httprate.NewRateLimiter(cfg.AuditUnauthenticatedLimit, time.Minute)
+	s.agentUpgrades = http1Only(cfg.AgentTransport)
 	return s, nil
 }
 

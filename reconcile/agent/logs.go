@@ -38,15 +38,17 @@ type previousRuns struct {
 // runWindow is when one run of a container began and ended.
 type runWindow struct{ started, finished time.Time }
 
-// restarted records that instance id's container, whose run was c, has
-// started again.
-func (p *previousRuns) restarted(id string, c runtime.ContainerStatus) {
+// restarted records that instance id's container, whose run was c, was
+// started again by a step that began at began. The run ended before that
+// moment, and the next one's output comes after it: began, not c's
+// FinishedAt (a listing's is in whole seconds), bounds the run.
+func (p *previousRuns) restarted(id string, c runtime.ContainerStatus, began time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.runs == nil {
 		p.runs = map[string]runWindow{}
 	}
-	p.runs[id] = runWindow{started: c.StartedAt, finished: c.FinishedAt}
+	p.runs[id] = runWindow{started: c.StartedAt, finished: began}
 }
 
 // forget drops what is known of a removed instance.

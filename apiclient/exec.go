@@ -56,9 +56,7 @@ func (c *Client) Exec(ctx context.Context, ns, name string, req ExecRequest) (in
 	if !ok {
 		return 0, errors.New("exec: the client's transport cannot upgrade a connection")
 	}
-	tr = tr.Clone()
-	tr.Protocols = new(http.Protocols)
-	tr.Protocols.SetHTTP1(true) // an upgrade has no HTTP/2 form
+	tr = HTTP1Only(tr)
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
 	h := http.Header{"Connection": {"Upgrade"}, "Upgrade": {api.ExecProtocol}}
@@ -106,6 +104,21 @@ func (c *Client) Exec(ctx context.Context, ns, name string, req ExecRequest) (in
 		}()
 	}
 	return readExecFrames(ctx, frames.NewReader(conn), req.Stdout, req.Stderr)
+}
+
+// HTTP1Only returns a copy of tr that speaks HTTP/1.1 only, for requests
+// that upgrade the connection (exec): an upgrade has no HTTP/2 form. Both
+// the transport's protocols and what its TLS handshake offers (ALPN) are
+// set, or a server that speaks HTTP/2 would answer in it.
+func HTTP1Only(tr *http.Transport) *http.Transport {
+	tr = tr.Clone()
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP1(true)
+	if tr.TLSClientConfig != nil {
+		tr.TLSClientConfig = tr.TLSClientConfig.Clone()
+		tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	}
+	return tr
 }
 
 // readExecFrames writes the command's output frames and returns its exit

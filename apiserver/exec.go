@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/internal/frames"
 	"kat.dws.rip/kat/runtime"
 )
@@ -223,8 +224,5 @@ func http1Only(rt http.RoundTripper) http.RoundTripper {
 	if !ok || tr == nil {
 		return rt
 	}
-	tr = tr.Clone()
-	tr.Protocols = new(http.Protocols)
-	tr.Protocols.SetHTTP1(true)
-	return tr
+	return apiclient.HTTP1Only(tr)
 }

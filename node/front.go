@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/store/resources"
@@ -59,10 +60,7 @@ func newAPIFront(n *Node) (*apiFront, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve /metrics on the API port: %w", err)
 	}
-	tr1 := tr.Clone()
-	tr1.Protocols = new(http.Protocols)
-	tr1.Protocols.SetHTTP1(true)
-	return &apiFront{n: n, tr: tr, tr1: tr1, metrics: srv.MetricsHandler()}, nil
+	return &apiFront{n: n, tr: tr, tr1: apiclient.HTTP1Only(tr), metrics: srv.MetricsHandler()}, nil
 }
 
 // run listens on the API port and serves until ctx ends.

@@ -111,6 +111,7 @@ func TestLogsAndExecFlags(t *testing.T) {
 		{[]string{"logs", "default/web", "--tail", "-2"}, "--tail"},
 		{[]string{"logs", "default/web", "--build", "--tail", "2"}, "--tail"},
 		{[]string{"exec", "default/web"}, "arg"},
+		{[]string{"exec", "default/web", "--instance"}, "--instance"},
 	} {
 		if code, _, errOut := c.katcall(tc.args...); code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Fatalf("katcall %v: exit %d, %q; want an error naming %s", tc.args, code, errOut, tc.want)

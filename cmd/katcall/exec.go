@@ -63,7 +63,6 @@ records who ran which command in which instance, never its output.`,
 			return nil
 		},
 	}
-	cmd.Flags().SetInterspersed(false) // flags after NAMESPACE/NAME are the command's
 	cmd.Flags().StringVar(&instance, "instance", "", "the instance to run the command in (see katcall status NAMESPACE/NAME)")
 	cmd.Flags().BoolVarP(&stdin, "stdin", "i", false, "pass katcall's input to the command")
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "give the command a terminal")

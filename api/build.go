@@ -40,6 +40,10 @@ func ShortCommit(commit string) string { return commit[:min(12, len(commit))] }
 // of the event a node records for a failed build.
 const ReasonBuildFailed = "BuildFailed"
 
+// ReasonBuildSucceeded is the reason of the event of a build that made
+// its image (built, or pulled from the build cache).
+const ReasonBuildSucceeded = "BuildSucceeded"
+
 // Build is what one node knows about the build of one commit of a workload
 // (workload.kat spec.source.git): the builder returns it, the node stores it
 // under /kat/builds/{ns}/{name}/{commit12}/{node}, and the API lists a

@@ -31,11 +31,39 @@ func (c *Client) PostNodeStatus(ctx context.Context, st api.NodeStatus) error {
 // instance when instance is empty). With follow it streams until ctx ends or
 // the container stops; the client's timeout does not apply.
 func (c *Client) Logs(ctx context.Context, ns, name, instance string, follow bool, w io.Writer) error {
-	q := url.Values{"follow": {strconv.FormatBool(follow)}}
-	if instance != "" {
-		q.Set("instance", instance)
+	return c.LogsMatching(ctx, ns, name, LogQuery{Instance: instance, Follow: follow}, w)
+}
+
+// LogQuery selects the logs LogsMatching writes.
+type LogQuery struct {
+	// Instance names one instance; empty: the first, unless All.
+	Instance string
+	// All asks for every instance at once, each line prefixed with
+	// "[instanceID] ".
+	All bool
+	// Follow, Tail, Timestamps and Previous are api.LogOptions'.
+	Follow, Timestamps, Previous bool
+	Tail                         int
+	// Since is an RFC 3339 time or a duration ("10m") the server counts
+	// back from its clock.
+	Since string
+}
+
+// LogsMatching writes the logs of workload ns/name that q selects to w.
+// With q.Follow it streams until ctx ends; the client's timeout does not
+// apply.
+func (c *Client) LogsMatching(ctx context.Context, ns, name string, q LogQuery, w io.Writer) error {
+	v := api.LogOptions{Follow: q.Follow, Tail: q.Tail, Timestamps: q.Timestamps, Previous: q.Previous}.Values()
+	if q.Since != "" {
+		v.Set(api.LogParamSince, q.Since)
 	}
-	return c.streamLogs(ctx, ns, name, q, w, "logs")
+	if q.Instance != "" {
+		v.Set("instance", q.Instance)
+	}
+	if q.All {
+		v.Set(api.LogParamAll, "true")
+	}
+	return c.streamLogs(ctx, ns, name, v, w, "logs")
 }
 
 // BuildLog writes the log of the build of commit (a prefix of at least 7
@@ -58,17 +86,22 @@ func (c *Client) streamLogs(ctx context.Context, ns, name string, q url.Values, 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		apiErr := &api.Error{StatusCode: resp.StatusCode}
-		if json.Unmarshal(data, apiErr) != nil || apiErr.Message == "" {
-			apiErr.Code, apiErr.Message = http.StatusText(resp.StatusCode), what+": "+resp.Status
-		}
-		return apiErr
+		return errorOf(resp)
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("read %s of %s/%s: %w", what, ns, name, err)
 	}
 	return nil
+}
+
+// errorOf reads the API error of a failed streaming request.
+func errorOf(resp *http.Response) *api.Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	apiErr := &api.Error{StatusCode: resp.StatusCode}
+	if json.Unmarshal(data, apiErr) != nil || apiErr.Message == "" {
+		apiErr.Code, apiErr.Message = http.StatusText(resp.StatusCode), resp.Request.Method+" "+resp.Request.URL.Path+": "+resp.Status
+	}
+	return apiErr
 }
 
 // PutNodeBuildRecord stores node's record of the build of commit of

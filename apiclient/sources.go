@@ -1,8 +1,12 @@
 package apiclient
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -61,7 +65,82 @@ func (c *Client) ResumeWorkload(ctx context.Context, ns, name string) (*api.Work
 
 // ListEvents returns the newest limit events, oldest first.
 func (c *Client) ListEvents(ctx context.Context, limit int) ([]api.Event, error) {
+	return c.ListEventsMatching(ctx, EventQuery{Limit: limit})
+}
+
+// EventQuery selects events (GET /v1alpha1/events); an empty field
+// matches every event.
+type EventQuery struct {
+	Namespace, Kind, Name, Type string
+	// Since is an RFC 3339 time or a duration ("10m") the server counts
+	// back from its clock.
+	Since string
+	// Limit is how many of the newest matching events to return; 0: the
+	// server's default (50).
+	Limit int
+}
+
+func (q EventQuery) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{api.EventParamNamespace: q.Namespace, api.EventParamKind: q.Kind,
+		api.EventParamName: q.Name, api.EventParamType: q.Type, api.EventParamSince: q.Since} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return v
+}
+
+// ListEventsMatching returns the newest events that pass q, oldest first.
+func (c *Client) ListEventsMatching(ctx context.Context, q EventQuery) ([]api.Event, error) {
 	var out []api.Event
-	q := url.Values{"limit": {strconv.Itoa(limit)}}
-	return out, c.do(ctx, http.MethodGet, "/v1alpha1/events", q, nil, "", &out)
+	return out, c.do(ctx, http.MethodGet, "/v1alpha1/events", q.values(), nil, "", &out)
+}
+
+// ErrStreamEnded is what WatchEvents returns when the server ends the
+// stream (its leadership ended, or it stopped): watch again.
+var ErrStreamEnded = errors.New("apiclient: the server ended the stream")
+
+// WatchEvents calls fn with the newest events that pass q and then with
+// every new one as the server records it, until ctx ends (it returns
+// nil), fn returns an error (returned) or the stream ends (an error
+// wrapping ErrStreamEnded). The client's timeout does not apply.
+func (c *Client) WatchEvents(ctx context.Context, q EventQuery, fn func(api.Event) error) error {
+	hc := *c.http
+	hc.Timeout = 0
+	v := q.values()
+	v.Set("watch", "true")
+	resp, err := c.send(ctx, &hc, http.MethodGet, "/v1alpha1/events", v, nil, nil)
+	if err != nil {
+		return fmt.Errorf("watch events: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("watch events: %w", errorOf(resp))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue // a keepalive
+		}
+		var ev api.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return fmt.Errorf("watch events: decode %q: %w", line, err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("watch events: %w: %w", ErrStreamEnded, err)
+	}
+	return fmt.Errorf("watch events: %w", ErrStreamEnded)
 }

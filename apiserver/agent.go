@@ -23,15 +23,25 @@ var ErrUnknownBuild = errors.New("apiserver: unknown build")
 // instance the node does not run; the agent API answers 404.
 var ErrUnknownInstance = errors.New("apiserver: unknown instance")
 
+// ErrNoPreviousRun is what AgentConfig.Logs returns (wrapped) for the
+// previous run of an instance whose container has not restarted; the agent
+// API answers 404.
+var ErrNoPreviousRun = errors.New("apiserver: no previous run")
+
 // AgentConfig holds the dependencies of the agent API. Serve it on the node's
 // agent port with a TLS configuration that requires and verifies a client
 // certificate of the cluster CA (pki.ServerTLSConfig with requireClientCert, or pki.ServerTLS with
 // tls.RequireAndVerifyClientCert),
 // so only the leader and other nodes can call it.
 type AgentConfig struct {
-	// Logs writes an instance's container output to w; with follow it
-	// keeps writing until ctx ends or the container stops. Required.
-	Logs func(ctx context.Context, instanceID string, follow bool, w io.Writer) error
+	// Logs writes an instance's container output to w as opts selects;
+	// with opts.Follow it keeps writing until ctx ends or the instance
+	// leaves the node. Required.
+	Logs func(ctx context.Context, instanceID string, opts api.LogOptions, w io.Writer) error
+	// Exec returns how to run a command in the container of instance
+	// instanceID; an error wrapping ErrUnknownInstance is a 404. Default
+	// nil: the node runs no commands.
+	Exec func(ctx context.Context, instanceID string) (ExecFunc, error)
 	// BuildLog writes the log of the build of commit (full, or its first 12
 	// digits) of workload ns/name on this node to w; an error wrapping
 	// ErrUnknownBuild is a 404. Default nil: every build log is a 404.
@@ -46,7 +56,8 @@ type AgentConfig struct {
 
 // AgentHandler returns the agent API's handler:
 //
-//	GET /v1alpha1/instances/{id}/logs?follow=true
+//	GET /v1alpha1/instances/{id}/logs?follow=true&tail=N&since=TIME&timestamps=true&previous=true
+//	POST /v1alpha1/instances/{id}/exec?command=sh&command=-c&command=...&stdin=true&tty=true (Upgrade: api.ExecProtocol)
 //	GET /v1alpha1/builds/{ns}/{name}/{commit}/log
 //	GET /metrics
 func AgentHandler(cfg AgentConfig) http.Handler {
@@ -60,7 +71,7 @@ func AgentHandler(cfg AgentConfig) http.Handler {
 		r.Get("/metrics", cfg.Metrics.ServeHTTP)
 	}
 	r.Get("/v1alpha1/instances/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
-		follow, err := boolQuery(r, "follow")
+		opts, err := api.ParseLogOptions(r.URL.Query().Get, time.Now())
 		if err != nil {
 			writeError(w, badRequest("%v", err))
 			return
@@ -69,19 +80,23 @@ func AgentHandler(cfg AgentConfig) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fw := &flushWriter{w: w, rc: http.NewResponseController(w)}
 		start := time.Now()
-		err = cfg.Logs(r.Context(), id, follow, fw)
+		err = cfg.Logs(r.Context(), id, opts, fw)
 		switch {
 		case errors.Is(err, ErrUnknownInstance) && !fw.wrote:
 			writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound,
 				Message: fmt.Sprintf("instance %s does not run on this node", id)})
+		case errors.Is(err, ErrNoPreviousRun) && !fw.wrote:
+			writeError(w, &api.Error{StatusCode: http.StatusNotFound, Code: api.CodeNotFound,
+				Message: fmt.Sprintf("instance %s has no previous run: its container has not restarted", id)})
 		case err != nil && !fw.wrote:
 			writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal,
 				Message: fmt.Sprintf("read the log of instance %s: %v", id, err)})
 		case err != nil:
 			cfg.Logger.Warn().Err(err).Str("instance", id).Msg("log stream ended with an error")
 		}
-		cfg.Logger.Debug().Str("instance", id).Bool("follow", follow).Dur("duration", time.Since(start)).Msg("served logs")
+		cfg.Logger.Debug().Str("instance", id).Bool("follow", opts.Follow).Dur("duration", time.Since(start)).Msg("served logs")
 	})
+	r.Post("/v1alpha1/instances/{id}/exec", func(w http.ResponseWriter, r *http.Request) { serveExec(w, r, cfg) })
 	r.Get("/v1alpha1/builds/{ns}/{name}/{commit}/log", func(w http.ResponseWriter, r *http.Request) {
 		ns, name, commit := chi.URLParam(r, "ns"), chi.URLParam(r, "name"), chi.URLParam(r, "commit")
 		if cfg.BuildLog == nil {

@@ -41,7 +41,7 @@ func TestErrorsSayWhatWasBeingDone(t *testing.T) {
 
 	failed := errors.New("podman logs: exit status 125")
 	srv := httptest.NewServer(apiserver.AgentHandler(apiserver.AgentConfig{
-		Logs: func(_ context.Context, id string, _ bool, _ io.Writer) error {
+		Logs: func(_ context.Context, id string, _ api.LogOptions, _ io.Writer) error {
 			if id == "broken" {
 				return failed
 			}

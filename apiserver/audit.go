@@ -88,6 +88,7 @@ var auditRoutes = map[string]auditRoute{
 	"POST /v1alpha1/n/{ns}/workloads/{name}/suspend":         {"suspend", "workload"},
 	"POST /v1alpha1/n/{ns}/workloads/{name}/resume":          {"resume", "workload"},
 	"POST /v1alpha1/n/{ns}/workloads/{name}/rollback":        {"rollback", "workload"},
+	"POST /v1alpha1/n/{ns}/workloads/{name}/exec":            {"exec", "workload"},
 	"PUT /v1alpha1/sources/{source}":                         {"apply", "source"},
 	"DELETE /v1alpha1/sources/{source}":                      {"delete", "source"},
 	"POST /v1alpha1/sources/{source}/sync":                   {"sync", "source"},
@@ -144,6 +145,14 @@ func noteActor(r *http.Request, actor string) {
 func noteName(r *http.Request, name string) {
 	if n := noteOf(r); n != nil {
 		n.name = name
+	}
+}
+
+// noteDetail records a detail of r for its audit entry (the instance and
+// command of an exec).
+func noteDetail(r *http.Request, detail string) {
+	if n := noteOf(r); n != nil {
+		n.detail = detail
 	}
 }
 

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"kat.dws.rip/kat/api"
@@ -82,26 +80,9 @@ func (s *Server) buildLog(w http.ResponseWriter, r *http.Request, ns, name strin
 			Message: fmt.Sprintf("no node has built workload %s/%s at %s", ns, name, commit)})
 		return
 	}
-	if s.cfg.AgentTransport == nil {
-		writeError(w, &api.Error{StatusCode: http.StatusServiceUnavailable, Code: api.CodeInternal, Message: "this server cannot reach agents"})
-		return
-	}
-	reg, err := s.cfg.Repo.GetNodeRegistration(ctx, best.Node)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	u := url.URL{Scheme: "https", Host: net.JoinHostPort(reg.AdvertiseAddress, strconv.Itoa(reg.AgentPort)),
-		Path: "/v1alpha1/builds/" + url.PathEscape(ns) + "/" + url.PathEscape(name) + "/" + url.PathEscape(best.Commit) + "/log"}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	resp, err := (&http.Client{Transport: s.cfg.AgentTransport}).Do(req)
-	if err != nil {
-		writeError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeInternal,
-			Message: fmt.Sprintf("reach the agent of node %s: %v", best.Node, err)})
+	resp, apiErr := s.callAgent(ctx, best.Node, "/v1alpha1/builds/"+url.PathEscape(ns)+"/"+url.PathEscape(name)+"/"+url.PathEscape(best.Commit)+"/log", nil)
+	if apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	defer resp.Body.Close()

@@ -19,7 +19,7 @@ func TestBuildLogProxied(t *testing.T) {
 	ctx := context.Background()
 	commit := strings.Repeat("ab", 20)
 	f := newAgentFixture(t, apiserver.AgentConfig{
-		Logs: func(context.Context, string, bool, io.Writer) error { return nil },
+		Logs: func(context.Context, string, api.LogOptions, io.Writer) error { return nil },
 		BuildLog: func(_ context.Context, ns, name, c string, w io.Writer) error {
 			if c != commit {
 				return fmt.Errorf("%w: %s", apiserver.ErrUnknownBuild, c)

@@ -28,11 +28,11 @@ func TestWorkloadInstancesStatusAndLogs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newAgentFixture(t, apiserver.AgentConfig{
-		Logs: func(_ context.Context, id string, follow bool, w io.Writer) error {
+		Logs: func(_ context.Context, id string, opts api.LogOptions, w io.Writer) error {
 			if id != "web-1" {
 				return fmt.Errorf("%w: %s", apiserver.ErrUnknownInstance, id)
 			}
-			_, err := fmt.Fprintf(w, "hello from %s follow=%v\n", id, follow)
+			_, err := fmt.Fprintf(w, "hello from %s follow=%v\n", id, opts.Follow)
 			return err
 		},
 	})
@@ -110,12 +110,14 @@ func mustJSON(t *testing.T, v any) []byte {
 func newAgentFixture(t *testing.T, agent apiserver.AgentConfig) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	agentSrv := httptest.NewTLSServer(apiserver.AgentHandler(agent))
+	agentSrv := httptest.NewUnstartedServer(apiserver.AgentHandler(agent))
+	agentSrv.EnableHTTP2 = true
+	agentSrv.StartTLS()
 	t.Cleanup(agentSrv.Close)
 	pool := x509.NewCertPool()
 	pool.AddCert(agentSrv.Certificate())
 	f := newFixture(t, func(c *apiserver.Config) {
-		c.AgentTransport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+		c.AgentTransport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 	})
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(agentSrv.URL, "https://"))
 	p, _ := strconv.Atoi(port)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/quadlet"
@@ -82,6 +83,7 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	s.recordEvent(r.Context(), namespaceRef(*ns), api.EventNormal, "Created", "created through the API")
 	writeJSON(w, http.StatusCreated, namespaceView(*ns, 0))
 }
 
@@ -104,10 +106,11 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	status := http.StatusOK
+	status, reason := http.StatusOK, "Updated"
 	if created {
-		status = http.StatusCreated
+		status, reason = http.StatusCreated, "Created"
 	}
+	s.recordEvent(r.Context(), namespaceRef(*ns), api.EventNormal, reason, strings.ToLower(reason)+" through the API")
 	writeJSON(w, status, namespaceView(*ns, 0))
 }
 
@@ -120,9 +123,14 @@ func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	s.recordEvent(r.Context(), api.ObjectRef{Kind: api.KindNamespace, Name: name}, api.EventNormal, "Deleted", "deleted through the API")
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
 }
 
 func namespaceView(ns api.Namespace, workloads int) api.NamespaceView {
 	return api.NamespaceView{Namespace: ns, Workloads: workloads}
+}
+
+func namespaceRef(ns api.Namespace) api.ObjectRef {
+	return api.ObjectRef{Kind: api.KindNamespace, Name: ns.Name, UID: ns.UID}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -126,7 +127,14 @@ func (s *Server) postNodeEvent(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.readNodeReport(w, r, "event", 64<<10, &ev); !ok {
 		return
 	}
+	ev.Normalize()
 	switch {
+	case ev.Kind != "" && !slices.Contains(api.EventKinds, ev.Kind):
+		writeError(w, badRequest("event: kind %q is not one of %s", ev.Kind, strings.Join(api.EventKinds, ", ")))
+		return
+	case ev.Kind != "" && ev.Object != ev.Path():
+		writeError(w, badRequest("event: object %q does not match kind, namespace and name (%s)", ev.Object, ev.Path()))
+		return
 	case ev.Type != api.EventNormal && ev.Type != api.EventWarning:
 		writeError(w, badRequest("event: type %q must be %s or %s", ev.Type, api.EventNormal, api.EventWarning))
 		return

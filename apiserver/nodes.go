@@ -365,6 +365,11 @@ func (s *Server) deleteNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.cfg.Logger.Info().Str("node", name).Bool("force", force).Msg("node deleted")
+	msg := "deleted through the API"
+	if force {
+		msg += " (forced)"
+	}
+	s.recordEvent(r.Context(), api.NodeRef(name, n.UID), api.EventNormal, "Deleted", msg)
 	w.WriteHeader(http.StatusNoContent)
 }
 

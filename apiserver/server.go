@@ -145,6 +145,8 @@ type Server struct {
 	// secretUses are the secrets of the assignments' specs, for the
 	// delivery of secrets to nodes.
 	secretUses secretUses
+	// agentUpgrades is AgentTransport speaking HTTP/1.1 only, for exec.
+	agentUpgrades http.RoundTripper
 }
 
 // New checks cfg, applies defaults and returns a Server.
@@ -188,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 		s.auditLog = *cfg.AuditLogger
 	}
 	s.auditUnauthenticated = httprate.NewRateLimiter(cfg.AuditUnauthenticatedLimit, time.Minute)
+	s.agentUpgrades = http1Only(cfg.AgentTransport)
 	return s, nil
 }
 
@@ -216,8 +219,11 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Webhooks != nil {
 		r.Handle("/v1alpha1/webhooks/{provider}", s.cfg.Webhooks)
 	}
-	// Routes without the request timeout: followed logs stream for long.
+	// Routes without the request timeout: followed logs and watched
+	// events stream for long.
 	r.With(s.authenticate).Get("/v1alpha1/n/{ns}/workloads/{name}/logs", s.workloadLogs)
+	r.With(s.authenticate).Get("/v1alpha1/events", s.listEvents)
+	r.With(s.authenticate).Post("/v1alpha1/n/{ns}/workloads/{name}/exec", s.workloadExec)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/status", s.postNodeStatus)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Put("/v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}", s.putNodeBuildRecord)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/events", s.postNodeEvent)
@@ -273,7 +279,6 @@ func (s *Server) Handler() http.Handler {
 		r.Delete("/sources/{source}", s.deleteSource)
 		r.Post("/sources/{source}/sync", s.syncSources)
 		r.Post("/sync", s.syncSources)
-		r.Get("/events", s.listEvents)
 		r.Get("/jobs", s.listJobRuns)
 		r.Get("/audit", s.listAudit)
 		s.routeSecrets(r)

@@ -64,7 +64,11 @@ spec: {clusterCIDR: 10.100.0.0/16, serviceCIDR: 10.96.0.0/16}
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewTLSServer(s.Handler())
+	// HTTP/2 on, as a real server has it: katcall's upgrades (exec) must
+	// still be HTTP/1.1.
+	srv := httptest.NewUnstartedServer(s.Handler())
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	c, err := apiclient.New(apiclient.Config{Server: srv.URL, Token: token, CAData: caPEM})

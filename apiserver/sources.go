@@ -5,13 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
-	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/gitsync"
+	"kat.dws.rip/kat/gitx"
 )
 
 // GitOps is what the API needs of the leader's gitsync.Manager.
@@ -81,18 +83,22 @@ func (s *Server) putSource(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	code := http.StatusOK
+	code, reason := http.StatusOK, "Updated"
 	if created {
-		code = http.StatusCreated
+		code, reason = http.StatusCreated, "Created"
 	}
+	s.recordEvent(r.Context(), api.SourceRef(name), api.EventNormal, reason,
+		fmt.Sprintf("%s through the API: %s branch %s", strings.ToLower(reason), gitx.RedactURL(spec.URL), spec.Branch))
 	writeJSON(w, code, src)
 }
 
 func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) {
-	if err := s.cfg.Repo.DeleteSource(r.Context(), chi.URLParam(r, "source")); err != nil {
+	name := chi.URLParam(r, "source")
+	if err := s.cfg.Repo.DeleteSource(r.Context(), name); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
+	s.recordEvent(r.Context(), api.SourceRef(name), api.EventNormal, "Deleted", "deleted through the API")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -149,25 +155,4 @@ func (s *Server) setSuspended(w http.ResponseWriter, r *http.Request, suspend bo
 		wl = &api.Workload{WorkloadMeta: *meta}
 	}
 	writeJSON(w, http.StatusOK, workloadView(*wl))
-}
-
-func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
-	limit := 50
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			writeError(w, badRequest("limit: %q is not a non-negative number", v))
-			return
-		}
-		limit = n
-	}
-	evs, err := s.cfg.Repo.ListEvents(r.Context(), limit)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	if evs == nil {
-		evs = []api.Event{}
-	}
-	writeJSON(w, http.StatusOK, evs)
 }

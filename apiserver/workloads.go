@@ -163,6 +163,14 @@ func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName s
 	if res.Created {
 		status = http.StatusCreated
 	}
+	if res.Changed {
+		reason, verb := "Updated", "updated"
+		if res.Created {
+			reason, verb = "Created", "created"
+		}
+		s.recordEvent(r.Context(), api.WorkloadRef(ns, wl.Name, wl.UID), api.EventNormal, reason,
+			fmt.Sprintf("%s through the API at generation %d (spec %s)", verb, wl.Generation, shortHash(wl.SpecHash)))
+	}
 	out := workloadView(*wl)
 	if wl.Status.Phase == "" || res.Changed {
 		// The leader derives the status moments later; until then the
@@ -189,6 +197,8 @@ func (s *Server) deleteWorkload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	s.recordEvent(r.Context(), api.WorkloadRef(ns, name, meta.UID), api.EventNormal, "Deleted",
+		fmt.Sprintf("deleted through the API at generation %d", meta.Generation))
 	writeJSON(w, http.StatusOK, workloadView(api.Workload{WorkloadMeta: *meta}))
 }
 
@@ -224,4 +234,12 @@ func boolQuery(r *http.Request, key string) (bool, error) {
 		return false, fmt.Errorf("query parameter %q: %q is not true or false", key, v)
 	}
 	return b, nil
+}
+
+// shortHash is the first 12 digits of a spec hash, as status shows it.
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }

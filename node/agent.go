@@ -87,7 +87,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv, ln, agentTLS, err := n.agentServer(ag)
+	srv, ln, agentTLS, err := n.agentServer(ag, rt)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (n *Node) factsRoad() agent.Facts {
 // agentServer listens on the agent port with mutual TLS: only holders of a
 // certificate of the cluster CA may call it. The caller runs the returned
 // ServerTLS, which reloads the certificate files as they change.
-func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, *pki.ServerTLS, error) {
+func (n *Node) agentServer(ag *agent.Agent, rt *runtime.Podman) (*http.Server, net.Listener, *pki.ServerTLS, error) {
 	agentTLS, err := n.serverTLS(tls.RequireAndVerifyClientCert, tls.VersionTLS13, "agent-api")
 	if err != nil {
 		return nil, nil, nil, err
@@ -158,12 +158,24 @@ func (n *Node) agentServer(ag *agent.Agent) (*http.Server, net.Listener, *pki.Se
 		return nil, nil, nil, fmt.Errorf("listen for the agent API on port %d: %w", port, err)
 	}
 	h := apiserver.AgentHandler(apiserver.AgentConfig{
-		Logs: func(ctx context.Context, id string, follow bool, w io.Writer) error {
-			err := ag.Logs(ctx, id, follow, w)
-			if errors.Is(err, agent.ErrUnknownInstance) {
+		Logs: func(ctx context.Context, id string, opts api.LogOptions, w io.Writer) error {
+			err := ag.Logs(ctx, id, opts, w)
+			switch {
+			case errors.Is(err, agent.ErrUnknownInstance):
 				return fmt.Errorf("%w: %w", apiserver.ErrUnknownInstance, err)
+			case errors.Is(err, agent.ErrNoPreviousRun):
+				return fmt.Errorf("%w: %w", apiserver.ErrNoPreviousRun, err)
 			}
 			return err
+		},
+		Exec: func(_ context.Context, id string) (apiserver.ExecFunc, error) {
+			cid, err := ag.ContainerOf(id)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", apiserver.ErrUnknownInstance, err)
+			}
+			return func(ctx context.Context, cmd []string, eio runtime.ExecIO) (int, error) {
+				return rt.ExecInteractive(ctx, cid, cmd, eio)
+			}, nil
 		},
 		BuildLog: func(_ context.Context, ns, name, commit string, w io.Writer) error {
 			err := ag.BuildLog(ns, name, commit, w)

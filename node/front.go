@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/apiserver"
 	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/store/resources"
@@ -42,6 +43,9 @@ type apiFront struct {
 	// tr reaches the leader's API: the cluster CA, and no client
 	// certificate, so that a forwarded request carries no node's identity.
 	tr *http.Transport
+	// tr1 is tr speaking HTTP/1.1 only, for requests that upgrade the
+	// connection (katcall exec): an upgrade has no HTTP/2 form.
+	tr1 *http.Transport
 	// metrics answers scrapes while the node does not lead, with the
 	// API's authentication of them.
 	metrics http.Handler
@@ -56,7 +60,7 @@ func newAPIFront(n *Node) (*apiFront, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve /metrics on the API port: %w", err)
 	}
-	return &apiFront{n: n, tr: tr, metrics: srv.MetricsHandler()}, nil
+	return &apiFront{n: n, tr: tr, tr1: apiclient.HTTP1Only(tr), metrics: srv.MetricsHandler()}, nil
 }
 
 // run listens on the API port and serves until ctx ends.
@@ -73,6 +77,7 @@ func (f *apiFront) run(ctx context.Context) error {
 	// Agents report with their node certificate; Git hosts' webhooks may
 	// speak TLS 1.2 only.
 	defer f.tr.CloseIdleConnections()
+	defer f.tr1.CloseIdleConnections()
 	g, gctx := errgroup.WithContext(ctx)
 	// Requests in flight when the node stops see their context end (as
 	// the leader's requests do when its term ends), so that shutting down
@@ -139,13 +144,17 @@ func (f *apiFront) forward(w http.ResponseWriter, r *http.Request) {
 		unavailable(w, fmt.Sprintf("the leader endpoint %q of node %s: %v", ep.APIURL, ep.Node, err))
 		return
 	}
+	tr := f.tr
+	if r.Header.Get("Upgrade") != "" {
+		tr = f.tr1
+	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			pr.Out.Header.Set(ForwardedByHeader, f.n.state.NodeName)
 		},
-		Transport:     f.tr,
+		Transport:     tr,
 		FlushInterval: -1, // logs and events stream
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			writeAPIError(w, &api.Error{StatusCode: http.StatusBadGateway, Code: api.CodeUnavailable,

@@ -21,14 +21,18 @@ type auditFlags struct {
 
 func (f *auditFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.actor, "actor", "", `audit only: entries of this actor ("admin", "node:n2"; "node:" for every node)`)
-	cmd.Flags().IntVar(&f.limit, "limit", 0, "audit only: how many of the newest entries (default 100)")
+	cmd.Flags().IntVar(&f.limit, "limit", 0, "audit and events only: how many of the newest entries (default: 100 of the audit log, 50 events)")
 }
 
 // query checks the flags for kind and returns the audit query: NAME is the
 // resource filter ("workload/default/web", "node").
 func (f *auditFlags) query(cmd *cobra.Command, kind, name, namespace string) (api.AuditQuery, error) {
 	if kind != "audit" {
-		for _, fl := range []string{"actor", "limit"} {
+		flags := []string{"actor", "limit"}
+		if kind == "events" {
+			flags = flags[:1]
+		}
+		for _, fl := range flags {
 			if cmd.Flags().Changed(fl) {
 				return api.AuditQuery{}, fmt.Errorf("--%s: only get audit takes it", fl)
 			}

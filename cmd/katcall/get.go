@@ -15,6 +15,7 @@ type getOptions struct {
 	namespace string
 	output    string
 	audit     auditFlags
+	events    eventFlags
 }
 
 func newGetCommand(g *globals) *cobra.Command {
@@ -48,12 +49,23 @@ func newGetCommand(g *globals) *cobra.Command {
 			if kind == "audit" {
 				return runGetAudit(cmd.Context(), c, g, q, f)
 			}
+			if kind == "events" {
+				eq, err := o.events.query(name, o.namespace, o.audit.limit)
+				if err != nil {
+					return err
+				}
+				return runGetEvents(cmd.Context(), c, g, eq, o.events.watch, f)
+			}
+			if err := o.events.refuse(cmd); err != nil {
+				return err
+			}
 			return runGet(cmd.Context(), c, g, kind, name, o.namespace, f)
 		},
 	}
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "only this namespace (default: all)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	o.audit.register(cmd)
+	o.events.register(cmd)
 	return cmd
 }
 
@@ -87,8 +99,6 @@ func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns
 		return runGetSources(ctx, c, g, name, f)
 	case "secrets":
 		return runGetSecrets(ctx, c, g, name, ns, f, now)
-	case "events":
-		return runGetEvents(ctx, c, g, f)
 	case "jobs":
 		return runGetJobs(ctx, c, g, name, ns, f, now)
 	case "workloads":

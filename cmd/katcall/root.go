@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +13,9 @@ import (
 type globals struct {
 	configPath string
 	stdout     io.Writer
-	stderr     io.Writer
+	// stdin is katcall exec -i's input: os.Stdin.
+	stdin  io.Reader
+	stderr io.Writer
 	// used is the API client the command made (client), and usedConfig
 	// the file it came from: run refreshes the file's servers when the
 	// client had to fail over.
@@ -21,7 +24,7 @@ type globals struct {
 }
 
 func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
-	g := &globals{stdout: stdout, stderr: stderr}
+	g := &globals{stdout: stdout, stderr: stderr, stdin: os.Stdin}
 	root := &cobra.Command{
 		Use:   "katcall",
 		Short: "Control a KAT cluster",
@@ -39,7 +42,7 @@ writes one to DATA_DIR/katcall.yaml.`,
 	root.AddCommand(newSourceCommand(g), newSecretCommand(g), newSyncCommand(g), newSuspendCommand(g, true), newSuspendCommand(g, false))
 	root.AddCommand(newDiffCommand(g))
 	root.AddCommand(newBackupCommand(g))
-	root.AddCommand(newLogsCommand(g), newTopCommand(g))
+	root.AddCommand(newLogsCommand(g), newExecCommand(g), newTopCommand(g))
 	root.AddCommand(newHistoryCommand(g), newRollbackCommand(g), newRolloutCommand(g))
 	root.AddCommand(
 		newNodeActionCommand(g, "cordon", "Mark a node unschedulable: it gets no new instance", "cordoned", (*apiclient.Client).CordonNode),

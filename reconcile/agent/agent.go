@@ -40,6 +40,8 @@ type Agent struct {
 	health runtimeHealth
 	// network is the node's network as last made.
 	network netState
+	// runs are the instances' previous runs, for their logs.
+	runs previousRuns
 
 	// slots bounds the runs and starts in flight; removals and probes
 	// have pools of their own, so a container's stop grace never holds

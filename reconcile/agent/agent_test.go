@@ -196,10 +196,10 @@ func TestAgentRunsRestartsAndAdopts(t *testing.T) {
 		t.Fatalf("agent restart created %d and started %d containers", c2-creates, s2-starts)
 	}
 	var buf bytes.Buffer
-	if err := ag2.Logs(context.Background(), "web-1", false, &buf); err != nil || buf.String() != "log of "+firstID+"\n" {
+	if err := ag2.Logs(context.Background(), "web-1", api.LogOptions{}, &buf); err != nil || buf.String() != "log of "+firstID+"\n" {
 		t.Fatalf("Logs = %q, %v", buf.String(), err)
 	}
-	if err := ag2.Logs(context.Background(), "nope", false, &buf); err == nil {
+	if err := ag2.Logs(context.Background(), "nope", api.LogOptions{}, &buf); err == nil {
 		t.Fatal("Logs of an unknown instance succeeded")
 	}
 }

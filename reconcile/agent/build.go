@@ -67,6 +67,15 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	if err == nil {
 		if !rec.Existing {
 			ag.cfg.Logger.Info().Str("instance", a.InstanceID).Str("image", rec.Image).Bool("cache_hit", rec.CacheHit).Msg("image built")
+			how := "built"
+			if rec.CacheHit {
+				how = "pulled from the build cache"
+			}
+			ev := api.WorkloadRef(a.Namespace, a.Workload, "").Eventf(api.EventNormal, api.ReasonBuildSucceeded,
+				"image %s at %s %s on node %s", rec.Image, api.ShortCommit(a.Build.Commit), how, ag.cfg.Node)
+			if eerr := ag.cfg.Facts.AppendEvent(ctx, ev); eerr != nil {
+				ag.cfg.Logger.Warn().Err(eerr).Msg("cannot record the build success event")
+			}
 		}
 		return nil
 	}
@@ -80,9 +89,9 @@ func (ag *Agent) buildImage(ctx context.Context, ai assignedInstance) error {
 	// The build record (the Builder stored it) is the fact the leader
 	// derives the workload's BuildFailed condition from; the event tells
 	// the story.
-	obj := "workload/" + a.Namespace + "/" + a.Workload
-	if eerr := ag.cfg.Facts.AppendEvent(ctx, api.Event{Type: api.EventWarning, Object: obj, Reason: api.ReasonBuildFailed,
-		Message: fmt.Sprintf("build at %s failed on node %s (%s): %v", api.ShortCommit(a.Build.Commit), ag.cfg.Node, fe.Stage, fe.Err)}); eerr != nil {
+	ev := api.WorkloadRef(a.Namespace, a.Workload, "").Eventf(api.EventWarning, api.ReasonBuildFailed,
+		"build at %s failed on node %s (%s): %v", api.ShortCommit(a.Build.Commit), ag.cfg.Node, fe.Stage, fe.Err)
+	if eerr := ag.cfg.Facts.AppendEvent(ctx, ev); eerr != nil {
 		ag.cfg.Logger.Warn().Err(eerr).Msg("cannot record the build failure event")
 	}
 	if fe.Stalled() {

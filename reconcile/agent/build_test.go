@@ -153,6 +153,17 @@ func TestAgentBuildsInsteadOfPulling(t *testing.T) {
 	if err != nil || len(evs) == 0 || evs[len(evs)-1].Reason != api.ReasonBuildFailed {
 		t.Fatalf("events = %+v, %v", evs, err)
 	}
+	// Builds are events both ways, about the workload.
+	var reasons []string
+	for _, ev := range evs {
+		if ev.Kind != api.KindWorkload || ev.Namespace != "ns1" || ev.Name != "app" || ev.Object != "workload/ns1/app" {
+			t.Fatalf("build event %+v is not about workload ns1/app", ev)
+		}
+		reasons = append(reasons, ev.Type+" "+ev.Reason)
+	}
+	if want := "Normal BuildSucceeded,Warning BuildFailed"; strings.Join(reasons, ",") != want {
+		t.Fatalf("build events %q, want %q", reasons, want)
+	}
 
 	// Removing the old instance after a good build prunes old images.
 	if _, err := e.repo.WriteAssignments(context.Background(), nil, []api.Assignment{old}); err != nil {

@@ -21,6 +21,7 @@ const stepTimeout = 5 * time.Minute
 func (ag *Agent) runStep(ctx context.Context, t task) {
 	id, step, ai, c := t.id, t.step, t.ai, t.c
 	log := ag.cfg.Logger.With().Str("instance", id).Str("step", step.String()).Logger()
+	began := ag.cfg.Now()
 	var err error
 	if step == stepCreate && ai.a.Build != nil {
 		// Builds run outside the runtime slots (the Builder bounds its
@@ -38,7 +39,10 @@ func (ag *Agent) runStep(ctx context.Context, t task) {
 	switch {
 	case err == nil && step == stepRemove:
 		hop(ag.cfg.Logger, "old-stopped", ai.a)
+		ag.runs.forget(id)
 		ag.pruneAfter(ctx, c)
+	case err == nil && step == stepStart && c != nil && !c.StartedAt.IsZero():
+		ag.runs.restarted(id, *c, began)
 	case err == nil && step == stepCreate:
 		hop(ag.cfg.Logger, "running", ai.a)
 	}

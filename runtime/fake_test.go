@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -754,23 +753,6 @@ func TestServiceThatCannotStart(t *testing.T) {
 	must(t, f.pm.Close())
 	if _, err := f.pm.InspectContainer(context.Background(), "c1"); !errors.Is(err, ErrServiceUnavailable) || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("call after Close: %v", err)
-	}
-}
-
-// TestDemux: the service's framed stream reads as its payloads in order; a
-// stream cut inside a frame is an error, not a short read.
-func TestDemux(t *testing.T) {
-	frame := func(stream byte, s string) string {
-		return string([]byte{stream, 0, 0, 0, byte(len(s) >> 24), byte(len(s) >> 16), byte(len(s) >> 8), byte(len(s))}) + s
-	}
-	got, err := io.ReadAll(&demux{r: bufio.NewReader(strings.NewReader(frame(1, "out\n") + frame(2, "err\n") + frame(1, "") + frame(1, "x")))})
-	if err != nil || string(got) != "out\nerr\nx" {
-		t.Fatalf("got %q, %v", got, err)
-	}
-	for _, cut := range []string{frame(1, "abc")[:9], frame(1, "abc")[:5]} {
-		if _, err := io.ReadAll(&demux{r: bufio.NewReader(strings.NewReader(cut))}); !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Errorf("cut stream %q: %v, want io.ErrUnexpectedEOF", cut, err)
-		}
 	}
 }
 

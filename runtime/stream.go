@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -116,68 +116,66 @@ func truncate(b []byte, n int) string {
 	return string(b)
 }
 
-// Logs implements ContainerRuntime with GET /containers/{id}/logs.
+// Logs implements ContainerRuntime with `podman logs`, a process, not the
+// service: the service's log stream of Podman 4.3 stops following a k8s-file
+// log at its rotation and its timestamps do not bound a run as the CLI's do.
+// Logs are read now and then, not on any path a deploy waits on.
 func (p *Podman) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	q := url.Values{"stdout": {"true"}, "stderr": {"true"}, "follow": {strconv.FormatBool(opts.Follow)}}
+	// podman logs writes the container's stderr to its own stderr, where
+	// its errors go too: check first that the container exists.
+	if _, err := p.run(ctx, "container", "inspect", "--format", "{{.Id}}", "--", id); err != nil {
+		return nil, fmt.Errorf("read logs of %s: %w", id, err)
+	}
+	args := []string{"logs"}
+	if opts.Follow {
+		args = append(args, "--follow")
+	}
 	if opts.Tail > 0 {
-		q.Set("tail", strconv.Itoa(opts.Tail))
+		args = append(args, "--tail", strconv.Itoa(opts.Tail))
 	}
 	if !opts.Since.IsZero() {
-		q.Set("since", opts.Since.UTC().Format(time.RFC3339Nano))
+		args = append(args, "--since", opts.Since.UTC().Format(time.RFC3339Nano))
 	}
 	if opts.Timestamps {
-		q.Set("timestamps", "true")
+		args = append(args, "--timestamps")
 	}
-	resp, err := p.call(ctx, request{op: "podman logs " + id, method: http.MethodGet, path: pathOf("/containers/%s/logs", id), query: q}) //nolint:bodyclose // the logReader's Close closes it
+	args = append(args, "--", id)
+	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("read logs of %s: %w", id, err)
 	}
-	return &logReader{body: resp.Body, frames: &demux{r: bufio.NewReader(resp.Body)}}, nil
+	cmd := p.command(ctx, args...)
+	cmd.Stdout = w
+	cmd.Stderr = w
+	if err := cmd.Start(); err != nil {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("read logs of %s: %w", id, p.commandError(ctx, args, err, nil))
+	}
+	_ = w.Close() // the child holds its own copy; EOF comes when it exits
+	return &logReader{r: r, cmd: cmd}, nil
 }
 
-// logReader is a container's output from the service. Close ends a
-// following stream.
+// logReader is the output of a running `podman logs`. Close kills podman
+// if it still runs and reaps it.
 type logReader struct {
-	body   io.Closer
-	frames *demux
+	r    *os.File
+	cmd  *exec.Cmd
+	once sync.Once
 }
 
-func (l *logReader) Read(b []byte) (int, error) { return l.frames.Read(b) }
+func (l *logReader) Read(b []byte) (int, error) { return l.r.Read(b) }
 
 func (l *logReader) Close() error {
-	_ = l.body.Close() // the stream's end says nothing about the container
+	l.once.Do(func() {
+		_ = l.cmd.Process.Kill() // ends a following podman logs; harmless once it exited
+		_ = l.r.Close()
+		_ = l.cmd.Wait() // killed on purpose: its status says nothing
+	})
 	return nil
-}
-
-// demux reads a stream of the service's frames (an 8-byte header: the
-// stream, 1 stdout or 2 stderr, three zero bytes and the length, big
-// endian; then the payload) as the payloads in order: stdout and stderr
-// interleaved, as a terminal shows them.
-type demux struct {
-	r    *bufio.Reader
-	left int // payload bytes of the current frame not yet read
-}
-
-func (d *demux) Read(b []byte) (int, error) {
-	for d.left == 0 {
-		var hdr [8]byte
-		if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return 0, fmt.Errorf("read podman's output stream: a frame header cut short: %w", err)
-			}
-			return 0, err
-		}
-		d.left = int(binary.BigEndian.Uint32(hdr[4:]))
-	}
-	n, err := d.r.Read(b[:min(len(b), d.left)])
-	d.left -= n
-	if errors.Is(err, io.EOF) && d.left > 0 {
-		err = fmt.Errorf("read podman's output stream: a frame cut short: %w", io.ErrUnexpectedEOF)
-	}
-	return n, err
 }
 
 // Exec implements ContainerRuntime with `podman exec`, a process, not an

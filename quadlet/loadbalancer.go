@@ -197,7 +197,7 @@ func ingressPath(path string) string {
 	return ""
 }
 
-// LabelIngressProxy, in a Workload's metadata.labels, makes the workload
+// LabelIngressProxy is the label of metadata.labels that makes a workload
 // the cluster's ingress proxy: the agent configures its instances from the
 // routes of every spec.ingress. Its value names the proxy; "haproxy" is the
 // only one.

@@ -51,8 +51,10 @@ else
   [ -n "${KAT_ETCD_CLIENT_PORT:-}" ] && ports+=(--etcd-client-port "$KAT_ETCD_CLIENT_PORT")
   [ -n "${KAT_ETCD_PEER_PORT:-}" ] && ports+=(--etcd-peer-port "$KAT_ETCD_PEER_PORT")
   [ -n "${KAT_NODE_NAME:-}" ] && ports+=(--node-name "$KAT_NODE_NAME")
+  # The node is an ingress node: examples-repo's proxy (kat-core/ingress)
+  # runs on it and answers on its port 80.
   nohup "$bin/kat-agent" init --config "$cluster" --data-dir "$data" \
-    --advertise-address 127.0.0.1 --log-format json "${ports[@]}" >>"$data/kat-agent.log" 2>&1 &
+    --advertise-address 127.0.0.1 --node-label kat.dws.rip/role=ingress --log-format json "${ports[@]}" >>"$data/kat-agent.log" 2>&1 &
   echo $! >"$pidfile"
   echo "kat-agent started (pid $!, log $data/kat-agent.log)"
 fi

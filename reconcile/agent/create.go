@@ -62,6 +62,11 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	if a.SourceCommit != "" {
 		spec.Labels[runtime.LabelSourceCommit] = a.SourceCommit
 	}
+	if isIngressProxy(ai.q) {
+		if err := ag.prepareIngressProxy(ai.q, &spec); err != nil {
+			return "", spec, err
+		}
+	}
 	if err := ag.joinNetwork(&spec, a); err != nil {
 		return "", spec, err
 	}

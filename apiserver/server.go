@@ -275,6 +275,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/sync", s.syncSources)
 		r.Get("/events", s.listEvents)
 		r.Get("/jobs", s.listJobRuns)
+		r.Get(strings.TrimPrefix(api.IngressPath, "/v1alpha1"), s.listIngress)
 		r.Get("/audit", s.listAudit)
 		s.routeSecrets(r)
 	})

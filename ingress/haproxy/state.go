@@ -16,6 +16,8 @@ import (
 type Desired struct {
 	Exact, Prefix map[string]string
 	Backends      map[string]map[string]string
+	// Rules is the number of rules (host and path) routed.
+	Rules int
 }
 
 // DesiredOf returns what the routes records ask for. A rule with path "/"
@@ -28,6 +30,7 @@ func DesiredOf(routes []api.IngressRoutes) Desired {
 	for _, r := range routes {
 		for _, rule := range r.Rules {
 			b := rule.Backend(r.Namespace, r.Workload)
+			d.Rules++
 			if rule.Path == "/" {
 				d.Prefix[rule.Host+"/"] = b
 			} else {
@@ -44,9 +47,6 @@ func DesiredOf(routes []api.IngressRoutes) Desired {
 	}
 	return d
 }
-
-// Routes is the number of map entries of d.
-func (d Desired) Routes() int { return len(d.Exact) + len(d.Prefix) }
 
 // Observed is what HAProxy has: its map entries (to slot names) and the
 // servers of its pool's backends.

@@ -164,14 +164,14 @@ func (u *ingressUpdater) once(ctx context.Context) {
 		return
 	}
 	if len(cmds) > 0 {
-		u.ag.cfg.Logger.Info().Str("component", "ingress").Int("commands", len(cmds)).Int("routes", desired.Routes()).
+		u.ag.cfg.Logger.Info().Str("component", "ingress").Int("commands", len(cmds)).Int("routes", desired.Rules).
 			Msg("ingress proxy updated")
 	}
 	servers := 0
 	for _, s := range desired.Backends {
 		servers += len(s)
 	}
-	st := &api.IngressProxyStatus{Proxy: "HAProxy", Routes: desired.Routes(), Backends: servers}
+	st := &api.IngressProxyStatus{Proxy: "HAProxy", Routes: desired.Rules, Backends: servers}
 	if prev := u.Status(); prev != nil && len(cmds) == 0 {
 		st.LastAppliedAt = prev.LastAppliedAt // a pass that changed nothing changes no status
 	} else {

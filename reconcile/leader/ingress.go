@@ -23,12 +23,13 @@ import (
 // set) is unrouted in the pass that sees it, a drain delay before its
 // container is stopped.
 type ingressRoutes struct {
-	l     *Leader
+	l *Leader
+	// cache is the view's: the status reads the conflicts from it.
 	cache *store.Cache[api.IngressRoutes]
 }
 
 func newIngressRoutes(l *Leader) *ingressRoutes {
-	return &ingressRoutes{l: l, cache: store.NewCache(l.cfg.Repo.Store(), resources.IngressRoutesPrefix(), decodeIngressRoutes)}
+	return &ingressRoutes{l: l, cache: l.view.ingress}
 }
 
 // decodeIngressRoutes keeps every key under the prefix, even one that does
@@ -41,9 +42,9 @@ func decodeIngressRoutes(kv store.KV) (api.IngressRoutes, bool) {
 	return r, true
 }
 
-// run runs the records cache and the loop until ctx ends.
+// run runs the loop until ctx ends; the view runs the cache.
 func (ir *ingressRoutes) run(ctx context.Context, sub *subscription) error {
-	return runWithCache(ctx, ir.l, ir.cache, sub, "ingress", ir.once)
+	return ir.l.loop(ctx, sub, "ingress", ir.once)
 }
 
 // once recomputes every workload's routes (conflicts tie workloads

@@ -107,6 +107,19 @@ func TestLeaderIngressRoutes(t *testing.T) {
 	// A second workload claims a.test/ (held by web) and b.test/.
 	e.apply(ingressFiles(t, "shop", 0, "a.test /", "b.test /"), api.APIOwner())
 	waitIngress("a.test/ stays with web, shop gets b.test/", "ns1/shop a.test/ conflict ns1/web\nns1/shop b.test/ -> \n"+both)
+	polltest.UntilErr(t, 10*time.Second, "shop's status has IngressConflict naming both", func() error {
+		st, err := e.repo.GetWorkload(e.ctx, "ns1", "shop")
+		if err != nil {
+			return err
+		}
+		for _, c := range st.Status.Conditions {
+			if c.Type == ConditionIngressConflict && c.Status == api.ConditionTrue &&
+				strings.Contains(c.Message, "a.test/ of ns1/shop is served by ns1/web") {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", st.Status.Conditions)
+	})
 
 	// web lets a.test/ go: shop takes it.
 	e.apply(ingressFiles(t, "web", 2, "a.test /api"), api.APIOwner())

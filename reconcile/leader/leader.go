@@ -142,7 +142,7 @@ func (l *Leader) Loops() []reconcile.Loop {
 	// The status loop is the statuses' only writer: their changes are its
 	// own, and it waits for them after each pass instead.
 	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources,
-		factScheduling, factNodes, factRollouts, factJobs, factTimers)
+		factScheduling, factNodes, factRollouts, factJobs, factTimers, factIngress)
 	apps := l.view.subscribe(factDesired)
 	// The records loop is the records' only writer, like the status loop.
 	dns := l.view.subscribe(factAssignments, factInstances, factNodes)

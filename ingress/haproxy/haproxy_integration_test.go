@@ -23,13 +23,13 @@ import (
 
 // proxy is a real HAProxy on loopback with the configuration Render makes.
 type proxy struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	port   int
 	client Client
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,7 +40,7 @@ func freePort(t *testing.T) int {
 }
 
 // startProxy runs haproxy on loopback in a run directory of its own.
-func startProxy(t *testing.T) *proxy {
+func startProxy(t testing.TB) *proxy {
 	t.Helper()
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
@@ -111,7 +111,7 @@ func (p *proxy) get(host, path string) string {
 }
 
 // backend is a loopback HTTP server answering its name.
-func backend(t *testing.T, name string, hits *atomic.Int64) netip.AddrPort {
+func backend(t testing.TB, name string, hits *atomic.Int64) netip.AddrPort {
 	t.Helper()
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hits != nil {

@@ -34,7 +34,8 @@ func isIngressProxy(q *quadlet.Quadlet) bool {
 func (ag *Agent) ingressRunDir() string { return filepath.Join(ag.cfg.IngressDir, "run") }
 
 // prepareIngressProxy readies the run directory of a proxy instance (its
-// configuration, empty maps) and mounts it into spec. The directory is
+// configuration, empty maps), mounts it into spec and lets a non-root proxy
+// bind ports below 1024. The directory is
 // 0777 so that the proxy, root of its own user namespace, creates its
 // sockets there; its parent is 0700, so only host root reaches it.
 func (ag *Agent) prepareIngressProxy(q *quadlet.Quadlet, spec *runtime.ContainerSpec) error {
@@ -68,6 +69,12 @@ func (ag *Agent) prepareIngressProxy(q *quadlet.Quadlet, spec *runtime.Container
 		}
 	}
 	spec.Mounts = append(spec.Mounts, runtime.Mount{Source: run, Target: haproxy.RunDir})
+	// The official image runs as the user haproxy: let it bind 80 in the
+	// container's own network namespace (nothing changes on the host).
+	if spec.Sysctls == nil {
+		spec.Sysctls = map[string]string{}
+	}
+	spec.Sysctls["net.ipv4.ip_unprivileged_port_start"] = "0"
 	return nil
 }
 

@@ -86,6 +86,9 @@ type ingressUpdater struct {
 	ag     *Agent
 	client haproxy.Client
 	routes *store.Cache[api.IngressRoutes]
+	// dir is the run directory as the proxy sees it (haproxy.RunDir):
+	// the runtime API names maps by it.
+	dir string
 
 	mu     sync.Mutex
 	status *api.IngressProxyStatus
@@ -95,6 +98,7 @@ func newIngressUpdater(ag *Agent) *ingressUpdater {
 	return &ingressUpdater{
 		ag:     ag,
 		client: haproxy.Client{Socket: filepath.Join(ag.ingressRunDir(), haproxy.AdminSock)},
+		dir:    haproxy.RunDir,
 		routes: store.NewCache(ag.cfg.Repo.Store(), resources.IngressRoutesPrefix(), func(kv store.KV) (api.IngressRoutes, bool) {
 			r, err := resources.DecodeIngressRoutes(kv)
 			return r, err == nil
@@ -157,14 +161,14 @@ func (u *ingressUpdater) once(ctx context.Context) {
 		routes = append(routes, r)
 	}
 	desired := haproxy.DesiredOf(routes)
-	o, err := u.client.Observe(ctx, haproxy.RunDir)
+	o, err := u.client.Observe(ctx, u.dir)
 	if err != nil {
 		if ctx.Err() == nil {
 			u.fail(err) // the proxy is starting or stopping: next pass
 		}
 		return
 	}
-	cmds, planErr := haproxy.Plan(desired, o, haproxy.RunDir, haproxy.DefaultSlots)
+	cmds, planErr := haproxy.Plan(desired, o, u.dir, haproxy.DefaultSlots)
 	execErr := u.client.Exec(ctx, cmds)
 	if err := errors.Join(planErr, execErr); err != nil {
 		u.fail(err)

@@ -47,7 +47,7 @@ mkdir -p "$root"/{bin,usr/sbin,etc/ssl/certs,tmp,run/kat-ingress,var/lib/haproxy
 chmod 1777 "$root/tmp"
 cp "$bin" "$root/usr/sbin/haproxy"
 # Every library ldd names, and the loader, at the same path.
-for lib in $(ldd "$bin" | awk '/=> \//{print $3} /^\s*\/lib/{print $1}'); do
+for lib in $(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3; next} $1 ~ /^\// {print $1}'); do
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
 done

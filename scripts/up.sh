@@ -10,7 +10,10 @@
 #
 # Environment: KAT_DATA_DIR (default .kat/data); KAT_CONFIG_REPO; KAT_API_PORT,
 # KAT_AGENT_PORT, KAT_ETCD_CLIENT_PORT, KAT_ETCD_PEER_PORT override cluster.kat's
-# ports; KAT_NODE_NAME sets the node name (default: the host name).
+# ports; KAT_NODE_NAME sets the node name (default: the host name);
+# KAT_NODE_LABELS, space-separated KEY=VALUE, are the node's labels at init
+# (default kat.dws.rip/role=ingress: examples-repo's ingress proxy runs on
+# it and answers on the machine's port 80; empty: no proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -51,10 +54,11 @@ else
   [ -n "${KAT_ETCD_CLIENT_PORT:-}" ] && ports+=(--etcd-client-port "$KAT_ETCD_CLIENT_PORT")
   [ -n "${KAT_ETCD_PEER_PORT:-}" ] && ports+=(--etcd-peer-port "$KAT_ETCD_PEER_PORT")
   [ -n "${KAT_NODE_NAME:-}" ] && ports+=(--node-name "$KAT_NODE_NAME")
-  # The node is an ingress node: examples-repo's proxy (kat-core/ingress)
-  # runs on it and answers on its port 80.
+  for label in ${KAT_NODE_LABELS-kat.dws.rip/role=ingress}; do
+    ports+=(--node-label "$label")
+  done
   nohup "$bin/kat-agent" init --config "$cluster" --data-dir "$data" \
-    --advertise-address 127.0.0.1 --node-label kat.dws.rip/role=ingress --log-format json "${ports[@]}" >>"$data/kat-agent.log" 2>&1 &
+    --advertise-address 127.0.0.1 --log-format json "${ports[@]}" >>"$data/kat-agent.log" 2>&1 &
   echo $! >"$pidfile"
   echo "kat-agent started (pid $!, log $data/kat-agent.log)"
 fi

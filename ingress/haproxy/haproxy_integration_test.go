@@ -250,3 +250,79 @@ func TestHAProxyLongSocketPath(t *testing.T) {
 		t.Fatalf("Run over a %d-byte path = %q, %v", len(sock), out, err)
 	}
 }
+
+// TestHAProxyRollingUpdate replaces every backend of a route one by one,
+// as a rollout does (the new instance added, then the old one unrouted
+// and only then stopped), under a constant stream of requests on new
+// connections that are never retried: none fails.
+func TestHAProxyRollingUpdate(t *testing.T) {
+	t.Parallel()
+	p := startProxy(t)
+	type inst struct {
+		id  string
+		srv *httptest.Server
+	}
+	start := func(id string) inst {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, id) }))
+		t.Cleanup(s.Close)
+		return inst{id, s}
+	}
+	routesOf := func(insts ...inst) api.IngressRoutes {
+		var bs []api.IngressBackend
+		for _, in := range insts {
+			bs = append(bs, api.IngressBackend{InstanceID: in.id, Addr: netip.MustParseAddrPort(strings.TrimPrefix(in.srv.URL, "http://"))})
+		}
+		return routes("d", "web", rule("a.test", "/", 80, bs...))
+	}
+	live := []inst{start("web-1"), start("web-2")}
+	p.apply(routesOf(live...))
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 3 * time.Second}
+	var requests, failures atomic.Int64
+	var lastErr atomic.Value
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			requests.Add(1)
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", p.port), nil)
+			req.Host = "a.test"
+			resp, err := client.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}
+			if err != nil {
+				failures.Add(1)
+				lastErr.Store(err.Error())
+			}
+		}
+	}()
+	// Each step waits for 30 more requests, so every change happens under
+	// the stream.
+	progress := func(what string) {
+		n := requests.Load() + 30
+		polltest.Until(t, 10*time.Second, what, func() bool { return requests.Load() >= n })
+	}
+	for i := 3; i <= 6; i++ {
+		progress("30 requests before the next step")
+		fresh := start(fmt.Sprintf("web-%d", i))
+		p.apply(routesOf(append(live, fresh)...)) // the new instance is ready: routed
+		progress("30 requests with the new instance routed")
+		old := live[0]
+		live = append(live[1:], fresh)
+		p.apply(routesOf(live...)) // the old one leaves: unrouted first
+		progress("30 requests with the old instance unrouted")
+		old.srv.Close() // then stopped
+	}
+	progress("30 requests after the update")
+	stop()
+	<-done
+	t.Logf("rolling update of 4 instances under %d requests (a connection each, no retry): %d failed", requests.Load(), failures.Load())
+	if failures.Load() != 0 {
+		t.Errorf("%d of %d requests failed during the rolling update; last: %v", failures.Load(), requests.Load(), lastErr.Load())
+	}
+}

@@ -28,7 +28,7 @@ const module = "kat.dws.rip/kat"
 // the end-to-end tests and task cluster:up).
 var layers = []string{
 	"cmd", "node", "apiserver", "reconcile/leader", "reconcile/agent", "reconcile",
-	"gitsync", "netstack", "netstack/ipam", "store", "webhook", "build", "build/usernsrun", "runtime", "gitx", "apiclient", "pki", "api", "quadlet", "internal",
+	"gitsync", "netstack", "netstack/ipam", "store", "webhook", "build", "build/usernsrun", "ingress", "runtime", "gitx", "apiclient", "pki", "api", "quadlet", "internal",
 }
 
 // goPackageDirs returns every directory of the module holding Go files,

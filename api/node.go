@@ -153,6 +153,9 @@ type NodeStatus struct {
 	// apart from the rest of the status (written with the heartbeat, never
 	// waking a loop). Nil: not sampled (an older agent).
 	Usage *NodeUsage `json:"usage,omitempty"`
+	// Ingress is what the node's ingress proxy applied; nil on a node
+	// without a proxy instance.
+	Ingress *IngressProxyStatus `json:"ingress,omitempty"`
 }
 
 // NodeUsage is what a node and its containers used, sampled by its agent

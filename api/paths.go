@@ -32,3 +32,6 @@ const (
 	HeaderNode     = "X-Kat-Node"
 	HeaderCommit   = "X-Kat-Commit"
 )
+
+// IngressPath lists every ingress route (GET, admin token).
+const IngressPath = "/v1alpha1/ingress"

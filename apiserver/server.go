@@ -280,6 +280,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/sources/{source}/sync", s.syncSources)
 		r.Post("/sync", s.syncSources)
 		r.Get("/jobs", s.listJobRuns)
+		r.Get(strings.TrimPrefix(api.IngressPath, "/v1alpha1"), s.listIngress)
 		r.Get("/audit", s.listAudit)
 		s.routeSecrets(r)
 	})

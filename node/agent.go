@@ -79,6 +79,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 		HostPorts: o.HostPorts, NetworkName: o.PodmanNetwork,
 		BuildSpec: agent.WithGPUs(agent.NewSpecBuilderWithSecrets(n.state.NodeName, volumes, idRange, secrets), gpus), CheckHost: rt.CheckHost,
 		Networks: rt, ClusterDomain: spec.ClusterDomain, LogMaxSize: spec.ContainerLogMaxBytes(),
+		IngressDir: n.dir.path("ingress"),
 		Secrets:    agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf),
 		SecretsDir: secrets.Dir, SecretsMount: agent.SecretsTmpfs,
 		OnChange: func() { reconcile.Poke(beat) },
@@ -104,7 +105,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 		return agent.RunHeartbeat(gctx, agent.HeartbeatConfig{
 			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Facts: facts, Wake: beat,
 			Overlay: overlayReport(n.state, n.wgKey), GPUs: func() []api.GPU { return gpus },
-			Instances: ag.Instances, Conditions: ag.Conditions,
+			Instances: ag.Instances, Conditions: ag.Conditions, Ingress: ag.IngressStatus,
 			Usage: func() (*api.NodeUsage, error) {
 				u, err := usage.Sample(ag.Running())
 				if err == nil {

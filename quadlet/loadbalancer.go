@@ -2,6 +2,8 @@ package quadlet
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -101,6 +103,7 @@ func validateLoadBalancer(c *checker, lb *VirtualLoadBalancer) {
 	}
 	seen := map[portKey]bool{}
 	numbers := map[int]bool{}
+	udpNames, udpNumbers, tcpNumbers := map[string]bool{}, map[int]bool{}, map[int]bool{}
 	for i, port := range s.Ports {
 		p := fmt.Sprintf("spec.ports[%d]", i)
 		if port.Name != "" {
@@ -121,6 +124,14 @@ func validateLoadBalancer(c *checker, lb *VirtualLoadBalancer) {
 			seen[k] = true
 		}
 		numbers[port.ContainerPort] = true
+		if port.Protocol == "UDP" {
+			udpNumbers[port.ContainerPort] = true
+			if port.Name != "" {
+				udpNames[port.Name] = true
+			}
+		} else {
+			tcpNumbers[port.ContainerPort] = true
+		}
 	}
 	if h := s.HealthCheck; h != nil {
 		const p = "spec.healthCheck"
@@ -140,16 +151,20 @@ func validateLoadBalancer(c *checker, lb *VirtualLoadBalancer) {
 		if c.required(p + ".host") {
 			c.check(p+".host", in.Host, hostName)
 		}
-		if !strings.HasPrefix(in.Path, "/") {
-			c.errorf(p+".path", "%q must start with \"/\"", in.Path)
-		} else if strings.ContainsFunc(in.Path, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-			c.errorf(p+".path", "%q must not contain spaces or control characters", in.Path)
+		if msg := ingressPath(in.Path); msg != "" {
+			c.errorf(p+".path", "%s", msg)
+		}
+		if in.TLS && strings.HasPrefix(in.Host, "*.") {
+			c.errorf(p+".tls", "a wildcard host cannot have tls yet: certificates come from ACME HTTP-01, which cannot issue wildcards")
 		}
 		r := route{in.Host, in.Path}
 		if routes[r] {
 			c.errorf(p, "host %q and path %q are listed more than once", in.Host, in.Path)
 		}
 		routes[r] = true
+		if in.ServicePortName != "" && udpNames[in.ServicePortName] || c.has(p+".servicePort") && udpNumbers[in.ServicePort] && !tcpNumbers[in.ServicePort] {
+			c.errorf(p, "routes HTTP to a UDP port; name a TCP port of spec.ports")
+		}
 		if in.ServicePortName != "" && !names[in.ServicePortName] {
 			c.errorf(p+".servicePortName", "port %q is not defined in spec.ports", in.ServicePortName)
 		}
@@ -159,5 +174,51 @@ func validateLoadBalancer(c *checker, lb *VirtualLoadBalancer) {
 		if in.ServicePortName == "" && !c.has(p+".servicePort") && len(s.Ports) > 0 {
 			c.errorf(p, "set servicePortName or servicePort to pick a port from spec.ports")
 		}
+	}
+}
+
+// ingressPath checks the path of an ingress rule: a prefix that matches
+// itself and everything under it, so it is written without a trailing
+// slash. It returns why path is refused, or "".
+func ingressPath(path string) string {
+	const hint = `write "/api": it matches /api and everything under /api/`
+	switch {
+	case !strings.HasPrefix(path, "/"):
+		return fmt.Sprintf("%q must start with \"/\"", path)
+	case strings.ContainsFunc(path, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return fmt.Sprintf("%q must not contain spaces or control characters", path)
+	case strings.ContainsAny(path, "?#%"):
+		return fmt.Sprintf("%q must not contain \"?\", \"#\" or \"%%\": it is a path prefix, matched before any query", path)
+	case path != "/" && strings.HasSuffix(path, "/"):
+		return fmt.Sprintf("%q must not end in \"/\"; %s", path, hint)
+	case strings.Contains(path, "//") || strings.Contains(path+"/", "/./") || strings.Contains(path+"/", "/../"):
+		return fmt.Sprintf("%q must not contain empty, \".\" or \"..\" segments", path)
+	}
+	return ""
+}
+
+// LabelIngressProxy is the label of metadata.labels that makes a workload
+// the cluster's ingress proxy: the agent configures its instances from the
+// routes of every spec.ingress. Its value names the proxy; "haproxy" is the
+// only one.
+const LabelIngressProxy = "kat.dws.rip/ingress-proxy"
+
+// IngressProxyHAProxy is the value of LabelIngressProxy for HAProxy.
+const IngressProxyHAProxy = "haproxy"
+
+// checkIngressProxy checks a workload labelled LabelIngressProxy with
+// value v: a DaemonService with a VirtualLoadBalancer port named http.
+func checkIngressProxy(q *Quadlet, wc *checker, v string) {
+	field := "metadata.labels[" + strconv.Quote(LabelIngressProxy) + "]"
+	if v != IngressProxyHAProxy {
+		wc.errorf(field, "%q is not a known ingress proxy; the only one is %q", v, IngressProxyHAProxy)
+		return
+	}
+	if q.Workload.Spec.Type != TypeDaemonService {
+		wc.errorf(field, "an ingress proxy must be a DaemonService (one per ingress node), and this workload is a %s", q.Workload.Spec.Type)
+		return
+	}
+	if q.LoadBalancer == nil || !slices.ContainsFunc(q.LoadBalancer.Spec.Ports, func(p Port) bool { return p.Name == "http" && p.Protocol == "TCP" }) {
+		wc.errorf(field, "an ingress proxy needs a VirtualLoadBalancer with a TCP port named http (and optionally https)")
 	}
 }

@@ -203,8 +203,11 @@ func crossCheck(q *Quadlet, wc, lbc, jc, bc *checker, complete bool) {
 	}
 	typ := s.Type
 	validType := typ == TypeService || typ == TypeJob || typ == TypeDaemonService
-	if lbc != nil && validType && typ != TypeService {
-		lbc.errorf("kind", "a VirtualLoadBalancer is only allowed for workloads of type Service, and this workload is a %s", typ)
+	if lbc != nil && validType && typ == TypeJob {
+		lbc.errorf("kind", "a VirtualLoadBalancer is only allowed for workloads of type Service or DaemonService, and this workload is a %s", typ)
+	}
+	if v, ok := q.Workload.Metadata.Labels[LabelIngressProxy]; ok && validType {
+		checkIngressProxy(q, wc, v)
 	}
 	switch {
 	case jc != nil && validType && typ != TypeJob:

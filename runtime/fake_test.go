@@ -292,10 +292,12 @@ func TestCreateSpec(t *testing.T) {
 	}
 	spec.Network, spec.IP = "kat", netip.MustParseAddr("10.100.0.5")
 	spec.DNS, spec.DNSSearch, spec.DNSOptions = []netip.Addr{netip.MustParseAddr("10.100.0.1")}, []string{"ns1.kat.local", "kat.local"}, []string{"ndots:2"}
+	spec.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
 	must(t, spec.Validate())
 	m := render()
 	for k, v := range map[string]string{"netns": `{"nsmode":"bridge"}`, "Networks": `{"kat":{"static_ips":["10.100.0.5"]}}`,
-		"dns_server": `["10.100.0.1"]`, "dns_search": `["ns1.kat.local","kat.local"]`, "dns_option": `["ndots:2"]`} {
+		"dns_server": `["10.100.0.1"]`, "dns_search": `["ns1.kat.local","kat.local"]`, "dns_option": `["ndots:2"]`,
+		"sysctl": `{"net.ipv4.ip_unprivileged_port_start":"0"}`} {
 		if got, _ := json.Marshal(m[k]); string(got) != v {
 			t.Errorf("%s: %s, want %s", k, got, v)
 		}
@@ -335,6 +337,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"no name", func(s *ContainerSpec) { s.Name = "" }, "name: is required"},
 		{"bad name", func(s *ContainerSpec) { s.Name = "a b" }, `name: "a b" is not a valid container name`},
 		{"no image", func(s *ContainerSpec) { s.Image = " " }, "image: is required"},
+		{"host sysctl", func(s *ContainerSpec) { s.Sysctls = map[string]string{"kernel.pid_max": "1"} }, `sysctls: key "kernel.pid_max" is not a net. key`},
 		{"duplicate env", func(s *ContainerSpec) { s.Env = []EnvVar{{"A", "1"}, {"A", "2"}} }, `env[1].name: "A" is set twice`},
 		{"bad env name", func(s *ContainerSpec) { s.Env = []EnvVar{{"1A", ""}} }, `env[0].name: "1A"`},
 		{"bad label", func(s *ContainerSpec) { s.Labels = map[string]string{"a=b": ""} }, `labels: key "a=b"`},

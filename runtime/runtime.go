@@ -180,6 +180,11 @@ type ContainerSpec struct {
 	IDMap *IDMap
 	// Hostname sets the container's host name. Default: the runtime's.
 	Hostname string
+	// Sysctls are kernel settings of the container's own network namespace
+	// (--sysctl), "net." keys only, for example
+	// net.ipv4.ip_unprivileged_port_start=0 so that a proxy running as a
+	// non-root user binds port 80. Default none.
+	Sysctls map[string]string
 	// StopTimeout is the grace period podman itself uses on stop. Default
 	// 0: podman's default (10s).
 	StopTimeout time.Duration

@@ -71,6 +71,11 @@ func (s *ContainerSpec) Validate() error {
 			return bad("labels", "key %q is empty or contains '=' or white space", k)
 		}
 	}
+	for k, v := range s.Sysctls {
+		if !strings.HasPrefix(k, "net.") || strings.ContainsAny(k, "= \t\n") || strings.ContainsAny(v, "\n") {
+			return bad("sysctls", "key %q is not a net. key of the container's network namespace, or its value holds a newline", k)
+		}
+	}
 	for i, pm := range s.Ports {
 		f := fmt.Sprintf("ports[%d]", i)
 		switch {
@@ -177,18 +182,19 @@ type specGen struct {
 	CgroupsMode    string            `json:"cgroups_mode"`
 	UseImageHosts  bool              `json:"use_image_hosts"`
 
-	UserNS     namespace       `json:"userns"`
-	IDMappings *idMappings     `json:"idmappings,omitempty"`
-	NetNS      *namespace      `json:"netns,omitempty"`
-	Networks   map[string]netw `json:"Networks,omitempty"`
-	Ports      []portMapping   `json:"portmappings,omitempty"`
-	DNSServers []string        `json:"dns_server,omitempty"`
-	DNSSearch  []string        `json:"dns_search,omitempty"`
-	DNSOptions []string        `json:"dns_option,omitempty"`
-	Mounts     []mount         `json:"mounts,omitempty"`
-	Resources  *resources      `json:"resource_limits,omitempty"`
-	Devices    []device        `json:"devices,omitempty"`
-	LogConfig  *logConfig      `json:"log_configuration,omitempty"`
+	UserNS     namespace         `json:"userns"`
+	IDMappings *idMappings       `json:"idmappings,omitempty"`
+	NetNS      *namespace        `json:"netns,omitempty"`
+	Networks   map[string]netw   `json:"Networks,omitempty"`
+	Ports      []portMapping     `json:"portmappings,omitempty"`
+	DNSServers []string          `json:"dns_server,omitempty"`
+	DNSSearch  []string          `json:"dns_search,omitempty"`
+	DNSOptions []string          `json:"dns_option,omitempty"`
+	Sysctl     map[string]string `json:"sysctl,omitempty"`
+	Mounts     []mount           `json:"mounts,omitempty"`
+	Resources  *resources        `json:"resource_limits,omitempty"`
+	Devices    []device          `json:"devices,omitempty"`
+	LogConfig  *logConfig        `json:"log_configuration,omitempty"`
 }
 
 // device is a device of the container: a host path, or a CDI device's
@@ -339,6 +345,9 @@ func (p *Podman) createSpec(s *ContainerSpec) specGen {
 	}
 	if s.LogMaxSize > 0 {
 		g.LogConfig = &logConfig{Driver: "k8s-file", Size: s.LogMaxSize}
+	}
+	if len(s.Sysctls) > 0 {
+		g.Sysctl = s.Sysctls
 	}
 	if s.StopTimeout > 0 {
 		t := uint(ceilSeconds(s.StopTimeout))

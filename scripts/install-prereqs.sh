@@ -12,8 +12,12 @@ command -v git >/dev/null 2>&1 || need+=(git)
 # port (Podman only suggests it, so a minimal install lacks it), uidmap for
 # user namespaces, busybox-static for the offline base image;
 # docker-registry and gnupg for builds and signed commits; iperf3 for
-# task bench:overlay; dnsperf for task bench:dns.
-for pkg in podman runc netavark aardvark-dns iptables uidmap busybox-static docker-registry gnupg iperf3 dnsperf; do
+# task bench:overlay; dnsperf for task bench:dns; the libraries of Debian's
+# haproxy for the offline ingress image (scripts/build-ingress-image.sh,
+# which unpacks the package itself rather than install it: installing it
+# starts a haproxy service on the host) and haproxy's own tests.
+for pkg in podman runc netavark aardvark-dns iptables uidmap busybox-static docker-registry gnupg iperf3 dnsperf \
+  libssl3 liblua5.3-0 libpcre2-8-0 libsystemd0 libopentracing-c-wrapper0 libcrypt1; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 

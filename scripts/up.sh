@@ -10,7 +10,10 @@
 #
 # Environment: KAT_DATA_DIR (default .kat/data); KAT_CONFIG_REPO; KAT_API_PORT,
 # KAT_AGENT_PORT, KAT_ETCD_CLIENT_PORT, KAT_ETCD_PEER_PORT override cluster.kat's
-# ports; KAT_NODE_NAME sets the node name (default: the host name).
+# ports; KAT_NODE_NAME sets the node name (default: the host name);
+# KAT_NODE_LABELS, space-separated KEY=VALUE, are the node's labels at init
+# (default kat.dws.rip/role=ingress: examples-repo's ingress proxy runs on
+# it and answers on the machine's port 80; empty: no proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -51,6 +54,9 @@ else
   [ -n "${KAT_ETCD_CLIENT_PORT:-}" ] && ports+=(--etcd-client-port "$KAT_ETCD_CLIENT_PORT")
   [ -n "${KAT_ETCD_PEER_PORT:-}" ] && ports+=(--etcd-peer-port "$KAT_ETCD_PEER_PORT")
   [ -n "${KAT_NODE_NAME:-}" ] && ports+=(--node-name "$KAT_NODE_NAME")
+  for label in ${KAT_NODE_LABELS-kat.dws.rip/role=ingress}; do
+    ports+=(--node-label "$label")
+  done
   nohup "$bin/kat-agent" init --config "$cluster" --data-dir "$data" \
     --advertise-address 127.0.0.1 --log-format json "${ports[@]}" >>"$data/kat-agent.log" 2>&1 &
   echo $! >"$pidfile"

@@ -273,8 +273,8 @@ func TestRunDiff(t *testing.T) {
 	hello := filepath.Join(examples, "default", "hello")
 	applied := func(t *testing.T) *fakeCluster {
 		t.Helper()
-		f := &fakeCluster{namespaces: []api.NamespaceView{{Namespace: api.Namespace{Name: "default"}}, {Namespace: api.Namespace{Name: "demo", Labels: map[string]string{"team": "platform"}}}}}
-		for _, dir := range []string{hello, filepath.Join(examples, "demo", "node-monitor"), filepath.Join(examples, "demo", "nightly-report")} {
+		f := &fakeCluster{namespaces: []api.NamespaceView{{Namespace: api.Namespace{Name: "default"}}, {Namespace: api.Namespace{Name: "demo", Labels: map[string]string{"team": "platform"}}}, {Namespace: api.Namespace{Name: "kat-core"}}}}
+		for _, dir := range []string{hello, filepath.Join(examples, "demo", "node-monitor"), filepath.Join(examples, "demo", "nightly-report"), filepath.Join(examples, "kat-core", "ingress")} {
 			f.store(t, dir, 1, api.Owner{Kind: api.OwnerAPI})
 		}
 		return f
@@ -295,13 +295,13 @@ func TestRunDiff(t *testing.T) {
 			},
 			code: diffExitChanges,
 			stdout: []string{"+ namespace demo: created", "+ workload default/hello: created", "+ workload demo/node-monitor: created",
-				"4 to create, 0 to change, 0 unchanged"},
+				"6 to create, 0 to change, 0 unchanged"},
 		},
 		{
 			name:    "everything applied",
 			cluster: applied,
 			code:    diffExitSame,
-			stdout:  []string{"= namespace demo: unchanged", "= workload default/hello: unchanged (generation 1)", "0 to create, 0 to change, 4 unchanged"},
+			stdout:  []string{"= namespace demo: unchanged", "= workload default/hello: unchanged (generation 1)", "0 to create, 0 to change, 6 unchanged"},
 		},
 		{
 			name:    "comment only",

@@ -21,10 +21,10 @@ type getOptions struct {
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:               "get workloads|namespaces|nodes|sources|secrets|events|jobs|audit [NAME]",
-		Short:             "List workloads, namespaces, nodes, Git sources, secrets (never their values), recent events, the runs of Jobs or the audit log",
+		Use:               "get workloads|namespaces|nodes|sources|secrets|events|jobs|ingress|audit [NAME]",
+		Short:             "List workloads, namespaces, nodes, Git sources, secrets (never their values), recent events, the runs of Jobs, the ingress routes (NAME: a host) or the audit log",
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "secrets", "events", "jobs", "audit"),
+		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "secrets", "events", "jobs", "ingress", "audit"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(o.output)
 			if err != nil {
@@ -86,10 +86,12 @@ func resourceKind(s string) (string, error) {
 		return "events", nil
 	case "jobs", "job", "runs":
 		return "jobs", nil
+	case "ingress", "ingresses", "ing":
+		return "ingress", nil
 	case "audit":
 		return "audit", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, secrets, events, jobs or audit", s)
+	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, secrets, events, jobs, ingress or audit", s)
 }
 
 func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns string, f outputFormat) error {
@@ -101,6 +103,8 @@ func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns
 		return runGetSecrets(ctx, c, g, name, ns, f, now)
 	case "jobs":
 		return runGetJobs(ctx, c, g, name, ns, f, now)
+	case "ingress":
+		return runGetIngress(ctx, c, g, name, f, now)
 	case "workloads":
 		ws, err := c.ListWorkloads(ctx, ns)
 		if err != nil {

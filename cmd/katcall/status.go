@@ -74,6 +74,9 @@ func runStatus(ctx context.Context, c *apiclient.Client, g *globals, f outputFor
 		if err := nodeTable(g, st.Nodes, now); err != nil {
 			return err
 		}
+		if err := ingressNodeTable(g, st.Nodes, now); err != nil {
+			return err
+		}
 	}
 	if len(st.Sources) > 0 {
 		fmt.Fprintln(w)
@@ -150,3 +153,37 @@ func phaseSummary(phases map[string]int) string {
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
 }
+
+// ingressNodeTable lists the nodes labelled kat.dws.rip/role=ingress and
+// those running an ingress proxy: what their proxy applied and its last
+// error. Nothing without any.
+func ingressNodeTable(g *globals, nodes []api.Node, now time.Time) error {
+	var rows []api.Node
+	for _, n := range nodes {
+		if n.Ingress != nil || n.Labels[ingressRoleLabel] == "ingress" {
+			rows = append(rows, n)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(g.stdout)
+	t := newTable(g.stdout, "INGRESS NODE", "PROXY", "ROUTES", "BACKENDS", "APPLIED", "ERROR")
+	for _, n := range rows {
+		in := n.Ingress
+		if in == nil {
+			t.row(n.Name, "no proxy instance", "-", "-", "-", "-")
+			continue
+		}
+		applied := "-"
+		if !in.LastAppliedAt.IsZero() {
+			applied = age(now, in.LastAppliedAt) + " ago"
+		}
+		t.row(n.Name, in.Proxy, fmt.Sprint(in.Routes), fmt.Sprint(in.Backends), applied, orDash(firstLine(in.LastError)))
+	}
+	return t.flush()
+}
+
+// ingressRoleLabel is the node label of ingress nodes, which the ingress
+// recipe's nodeSelector names.
+const ingressRoleLabel = "kat.dws.rip/role"

@@ -65,6 +65,9 @@ type Agent struct {
 	hostDirty atomic.Bool
 	// netDirty asks to make the node's network again.
 	netDirty atomic.Bool
+	// ingress applies the ingress routes to the node's proxy; nil without
+	// an ingress directory.
+	ingress *ingressUpdater
 }
 
 // NewAgent checks cfg, fills in defaults and returns an Agent.
@@ -73,14 +76,27 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{
+	ag := &Agent{
 		secrets: &secretStore{dir: cfg.SecretsDir, source: cfg.Secrets, mount: cfg.SecretsMount},
 		cfg:     cfg, table: newInstanceTable(), images: newImages(cfg.Runtime, cfg.MaxConcurrentPulls),
 		slots:    make(chan struct{}, cfg.MaxConcurrentSteps),
 		removals: make(chan struct{}, cfg.MaxConcurrentSteps),
 		probes:   make(chan struct{}, cfg.MaxConcurrentSteps),
 		wake:     make(chan struct{}, 1), listNow: make(chan struct{}, 1),
-	}, nil
+	}
+	if cfg.IngressDir != "" {
+		ag.ingress = newIngressUpdater(ag)
+	}
+	return ag, nil
+}
+
+// IngressStatus is what the node's ingress proxy applied last, for the
+// heartbeat; nil when the node runs none.
+func (ag *Agent) IngressStatus() *api.IngressProxyStatus {
+	if ag.ingress == nil {
+		return nil
+	}
+	return ag.ingress.Status()
 }
 
 // Run reconciles until ctx ends. It returns nil then, after every goroutine
@@ -126,6 +142,13 @@ func (ag *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		ag.watchEvents(ctx)
 	}()
+	if ag.ingress != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ag.ingress.run(ctx)
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		ag.reportLeftAlone(ctx) // beside the first pass, not before it

@@ -125,6 +125,10 @@ type AgentConfig struct {
 	// (runtime.ContainerSpec.LogMaxSize; cluster.kat's
 	// containerLogMaxSize). Default 0: unbounded.
 	LogMaxSize int64
+	// IngressDir is where the agent keeps the run directory of the node's
+	// ingress proxy instance (DATA_DIR/ingress). Default "": the node runs
+	// no ingress proxy (an instance of one fails).
+	IngressDir string
 	// OnChange is called, without blocking, whenever the instance reports
 	// change, so the heartbeat can send them at once. Default none.
 	OnChange func()

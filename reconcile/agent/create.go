@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 )
 
@@ -35,7 +36,7 @@ func (ag *Agent) create(ctx context.Context, ai assignedInstance) (string, runti
 func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string, runtime.ContainerSpec, error) {
 	a := ai.a
 	// The ports stay reserved until a listing shows the container.
-	hostPorts := ag.table.reserveHostPorts(a.InstanceID, loadBalancerPorts(ai.q), runtime.HostPortFree, ag.cfg.HostPorts)
+	hostPorts := ag.table.reserveHostPorts(a.InstanceID, loadBalancerPorts(ai.q), ai.q.Workload.Spec.Type == quadlet.TypeDaemonService, runtime.HostPortFree, ag.cfg.HostPorts)
 	created := false
 	defer func() {
 		if !created {
@@ -60,6 +61,11 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	})
 	if a.SourceCommit != "" {
 		spec.Labels[runtime.LabelSourceCommit] = a.SourceCommit
+	}
+	if isIngressProxy(ai.q) {
+		if err := ag.prepareIngressProxy(ai.q, &spec); err != nil {
+			return "", spec, err
+		}
 	}
 	if err := ag.joinNetwork(&spec, a); err != nil {
 		return "", spec, err

@@ -31,6 +31,9 @@ type HeartbeatConfig struct {
 	Instances func() []api.InstanceStatus
 	// Conditions returns node conditions (Agent.Conditions). Default none.
 	Conditions func() []api.Condition
+	// Ingress returns what the node's ingress proxy applied
+	// (Agent.IngressStatus). Default none.
+	Ingress func() *api.IngressProxyStatus
 	// GPUs returns the node's GPUs, asked once at start. Default DetectGPUs.
 	GPUs func() []api.GPU
 	// Overlay is the node's WireGuard identity, sent with every status so
@@ -138,6 +141,9 @@ func beat(ctx context.Context, cfg HeartbeatConfig, gpus []api.GPU, usage *usage
 			usage.last, usage.at = u, now
 		}
 		st.Usage = usage.last
+	}
+	if cfg.Ingress != nil {
+		st.Ingress = cfg.Ingress()
 	}
 	return cfg.Facts.RecordStatus(ctx, st)
 }

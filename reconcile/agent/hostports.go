@@ -22,8 +22,9 @@ func loadBalancerPorts(q *quadlet.Quadlet) []int {
 // container of instance id (pickHostPorts) and reserves them for it, apart
 // from every port the node's containers publish and every port reserved
 // already, until releaseHostPorts or a listing that shows the container.
-// hostFree tells whether a port is free on the host.
-func (t *instanceTable) reserveHostPorts(id string, ports []int, hostFree func(int) bool, spare runtime.PortRange) map[int]int {
+// hostFree tells whether a port is free on the host. With fixed (a
+// DaemonService) every port is published at its own number.
+func (t *instanceTable) reserveHostPorts(id string, ports []int, fixed bool, hostFree func(int) bool, spare runtime.PortRange) map[int]int {
 	if len(ports) == 0 {
 		return nil
 	}
@@ -38,7 +39,17 @@ func (t *instanceTable) reserveHostPorts(id string, ports []int, hostFree func(i
 	for p := range t.reserved {
 		used[p] = true
 	}
-	out := pickHostPorts(ports, used, hostFree, spare)
+	var out map[int]int
+	if fixed {
+		// Never a fallback port: a clash fails the container, which is
+		// retried, instead of moving a proxy off 80.
+		out = make(map[int]int, len(ports))
+		for _, p := range ports {
+			out[p] = p
+		}
+	} else {
+		out = pickHostPorts(ports, used, hostFree, spare)
+	}
 	for _, host := range out {
 		t.reserved[host] = id
 	}

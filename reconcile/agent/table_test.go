@@ -145,23 +145,23 @@ func TestTableHostPorts(t *testing.T) {
 	tb := newInstanceTable()
 	assignTable(t, tb, "web-1", "web-2", "web-3")
 	tb.applyListing(tb.startListing(), []runtime.ContainerStatus{running("old", time.Time{}, 8080)})
-	p1 := tb.reserveHostPorts("web-1", []int{8080}, free, spare)[8080]
-	p2 := tb.reserveHostPorts("web-2", []int{8080}, free, spare)[8080]
+	p1 := tb.reserveHostPorts("web-1", []int{8080}, false, free, spare)[8080]
+	p2 := tb.reserveHostPorts("web-2", []int{8080}, false, free, spare)[8080]
 	if p1 == p2 || !inSpare(p1) || !inSpare(p2) {
 		t.Fatalf("host ports %d and %d, want the two spare ports (8080 is published, each reserved once)", p1, p2)
 	}
-	if p := tb.reserveHostPorts("web-3", []int{8080}, free, spare); len(p) != 0 {
+	if p := tb.reserveHostPorts("web-3", []int{8080}, false, free, spare); len(p) != 0 {
 		t.Fatalf("with every spare port reserved, web-3 got %v, want none", p)
 	}
 	tb.releaseHostPorts("web-2") // its create failed
-	if p := tb.reserveHostPorts("web-3", []int{8080}, free, spare)[8080]; p != p2 {
+	if p := tb.reserveHostPorts("web-3", []int{8080}, false, free, spare)[8080]; p != p2 {
 		t.Fatalf("after web-2's create failed, web-3 got %d, want web-2's port %d", p, p2)
 	}
 	// A listing shows web-1's container (publishing p1), and the old one
 	// gone; web-3 is assigned no more.
 	assignTable(t, tb, "web-1")
 	tb.applyListing(tb.startListing(), []runtime.ContainerStatus{running("web-1", time.Time{}, p1)})
-	if p := tb.reserveHostPorts("web-9", []int{8080, p1}, free, spare); p[8080] != 8080 || p[p1] != p2 {
+	if p := tb.reserveHostPorts("web-9", []int{8080, p1}, false, free, spare); p[8080] != 8080 || p[p1] != p2 {
 		t.Fatalf("got %v, want 8080 itself (the old container went) and, for %d (web-1 publishes it), %d (web-3 assigned no more)",
 			p, p1, p2)
 	}
@@ -169,8 +169,13 @@ func TestTableHostPorts(t *testing.T) {
 	// A container port taken on the host gets a spare one.
 	tb = newInstanceTable()
 	assignTable(t, tb, "web-1")
-	if p := tb.reserveHostPorts("web-1", []int{9090}, func(int) bool { return false }, spare)[9090]; !inSpare(p) {
+	if p := tb.reserveHostPorts("web-1", []int{9090}, false, func(int) bool { return false }, spare)[9090]; !inSpare(p) {
 		t.Fatalf("9090, taken on the host: got %d, want a spare port", p)
+	}
+	// A DaemonService's port is its own number even when taken: its
+	// container fails and is retried rather than move off it.
+	if p := tb.reserveHostPorts("web-1", []int{80}, true, func(int) bool { return false }, spare)[80]; p != 80 {
+		t.Fatalf("a DaemonService's port 80, taken on the host: got %d, want 80 itself", p)
 	}
 }
 

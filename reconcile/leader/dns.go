@@ -136,15 +136,23 @@ func (d *dnsRecords) recordChanged(key string, _, new *api.DNSRecord) {
 // by changes of assignments, instance reports and nodes' readiness, and
 // goes over every workload on start and every Resync.
 func (d *dnsRecords) run(ctx context.Context, sub *subscription) error {
+	return runWithCache(ctx, d.l, d.cache, sub, "dns", d.once)
+}
+
+// runWithCache runs the cache of a loop's own records and, once it has
+// synced, the loop, until ctx ends.
+func runWithCache[T any](ctx context.Context, l *Leader, cache *store.Cache[T], sub *subscription, name string,
+	pass func(ctx context.Context, keys []string) error,
+) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return d.cache.Run(gctx, nil) })
+	g.Go(func() error { return cache.Run(gctx, nil) })
 	g.Go(func() error {
 		select {
-		case <-d.cache.Synced():
+		case <-cache.Synced():
 		case <-gctx.Done():
 			return nil
 		}
-		return d.l.loop(gctx, sub, "dns", d.once)
+		return l.loop(gctx, sub, name, pass)
 	})
 	return g.Wait()
 }

@@ -77,10 +77,11 @@ type Config struct {
 // (reconcile.Leadership does, through the node's Term), so every term starts
 // from etcd.
 type Leader struct {
-	cfg  Config
-	view *view
-	apps *AppSources
-	dns  *dnsRecords
+	cfg     Config
+	view    *view
+	apps    *AppSources
+	dns     *dnsRecords
+	ingress *ingressRoutes
 	// passes counts the passes of each loop, and planned and derived the
 	// workloads placement planned and statuses the status loop derived, for
 	// tests and benchmarks.
@@ -126,6 +127,7 @@ func New(cfg Config) (*Leader, error) {
 		}),
 	}
 	l.dns = newDNSRecords(l)
+	l.ingress = newIngressRoutes(l)
 	return l, nil
 }
 
@@ -134,16 +136,17 @@ func New(cfg Config) (*Leader, error) {
 func (l *Leader) AppSources() *AppSources { return l.apps }
 
 // Loops returns the term's loops: the view that follows etcd, placement,
-// the node-loss clock, status, app sources and DNS records.
+// the node-loss clock, status, app sources, DNS records and ingress routes.
 func (l *Leader) Loops() []reconcile.Loop {
 	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes, factTimers, factJobs)
 	// The status loop is the statuses' only writer: their changes are its
 	// own, and it waits for them after each pass instead.
 	status := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factBuilds, factSources,
-		factScheduling, factNodes, factRollouts, factJobs, factTimers)
+		factScheduling, factNodes, factRollouts, factJobs, factTimers, factIngress)
 	apps := l.view.subscribe(factDesired)
 	// The records loop is the records' only writer, like the status loop.
 	dns := l.view.subscribe(factAssignments, factInstances, factNodes)
+	ingress := l.view.subscribe(factDesired, factAssignments, factInstances, factNodes)
 	l.subs = []*subscription{placement, status}
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
@@ -157,6 +160,7 @@ func (l *Leader) Loops() []reconcile.Loop {
 		}},
 		{Name: "appsources", Run: func(ctx context.Context) error { return l.apps.run(ctx, l.view, apps) }},
 		{Name: "dns", Run: func(ctx context.Context) error { return l.dns.run(ctx, dns) }},
+		{Name: "ingress", Run: func(ctx context.Context) error { return l.ingress.run(ctx, ingress) }},
 	}
 }
 

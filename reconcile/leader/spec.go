@@ -26,6 +26,11 @@ type spec struct {
 	Git *quadlet.GitSource
 	// Ports are the container ports of VirtualLoadBalancer.kat.
 	Ports []int
+	// TCPPorts are its TCP ports, by number; NamedTCPPorts by name.
+	TCPPorts      map[int]bool
+	NamedTCPPorts map[string]int
+	// Ingress is its spec.ingress.
+	Ingress []quadlet.Ingress
 	// RestartPolicy is workload.kat's restartPolicy.condition.
 	RestartPolicy string
 	// Request is what each instance asks of the scheduler (Key and Count
@@ -72,9 +77,17 @@ func specOf(q *quadlet.Quadlet) *spec {
 		s.NodeByNode, s.MaxParallel, s.Verify = true, u.Rolling.NodesAtOnce(), u.Verify != nil
 	}
 	if q.LoadBalancer != nil {
+		s.TCPPorts, s.NamedTCPPorts = map[int]bool{}, map[string]int{}
 		for _, p := range q.LoadBalancer.Spec.Ports {
 			s.Ports = append(s.Ports, p.ContainerPort)
+			if p.Protocol == "TCP" {
+				s.TCPPorts[p.ContainerPort] = true
+				if p.Name != "" {
+					s.NamedTCPPorts[p.Name] = p.ContainerPort
+				}
+			}
 		}
+		s.Ingress = q.LoadBalancer.Spec.Ingress
 	}
 	return s
 }

@@ -111,6 +111,9 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 	if ro, ok := v.rolloutOf(k); ok {
 		wf.Rollout = &ro
 	}
+	if r, ok := v.ingress.Get(resources.IngressRoutesKey(w.Meta.Namespace, w.Meta.Name)); ok {
+		wf.IngressConflicts = r.Conflicts
+	}
 	if sc, ok := v.schedulingOf(k); ok {
 		wf.Unplaced, wf.UnplacedReason = sc.Unplaced, sc.Reason
 		if w.Meta.Type == quadlet.TypeDaemonService {

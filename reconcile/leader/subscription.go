@@ -35,6 +35,8 @@ const (
 	// factTimers changes when a time placement asked to be woken at comes
 	// (a drain delay or a progress deadline ends).
 	factTimers
+	// factIngress changes when a workload's ingress routes record does.
+	factIngress
 	numFactKinds
 )
 

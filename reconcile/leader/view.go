@@ -58,6 +58,9 @@ type view struct {
 	// secrets are what may be shown of every secret (never its values),
 	// by SecretKey: placement places no instance whose secret is missing.
 	secrets *store.Cache[api.SecretInfo]
+	// ingress are the ingress loop's records, which it writes and the
+	// status reads (their conflicts).
+	ingress *store.Cache[api.IngressRoutes]
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -104,6 +107,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		subnets:        store.NewCache(st, resources.NetworkNodesPrefix(), decodeSubnet),
 		ipam:           store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
 		daemonRollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[api.DaemonRolloutRecord]),
+		ingress:        store.NewCache(st, resources.IngressRoutesPrefix(), decodeIngressRoutes),
 		jobs:           store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
 		secrets:        store.NewCache(st, resources.SecretsPrefix(""), decodeSecretInfo),
 		jobIdx:         jobIndex{keys: map[string]map[string]struct{}{}},
@@ -143,6 +147,11 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 	v.ipam.SetIndex(v.ipamChanged)
 	// A secret's change is rare: every workload is planned again.
 	v.secrets.SetIndex(func(string, *api.SecretInfo, *api.SecretInfo) { v.markAll(factDesired) })
+	v.ingress.SetIndex(func(key string, _, _ *api.IngressRoutes) {
+		if ns, name, ok := resources.ParseIngressRoutesKey(key); ok {
+			v.markDirty(factIngress, ns+"/"+name)
+		}
+	})
 	return v
 }
 
@@ -212,6 +221,7 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.ipam.Run(ctx, nil) })
 	g.Go(func() error { return v.daemonRollouts.Run(ctx, nil) })
 	g.Go(func() error { return v.secrets.Run(ctx, nil) })
+	g.Go(func() error { return v.ingress.Run(ctx, nil) })
 	return g.Wait()
 }
 
@@ -219,7 +229,8 @@ func (v *view) run(ctx context.Context) error {
 func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
 		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
-		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced(), v.jobs.Synced(), v.secrets.Synced()} {
+		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced(), v.jobs.Synced(), v.secrets.Synced(),
+		v.ingress.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -23,6 +23,12 @@ const (
 	// ConditionRolloutFailed is true while the last rollout that failed
 	// (or its rollback) is the workload's latest.
 	ConditionRolloutFailed = "RolloutFailed"
+	// ConditionIngressConflict is true while another workload holds a
+	// host and path of this workload's spec.ingress: that rule is not
+	// routed.
+	ConditionIngressConflict = "IngressConflict"
+	// ReasonHostPathInUse: another workload held the host and path first.
+	ReasonHostPathInUse = "HostPathInUse"
 
 	ReasonProgressing    = "Progressing"
 	ReasonInstanceFailed = "InstanceFailed"
@@ -83,6 +89,9 @@ type WorkloadFacts struct {
 	Job *JobFacts
 	// Rollout is placement's rollout record; nil before the first.
 	Rollout *api.Rollout
+	// IngressConflicts are the rules of its spec.ingress another workload
+	// holds (the ingress loop's record).
+	IngressConflicts []api.IngressConflict
 }
 
 // DeriveWorkloadStatus computes a workload's status from its facts. It is
@@ -257,6 +266,14 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Tim
 		conds = append(conds, api.Condition{Type: ConditionSourceResolved, Status: api.ConditionFalse, Reason: ReasonResolveFailed,
 			Message: f.App.LastError})
 		errs = append(errs, f.App.LastError)
+	}
+	if len(f.IngressConflicts) > 0 {
+		msgs := make([]string, 0, len(f.IngressConflicts))
+		for _, c := range f.IngressConflicts {
+			msgs = append(msgs, IngressConflictMessage(f.Meta.Namespace, f.Meta.Name, c))
+		}
+		conds = append(conds, api.Condition{Type: ConditionIngressConflict, Status: api.ConditionTrue, Reason: ReasonHostPathInUse,
+			Message: strings.Join(msgs, "; ")})
 	}
 	if msg := buildFailure(f); msg != "" {
 		conds = append(conds, api.Condition{Type: ConditionBuildFailed, Status: api.ConditionTrue, Reason: api.ReasonBuildFailed,

@@ -91,14 +91,15 @@ func TestApplyExamplesRepo(t *testing.T) {
 	examples := filepath.Join(RepoRoot(), "examples-repo")
 	out := mustApply(t, c, examples)
 	for _, want := range []string{"namespace demo applied", "workload default/hello created (generation 1)",
-		"workload demo/nightly-report created", "workload demo/node-monitor created"} {
+		"workload demo/nightly-report created", "workload demo/node-monitor created", "namespace kat-core applied",
+		"workload kat-core/ingress created"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("apply output lacks %q:\n%s", want, out)
 		}
 	}
 	raw, ws := getWorkloads(t, c)
-	if len(ws) != 3 {
-		t.Fatalf("got %d workloads, want 3:\n%s", len(ws), raw)
+	if len(ws) != 4 {
+		t.Fatalf("got %d workloads, want 4:\n%s", len(ws), raw)
 	}
 	for _, w := range ws {
 		if w.Namespace == "" || w.Name == "" || w.Type == "" || w.Generation != 1 || len(w.SpecHash) != 64 ||
@@ -133,8 +134,8 @@ func TestApplyExamplesRepo(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, "deleted") {
 		t.Fatalf("delete: %s", r)
 	}
-	if _, ws := getWorkloads(t, c); len(ws) != 2 {
-		t.Fatalf("after delete: %d workloads, want 2", len(ws))
+	if _, ws := getWorkloads(t, c); len(ws) != 3 {
+		t.Fatalf("after delete: %d workloads, want 3", len(ws))
 	}
 	if r := c.Katcall(context.Background(), "delete", "workload", "demo/node-monitor"); r.Code == 0 ||
 		!strings.Contains(r.Stderr, "not found") {

@@ -38,13 +38,13 @@ func TestDiffExitCodes(t *testing.T) {
 
 	before, _ := getWorkloads(t, c)
 	expect(t, diff(t, "-f", examples), 1, []string{"+ namespace demo: created", "+ workload default/hello: created",
-		"+ workload demo/nightly-report: created", "+ workload demo/node-monitor: created", "4 to create, 0 to change, 0 unchanged"}, nil)
+		"+ workload demo/nightly-report: created", "+ workload demo/node-monitor: created", "6 to create, 0 to change, 0 unchanged"}, nil)
 	if after, _ := getWorkloads(t, c); after != before {
 		t.Fatalf("katcall diff changed the workloads:\nbefore %s\nafter %s", before, after)
 	}
 
 	mustApply(t, c, examples)
-	expect(t, diff(t, "-f", examples), 0, []string{"= workload default/hello: unchanged (generation 1)", "0 to create, 0 to change, 4 unchanged"}, nil)
+	expect(t, diff(t, "-f", examples), 0, []string{"= workload default/hello: unchanged (generation 1)", "0 to create, 0 to change, 6 unchanged"}, nil)
 
 	hello := filepath.Join(examples, "default", "hello")
 	appendFile(t, filepath.Join(hello, "workload.kat"), "\n# a comment does not change the spec\n")
@@ -53,7 +53,7 @@ func TestDiffExitCodes(t *testing.T) {
 	replace(t, filepath.Join(hello, "workload.kat"), "replicas: 2", "replicas: 3")
 	expect(t, diff(t, "-f", examples), 1, []string{"~ workload default/hello: changed (generation 1)",
 		"--- cluster:default/hello/workload.kat\n+++ " + filepath.Join(hello, "workload.kat") + "\n",
-		"-  replicas: 2\n+  replicas: 3\n", "0 to create, 1 to change, 3 unchanged"}, nil)
+		"-  replicas: 2\n+  replicas: 3\n", "0 to create, 1 to change, 5 unchanged"}, nil)
 
 	replace(t, filepath.Join(hello, "workload.kat"), "replicas: 3", "replicas: lots")
 	expect(t, diff(t, "-f", examples), 2, nil, []string{filepath.Join(hello, "workload.kat") + ":11: spec.replicas"})

@@ -29,7 +29,11 @@ func TestQuickStartScripts(t *testing.T) {
 	node := "e2e-qs-" + randomHex(3)
 	env := append(os.Environ(), "KAT_DATA_DIR="+data, "KAT_CONFIG_REPO="+configRepo, "KAT_NODE_NAME="+node,
 		"KAT_API_PORT="+itoa(ports[0]), "KAT_AGENT_PORT="+itoa(ports[1]),
-		"KAT_ETCD_CLIENT_PORT="+itoa(ports[2]), "KAT_ETCD_PEER_PORT="+itoa(ports[3]))
+		"KAT_ETCD_CLIENT_PORT="+itoa(ports[2]), "KAT_ETCD_PEER_PORT="+itoa(ports[3]),
+		// Not an ingress node: the proxy would publish the machine's own
+		// port 80 beside other tests (scripts/multinode's TestIngress runs
+		// the recipe on its hosts).
+		"KAT_NODE_LABELS=")
 	// up.sh builds both binaries first, with -trimpath as TestMain's Build
 	// does, so it links the packages compiled there; a cold build cache on
 	// a busy 2-core machine still takes minutes: the bound is for a hang,
@@ -71,7 +75,7 @@ func TestQuickStartScripts(t *testing.T) {
 		t.Fatalf("up.sh: %v\n%s", err, out)
 	}
 	for _, want := range []string{"kat-agent started", "created the config repo", "of branch main applied",
-		"Leader:     ", "Nodes:      1/1 ready", "Workloads:  3", "git:config/default/hello"} {
+		"Leader:     ", "Nodes:      1/1 ready", "Workloads:  4", "git:config/default/hello"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("up.sh output lacks %q:\n%s", want, out)
 		}
@@ -92,7 +96,7 @@ func TestQuickStartScripts(t *testing.T) {
 		return fmt.Errorf("%s\n%s", r, katcall("get", "sources"))
 	})
 	out, err = script("up.sh")
-	if err != nil || !strings.Contains(out, "already running") || !strings.Contains(out, "Workloads:  4") {
+	if err != nil || !strings.Contains(out, "already running") || !strings.Contains(out, "Workloads:  5") {
 		t.Fatalf("second up.sh: %v\n%s", err, out)
 	}
 	out, err = script("down.sh")
@@ -100,7 +104,7 @@ func TestQuickStartScripts(t *testing.T) {
 		t.Fatalf("down.sh: %v\n%s", err, out)
 	}
 	out, err = script("up.sh")
-	if err != nil || !strings.Contains(out, "kat-agent started") || !strings.Contains(out, "Workloads:  4") ||
+	if err != nil || !strings.Contains(out, "kat-agent started") || !strings.Contains(out, "Workloads:  5") ||
 		strings.Contains(out, "created the config repo") {
 		t.Fatalf("up.sh after down.sh should resume the same cluster and config repo: %v\n%s", err, out)
 	}

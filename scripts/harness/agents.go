@@ -40,6 +40,9 @@ type AgentOptions struct {
 	// workloads find localhost/kat-base:latest there, as nothing can be
 	// pulled.
 	BaseImageScript string
+	// ImageScripts are more scripts like BaseImageScript (for example
+	// scripts/build-ingress-image.sh), run the same way after it.
+	ImageScripts []string
 	// ReadyTimeout bounds the wait for every node to be Ready. Default 3 min.
 	ReadyTimeout time.Duration
 	// EtcdMembers, when more than 1, goes into cluster.kat as
@@ -160,13 +163,20 @@ spec:
 	if err := os.WriteFile(c.ClusterKat(), []byte(kat), 0o600); err != nil {
 		return nil, fmt.Errorf("harness %s: write cluster.kat: %w", c.Name, err)
 	}
+	var scripts []string
 	if opts.BaseImageScript != "" {
+		scripts = append(scripts, opts.BaseImageScript)
+	}
+	scripts = append(scripts, opts.ImageScripts...)
+	if len(scripts) > 0 {
 		// Every host has its own Podman storage: build them side by side.
 		err := forEachHost(c.Hosts, func(h Host) error {
-			cmd := h.Command(ctx, "bash", opts.BaseImageScript)
-			cmd.Env = append(cmd.Env, "KAT_PODMAN_ARGS="+strings.Join(h.PodmanArgs(), " "))
-			if err := runCmd(cmd); err != nil {
-				return fmt.Errorf("harness %s: base image for %s: %w", c.Name, h.Name, err)
+			for _, script := range scripts {
+				cmd := h.Command(ctx, "bash", script)
+				cmd.Env = append(cmd.Env, "KAT_PODMAN_ARGS="+strings.Join(h.PodmanArgs(), " "))
+				if err := runCmd(cmd); err != nil {
+					return fmt.Errorf("harness %s: image (%s) for %s: %w", c.Name, filepath.Base(script), h.Name, err)
+				}
 			}
 			return nil
 		})

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -145,14 +143,17 @@ spec:
 // applyWeb applies the web Service with its VirtualLoadBalancer.
 func (c *testCluster) applyWeb(t *testing.T, replicas int, selector string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "web")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	kat := fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
+	c.applyFiles(t, "web", map[string]string{"workload.kat": webWorkload("web", replicas, selector,
+		"mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"), "VirtualLoadBalancer.kat": webVLB})
+}
+
+// webWorkload is a Service of replicas (on the host selector, when set)
+// running the shell command cmd.
+func webWorkload(name string, replicas int, selector, cmd string) string {
+	return fmt.Sprintf(`apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
 metadata:
-  name: web
+  name: %s
   namespace: default
 spec:
   type: Service%s
@@ -160,14 +161,8 @@ spec:
   source: {image: "localhost/kat-base:latest"}
   container:
     name: main
-    command: ["/bin/sh", "-c", "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"]
-`, webExtra(replicas, selector))
-	for name, content := range map[string]string{"workload.kat": kat, "VirtualLoadBalancer.kat": webVLB} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.katcall(t, "apply", "-f", dir)
+    command: ["/bin/sh", "-c", %q]
+`, name, webExtra(replicas, selector), cmd)
 }
 
 // TestServiceDiscovery proves the overlay, IPAM and the agent DNS across nodes: a

@@ -73,6 +73,9 @@ type clusterSpec struct {
 	hooks *hookRepos
 	// collectAfter is cluster.kat's nodeCollectAfterSeconds (0: default).
 	collectAfter int
+	// ingress are the hosts (by index) labelled kat.dws.rip/role=ingress;
+	// with any, every host gets the ingress proxy's image too.
+	ingress []int
 }
 
 // startCluster brings up the hosts of spec running kat-agent, every started
@@ -125,6 +128,12 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 	}
 	for i, h := range c.Hosts {
 		tc.opts.Labels[h.Name] = map[string]string{"zone": string(rune('a' + i))}
+		if slices.Contains(spec.ingress, i) {
+			tc.opts.Labels[h.Name]["kat.dws.rip/role"] = "ingress"
+		}
+	}
+	if len(spec.ingress) > 0 {
+		tc.opts.ImageScripts = []string{filepath.Join(e2e.RepoRoot(), "scripts", "build-ingress-image.sh")}
 	}
 	start := time.Now()
 	tc.agents, err = c.StartAgents(t.Context(), tc.opts)
@@ -206,12 +215,20 @@ spec:
 // applyKat applies workload name whose workload.kat is kat.
 func (c *testCluster) applyKat(t *testing.T, name, kat string) {
 	t.Helper()
+	c.applyFiles(t, name, map[string]string{"workload.kat": kat})
+}
+
+// applyFiles writes files into a workload directory name and applies it.
+func (c *testCluster) applyFiles(t *testing.T, name string, files map[string]string) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "workload.kat"), []byte(kat), 0o644); err != nil {
-		t.Fatal(err)
+	for file, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.katcall(t, "apply", "-f", dir)
 }

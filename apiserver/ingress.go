@@ -1,0 +1,65 @@
+package apiserver
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"strings"
+
+	"kat.dws.rip/kat/api"
+)
+
+// listIngress serves GET /v1alpha1/ingress: every host and path some
+// workload's spec.ingress asks for, who serves it (or who holds it, for a
+// rule in conflict), its ready backends out of the workload's instances,
+// sorted by host, path and workload.
+func (s *Server) listIngress(w http.ResponseWriter, r *http.Request) {
+	routes, err := s.cfg.Repo.ListIngressRoutes(r.Context())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	as, err := s.cfg.Repo.ListAssignments(r.Context(), "")
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	assigned := map[string]int{}
+	for _, a := range as {
+		if a.LeavingAt.IsZero() {
+			assigned[a.Namespace+"/"+a.Workload]++
+		}
+	}
+	writeJSON(w, http.StatusOK, IngressViews(routes, assigned))
+}
+
+// IngressViews are the rows of GET /v1alpha1/ingress for the records
+// routes, with assigned the number of instances of each workload ("ns/name")
+// that are not leaving.
+func IngressViews(routes []api.IngressRoutes, assigned map[string]int) []api.IngressRouteView {
+	out := []api.IngressRouteView{}
+	for _, r := range routes {
+		key := r.Namespace + "/" + r.Workload
+		for _, rule := range r.Rules {
+			v := api.IngressRouteView{
+				Host: rule.Host, Path: rule.Path, Workload: key, Field: rule.Field, Port: rule.Port, PortName: rule.PortName,
+				TLS: rule.TLS, Ready: len(rule.Backends), Assigned: assigned[key], Backends: rule.Backends, Since: rule.Since,
+				Status: "Routed",
+			}
+			if len(rule.Backends) == 0 {
+				v.Status = "NoBackends"
+			}
+			out = append(out, v)
+		}
+		for _, c := range r.Conflicts {
+			out = append(out, api.IngressRouteView{
+				Host: c.Host, Path: c.Path, Workload: key, Field: c.Field, Assigned: assigned[key],
+				Status: "Conflict: " + c.HeldBy, Since: c.Since,
+			})
+		}
+	}
+	slices.SortFunc(out, func(a, b api.IngressRouteView) int {
+		return cmp.Or(strings.Compare(a.Host, b.Host), strings.Compare(a.Path, b.Path), strings.Compare(a.Workload, b.Workload))
+	})
+	return out
+}

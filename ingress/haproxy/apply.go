@@ -1,0 +1,85 @@
+package haproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Observe reads HAProxy's maps and its pool's servers.
+func (c Client) Observe(ctx context.Context, dir string) (Observed, error) {
+	var o Observed
+	var err error
+	for _, m := range []struct {
+		file string
+		into *map[string]string
+	}{{dir + "/" + ExactMap, &o.Exact}, {dir + "/" + PrefixMap, &o.Prefix}} {
+		out, rerr := c.Run(ctx, "show map "+m.file)
+		if rerr != nil {
+			return o, rerr
+		}
+		if *m.into, err = ParseMap(out); err != nil {
+			return o, err
+		}
+	}
+	out, err := c.Run(ctx, "show servers state")
+	if err != nil {
+		return o, err
+	}
+	all, err := ParseServersState(out)
+	if err != nil {
+		return o, err
+	}
+	o.Servers = map[string]map[string]Server{}
+	for b, servers := range all {
+		if strings.HasPrefix(b, "kat_b") {
+			o.Servers[b] = servers
+		}
+	}
+	return o, nil
+}
+
+// answers of commands that succeeded with something to say.
+var okAnswers = []string{"New server registered.", "Server deleted."}
+
+// Exec runs cmds in order. A command HAProxy refuses does not stop the
+// others (each changes one entry or server); the error joins every
+// refusal, each naming its command without a payload. A refused "del
+// server" of a server that still has connections is no error: the next
+// pass tries again.
+func (c Client) Exec(ctx context.Context, cmds []string) error {
+	var errs []error
+	for _, cmd := range cmds {
+		out, err := c.Run(ctx, cmd)
+		if err != nil {
+			return errors.Join(append(errs, err)...) // the socket failed: stop
+		}
+		ans := strings.TrimSpace(out)
+		switch {
+		case ans == "" || containsAny(ans, okAnswers):
+		case strings.HasPrefix(cmd, "del server ") && strings.Contains(ans, "still has connections"):
+		default:
+			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrRefused, cmdForError(cmd), cut(firstLine(ans))))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// cmdForError is a command as an error may show it: every command Plan
+// makes names only hosts, paths, backends, instance IDs and addresses.
+func cmdForError(cmd string) string { return cut(cmd) }

@@ -1,0 +1,236 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/ingress/haproxy"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/runtime"
+	"kat.dws.rip/kat/store"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// ingressSync is how often the updater compares HAProxy's state with the
+// routes without a change of them: a restarted proxy starts empty and is
+// filled again within this.
+const ingressSync = 2 * time.Second
+
+// isIngressProxy reports whether q's instances are the cluster's ingress
+// proxy (quadlet.LabelIngressProxy).
+func isIngressProxy(q *quadlet.Quadlet) bool {
+	return q.Workload.Metadata.Labels[quadlet.LabelIngressProxy] == quadlet.IngressProxyHAProxy
+}
+
+// ingressRunDir is the run directory of the node's proxy instance.
+func (ag *Agent) ingressRunDir() string { return filepath.Join(ag.cfg.IngressDir, "run") }
+
+// prepareIngressProxy readies the run directory of a proxy instance (its
+// configuration, empty maps), mounts it into spec and lets a non-root proxy
+// bind ports below 1024. The directory is
+// 0777 so that the proxy, root of its own user namespace, creates its
+// sockets there; its parent is 0700, so only host root reaches it.
+func (ag *Agent) prepareIngressProxy(q *quadlet.Quadlet, spec *runtime.ContainerSpec) error {
+	if ag.cfg.IngressDir == "" {
+		return fmt.Errorf("%w: this agent runs no ingress proxy (it has no ingress directory)", runtime.ErrInvalidSpec)
+	}
+	port := 0
+	for _, p := range q.LoadBalancer.Spec.Ports {
+		if p.Name == "http" && p.Protocol == "TCP" {
+			port = p.ContainerPort
+		}
+	}
+	cfg, err := haproxy.Render(haproxy.Config{HTTPPort: port})
+	if err != nil {
+		return fmt.Errorf("%w: %w", runtime.ErrInvalidSpec, err)
+	}
+	run := ag.ingressRunDir()
+	if err := os.MkdirAll(ag.cfg.IngressDir, 0o700); err != nil {
+		return fmt.Errorf("make the ingress directory: %w", err)
+	}
+	if err := os.MkdirAll(run, 0o777); err != nil {
+		return fmt.Errorf("make the ingress run directory: %w", err)
+	}
+	if err := os.Chmod(run, 0o777); err != nil { // umask
+		return fmt.Errorf("make the ingress run directory: %w", err)
+	}
+	// Maps start empty: the updater fills them through the admin socket.
+	for name, body := range map[string][]byte{haproxy.ConfigFile: cfg, haproxy.ExactMap: nil, haproxy.PrefixMap: nil} {
+		if err := os.WriteFile(filepath.Join(run, name), body, 0o644); err != nil {
+			return fmt.Errorf("write the proxy's %s: %w", name, err)
+		}
+	}
+	spec.Mounts = append(spec.Mounts, runtime.Mount{Source: run, Target: haproxy.RunDir})
+	// The official image runs as the user haproxy: let it bind 80 in the
+	// container's own network namespace (nothing changes on the host).
+	if spec.Sysctls == nil {
+		spec.Sysctls = map[string]string{}
+	}
+	spec.Sysctls["net.ipv4.ip_unprivileged_port_start"] = "0"
+	return nil
+}
+
+// ingressUpdater applies the leader's routes to the node's ingress proxy
+// over its admin socket (docs/architecture.md "Ingress"). It runs with the
+// agent when the agent has an ingress directory, idle while no proxy
+// socket answers there.
+type ingressUpdater struct {
+	ag     *Agent
+	client haproxy.Client
+	routes *store.Cache[api.IngressRoutes]
+	// dir is the run directory as the proxy sees it (haproxy.RunDir):
+	// the runtime API names maps by it.
+	dir string
+
+	mu     sync.Mutex
+	status *api.IngressProxyStatus
+}
+
+func newIngressUpdater(ag *Agent) *ingressUpdater {
+	return &ingressUpdater{
+		ag:     ag,
+		client: haproxy.Client{Socket: filepath.Join(ag.ingressRunDir(), haproxy.AdminSock)},
+		dir:    haproxy.RunDir,
+		routes: store.NewCache(ag.cfg.Repo.Store(), resources.IngressRoutesPrefix(), func(kv store.KV) (api.IngressRoutes, bool) {
+			r, err := resources.DecodeIngressRoutes(kv)
+			return r, err == nil
+		}),
+	}
+}
+
+// run applies the routes on every change of them (after 20 ms, so a
+// burst is one pass) and every ingressSync, until ctx ends.
+func (u *ingressUpdater) run(ctx context.Context) {
+	changed := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := u.routes.Run(ctx, func(string) { reconcile.Poke(changed) }); err != nil && ctx.Err() == nil {
+			u.ag.cfg.Logger.Error().Err(err).Str("component", "ingress").Msg("watching the ingress routes stopped")
+		}
+	}()
+	defer func() { <-done }()
+	select {
+	case <-u.routes.Synced():
+	case <-ctx.Done():
+		return
+	}
+	tick := time.NewTicker(ingressSync)
+	defer tick.Stop()
+	for {
+		u.once(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-changed:
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
+			drain(changed)
+		}
+	}
+}
+
+func drain(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+	}
+}
+
+// once brings the proxy to the routes, when a proxy answers.
+func (u *ingressUpdater) once(ctx context.Context) {
+	if _, err := os.Stat(u.client.Socket); err != nil {
+		u.setStatus(nil)
+		return
+	}
+	snap, _ := u.routes.Snapshot()
+	routes := make([]api.IngressRoutes, 0, len(snap))
+	for _, r := range snap {
+		routes = append(routes, r)
+	}
+	desired := haproxy.DesiredOf(routes)
+	o, err := u.client.Observe(ctx, u.dir)
+	if err != nil {
+		if ctx.Err() == nil {
+			u.fail(err) // the proxy is starting or stopping: next pass
+		}
+		return
+	}
+	cmds, planErr := haproxy.Plan(desired, o, u.dir, haproxy.DefaultSlots)
+	execErr := u.client.Exec(ctx, cmds)
+	if err := errors.Join(planErr, execErr); err != nil {
+		u.fail(err)
+		return
+	}
+	if len(cmds) > 0 {
+		u.ag.cfg.Logger.Info().Str("component", "ingress").Int("commands", len(cmds)).Int("routes", desired.Rules).
+			Msg("ingress proxy updated")
+	}
+	servers := 0
+	for _, s := range desired.Backends {
+		servers += len(s)
+	}
+	st := &api.IngressProxyStatus{Proxy: "HAProxy", Routes: desired.Rules, Backends: servers}
+	if prev := u.Status(); prev != nil && len(cmds) == 0 {
+		st.LastAppliedAt = prev.LastAppliedAt // a pass that changed nothing changes no status
+	} else {
+		st.LastAppliedAt = u.ag.cfg.Now().UTC().Truncate(time.Second)
+	}
+	u.setStatus(st)
+}
+
+// fail records err as the proxy's last error, cut to 300 bytes.
+func (u *ingressUpdater) fail(err error) {
+	msg := err.Error()
+	if len(msg) > 300 {
+		msg = msg[:300]
+	}
+	msg = strings.ToValidUTF8(msg, "?")
+	u.ag.cfg.Logger.Warn().Str("component", "ingress").Err(err).Msg("ingress proxy update failed; retrying")
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	st := api.IngressProxyStatus{Proxy: "HAProxy"}
+	if u.status != nil {
+		st = *u.status
+	}
+	st.LastError = msg
+	changed := u.status == nil || *u.status != st
+	u.status = &st
+	if changed {
+		u.ag.cfg.OnChange()
+	}
+}
+
+// setStatus records st, and asks for a heartbeat when it differs.
+func (u *ingressUpdater) setStatus(st *api.IngressProxyStatus) {
+	u.mu.Lock()
+	changed := (u.status == nil) != (st == nil) || st != nil && *st != *u.status
+	u.status = st
+	u.mu.Unlock()
+	if changed {
+		u.ag.cfg.OnChange()
+	}
+}
+
+// Status is what the node's proxy applied last; nil without a proxy.
+func (u *ingressUpdater) Status() *api.IngressProxyStatus {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.status == nil {
+		return nil
+	}
+	st := *u.status
+	return &st
+}

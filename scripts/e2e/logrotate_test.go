@@ -46,13 +46,15 @@ spec:
     command: ["/bin/sh", "-c"]
     args: ["sleep 3; i=0; while [ $i -lt 4000 ]; do printf 'line %%04d of a log that rotates every sixty-four KiB.........\n' $i; i=$((i+1)); [ $((i %% 100)) -eq 0 ] && sleep 0.1; done; echo done; exec sleep 600"]
 `, name)}))
-	waitStatus(t, c, ref, "the instance running", func(d *api.WorkloadDetail) bool {
+	d := waitStatus(t, c, ref, "the instance running", func(d *api.WorkloadDetail) bool {
 		return len(d.Instances) == 1 && d.Instances[0].Status.State == "running"
 	})
+	// One instance's log, unprefixed: the bytes the node kept.
+	instance := d.Instances[0].InstanceID
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	follow := exec.CommandContext(ctx, c.Bin.Katcall, "--config", c.KatcallConfig(), "logs", ref, "-f")
+	follow := exec.CommandContext(ctx, c.Bin.Katcall, "--config", c.KatcallConfig(), "logs", ref, "--instance", instance, "-f")
 	follow.Env = append(os.Environ(), "KATCONFIG=", "HOME="+os.TempDir())
 	out, err := follow.StdoutPipe()
 	if err != nil {
@@ -76,7 +78,7 @@ spec:
 		t.Errorf("katcall logs -f read %d lines up to %q; want at least half of the 4000 and line 3999 last", lines, last)
 	}
 
-	r := c.Katcall(context.Background(), "logs", ref)
+	r := c.Katcall(context.Background(), "logs", ref, "--instance", instance)
 	if r.Code != 0 {
 		t.Fatalf("katcall logs: %s", r)
 	}

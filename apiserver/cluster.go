@@ -70,7 +70,7 @@ func (s *Server) nodeViews(ctx context.Context) ([]api.Node, error) {
 	if err != nil && !errors.Is(err, resources.ErrNotFound) {
 		return nil, err
 	}
-	as, err := s.cfg.Repo.ListAssignments(ctx, "")
+	as, err := s.cfg.Repo.ListAssignmentsWithoutFiles(ctx, "")
 	if err != nil {
 		return nil, err
 	}

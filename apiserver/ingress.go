@@ -19,7 +19,7 @@ func (s *Server) listIngress(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	as, err := s.cfg.Repo.ListAssignments(r.Context(), "")
+	as, err := s.cfg.Repo.ListAssignmentsWithoutFiles(r.Context(), "")
 	if err != nil {
 		writeError(w, errorFor(err))
 		return

@@ -5,32 +5,27 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/store/resources"
 )
 
-// workloadInstances joins a workload's assignments with the agents' reports.
+// workloadInstances joins a workload's assignments with the reports of the
+// nodes that hold them.
 func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.Instance, error) {
-	as, err := s.cfg.Repo.ListAssignments(ctx, "")
+	// Without the files: GET .../workloads/{name}/files/{file} serves the
+	// generation's.
+	as, err := s.cfg.Repo.ListWorkloadAssignments(ctx, ns, name)
 	if err != nil {
 		return nil, err
 	}
-	sts, err := s.cfg.Repo.ListNodeStatuses(ctx)
+	reported, err := s.instanceReports(ctx, as)
 	if err != nil {
 		return nil, err
 	}
-	reported := map[string]api.InstanceStatus{}
-	for _, n := range sts {
-		for _, is := range n.WorkloadInstances {
-			reported[is.InstanceID] = is
-		}
-	}
-	out := []api.Instance{}
+	out := make([]api.Instance, 0, len(as))
 	for _, a := range as {
-		if a.Namespace != ns || a.Workload != name {
-			continue
-		}
-		a.Files = nil // the generation's: GET .../workloads/{name}/files/{file} serves them
 		in := api.Instance{Assignment: a, Status: api.InstanceStatus{Phase: api.InstancePending, HealthStatus: api.HealthPending}}
 		if r, ok := reported[a.InstanceID]; ok {
 			in.Status = r
@@ -39,6 +34,30 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// instanceReports returns what the nodes holding as last reported of their
+// instances, by instance ID; a node that has not reported adds nothing.
+func (s *Server) instanceReports(ctx context.Context, as []api.Assignment) (map[string]api.InstanceStatus, error) {
+	var nodes []string
+	for _, a := range as {
+		nodes = append(nodes, a.Node)
+	}
+	slices.Sort(nodes)
+	reported := map[string]api.InstanceStatus{}
+	for _, node := range slices.Compact(nodes) {
+		st, err := s.cfg.Repo.GetNodeStatus(ctx, node)
+		if errors.Is(err, resources.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, is := range st.WorkloadInstances {
+			reported[is.InstanceID] = is
+		}
+	}
+	return reported, nil
 }
 
 func (s *Server) getWorkloadStatus(w http.ResponseWriter, r *http.Request) {

@@ -29,13 +29,15 @@ import (
 const token = "test-admin-token"
 
 type fixture struct {
-	srv    *httptest.Server
-	client *apiclient.Client
-	repo   *resources.Repo
-	st     store.StateStore
+	srv *httptest.Server
+	// handler is the server's handler, for benchmarks that leave out TLS.
+	handler http.Handler
+	client  *apiclient.Client
+	repo    *resources.Repo
+	st      store.StateStore
 }
 
-func newFixture(t *testing.T, mod func(*apiserver.Config)) *fixture {
+func newFixture(t testing.TB, mod func(*apiserver.Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.New(t)
@@ -66,7 +68,8 @@ spec: {clusterCIDR: 10.100.0.0/16, serviceCIDR: 10.96.0.0/16}
 	}
 	// HTTP/2 on, as a real server has it: katcall's upgrades (exec) must
 	// still be HTTP/1.1.
-	srv := httptest.NewUnstartedServer(s.Handler())
+	h := s.Handler()
+	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -75,7 +78,7 @@ spec: {clusterCIDR: 10.100.0.0/16, serviceCIDR: 10.96.0.0/16}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{srv: srv, client: c, repo: repo, st: st}
+	return &fixture{srv: srv, handler: h, client: c, repo: repo, st: st}
 }
 
 // raw sends a request with the given bearer token ("" for none) and a body
@@ -455,7 +458,7 @@ func statusOf(err error) int {
 	return 0
 }
 
-func mustParse(t *testing.T, workload string) *quadlet.Quadlet {
+func mustParse(t testing.TB, workload string) *quadlet.Quadlet {
 	t.Helper()
 	q, err := quadlet.ParseWorkload(map[string][]byte{"workload.kat": []byte(workload)}, quadlet.ParseOptions{})
 	if err != nil {

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,51 @@ import (
 // ListAssignments returns the assignments of node, or of every node when node
 // is empty, sorted by key.
 func (r *Repo) ListAssignments(ctx context.Context, node string) ([]api.Assignment, error) {
+	return r.listAssignments(ctx, node, nil, decodeWithFiles)
+}
+
+// ListAssignmentsWithoutFiles is ListAssignments with every Files left out
+// (nil): for readers that count or show instances, which a generation's
+// files, the bulk of a record, would only slow.
+func (r *Repo) ListAssignmentsWithoutFiles(ctx context.Context, node string) ([]api.Assignment, error) {
+	return r.listAssignments(ctx, node, nil, decodeWithoutFiles)
+}
+
+// ListWorkloadAssignments returns the assignments of one workload, sorted by
+// key, without their Files. The keys name the node, not the workload: every
+// assignment is read, but one of another workload is passed over unless its
+// record holds the workload's namespace and name as JSON strings, and then
+// only those two fields are decoded. The records are json.Marshal's
+// (putJSON), which encodes a string one way only, so that test drops no
+// assignment of the workload.
+func (r *Repo) ListWorkloadAssignments(ctx context.Context, ns, name string) ([]api.Assignment, error) {
+	nsJSON, err := json.Marshal(ns)
+	if err != nil {
+		return nil, fmt.Errorf("list assignments of %s/%s: %w", ns, name, err)
+	}
+	nameJSON, err := json.Marshal(name)
+	if err != nil {
+		return nil, fmt.Errorf("list assignments of %s/%s: %w", ns, name, err)
+	}
+	ofWorkload := func(b []byte) (bool, error) {
+		if !bytes.Contains(b, nameJSON) || !bytes.Contains(b, nsJSON) {
+			return false, nil
+		}
+		var h struct {
+			Namespace string `json:"namespace"`
+			Workload  string `json:"workload"`
+		}
+		if err := json.Unmarshal(b, &h); err != nil {
+			return false, err
+		}
+		return h.Namespace == ns && h.Workload == name, nil
+	}
+	return r.listAssignments(ctx, "", ofWorkload, decodeWithoutFiles)
+}
+
+// listAssignments lists the assignments of node (every node for ""), keeps
+// those keep accepts (all when nil) and decodes them with decode.
+func (r *Repo) listAssignments(ctx context.Context, node string, keep func([]byte) (bool, error), decode func([]byte, *api.Assignment) error) ([]api.Assignment, error) {
 	prefix := prefixAssignments
 	if node != "" {
 		prefix = NodeAssignmentsPrefix(node)
@@ -23,8 +69,17 @@ func (r *Repo) ListAssignments(ctx context.Context, node string) ([]api.Assignme
 	}
 	out := make([]api.Assignment, 0, len(kvs))
 	for _, kv := range kvs {
-		a, err := DecodeAssignment(kv.Value)
-		if err != nil {
+		if keep != nil {
+			ok, err := keep(kv.Value)
+			if err != nil {
+				return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+			}
+			if !ok {
+				continue
+			}
+		}
+		var a api.Assignment
+		if err := decode(kv.Value, &a); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
 		out = append(out, a)
@@ -38,6 +93,24 @@ func DecodeAssignment(b []byte) (api.Assignment, error) {
 	err := json.Unmarshal(b, &a)
 	return a, err
 }
+
+func decodeWithFiles(b []byte, a *api.Assignment) error { return json.Unmarshal(b, a) }
+
+// decodeWithoutFiles decodes an assignment record into a leaving Files nil:
+// the files are checked as JSON but neither copied nor base64-decoded.
+func decodeWithoutFiles(b []byte, a *api.Assignment) error {
+	v := struct {
+		*api.Assignment
+		Files skippedJSON `json:"files,omitempty"`
+	}{Assignment: a}
+	return json.Unmarshal(b, &v)
+}
+
+// skippedJSON is a JSON value decoded into nothing.
+type skippedJSON struct{}
+
+// UnmarshalJSON ignores b.
+func (skippedJSON) UnmarshalJSON([]byte) error { return nil }
 
 // ErrAddressTaken means an address WriteAssignments was to record is held
 // already (IPAMKey exists): the plan was made from a stale copy, or by

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"testing"
 
 	"kat.dws.rip/kat/api"
@@ -99,5 +100,57 @@ func TestWriteAssignmentsRecordsAddresses(t *testing.T) {
 	}
 	if n, m := count(resources.AssignmentsPrefix()), count(resources.IPAMPrefix()); n != 20 || m != 20 {
 		t.Errorf("after deleting 100: %d assignments and %d address keys, want 20 of each", n, m)
+	}
+}
+
+// TestListAssignmentsOfWorkloadAndWithoutFiles: the lists that leave the
+// files out answer what ListAssignments does with Files nil, and the list of
+// one workload only that workload's, matched on namespace and name both.
+func TestListAssignmentsOfWorkloadAndWithoutFiles(t *testing.T) {
+	t.Parallel()
+	r, _ := newRepo(t)
+	ctx := t.Context()
+	gpu, slot := 1, 3
+	files := map[string][]byte{"workload.kat": []byte("kind: Workload\n")}
+	var as []api.Assignment
+	for i, w := range []struct{ ns, name string }{{"default", "web"}, {"default", "api"}, {"other", "web"}, {"default", "web"}, {"default", "webx"}} {
+		as = append(as, api.Assignment{Node: fmt.Sprintf("n%d", i%2), InstanceID: fmt.Sprintf("%s-%d", w.name, i), Namespace: w.ns, Workload: w.name,
+			Type: "Service", Generation: 2, Image: "img", Ports: []int{80}, Files: files, UserNSSlot: &slot, CPUMillis: 100, GPU: &gpu,
+			Build: &api.BuildRef{Repository: "https://example.com/r.git", Commit: "abc"}, IP: netip.MustParseAddr(fmt.Sprintf("10.100.0.%d", 10+i))})
+	}
+	if _, err := r.WriteAssignments(ctx, as, nil); err != nil {
+		t.Fatal(err)
+	}
+	full, err := r.ListAssignments(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) != len(as) || full[0].Files == nil {
+		t.Fatalf("ListAssignments = %+v, want %d assignments with their files", full, len(as))
+	}
+	var bare, web []api.Assignment
+	for _, a := range full {
+		a.Files = nil
+		bare = append(bare, a)
+		if a.Namespace == "default" && a.Workload == "web" {
+			web = append(web, a)
+		}
+	}
+	got, err := r.ListAssignmentsWithoutFiles(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, bare) {
+		t.Errorf("ListAssignmentsWithoutFiles = %+v, want %+v", got, bare)
+	}
+	got, err = r.ListWorkloadAssignments(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(web) != 2 || !reflect.DeepEqual(got, web) {
+		t.Errorf("ListWorkloadAssignments(default, web) = %+v, want %+v", got, web)
+	}
+	if got, err := r.ListWorkloadAssignments(ctx, "default", "none"); err != nil || len(got) != 0 {
+		t.Errorf("ListWorkloadAssignments of a workload without instances = %+v, %v, want none", got, err)
 	}
 }

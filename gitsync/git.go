@@ -114,7 +114,7 @@ func (g *gitRepo) readDir(hash string) (map[string][]byte, error) {
 		case !e.Mode.IsFile():
 			return nil, fmt.Errorf("%s: is not a regular file", name)
 		case pathpkg.Ext(name) != ".kat":
-			return nil, fmt.Errorf("%s: is not a .kat file; a workload directory holds only .kat files", name)
+			return nil, fmt.Errorf("%s: %s", name, quadlet.FileNameProblem(name))
 		}
 		if len(files) == lim.MaxFiles {
 			return nil, fmt.Errorf("more than %d .kat files: %w", lim.MaxFiles, quadlet.ErrTooLarge)

@@ -186,7 +186,7 @@ func archiveEntryName(hdr *tar.Header) (string, error) {
 	default:
 		return "", fmt.Errorf("entry type %q is not allowed", hdr.Typeflag)
 	}
-	if msg := fileName(base); msg != "" {
+	if msg := FileNameProblem(base); msg != "" {
 		if strings.ContainsAny(base, "/\\") {
 			return "", errors.New("files must be at the root of the archive")
 		}
@@ -202,7 +202,7 @@ func archiveEntryName(hdr *tar.Header) (string, error) {
 func WriteArchive(w io.Writer, files map[string][]byte) error {
 	names := slices.Sorted(maps.Keys(files))
 	for _, name := range names {
-		if msg := fileName(name); msg != "" {
+		if msg := FileNameProblem(name); msg != "" {
 			return fmt.Errorf("write quadlet archive: %s: %s", name, msg)
 		}
 	}

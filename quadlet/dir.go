@@ -46,7 +46,7 @@ func ReadDir(dir string, lim Limits) (map[string][]byte, error) {
 		case !t.IsRegular():
 			return nil, fail("is not a regular file")
 		case path.Ext(name) != ".kat":
-			return nil, fail("is not a .kat file; a workload directory holds only .kat files")
+			return nil, fail("%s", FileNameProblem(name))
 		}
 		if len(files) == lim.MaxFiles {
 			return nil, fmt.Errorf("read quadlet dir %s: more than %d .kat files: %w", dir, lim.MaxFiles, ErrTooLarge)

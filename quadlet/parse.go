@@ -108,7 +108,7 @@ func ParseWorkload(files map[string][]byte, opts ParseOptions) (*Quadlet, error)
 		firstFiles = map[string]string{} // kind -> file that holds it
 	)
 	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if msg := fileName(name); msg != "" {
+		if msg := FileNameProblem(name); msg != "" {
 			errs = append(errs, &FieldError{File: name, Message: msg})
 			complete = false
 			continue
@@ -223,8 +223,9 @@ func crossCheck(q *Quadlet, wc, lbc, jc, bc *checker, complete bool) {
 	}
 }
 
-// fileName checks the name of a file in a workload directory.
-func fileName(name string) string {
+// FileNameProblem says what is wrong with the name of a file in a workload
+// directory, or "" when nothing is.
+func FileNameProblem(name string) string {
 	switch {
 	case name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00"):
 		return fmt.Sprintf("%q is not a plain file name", name)

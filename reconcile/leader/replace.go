@@ -119,7 +119,7 @@ func (p *planner) replaceFailed(w workload, kept []api.Assignment) ([]api.Assign
 	}
 	var failed []failedInstance
 	for _, a := range kept {
-		if r, ok := p.in.Reported[a.InstanceID]; ok && r.Phase == api.InstanceFailed && p.ready(a) {
+		if r, ok := p.in.Reported[a.InstanceID]; ok && r.Phase == api.InstanceFailed && p.ready(a) && !buildFailed(a, r) {
 			failed = append(failed, failedInstance{ID: a.InstanceID, Reason: instanceError(r)})
 		}
 	}
@@ -143,4 +143,12 @@ func (p *planner) replaceFailed(w workload, kept []api.Assignment) ([]api.Assign
 		out = append(out, a)
 	}
 	return out, avoid
+}
+
+// buildFailed tells an instance built from Git that failed before it had a
+// container: its build failed, and the same commit fails the same way on any
+// node, so it waits for the next commit (the workload shows BuildFailed)
+// instead of being replaced by a rebuild of the same one.
+func buildFailed(a api.Assignment, r api.InstanceStatus) bool {
+	return a.Build != nil && r.ContainerID == ""
 }

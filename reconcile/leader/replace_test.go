@@ -261,3 +261,24 @@ func (e *leaderEnv) holdReplacement(l *Leader, name string) {
 		return ok && ro.Replace != nil
 	})
 }
+
+// TestBuildFailureIsNotReplaced: an instance whose build failed (built from
+// Git, failed with no container) waits for the next commit; one that ran
+// and failed, or one of an image, is replaced.
+func TestBuildFailureIsNotReplaced(t *testing.T) {
+	built := api.Assignment{InstanceID: "web-1", Build: &api.BuildRef{Commit: "c3"}}
+	image := api.Assignment{InstanceID: "web-2"}
+	for _, tc := range []struct {
+		a    api.Assignment
+		r    api.InstanceStatus
+		want bool
+	}{
+		{built, api.InstanceStatus{Phase: api.InstanceFailed}, true},
+		{built, api.InstanceStatus{Phase: api.InstanceFailed, ContainerID: "abc"}, false},
+		{image, api.InstanceStatus{Phase: api.InstanceFailed}, false},
+	} {
+		if got := buildFailed(tc.a, tc.r); got != tc.want {
+			t.Errorf("buildFailed(%+v, %+v) = %v, want %v", tc.a, tc.r, got, tc.want)
+		}
+	}
+}

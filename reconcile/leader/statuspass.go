@@ -47,6 +47,12 @@ func (l *Leader) statusOnce(ctx context.Context, keys []string) error {
 			continue // gone (its status went with it), or its files do not match its meta
 		}
 		inUse[w.Meta.SpecHash] = true
+		if _, known := l.view.schedulingOf(k); !known && w.Meta.Type == quadlet.TypeDaemonService {
+			// A DaemonService's desired count is placement's (one per
+			// eligible node): until its first pass of this term, the
+			// stored status stands rather than a guess of one.
+			continue
+		}
 		l.derived.Add(1)
 		prev := l.view.storedStatus(k)
 		st := DeriveWorkloadStatus(l.view.factsOf(w), prev.status, now)

@@ -38,7 +38,8 @@ func TestDiffExitCodes(t *testing.T) {
 
 	before, _ := getWorkloads(t, c)
 	expect(t, diff(t, "-f", examples), 1, []string{"+ namespace demo: created", "+ workload default/hello: created",
-		"+ workload demo/nightly-report: created", "+ workload demo/node-monitor: created", "6 to create, 0 to change, 0 unchanged"}, nil)
+		"+ workload demo/nightly-report: created", "+ workload demo/node-monitor: created",
+		"= namespace kat-core: unchanged", "5 to create, 0 to change, 1 unchanged"}, nil)
 	if after, _ := getWorkloads(t, c); after != before {
 		t.Fatalf("katcall diff changed the workloads:\nbefore %s\nafter %s", before, after)
 	}

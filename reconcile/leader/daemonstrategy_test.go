@@ -163,3 +163,33 @@ func (e *leaderEnv) generation(name string, gen int64) *api.Workload {
 	})
 	return w
 }
+
+// TestDaemonServiceStatusSurvivesANewTerm: a DaemonService no node is
+// eligible for is Ready with 0/0 instances, and a new leader term leaves
+// its status as it was: its desired count is placement's, so the status
+// pass does not guess one (and flap to Pending and back) before placement
+// of the new term has counted the eligible nodes.
+func TestDaemonServiceStatusSurvivesANewTerm(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	files := daemonFiles(t, "sleep 1000", "")
+	files["workload.kat"] = []byte(strings.Replace(string(files["workload.kat"]), "  source:\n",
+		"  nodeSelector:\n    kat.dws.rip/role: ingress\n  source:\n", 1))
+	e.apply(files, api.Owner{Kind: api.OwnerAPI})
+	_, stop := e.run(Config{})
+	var first api.WorkloadStatus
+	polltest.Until(t, 10*time.Second, "the DaemonService Ready with 0/0 instances", func() bool {
+		first = e.status("agent")
+		c := condition(first, ConditionReady)
+		return first.Desired == 0 && c != nil && c.Status == api.ConditionTrue
+	})
+	stop()
+	for term := 2; term <= 4; term++ {
+		l, stop := e.run(Config{})
+		polltest.Until(t, 10*time.Second, "a status pass of the new term", func() bool { return l.derived.Load() > 0 })
+		stop()
+		if got := e.status("agent"); !statusEqual(got, first) || !got.UpdatedAt.Equal(first.UpdatedAt) {
+			t.Fatalf("term %d rewrote the status\n got %+v\nwant %+v", term, got, first)
+		}
+	}
+}

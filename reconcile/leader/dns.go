@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -16,6 +17,29 @@ import (
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
+
+// dnsReadyOf returns the assignments of workload key whose instances
+// belong in DNS and behind an ingress route (DNSReady), and every assignment
+// of it. nodeReady caches the nodes' readiness at now for one pass.
+func (v *view) dnsReadyOf(key string, nodeReady map[string]bool, now time.Time) (live, all []api.Assignment) {
+	all = v.assignmentsOf(key)
+	reports := v.reportsOf(all)
+	for _, a := range all {
+		ready, seen := nodeReady[a.Node]
+		if !seen {
+			ready = v.nodeReady(a.Node, now)
+			nodeReady[a.Node] = ready
+		}
+		var rep *api.InstanceStatus
+		if r, ok := reports[a.InstanceID]; ok {
+			rep = &r
+		}
+		if DNSReady(a, rep, ready) {
+			live = append(live, a)
+		}
+	}
+	return live, all
+}
 
 // DNSReady reports whether the instance of assignment a belongs in DNS:
 // it has an overlay address, is not leaving (a rollout or scale-down set
@@ -183,22 +207,12 @@ func (d *dnsRecords) once(ctx context.Context, keys []string) error {
 	inUse := map[string]bool{}
 	var want []api.DNSRecord
 	for _, k := range keys {
-		as := d.l.view.assignmentsOf(k)
-		reports := d.l.view.reportsOf(as)
+		live, as := d.l.view.dnsReadyOf(k, ready, now)
 		for _, a := range as {
 			inUse[a.SpecHash] = true
-			nodeReady, seen := ready[a.Node]
-			if !seen {
-				nodeReady = d.l.view.nodeReady(a.Node, now)
-				ready[a.Node] = nodeReady
-			}
-			var rep *api.InstanceStatus
-			if r, ok := reports[a.InstanceID]; ok {
-				rep = &r
-			}
-			if DNSReady(a, rep, nodeReady) {
-				want = append(want, DNSRecordOf(a, d.portsOf(a)))
-			}
+		}
+		for _, a := range live {
+			want = append(want, DNSRecordOf(a, d.portsOf(a)))
 		}
 	}
 	if full {

@@ -105,23 +105,7 @@ func (ir *ingressRoutes) once(ctx context.Context, _ []string) error {
 // ready caches the nodes' readiness for the pass.
 func (ir *ingressRoutes) claimOf(w workload, ready map[string]bool, now time.Time) IngressClaim {
 	c := IngressClaim{Namespace: w.Meta.Namespace, Workload: w.Meta.Name}
-	as := ir.l.view.assignmentsOf(w.Key())
-	reports := ir.l.view.reportsOf(as)
-	var live []api.Assignment
-	for _, a := range as {
-		nodeReady, seen := ready[a.Node]
-		if !seen {
-			nodeReady = ir.l.view.nodeReady(a.Node, now)
-			ready[a.Node] = nodeReady
-		}
-		var rep *api.InstanceStatus
-		if r, ok := reports[a.InstanceID]; ok {
-			rep = &r
-		}
-		if DNSReady(a, rep, nodeReady) {
-			live = append(live, a)
-		}
-	}
+	live, _ := ir.l.view.dnsReadyOf(w.Key(), ready, now)
 	slices.SortFunc(live, func(a, b api.Assignment) int { return strings.Compare(a.InstanceID, b.InstanceID) })
 	for i, in := range w.Spec.Ingress {
 		rule := api.IngressRule{

@@ -22,6 +22,12 @@ import (
 // the commit.
 var errPathMissing = errors.New("gitsync: path not in commit")
 
+// errRead marks a failure to read an object of the repository (missing or
+// unreadable), as opposed to a problem with what it holds: the commit is
+// read again (a repository read in place may be repacked under the reader)
+// rather than the directory or file taken for bad.
+var errRead = errors.New("read object")
+
 // gitRepo is a bare clone of one branch of a source, without a worktree
 // (gitx does the transport), or a file:// source's repository read in place
 // (openLocal). It is not safe for concurrent use: one source loop owns it.
@@ -97,7 +103,7 @@ func (g *gitRepo) listTree(c *object.Commit, root string, prev *Listing) (Listin
 func (g *gitRepo) readDir(hash string) (map[string][]byte, error) {
 	t, err := g.Git.TreeObject(plumbing.NewHash(hash))
 	if err != nil {
-		return nil, fmt.Errorf("read tree: %w", err)
+		return nil, fmt.Errorf("tree %s: %w: %w", api.ShortCommit(hash), errRead, err)
 	}
 	lim := quadlet.DefaultLimits
 	files := map[string][]byte{}
@@ -135,15 +141,19 @@ func (g *gitRepo) readDir(hash string) (map[string][]byte, error) {
 func (g *gitRepo) readBlob(h plumbing.Hash, limit int64) ([]byte, error) {
 	b, err := g.Git.BlobObject(h)
 	if err != nil {
-		return nil, fmt.Errorf("read blob: %w", err)
+		return nil, fmt.Errorf("blob %s: %w: %w", api.ShortCommit(h.String()), errRead, err)
 	}
 	if b.Size > limit {
 		return nil, fmt.Errorf("%d bytes, more than the limit of %d: %w", b.Size, limit, quadlet.ErrTooLarge)
 	}
 	r, err := b.Reader()
 	if err != nil {
-		return nil, fmt.Errorf("read blob: %w", err)
+		return nil, fmt.Errorf("blob %s: %w: %w", api.ShortCommit(h.String()), errRead, err)
 	}
 	defer r.Close()
-	return io.ReadAll(io.LimitReader(r, limit+1))
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w: %w", api.ShortCommit(h.String()), errRead, err)
+	}
+	return data, nil
 }

@@ -115,3 +115,48 @@ func TestLocalSourceSyncsWhenTheRefMoves(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreadableObjectRetriesTheCommit: a workload file whose object cannot
+// be read (as when git gc repacks a repository read in place under the
+// reader) fails the commit, to be read again, rather than marking the
+// directory bad and applying the commit without it: once the object is
+// back, the same commit applies the directory.
+func TestUnreadableObjectRetriesTheCommit(t *testing.T) {
+	r := newTestRemote(t)
+	r.workload("apps/web", "default", "web", 1)
+	r.workload("apps/db", "default", "db", 1)
+	c1 := r.Commit("one", nil)
+	e := newEnv(t)
+	e.addSource(api.SourceSpec{URL: r.FileURL()})
+	e.waitApplied("config", c1)
+
+	r.workload("apps/db", "default", "db", 3)
+	c2 := r.Commit("two", nil)
+	blob := strings.TrimSpace(r.Git(r.Bare, "rev-parse", c2+":apps/db/workload.kat"))
+	obj := filepath.Join(r.Bare, "objects", blob[:2], blob[2:])
+	if err := os.Rename(obj, obj+".away"); err != nil {
+		t.Fatalf("hide the object of apps/db/workload.kat: %v", err)
+	}
+	e.eventually("the commit fails on the missing object", func() string {
+		st := e.source("config").Status
+		if st.LastAttemptedCommit != c2 || !strings.Contains(st.LastError, "apps/db") {
+			return fmt.Sprintf("attempted %q, last error %q", api.ShortCommit(st.LastAttemptedCommit), st.LastError)
+		}
+		return ""
+	})
+	st := e.source("config").Status
+	if st.AppliedCommit != c1 || len(st.PathErrors) != 0 {
+		t.Fatalf("applied %s with path errors %v; want %s still applied and none", api.ShortCommit(st.AppliedCommit), st.PathErrors, api.ShortCommit(c1))
+	}
+
+	if err := os.Rename(obj+".away", obj); err != nil {
+		t.Fatal(err)
+	}
+	e.waitApplied("config", c2)
+	if g := e.generations(); g["default/db"] != 2 {
+		t.Errorf("generations %v, want db 2", g)
+	}
+	if st := e.source("config").Status; len(st.PathErrors) != 0 || st.LastError != "" {
+		t.Errorf("path errors %v, last error %q after the object came back", st.PathErrors, st.LastError)
+	}
+}

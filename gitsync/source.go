@@ -399,8 +399,17 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 		Listing: next, Parsed: map[string]ParsedDir{}, Namespaces: map[string]ParsedNamespace{},
 		PrevErrors: s.status.PathErrors,
 	}
+	// An object that cannot be read fails the commit, to be read again; what
+	// an object holds is its path's error.
+	readFailed := func(path string, err error) error {
+		s.status.LastAttemptedCommit = commit
+		return &syncError{ReasonApplyFailed, fmt.Errorf("read %s: %w", path, err)}
+	}
 	for _, p := range ch.Namespaces {
 		data, err := s.git.readBlob(plumbing.NewHash(next.Namespaces[p]), quadlet.DefaultLimits.MaxFileBytes)
+		if errors.Is(err, errRead) {
+			return readFailed(p, err)
+		}
 		if err != nil {
 			in.Namespaces[p] = ParsedNamespace{Err: err}
 			continue
@@ -414,9 +423,17 @@ func (s *source) apply(ctx context.Context, c *object.Commit, full bool) error {
 			return &syncError{ReasonApplyFailed, err}
 		}
 		in.Secrets = s.openSecrets(ch.Secrets, next, in.CurrentSecrets)
+		for p, ps := range in.Secrets {
+			if errors.Is(ps.Err, errRead) {
+				return readFailed(p, ps.Err)
+			}
+		}
 	}
 	for _, p := range ch.Dirs {
 		files, err := s.git.readDir(next.Dirs[p])
+		if errors.Is(err, errRead) {
+			return readFailed(p, err)
+		}
 		if err != nil {
 			in.Parsed[p] = ParsedDir{Err: err}
 			continue

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Observe reads HAProxy's maps and its pool's servers.
+// Observe reads HAProxy's maps, its pool's size and servers.
 func (c Client) Observe(ctx context.Context, dir string) (Observed, error) {
 	var o Observed
 	var err error
@@ -37,6 +37,10 @@ func (c Client) Observe(ctx context.Context, dir string) (Observed, error) {
 			o.Servers[b] = servers
 		}
 	}
+	if out, err = c.Run(ctx, "show backend"); err != nil {
+		return o, err
+	}
+	o.Slots = ParseSlots(out)
 	return o, nil
 }
 

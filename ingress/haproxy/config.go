@@ -20,9 +20,20 @@ const (
 	PrefixMap  = "prefix.map"
 )
 
-// DefaultSlots is the number of backends of the pool: one per workload and
-// port that some route names.
+// DefaultSlots is the number of backends of the pool a proxy starts with:
+// one per workload and port that some route names. The pool doubles when
+// it is full (Grow).
 const DefaultSlots = 64
+
+// SlotsFor is the size of a pool that holds backends: DefaultSlots,
+// doubled as often as needed.
+func SlotsFor(backends int) int {
+	n := DefaultSlots
+	for n < backends {
+		n *= 2
+	}
+	return n
+}
 
 // Config is what the static configuration depends on.
 type Config struct {
@@ -76,10 +87,17 @@ frontend kat_http
 
 backend kat_none
     http-request return status 404 content-type text/plain string "no ingress route for this host and path\n"
-{{range .Slots}}
-backend {{.}}
-    balance roundrobin
-{{end}}`))
+`))
+
+// Pool returns the configuration of the pool's backends from to to-1:
+// Render ends with the pool's first slots, and Grow appends more.
+func Pool(from, to int) []byte {
+	var b bytes.Buffer
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "\nbackend %s\n    balance roundrobin\n", SlotName(i))
+	}
+	return b.Bytes()
+}
 
 // Render returns the static configuration.
 func Render(c Config) ([]byte, error) {
@@ -92,17 +110,13 @@ func Render(c Config) ([]byte, error) {
 	if c.Dir == "" {
 		c.Dir = RunDir
 	}
-	slots := make([]string, c.Slots)
-	for i := range slots {
-		slots[i] = SlotName(i)
-	}
 	var b bytes.Buffer
 	err := configTemplate.Execute(&b, map[string]any{
 		"RunDir": c.Dir, "HTTPPort": c.HTTPPort, "Exact": c.Dir + "/" + ExactMap, "Prefix": c.Dir + "/" + PrefixMap,
-		"Slots": slots,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("render haproxy.cfg: %w", err)
 	}
+	b.Write(Pool(0, c.Slots))
 	return b.Bytes(), nil
 }

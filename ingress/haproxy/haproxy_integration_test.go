@@ -60,7 +60,7 @@ func startProxy(t testing.TB) *proxy {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-W", "-db", "-f", filepath.Join(dir, ConfigFile))
+	cmd := exec.CommandContext(ctx, bin, "-W", "-db", "-S", filepath.Join(dir, MasterSock), "-f", filepath.Join(dir, ConfigFile))
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start haproxy: %v", err)

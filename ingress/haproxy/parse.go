@@ -89,3 +89,45 @@ func cut(s string) string {
 	}
 	return s
 }
+
+// ParseSlots parses the answer of "show backend" (a "# name" header, then
+// a backend name per line) and returns the size of the pool: the number of
+// backends named SlotName(i) for i from 0 up without a gap.
+func ParseSlots(out string) int {
+	names := map[string]bool{}
+	for line := range strings.Lines(out) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			names[line] = true
+		}
+	}
+	n := 0
+	for names[SlotName(n)] {
+		n++
+	}
+	return n
+}
+
+// Proc is what the master's "show proc" says of its reloads.
+type Proc struct {
+	// Reloads counts the reloads asked for; Failed those whose new
+	// configuration did not load (the workers before it kept serving).
+	Reloads, Failed int
+}
+
+// ParseProc parses the answer of the master CLI's "show proc", whose
+// master line reads "PID master RELOADS [failed: N] UPTIME VERSION".
+func ParseProc(out string) (Proc, error) {
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[1] != "master" || f[3] != "[failed:" {
+			continue
+		}
+		reloads, err1 := strconv.Atoi(f[2])
+		failed, err2 := strconv.Atoi(strings.TrimSuffix(f[4], "]"))
+		if err1 != nil || err2 != nil {
+			return Proc{}, fmt.Errorf("parse show proc: unexpected master line %q", cut(strings.TrimSpace(line)))
+		}
+		return Proc{Reloads: reloads, Failed: failed}, nil
+	}
+	return Proc{}, fmt.Errorf("parse show proc: no master line in %q", cut(out))
+}

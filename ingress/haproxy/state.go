@@ -48,12 +48,17 @@ func DesiredOf(routes []api.IngressRoutes) Desired {
 	return d
 }
 
-// Observed is what HAProxy has: its map entries (to slot names) and the
-// servers of its pool's backends.
+// Observed is what HAProxy has: its map entries (to slot names), the
+// servers of its pool's backends and the pool's size.
 type Observed struct {
 	Exact, Prefix map[string]string
 	Servers       map[string]map[string]Server
+	Slots         int
 }
+
+// serverOptions are every server's: dynamic servers inherit no
+// default-server line in 2.6, so each carries its own.
+const serverOptions = "check inter 1s fall 2 rise 1"
 
 // Plan returns the runtime commands that bring o to d, in the order to run
 // them, for a proxy whose run directory is dir (as HAProxy sees it) and
@@ -94,7 +99,7 @@ func Plan(d Desired, o Observed, dir string, slots int) (cmds []string, err erro
 				cmds = append(cmds, "set server "+slot+"/"+id+" state maint", "del server "+slot+"/"+id)
 			}
 			cmds = append(cmds,
-				"add server "+slot+"/"+id+" "+addr+" check inter 1s fall 2 rise 1",
+				"add server "+slot+"/"+id+" "+addr+" "+serverOptions,
 				"enable health "+slot+"/"+id,
 				"enable server "+slot+"/"+id)
 		}

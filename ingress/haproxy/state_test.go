@@ -93,11 +93,33 @@ func TestParseServersState(t *testing.T) {
 	}
 }
 
+// TestParseProcAndSlots: the master's reload counts (as HAProxy 2.6.12
+// answers after a failed reload) and the pool's size from show backend.
+func TestParseProcAndSlots(t *testing.T) {
+	proc := "#<PID>          <type>          <reloads>       <uptime>        <version>\n" +
+		"20123           master          2 [failed: 1]   0d00h10m22s     2.6.12-1+deb12u4\n# workers\n" +
+		"18460           worker          1               0d00h00m05s     2.6.12-1+deb12u4\n# programs\n"
+	if p, err := ParseProc(proc); err != nil || p != (Proc{Reloads: 2, Failed: 1}) {
+		t.Errorf("ParseProc = %+v, %v; want 2 reloads, 1 failed", p, err)
+	}
+	for _, bad := range []string{"", "1 master x [failed: 0] 0d 2.6\n", "1 master 2 [failed: y] 0d 2.6\n"} {
+		if _, err := ParseProc(bad); err == nil {
+			t.Errorf("ParseProc(%q) parsed", bad)
+		}
+	}
+	if n := ParseSlots("# name\nkat_none\nkat_b000\nkat_b001\nkat_b002\nkat_b004\n"); n != 3 {
+		t.Errorf("ParseSlots = %d, want 3 (kat_b000 to kat_b002; kat_b004 is past a gap)", n)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add("0x55 a.test/ kat_b000\n")
+	f.Add("1 master 2 [failed: 1] 0d00h10m22s 2.6.12\n")
 	f.Add("1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_port\n4 kat_b000 1 w 10.0.0.1 2 0 80\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		_, _ = ParseMap(s)
 		_, _ = ParseServersState(s)
+		_, _ = ParseProc(s)
+		_ = ParseSlots(s)
 	})
 }

@@ -112,6 +112,16 @@ type IngressRouteView struct {
 	Since time.Time `json:"since"`
 }
 
+// Reasons of the ingress events: the leader's ingress loop records a route
+// a workload began or stopped to serve and a rule not routed because
+// another workload holds it; a node's agent records its proxy's errors.
+const (
+	ReasonIngressRouteAdded   = "IngressRouteAdded"
+	ReasonIngressRouteRemoved = "IngressRouteRemoved"
+	ReasonIngressConflict     = "IngressConflict"
+	ReasonIngressProxyError   = "IngressProxyError"
+)
+
 // IngressProxyStatus is NodeStatus.Ingress: what the node's ingress proxy
 // has applied. Nil on a node without a proxy instance.
 type IngressProxyStatus struct {

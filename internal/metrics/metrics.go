@@ -108,6 +108,24 @@ var (
 		Help: "Instances the leader tried to place, by result (scheduled, unschedulable) and, for unschedulable, the reason that ruled out the most nodes (insufficient_cpu, insufficient_memory, taint, no_gpu, ...; no_nodes when there is none).",
 	}, []string{"result", "reason"})
 
+	ingressRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kat_ingress_routes",
+		Help: "Routes (host and path) the ingress proxy of a node routes, as its updater applied them last, by node.",
+	}, []string{"node"})
+	ingressBackends = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kat_ingress_backends",
+		Help: "Servers (a ready instance behind a route's workload and port) the ingress proxy of a node routes to, by node.",
+	}, []string{"node"})
+	ingressApply = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kat_ingress_apply_duration_seconds",
+		Help:    "Time of one pass of a node's ingress updater that changed its proxy or failed (read the proxy's state, run the commands), by node and result (success, failure); _count counts them, so failure's is the apply errors.",
+		Buckets: passBuckets,
+	}, []string{"node", "result"})
+	ingressReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kat_ingress_reloads_total",
+		Help: "Reloads of a node's ingress proxy (only to grow its pool of backends), by node and result (success; failure: the proxy kept its last good configuration).",
+	}, []string{"node", "result"})
+
 	backupDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kat_backup_duration_seconds",
 		Help:    "Time to write and check one etcd snapshot as leader (scheduled or katcall backup), by result (success, failure).",
@@ -128,6 +146,7 @@ var katCollectors = []prometheus.Collector{
 	gitFetch, gitSync, webhooksReceived, webhooksAccepted, webhooksRefused,
 	reconcilePass, reconcileQueue, reconcileLatency, builds, instances, isLeader, leaderChanges,
 	etcd, backupDuration, backupLastSuccess, backupSize, usage, apiRequests, scheduling,
+	ingressRoutes, ingressBackends, ingressApply, ingressReloads,
 }
 
 func init() {
@@ -256,4 +275,25 @@ const (
 // that ruled out the most nodes; "" for a scheduled one).
 func Scheduled(result, reason string, n int) {
 	scheduling.WithLabelValues(result, reason).Add(float64(n))
+}
+
+// IngressApplied records one pass of node's ingress updater that began at
+// start and changed the proxy (or failed with err), and what the proxy
+// routes after it: routes and backends.
+func IngressApplied(node string, start time.Time, routes, backends int, err error) {
+	ingressApply.WithLabelValues(node, resultOf(err)).Observe(time.Since(start).Seconds())
+	if err == nil {
+		ingressRoutes.WithLabelValues(node).Set(float64(routes))
+		ingressBackends.WithLabelValues(node).Set(float64(backends))
+	}
+}
+
+// IngressReloaded records one reload of node's ingress proxy; ok says it
+// loaded the new configuration.
+func IngressReloaded(node string, ok bool) {
+	result := ResultSuccess
+	if !ok {
+		result = ResultFailure
+	}
+	ingressReloads.WithLabelValues(node, result).Inc()
 }

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,8 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/ingress/haproxy"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/runtime"
@@ -90,6 +92,10 @@ type ingressUpdater struct {
 	// the runtime API names maps by it.
 	dir string
 
+	log zerolog.Logger
+	// growAfter is when a pool that failed to grow may be tried again.
+	growAfter time.Time
+
 	mu     sync.Mutex
 	status *api.IngressProxyStatus
 }
@@ -97,6 +103,7 @@ type ingressUpdater struct {
 func newIngressUpdater(ag *Agent) *ingressUpdater {
 	return &ingressUpdater{
 		ag:     ag,
+		log:    ag.cfg.Logger.With().Str("loop", "ingress").Logger(),
 		client: haproxy.Client{Socket: filepath.Join(ag.ingressRunDir(), haproxy.AdminSock)},
 		dir:    haproxy.RunDir,
 		routes: store.NewCache(ag.cfg.Repo.Store(), resources.IngressRoutesPrefix(), func(kv store.KV) (api.IngressRoutes, bool) {
@@ -114,7 +121,7 @@ func (u *ingressUpdater) run(ctx context.Context) {
 	go func() {
 		defer close(done)
 		if err := u.routes.Run(ctx, func(string) { reconcile.Poke(changed) }); err != nil && ctx.Err() == nil {
-			u.ag.cfg.Logger.Error().Err(err).Str("component", "ingress").Msg("watching the ingress routes stopped")
+			u.log.Error().Err(err).Msg("watching the ingress routes stopped")
 		}
 	}()
 	defer func() { <-done }()
@@ -149,6 +156,10 @@ func drain(c chan struct{}) {
 	}
 }
 
+// growRetry is how long the updater waits before it tries again to grow a
+// pool that failed to grow (a reload HAProxy refused).
+const growRetry = time.Minute
+
 // once brings the proxy to the routes, when a proxy answers.
 func (u *ingressUpdater) once(ctx context.Context) {
 	if _, err := os.Stat(u.client.Socket); err != nil {
@@ -161,46 +172,52 @@ func (u *ingressUpdater) once(ctx context.Context) {
 		routes = append(routes, r)
 	}
 	desired := haproxy.DesiredOf(routes)
-	o, err := u.client.Observe(ctx, u.dir)
-	if err != nil {
-		if ctx.Err() == nil {
-			u.fail(err) // the proxy is starting or stopping: next pass
-		}
-		return
-	}
-	cmds, planErr := haproxy.Plan(desired, o, u.dir, haproxy.DefaultSlots)
-	execErr := u.client.Exec(ctx, cmds)
-	if err := errors.Join(planErr, execErr); err != nil {
-		u.fail(err)
-		return
-	}
-	if len(cmds) > 0 {
-		u.ag.cfg.Logger.Info().Str("component", "ingress").Int("commands", len(cmds)).Int("routes", desired.Rules).
-			Msg("ingress proxy updated")
-	}
 	servers := 0
 	for _, s := range desired.Backends {
 		servers += len(s)
 	}
+	start := time.Now()
+	now := u.ag.cfg.Now()
+	applied, err := haproxy.Sync(ctx, u.client, u.ag.ingressRunDir(), u.dir, desired, !now.Before(u.growAfter))
+	if ctx.Err() != nil {
+		return
+	}
+	if applied.GrowFailed {
+		u.growAfter = now.Add(growRetry)
+	}
+	if applied.Grown || applied.GrowFailed {
+		metrics.IngressReloaded(u.ag.cfg.Node, !applied.GrowFailed)
+	}
+	if applied.Commands > 0 || err != nil {
+		metrics.IngressApplied(u.ag.cfg.Node, start, desired.Rules, servers, err)
+	}
+	if err != nil {
+		u.fail(ctx, err) // also a proxy starting or stopping: next pass
+		return
+	}
+	if applied.Commands > 0 {
+		u.log.Info().Int("commands", applied.Commands).Int("routes", desired.Rules).Int("pool", applied.Slots).
+			Bool("pool_grown", applied.Grown).Msg("ingress proxy updated")
+	}
 	st := &api.IngressProxyStatus{Proxy: "HAProxy", Routes: desired.Rules, Backends: servers}
-	if prev := u.Status(); prev != nil && len(cmds) == 0 {
+	if prev := u.Status(); prev != nil && applied.Commands == 0 {
 		st.LastAppliedAt = prev.LastAppliedAt // a pass that changed nothing changes no status
 	} else {
-		st.LastAppliedAt = u.ag.cfg.Now().UTC().Truncate(time.Second)
+		st.LastAppliedAt = now.UTC().Truncate(time.Second)
 	}
 	u.setStatus(st)
 }
 
-// fail records err as the proxy's last error, cut to 300 bytes.
-func (u *ingressUpdater) fail(err error) {
+// fail records err as the proxy's last error, cut to 300 bytes, and an
+// event when the error is new.
+func (u *ingressUpdater) fail(ctx context.Context, err error) {
 	msg := err.Error()
 	if len(msg) > 300 {
 		msg = msg[:300]
 	}
 	msg = strings.ToValidUTF8(msg, "?")
-	u.ag.cfg.Logger.Warn().Str("component", "ingress").Err(err).Msg("ingress proxy update failed; retrying")
+	u.log.Warn().Err(err).Msg("ingress proxy update failed; retrying")
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	st := api.IngressProxyStatus{Proxy: "HAProxy"}
 	if u.status != nil {
 		st = *u.status
@@ -208,8 +225,14 @@ func (u *ingressUpdater) fail(err error) {
 	st.LastError = msg
 	changed := u.status == nil || *u.status != st
 	u.status = &st
-	if changed {
-		u.ag.cfg.OnChange()
+	u.mu.Unlock()
+	if !changed {
+		return
+	}
+	u.ag.cfg.OnChange()
+	ev := api.NodeRef(u.ag.cfg.Node, "").Eventf(api.EventWarning, api.ReasonIngressProxyError, "ingress proxy on %s: %s", u.ag.cfg.Node, msg)
+	if eerr := u.ag.cfg.Facts.AppendEvent(ctx, ev); eerr != nil && ctx.Err() == nil {
+		u.log.Warn().Err(eerr).Msg("cannot record the ingress proxy's error event")
 	}
 }
 

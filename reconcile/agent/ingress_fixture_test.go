@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/ingress/haproxy"
+	"kat.dws.rip/kat/internal/poll/polltest"
+	"kat.dws.rip/kat/internal/testenv"
+	"kat.dws.rip/kat/store/resources"
+	"kat.dws.rip/kat/store/storetest"
+)
+
+// ingressFixture is the agent's ingress updater against a real etcd and a
+// real haproxy on loopback (no container), in the run directory the agent
+// gives a proxy instance.
+type ingressFixture struct {
+	t    *testing.T
+	bin  string
+	repo *resources.Repo
+	u    *ingressUpdater
+	run  string
+	port int
+	// stop stops the haproxy startHAProxy started last.
+	stop func()
+}
+
+// newIngressFixture writes the proxy's configuration (bound to loopback),
+// starts haproxy and the updater; both stop when t ends.
+func newIngressFixture(t *testing.T) *ingressFixture {
+	t.Helper()
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		testenv.SkipOrFail(t, "haproxy is not installed (apt-get install haproxy)")
+	}
+	repo := resources.New(storetest.New(t))
+	ag := &Agent{cfg: AgentConfig{Repo: repo, Node: "n1", Facts: resources.NewNodeFacts(repo, nil),
+		IngressDir: filepath.Join(t.TempDir(), "ingress"), Now: time.Now, OnChange: func() {}}}
+	f := &ingressFixture{t: t, bin: bin, repo: repo, run: ag.ingressRunDir()}
+	if err := os.MkdirAll(f.run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cfg, err := haproxy.Render(haproxy.Config{Dir: f.run, HTTPPort: f.port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), fmt.Sprintf("bind :%d", f.port), fmt.Sprintf("bind 127.0.0.1:%d", f.port), 1))
+	for name, body := range map[string][]byte{haproxy.ConfigFile: cfg, haproxy.ExactMap: nil, haproxy.PrefixMap: nil} {
+		if err := os.WriteFile(filepath.Join(f.run, name), body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.stop = f.startHAProxy()
+	t.Cleanup(func() { f.stop() })
+
+	f.u = newIngressUpdater(ag)
+	f.u.dir = f.run
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.u.run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return f
+}
+
+// startHAProxy starts haproxy in the run directory, with its master socket
+// there as the recipe's command has it, and returns how to stop it.
+func (f *ingressFixture) startHAProxy() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, f.bin, "-W", "-db", "-S", filepath.Join(f.run, haproxy.MasterSock), "-f", filepath.Join(f.run, haproxy.ConfigFile))
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	return func() {
+		cancel()
+		_ = cmd.Wait()
+		_ = os.Remove(filepath.Join(f.run, haproxy.AdminSock))
+	}
+}
+
+// get fetches / of host through the proxy: "status body" or the error.
+func (f *ingressFixture) get(host string) string {
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", f.port), nil)
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+}
+
+// TestIngressUpdaterGrowsThePool: 70 workloads with routes are more than
+// the first pool's 64 backends: the updater grows it and routes them all.
+// A reload the proxy refuses keeps it serving every route, and the error
+// shows in the node's ingress status (katcall status) and as an event.
+func TestIngressUpdaterGrowsThePool(t *testing.T) {
+	f := newIngressFixture(t)
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, r.Host) }))
+	defer web.Close()
+	addr := netip.MustParseAddrPort(strings.TrimPrefix(web.URL, "http://"))
+	var records []api.IngressRoutes
+	for i := range 70 {
+		records = append(records, api.IngressRoutes{Namespace: "d", Workload: fmt.Sprintf("w%02d", i), Rules: []api.IngressRule{{
+			Host: fmt.Sprintf("w%02d.test", i), Path: "/", Port: 80,
+			Backends: []api.IngressBackend{{InstanceID: fmt.Sprintf("w%02d-1", i), Addr: addr}},
+		}}})
+	}
+	ctx := context.Background()
+	if _, err := f.repo.WriteIngressRoutes(ctx, records, nil); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "w69.test served through haproxy", func() bool { return f.get("w69.test") == "200 w69.test" })
+	for i := range 70 {
+		if host := fmt.Sprintf("w%02d.test", i); f.get(host) != "200 "+host {
+			t.Errorf("%s = %q", host, f.get(host))
+		}
+	}
+	if st := f.u.Status(); st == nil || st.Routes != 70 || st.Backends != 70 || st.LastError != "" {
+		t.Errorf("status %+v, want 70 routes and backends, no error", st)
+	}
+
+	// Break the configuration file (as a bad template would), then ask for
+	// a pool of 256: the reload fails, the proxy keeps serving.
+	file := filepath.Join(f.run, haproxy.ConfigFile)
+	good, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(strings.Replace(string(good), "global\n", "global\n    no-such-keyword\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := 70; i < 130; i++ {
+		records = append(records, api.IngressRoutes{Namespace: "d", Workload: fmt.Sprintf("w%03d", i), Rules: []api.IngressRule{{
+			Host: fmt.Sprintf("w%03d.test", i), Path: "/", Port: 80,
+			Backends: []api.IngressBackend{{InstanceID: fmt.Sprintf("w%03d-1", i), Addr: addr}},
+		}}})
+	}
+	if _, err := f.repo.WriteIngressRoutes(ctx, records[70:], nil); err != nil {
+		t.Fatal(err)
+	}
+	polltest.UntilErr(t, 20*time.Second, "the failed reload in the node's ingress status", func() error {
+		if st := f.u.Status(); st == nil || !strings.Contains(st.LastError, "keeps serving the last good one") {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	for _, host := range []string{"w00.test", "w69.test"} {
+		if got := f.get(host); got != "200 "+host {
+			t.Errorf("after a refused reload %s = %q, want it still served", host, got)
+		}
+	}
+	evs, err := f.repo.ListEvents(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range evs {
+		found = found || e.Reason == api.ReasonIngressProxyError && e.Object == "node/n1" && strings.Contains(e.Message, "keeps serving the last good one")
+	}
+	if !found {
+		t.Errorf("no %s event of node/n1 about the refused reload in %+v", api.ReasonIngressProxyError, evs)
+	}
+	t.Logf("status after the refused reload: %+v", f.u.Status())
+}

@@ -98,6 +98,11 @@ func (ir *ingressRoutes) once(ctx context.Context, _ []string) error {
 		return err
 	}
 	ir.l.cfg.Logger.Info().Str("component", "ingress").Int("put", len(put)).Int("removed", len(del)).Msg("ingress routes written")
+	if events := IngressEvents(slices.Collect(maps.Values(have)), want); len(events) > 0 {
+		if err := ir.l.cfg.Repo.AppendEvents(ctx, events); err != nil && ctx.Err() == nil {
+			ir.l.cfg.Logger.Warn().Err(err).Str("component", "ingress").Msg("cannot record the ingress events")
+		}
+	}
 	return ir.cache.WaitRevision(ctx, rev)
 }
 

@@ -3,7 +3,9 @@ package leader
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,4 +100,62 @@ func ResolveIngress(claims []IngressClaim, held []api.IngressRoutes, now time.Ti
 func IngressConflictMessage(ns, workload string, c api.IngressConflict) string {
 	return fmt.Sprintf("%s %s%s of %s/%s is served by %s (since %s); this rule is not routed until %s lets it go",
 		c.Field, c.Host, c.Path, ns, workload, c.HeldBy, c.Since.UTC().Format(time.RFC3339), c.HeldBy)
+}
+
+// IngressEvents returns the events of a pass that replaces the records
+// have with want: each route (host and path) a workload began or stopped
+// to hold, and each rule newly not routed because another workload holds
+// it. It is pure.
+func IngressEvents(have, want []api.IngressRoutes) []api.Event {
+	type keyed = map[string]map[string]string // workload -> host+path -> message
+	index := func(rs []api.IngressRoutes) (rules, conflicts keyed) {
+		rules, conflicts = keyed{}, keyed{}
+		for _, r := range rs {
+			k := r.Namespace + "/" + r.Workload
+			rules[k], conflicts[k] = map[string]string{}, map[string]string{}
+			for _, rule := range r.Rules {
+				port := strconv.Itoa(rule.Port)
+				if rule.PortName != "" {
+					port = rule.PortName
+				}
+				rules[k][rule.Host+rule.Path] = port
+			}
+			for _, c := range r.Conflicts {
+				conflicts[k][c.Host+c.Path] = IngressConflictMessage(r.Namespace, r.Workload, c)
+			}
+		}
+		return rules, conflicts
+	}
+	oldRules, oldConflicts := index(have)
+	newRules, newConflicts := index(want)
+	workloads := map[string]bool{}
+	for k := range oldRules {
+		workloads[k] = true
+	}
+	for k := range newRules {
+		workloads[k] = true
+	}
+	var events []api.Event
+	for _, k := range slices.Sorted(maps.Keys(workloads)) {
+		ns, name, _ := strings.Cut(k, "/")
+		ref := api.WorkloadRef(ns, name, "")
+		for _, route := range slices.Sorted(maps.Keys(newRules[k])) {
+			if _, ok := oldRules[k][route]; !ok {
+				events = append(events, ref.Eventf(api.EventNormal, api.ReasonIngressRouteAdded,
+					"ingress routes %s to %s (port %s)", route, k, newRules[k][route]))
+			}
+		}
+		for _, route := range slices.Sorted(maps.Keys(oldRules[k])) {
+			if _, ok := newRules[k][route]; !ok {
+				events = append(events, ref.Eventf(api.EventNormal, api.ReasonIngressRouteRemoved,
+					"ingress no longer routes %s to %s", route, k))
+			}
+		}
+		for _, route := range slices.Sorted(maps.Keys(newConflicts[k])) {
+			if old, ok := oldConflicts[k][route]; !ok || old != newConflicts[k][route] {
+				events = append(events, ref.Eventf(api.EventWarning, api.ReasonIngressConflict, "%s", newConflicts[k][route]))
+			}
+		}
+	}
+	return events
 }

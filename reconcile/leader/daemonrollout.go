@@ -34,6 +34,9 @@ type daemonRolloutInput struct {
 	Ready map[string]bool
 	// Current are the DaemonService's assignments, of every template.
 	Current []api.Assignment
+	// Leaving are the nodes where one of its instances is leaving: its
+	// container may still run there.
+	Leaving map[string]bool
 	// Reported are the agents' reports, by instance ID.
 	Reported map[string]api.InstanceStatus
 	// Deadline bounds one node's update (DefaultDaemonNodeDeadline).
@@ -50,6 +53,12 @@ type daemonTarget struct {
 	// Verify says whether the spec has a verify command: a node is
 	// verified only once its agent reports VerifyPassed.
 	Verify bool
+	// StopFirst says the spec publishes host ports: a DaemonService's are
+	// published at their own number, so two of its instances can never
+	// run on one node. Each node's old instance then leaves before the
+	// new one is placed (and the target's before the previous one comes
+	// back in a rollback).
+	StopFirst bool
 }
 
 // daemonRolloutPlan is one step of a DaemonService's update.
@@ -80,7 +89,8 @@ type daemonRolloutPlan struct {
 // An update starts when the DaemonService has instances of another template
 // than the target's: every eligible node becomes pending, remembering what
 // it ran. MaxParallel Ready nodes at a time, in order, become updating: an
-// instance of the target is placed beside the old one. A node whose new
+// instance of the target is placed beside the old one, or with StopFirst
+// once the old one has left the node (its drain delay and stop). A node whose new
 // instance is ready (and, with a verify command, reported VerifyPassed) is
 // verified and its old instances go; when every node is, the update is
 // Complete and the record stays as history. A new instance that fails,
@@ -88,7 +98,8 @@ type daemonRolloutPlan struct {
 // Deadline fails its node: no other node starts, and every node touched
 // (failed, updating, verified) gets its previous instance back, the target's
 // removed once that one is ready (the failed node's old instance never
-// stopped, so it goes back at once). Pending nodes are never touched. The
+// stopped, so it goes back at once); with StopFirst the target leaves
+// first and the previous instance is restored after. Pending nodes are never touched. The
 // update then holds as Failed until the template changes again.
 func stepDaemonRollout(in daemonRolloutInput) daemonRolloutPlan {
 	byNode := map[string][]api.Assignment{}
@@ -248,7 +259,7 @@ func (s *daemonStep) progress() {
 		switch n.Step {
 		case api.NodeStepUpdating:
 			if len(target) == 0 {
-				s.plan.Place = append(s.plan.Place, n.Node)
+				s.place(n.Node, other)
 			} else {
 				n.Instance = target[0].InstanceID
 				s.judge(n, target[0])
@@ -287,11 +298,26 @@ func (s *daemonStep) progress() {
 		}
 		s.setStep(n, api.NodeStepUpdating, "")
 		n.StartedAt = s.in.Now
-		s.plan.Place = append(s.plan.Place, n.Node)
+		_, other := s.split(n.Node)
+		s.place(n.Node, other)
 		updating++
 	}
 	if done {
 		s.rec.Phase = api.RolloutComplete
+	}
+}
+
+// place asks for an instance of the target on node, which runs other of
+// older templates. With StopFirst those leave first, and the target is
+// placed on a later step, once none is left or leaving there.
+func (s *daemonStep) place(node string, other []api.Assignment) {
+	switch {
+	case !s.in.Target.StopFirst:
+		s.plan.Place = append(s.plan.Place, node)
+	case len(other) > 0:
+		s.plan.Delete = append(s.plan.Delete, other...)
+	case !s.in.Leaving[node]:
+		s.plan.Place = append(s.plan.Place, node)
 	}
 }
 
@@ -342,6 +368,12 @@ func (s *daemonStep) rollBack() {
 		case n.PreviousTemplate == "":
 			// It ran nothing before.
 		case prev == nil:
+			if target, _ := s.split(n.Node); s.in.Target.StopFirst && (len(target) > 0 || s.in.Leaving[n.Node]) {
+				// The target leaves before the previous instance is back.
+				s.plan.Delete = append(s.plan.Delete, target...)
+				left = true
+				continue
+			}
 			if a, ok := s.rec.Previous[n.PreviousTemplate]; ok {
 				a.Node = n.Node
 				s.plan.Restore = append(s.plan.Restore, a)
@@ -394,7 +426,7 @@ func b2i(b bool) int {
 // not leaving, and reports whether it did; when it did not, w is planned
 // as usual. It adds the record to write to the plan; instances it removes
 // leave first (planner.stop).
-func (p *planner) daemonRollout(w workload, commit string, cur []api.Assignment) bool {
+func (p *planner) daemonRollout(w workload, commit string, cur, leaving []api.Assignment) bool {
 	k := w.Key()
 	if p.blocked(w) != nil {
 		return false // planned as usual: it keeps what it has
@@ -406,11 +438,15 @@ func (p *planner) daemonRollout(w workload, commit string, cur []api.Assignment)
 		ready[n.Name] = n.Ready
 	}
 	tmpl := p.template(w, commit)
+	leavingOn := map[string]bool{}
+	for _, a := range leaving {
+		leavingOn[a.Node] = true
+	}
 	step := stepDaemonRollout(daemonRolloutInput{
 		Namespace: w.Meta.Namespace, Workload: w.Meta.Name, Rec: p.in.DaemonRollouts[k],
 		Target: daemonTarget{Template: tmpl, Generation: w.Meta.Generation, MaxParallel: w.Spec.MaxParallel,
-			Verify: w.Spec.Verify},
-		Eligible: eligible, Ready: ready, Current: cur, Reported: p.in.Reported,
+			Verify: w.Spec.Verify, StopFirst: len(w.Spec.Ports) > 0},
+		Eligible: eligible, Ready: ready, Current: cur, Leaving: leavingOn, Reported: p.in.Reported,
 		Deadline: cmp.Or(p.in.DaemonNodeDeadline, DefaultDaemonNodeDeadline), Now: p.in.Now,
 	})
 	if step.Drop {

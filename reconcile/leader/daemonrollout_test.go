@@ -437,3 +437,66 @@ func TestDaemonRolloutScenarios(t *testing.T) {
 		}
 	})
 }
+
+// TestStepDaemonRolloutStopFirst: a DaemonService that publishes host ports
+// never has two instances on one node: the old one leaves before the new
+// one is placed, and in a rollback the target leaves before the previous
+// one is restored. Placed beside the old one, the new instance could not
+// bind the ports.
+func TestStepDaemonRolloutStopFirst(t *testing.T) {
+	t.Parallel()
+	old, oldReports := oldOn3()
+	allReady := map[string]bool{"a": true, "b": true, "c": true}
+	failed := api.InstanceStatus{Phase: api.InstanceFailed, ExitCode: 1, Message: "bind :80"}
+	for _, tc := range []struct {
+		name     string
+		rec      *api.DaemonRolloutRecord
+		cur      []api.Assignment
+		leaving  map[string]bool
+		reported map[string]api.InstanceStatus
+		want     string
+	}{{
+		name: "a changed template stops the first node's old instance, placing nothing",
+		cur:  old, reported: oldReports,
+		want: "Progressing a=updating b=pending c=pending | place [] restore [] delete [old-a]",
+	}, {
+		name: "the new instance waits while the old one is leaving",
+		rec:  rolloutRecord(api.RolloutProgressing, false, api.NodeStepUpdating, api.NodeStepPending, api.NodeStepPending),
+		cur:  old[1:], leaving: map[string]bool{"a": true}, reported: oldReports,
+		want: "Progressing a=updating b=pending c=pending | place [] restore [] delete []",
+	}, {
+		name: "once the old instance is gone the new one is placed",
+		rec:  rolloutRecord(api.RolloutProgressing, false, api.NodeStepUpdating, api.NodeStepPending, api.NodeStepPending),
+		cur:  old[1:], reported: oldReports,
+		want: "Progressing a=updating b=pending c=pending | place [a] restore [] delete []",
+	}, {
+		name:     "a verified node's successor stops its old instance first",
+		rec:      rolloutRecord(api.RolloutProgressing, false, api.NodeStepUpdating, api.NodeStepPending, api.NodeStepPending),
+		cur:      append(slices.Clone(old[1:]), dsAssignment("new-a", "a", newTmpl, 5)),
+		reported: map[string]api.InstanceStatus{"new-a": dsRunning, "old-b": dsRunning, "old-c": dsRunning},
+		want:     "Progressing a=verified b=updating c=pending | place [] restore [] delete [old-b]",
+	}, {
+		name:     "a rollback stops the target before the previous instance is restored",
+		rec:      rolloutRecord(api.RolloutProgressing, false, api.NodeStepUpdating, api.NodeStepPending, api.NodeStepPending),
+		cur:      append(slices.Clone(old[1:]), dsAssignment("new-a", "a", newTmpl, 5)),
+		reported: map[string]api.InstanceStatus{"new-a": failed, "old-b": dsRunning, "old-c": dsRunning},
+		want:     "RollingBack a=failed b=pending c=pending | place [] restore [] delete [new-a]",
+	}, {
+		name: "with the target gone the previous instance is restored",
+		rec:  rolloutRecord(api.RolloutRollingBack, false, api.NodeStepRollingBack, api.NodeStepPending, api.NodeStepPending),
+		cur:  old[1:], reported: oldReports,
+		want: "RollingBack a=rolling back b=pending c=pending | place [] restore [a:oldtemplate] delete []",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := stepDaemonRollout(daemonRolloutInput{
+				Namespace: "default", Workload: "d", Rec: tc.rec,
+				Target:   daemonTarget{Template: newTmpl, Generation: 2, MaxParallel: 1, StopFirst: true},
+				Eligible: []string{"a", "b", "c"}, Ready: allReady, Current: tc.cur, Leaving: tc.leaving,
+				Reported: tc.reported, Deadline: DefaultDaemonNodeDeadline, Now: rolloutT0.Add(time.Minute),
+			})
+			if s := renderRollout(got); s != tc.want {
+				t.Errorf("step:\n got %s\nwant %s", s, tc.want)
+			}
+		})
+	}
+}

@@ -158,7 +158,7 @@ func (p *planner) workload(w workload, commit string, cur []api.Assignment) {
 		slices.SortStableFunc(as, func(a, b api.Assignment) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	}
 	if w.Meta.Type == quadlet.TypeDaemonService && w.Spec.NodeByNode &&
-		p.daemonRollout(w, commit, slices.Concat(fresh, stale)) {
+		p.daemonRollout(w, commit, slices.Concat(fresh, stale), leaving) {
 		p.track(w, p.plan.Scheduling[k], fresh, stale, leaving, tmpl, p.daemonRolloutFailure(w))
 		return
 	}

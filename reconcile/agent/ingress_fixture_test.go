@@ -17,6 +17,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/ingress/haproxy"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/store/resources"
@@ -144,6 +145,19 @@ func TestIngressUpdaterGrowsThePool(t *testing.T) {
 	if st := f.u.Status(); st == nil || st.Routes != 70 || st.Backends != 70 || st.LastError != "" {
 		t.Errorf("status %+v, want 70 routes and backends, no error", st)
 	}
+	metric := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		v, err := metrics.Value(name, labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	n1 := map[string]string{"node": "n1"}
+	if routes, reloads := metric("kat_ingress_routes", n1), metric("kat_ingress_reloads_total", map[string]string{"node": "n1", "result": "success"}); routes != 70 || reloads != 1 {
+		t.Errorf("kat_ingress_routes %v, kat_ingress_reloads_total{result=success} %v; want 70 and 1", routes, reloads)
+	}
+	failedBefore := metric("kat_ingress_apply_duration_seconds", map[string]string{"node": "n1", "result": "failure"})
 
 	// Break the configuration file (as a bad template would), then ask for
 	// a pool of 256: the reload fails, the proxy keeps serving.
@@ -174,6 +188,12 @@ func TestIngressUpdaterGrowsThePool(t *testing.T) {
 		if got := f.get(host); got != "200 "+host {
 			t.Errorf("after a refused reload %s = %q, want it still served", host, got)
 		}
+	}
+	if r := metric("kat_ingress_reloads_total", map[string]string{"node": "n1", "result": "failure"}); r < 1 {
+		t.Errorf("kat_ingress_reloads_total{result=failure} = %v after a refused reload", r)
+	}
+	if failed := metric("kat_ingress_apply_duration_seconds", map[string]string{"node": "n1", "result": "failure"}); failed <= failedBefore {
+		t.Errorf("apply failures %v after a refused reload, %v before: want more", failed, failedBefore)
 	}
 	evs, err := f.repo.ListEvents(ctx, 100)
 	if err != nil {

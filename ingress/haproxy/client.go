@@ -38,7 +38,7 @@ func (c Client) Run(ctx context.Context, cmd string) (string, error) {
 	defer cancel()
 	conn, closeDir, err := c.dial(ctx)
 	if err != nil {
-		return "", fmt.Errorf("haproxy %s: %w", verb(cmd), err)
+		return "", fmt.Errorf("haproxy %s: %w: %w", verb(cmd), ErrUnreachable, err)
 	}
 	defer closeDir()
 	defer func() { _ = conn.Close() }()
@@ -81,6 +81,10 @@ func verb(cmd string) string {
 	f := strings.Fields(cmd)
 	return strings.Join(f[:min(2, len(f))], " ")
 }
+
+// ErrUnreachable is a socket nothing answers on: HAProxy is starting,
+// stopped or gone.
+var ErrUnreachable = errors.New("no answer on the socket")
 
 // ErrRefused is a command HAProxy answered with an error.
 var ErrRefused = errors.New("haproxy refused the command")

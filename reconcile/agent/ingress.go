@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -133,11 +134,15 @@ func (u *ingressUpdater) run(ctx context.Context) {
 	tick := time.NewTicker(ingressSync)
 	defer tick.Stop()
 	for {
-		u.once(ctx)
+		var soon <-chan time.Time
+		if !u.once(ctx) {
+			soon = time.After(ingressRetry) // a proxy restarting: fill it as soon as it answers
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-soon:
 		case <-changed:
 			select {
 			case <-time.After(20 * time.Millisecond):
@@ -156,15 +161,20 @@ func drain(c chan struct{}) {
 	}
 }
 
+// ingressRetry is how soon the updater tries again when the proxy's
+// socket is there but nothing answers on it (the proxy restarting).
+const ingressRetry = 200 * time.Millisecond
+
 // growRetry is how long the updater waits before it tries again to grow a
 // pool that failed to grow (a reload HAProxy refused).
 const growRetry = time.Minute
 
-// once brings the proxy to the routes, when a proxy answers.
-func (u *ingressUpdater) once(ctx context.Context) {
+// once brings the proxy to the routes, when a proxy answers. It returns
+// false when the proxy's socket is there but nothing answers on it.
+func (u *ingressUpdater) once(ctx context.Context) bool {
 	if _, err := os.Stat(u.client.Socket); err != nil {
 		u.setStatus(nil)
-		return
+		return true
 	}
 	snap, _ := u.routes.Snapshot()
 	routes := make([]api.IngressRoutes, 0, len(snap))
@@ -180,7 +190,7 @@ func (u *ingressUpdater) once(ctx context.Context) {
 	now := u.ag.cfg.Now()
 	applied, err := haproxy.Sync(ctx, u.client, u.ag.ingressRunDir(), u.dir, desired, !now.Before(u.growAfter))
 	if ctx.Err() != nil {
-		return
+		return true
 	}
 	if applied.GrowFailed {
 		u.growAfter = now.Add(growRetry)
@@ -193,7 +203,7 @@ func (u *ingressUpdater) once(ctx context.Context) {
 	}
 	if err != nil {
 		u.fail(ctx, err) // also a proxy starting or stopping: next pass
-		return
+		return !errors.Is(err, haproxy.ErrUnreachable)
 	}
 	if applied.Commands > 0 {
 		u.log.Info().Int("commands", applied.Commands).Int("routes", desired.Rules).Int("pool", applied.Slots).
@@ -206,6 +216,7 @@ func (u *ingressUpdater) once(ctx context.Context) {
 		st.LastAppliedAt = now.UTC().Truncate(time.Second)
 	}
 	u.setStatus(st)
+	return true
 }
 
 // fail records err as the proxy's last error, cut to 300 bytes, and an
@@ -216,7 +227,6 @@ func (u *ingressUpdater) fail(ctx context.Context, err error) {
 		msg = msg[:300]
 	}
 	msg = strings.ToValidUTF8(msg, "?")
-	u.log.Warn().Err(err).Msg("ingress proxy update failed; retrying")
 	u.mu.Lock()
 	st := api.IngressProxyStatus{Proxy: "HAProxy"}
 	if u.status != nil {
@@ -227,8 +237,9 @@ func (u *ingressUpdater) fail(ctx context.Context, err error) {
 	u.status = &st
 	u.mu.Unlock()
 	if !changed {
-		return
+		return // logged when it began
 	}
+	u.log.Warn().Err(err).Msg("ingress proxy update failed; retrying")
 	u.ag.cfg.OnChange()
 	ev := api.NodeRef(u.ag.cfg.Node, "").Eventf(api.EventWarning, api.ReasonIngressProxyError, "ingress proxy on %s: %s", u.ag.cfg.Node, msg)
 	if eerr := u.ag.cfg.Facts.AppendEvent(ctx, ev); eerr != nil && ctx.Err() == nil {

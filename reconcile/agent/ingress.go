@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,6 +70,13 @@ func (ag *Agent) prepareIngressProxy(q *quadlet.Quadlet, spec *runtime.Container
 	for name, body := range map[string][]byte{haproxy.ConfigFile: cfg, haproxy.ExactMap: nil, haproxy.PrefixMap: nil} {
 		if err := os.WriteFile(filepath.Join(run, name), body, 0o644); err != nil {
 			return fmt.Errorf("write the proxy's %s: %w", name, err)
+		}
+	}
+	// A previous proxy's sockets would pass the recipe's health check (the
+	// admin socket is there) before this one listens.
+	for _, name := range []string{haproxy.AdminSock, haproxy.MasterSock} {
+		if err := os.Remove(filepath.Join(run, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the previous proxy's %s: %w", name, err)
 		}
 	}
 	spec.Mounts = append(spec.Mounts, runtime.Mount{Source: run, Target: haproxy.RunDir})

@@ -37,11 +37,28 @@ spec:
 	}
 	dir := filepath.Join(t.TempDir(), "ingress")
 	ag := &Agent{cfg: AgentConfig{IngressDir: dir}}
+	run := filepath.Join(dir, "run")
+	// A previous proxy's sockets are left behind in the run directory.
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(run, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{haproxy.AdminSock, haproxy.MasterSock} {
+		if err := os.WriteFile(filepath.Join(run, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var spec runtime.ContainerSpec
 	if err := ag.prepareIngressProxy(q, &spec); err != nil {
 		t.Fatal(err)
 	}
-	run := filepath.Join(dir, "run")
+	for _, name := range []string{haproxy.AdminSock, haproxy.MasterSock} {
+		if _, err := os.Stat(filepath.Join(run, name)); err == nil {
+			t.Errorf("the previous proxy's %s is still there: it would pass the health check", name)
+		}
+	}
 	for path, mode := range map[string]os.FileMode{dir: 0o700, run: 0o777} {
 		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode {
 			t.Errorf("%s: %v, %v; want mode %o", path, fi.Mode(), err, mode)

@@ -58,7 +58,10 @@ type Device struct {
 	mu   sync.Mutex
 	wg   *wgctrl.Client
 	typ  string
-	user *userspace // nil for a kernel device
+	user *userspace // the userspace device in this process, or nil
+	// proc is the userspace device in a process of its own (DeviceMain),
+	// or nil.
+	proc *deviceProcess
 	// nodes names the peers of the last Sync, by public key.
 	nodes map[wgtypes.Key]string
 }
@@ -153,30 +156,49 @@ func noKernelModule(err error) bool {
 	return errors.Is(err, unix.EOPNOTSUPP) || strings.Contains(err.Error(), "not supported")
 }
 
-// openUserspace starts the embedded device: the UAPI socket first (a live
-// socket of the same name means another process runs this interface; a
-// stale one is replaced), then the TUN interface and the device.
+// openUserspace starts the embedded device, in a process of its own when
+// the program runs devices so (DeviceMain), else in this one.
 func (d *Device) openUserspace() error {
-	name := d.cfg.Interface
-	f, err := ipc.UAPIOpen(name)
-	if err != nil {
-		return fmt.Errorf("netstack: open the UAPI socket of %s (/var/run/wireguard/%s.sock, shared by every network namespace: is another node of this machine using the name?): %w", name, name, err)
-	}
-	defer f.Close()
-	tdev, err := tun.CreateTUN(name, d.mtu)
-	if err != nil {
-		_ = os.Remove("/var/run/wireguard/" + name + ".sock")
-		return fmt.Errorf("netstack: create the TUN interface %s: %w", name, err)
+	if ownProcess.Load() {
+		p, err := startDeviceProcess(d.cfg.Interface, d.mtu, d.log)
+		if err != nil {
+			return err
+		}
+		d.proc = p
+		return nil
 	}
 	dlog := d.log
-	dev := device.NewDevice(tdev, conn.NewDefaultBind(), &device.Logger{
+	u, err := startDevice(d.cfg.Interface, d.mtu, &device.Logger{
 		Verbosef: func(format string, args ...any) { dlog.Debug().Msgf(format, args...) },
 		Errorf:   func(format string, args ...any) { dlog.Warn().Msgf(format, args...) },
 	})
+	if err != nil {
+		return err
+	}
+	d.user = u
+	return nil
+}
+
+// startDevice starts a wireguard-go device on TUN interface name: the UAPI
+// socket first (a live socket of the same name means another process runs
+// this interface; a stale one is replaced), then the TUN interface and the
+// device, and serves the UAPI socket until close.
+func startDevice(name string, mtu int, logger *device.Logger) (*userspace, error) {
+	f, err := ipc.UAPIOpen(name)
+	if err != nil {
+		return nil, fmt.Errorf("netstack: open the UAPI socket of %s (/var/run/wireguard/%s.sock, shared by every network namespace: is another node of this machine using the name?): %w", name, name, err)
+	}
+	defer f.Close()
+	tdev, err := tun.CreateTUN(name, mtu)
+	if err != nil {
+		_ = os.Remove("/var/run/wireguard/" + name + ".sock")
+		return nil, fmt.Errorf("netstack: create the TUN interface %s: %w", name, err)
+	}
+	dev := device.NewDevice(tdev, conn.NewDefaultBind(), logger)
 	l, err := ipc.UAPIListen(name, f)
 	if err != nil {
 		dev.Close()
-		return fmt.Errorf("netstack: listen on the UAPI socket of %s: %w", name, err)
+		return nil, fmt.Errorf("netstack: listen on the UAPI socket of %s: %w", name, err)
 	}
 	u := &userspace{dev: dev, uapi: l}
 	u.accepted.Add(1)
@@ -196,8 +218,14 @@ func (d *Device) openUserspace() error {
 			}()
 		}
 	}()
-	d.user = u
-	return nil
+	return u, nil
+}
+
+// close stops the device: its UAPI socket, interface and routes go.
+func (u *userspace) close() {
+	_ = u.uapi.Close() // unlinks the socket; Accept returns
+	u.dev.Close()
+	u.accepted.Wait()
 }
 
 // setUp sets the key and port, the MTU, and brings the link up.
@@ -224,6 +252,11 @@ func (d *Device) setUp() error {
 			return fmt.Errorf("netstack: start the userspace device %s: %w", name, err)
 		}
 	}
+	if d.proc != nil {
+		if err := d.proc.up(); err != nil {
+			return fmt.Errorf("netstack: start the userspace device %s: %w", name, err)
+		}
+	}
 	return nil
 }
 
@@ -243,10 +276,12 @@ func (d *Device) Close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.user != nil {
-		_ = d.user.uapi.Close() // unlinks the socket; Accept returns
-		d.user.dev.Close()
-		d.user.accepted.Wait()
+		d.user.close()
 		d.user = nil
+	}
+	if d.proc != nil {
+		d.proc.close()
+		d.proc = nil
 	}
 	if d.wg != nil {
 		_ = d.wg.Close()

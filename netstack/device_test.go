@@ -25,13 +25,32 @@ import (
 // namespace.
 const inNetnsEnv = "KAT_NETSTACK_IN_NETNS"
 
+// TestMain makes the test binary the runner of its userspace devices, as
+// kat-agent is (DeviceMain).
+func TestMain(m *testing.M) {
+	DeviceMain()
+	os.Exit(m.Run())
+}
+
 // TestDeviceInNetns opens a userspace device in a network namespace of its
 // own (the test binary runs again under unshare --net, so nothing touches
 // the machine's interfaces), then checks Open, Sync and Close against the
-// kernel's and the device's state: see testDevice.
+// kernel's and the device's state: see testDevice. It does so with the
+// device in a process of its own, as kat-agent runs it, and in the test's
+// process, as a program that does not call DeviceMain runs it.
 func TestDeviceInNetns(t *testing.T) {
 	if os.Getenv(inNetnsEnv) != "" {
-		testDevice(t)
+		t.Run("own process", func(t *testing.T) {
+			testDevice(t)
+			if !ownProcess.Load() {
+				t.Error("DeviceMain did not make devices run in their own process")
+			}
+		})
+		t.Run("this process", func(t *testing.T) {
+			ownProcess.Store(false)
+			defer ownProcess.Store(true)
+			testDevice(t)
+		})
 		return
 	}
 	if os.Geteuid() != 0 {
@@ -66,6 +85,7 @@ func testDevice(t *testing.T) {
 	if err := netlink.LinkAdd(underlay); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = netlink.LinkDel(underlay) })
 	if err := netlink.AddrAdd(underlay, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("192.0.2.1"), Mask: net.CIDRMask(24, 32)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +112,9 @@ func testDevice(t *testing.T) {
 	defer dev.Close()
 	if dev.Type() != TypeUserspace || dev.MTU() != 1320 {
 		t.Errorf("device type %q, MTU %d; want %q and 1400-80", dev.Type(), dev.MTU(), TypeUserspace)
+	}
+	if inOwn := dev.proc != nil; inOwn != ownProcess.Load() {
+		t.Errorf("device in a process of its own: %v, want %v", inOwn, ownProcess.Load())
 	}
 	k2, k3 := testKey(t), testKey(t)
 	nodes := []api.NodeNetwork{

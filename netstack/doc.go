@@ -28,7 +28,11 @@
 // module is there, and otherwise runs an embedded userspace device
 // (golang.zx2c4.com/wireguard: a TUN interface and a UAPI socket at
 // /var/run/wireguard/IFACE.sock). Both are configured through wgctrl, which
-// finds either. [ModeAuto] tries the kernel first and falls back;
+// finds either. A program that calls [DeviceMain] first thing in main
+// (kat-agent does) runs each userspace device in a child process of its own
+// executable, which dies with it: the device's packets then never wait on
+// the collection of the parent's heap (a leader's etcd and caches); others
+// run it in their own process. [ModeAuto] tries the kernel first and falls back;
 // [ModeKernel] and [ModeUserspace] insist on one. The UAPI socket's
 // directory is shared by all network namespaces of a machine, so two nodes
 // on one machine need different interface names.

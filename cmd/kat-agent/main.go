@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kat.dws.rip/kat/build/usernsrun"
+	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/reconcile/agent"
 	"kat.dws.rip/kat/reconcile/agent/containerspec"
 )
@@ -29,6 +30,9 @@ func main() {
 	// Containers with secret environment variables start through this
 	// program (see containerspec.ExecEnvMain).
 	containerspec.ExecEnvMain()
+	// A userspace WireGuard device runs in a process of this program of
+	// its own (see netstack.DeviceMain).
+	netstack.DeviceMain()
 	// A core file of the leader or an agent could hold secrets' values.
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		fmt.Fprintln(os.Stderr, "kat-agent: disable core files:", err)

@@ -25,7 +25,7 @@ func BenchmarkOverlayThroughput(b *testing.B) {
 		testenv.SkipOrFail(b, "iperf3 is not installed (scripts/install-prereqs.sh)")
 	}
 	requirePrereqs(b)
-	tc := startCluster(b, clusterSpec{name: "ob", hosts: 2, noImage: true})
+	tc := startCluster(b, clusterSpec{name: "ob", hosts: 2, noImage: true, userTiming: true})
 	c := &overlayCluster{testCluster: tc, etcd: leaderEtcd(b, tc.Cluster, nodeTLS(b, tc.Hosts[1]))}
 	server, client := c.Hosts[0], c.Hosts[1]
 	overlayAddr := c.overlayIP(b, server)

@@ -29,7 +29,7 @@ const clusterDomain = "kat.cluster.local"
 // rootEtcd connects to the leader's etcd as its administrator, with the
 // certificate the leader keeps in its data dir, to read what katcall does
 // not show (overlay records, DNS records).
-func rootEtcd(t *testing.T, c *harness.Cluster) *clientv3.Client {
+func rootEtcd(t testing.TB, c *harness.Cluster) *clientv3.Client {
 	t.Helper()
 	return leaderEtcd(t, c, certTLS(t, c.Hosts[0], "etcd-root"))
 }
@@ -411,6 +411,12 @@ func TestServiceDiscovery(t *testing.T) {
 // webAssignments lists the assignments of default/web on every node.
 func webAssignments(t *testing.T, cli *clientv3.Client) []api.Assignment {
 	t.Helper()
+	return assignmentsOf(t, cli, "web")
+}
+
+// assignmentsOf lists the assignments of default/workload on every node.
+func assignmentsOf(t testing.TB, cli *clientv3.Client, workload string) []api.Assignment {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	resp, err := cli.Get(ctx, resources.AssignmentsPrefix(), clientv3.WithPrefix())
@@ -420,7 +426,7 @@ func webAssignments(t *testing.T, cli *clientv3.Client) []api.Assignment {
 	var out []api.Assignment
 	for _, kv := range resp.Kvs {
 		a, err := resources.DecodeAssignment(kv.Value)
-		if err == nil && a.Namespace == "default" && a.Workload == "web" {
+		if err == nil && a.Namespace == "default" && a.Workload == workload {
 			out = append(out, a)
 		}
 	}

@@ -76,6 +76,9 @@ type clusterSpec struct {
 	// ingress are the hosts (by index) labelled kat.dws.rip/role=ingress;
 	// with any, every host gets the ingress proxy's image too.
 	ingress []int
+	// userTiming keeps a user's defaults of the agent tick and node-loss
+	// timeout (benchmarks), not the tests' short ones.
+	userTiming bool
 }
 
 // startCluster brings up the hosts of spec running kat-agent, every started
@@ -126,6 +129,9 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 	if spec.noImage {
 		tc.opts.BaseImageScript = ""
 	}
+	if spec.userTiming {
+		tc.opts.AgentTickSeconds, tc.opts.NodeLossTimeoutSeconds = 0, 0 // the harness's defaults are a user's
+	}
 	for i, h := range c.Hosts {
 		tc.opts.Labels[h.Name] = map[string]string{"zone": string(rune('a' + i))}
 		if slices.Contains(spec.ingress, i) {
@@ -144,7 +150,7 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 	return tc
 }
 
-func (c *testCluster) katcall(t *testing.T, args ...string) string {
+func (c *testCluster) katcall(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := c.Katcall(t.Context(), c.bin.Katcall, args...)
 	if err != nil {
@@ -219,7 +225,7 @@ func (c *testCluster) applyKat(t *testing.T, name, kat string) {
 }
 
 // applyFiles writes files into a workload directory name and applies it.
-func (c *testCluster) applyFiles(t *testing.T, name string, files map[string]string) {
+func (c *testCluster) applyFiles(t testing.TB, name string, files map[string]string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -66,11 +66,11 @@ func DeviceMain() {
 	os.Exit(0)
 }
 
-// runDeviceProcess is the device process: args are the interface name and
-// its MTU.
+// runDeviceProcess is the device process: args are the interface name, its
+// MTU, and "debug" when the parent logs the device's chatter.
 func runDeviceProcess(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) != 2 {
-		return fmt.Errorf("usage: %s INTERFACE MTU", deviceProcessName)
+	if len(args) != 3 {
+		return fmt.Errorf("usage: %s INTERFACE MTU debug|quiet", deviceProcessName)
 	}
 	mtu, err := strconv.Atoi(args[1])
 	if err != nil {
@@ -87,7 +87,11 @@ func runDeviceProcess(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 			fmt.Fprintln(stderr, level, strings.ReplaceAll(fmt.Sprintf(format, a...), "\n", " "))
 		}
 	}
-	u, err := startDevice(args[0], mtu, &device.Logger{Verbosef: logf("D"), Errorf: logf("E")})
+	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: logf("E")}
+	if args[2] == "debug" { // the parent logs debug lines
+		logger.Verbosef = logf("D")
+	}
+	u, err := startDevice(args[0], mtu, logger)
 	if err != nil {
 		return err
 	}
@@ -129,7 +133,11 @@ func startDeviceProcess(name string, mtu int, log zerolog.Logger) (*deviceProces
 	if err != nil {
 		return nil, fmt.Errorf("netstack: find this program to run the userspace device %s: %w", name, err)
 	}
-	cmd := &exec.Cmd{Path: exe, Args: []string{deviceProcessName, name, strconv.Itoa(mtu)}}
+	verbosity := "quiet"
+	if log.GetLevel() <= zerolog.DebugLevel {
+		verbosity = "debug"
+	}
+	cmd := &exec.Cmd{Path: exe, Args: []string{deviceProcessName, name, strconv.Itoa(mtu), verbosity}}
 	// The device goes with its parent, as an embedded one would.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &deviceProcess{cmd: cmd, lines: make(chan string, 4), logged: make(chan struct{}), exited: make(chan struct{})}

@@ -36,6 +36,7 @@ type ingressStream struct {
 // every 20 ms until stop. A failure is an error, or an answer other than
 // 200 or whose body ok refuses.
 func startIngressStream(t *testing.T, client harness.Host, addr netip.Addr, name, host string, ok func(body string) bool) *ingressStream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	s := &ingressStream{name: name, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -111,6 +112,7 @@ func TestIngressKeepsServing(t *testing.T) {
 
 	// web answers "VERSION-HOSTNAME" on a.test, 2 replicas on node1.
 	applyWeb := func(t *testing.T, version string) {
+		t.Helper()
 		cmd := fmt.Sprintf("mkdir -p /www && echo %s-$(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www", version)
 		c.applyFiles(t, "web", map[string]string{
 			"workload.kat":            webWorkload("web", 2, node1.Name, cmd),
@@ -158,8 +160,12 @@ func TestIngressKeepsServing(t *testing.T) {
 		c.waitRunning(t, time.Minute, "web", "2 running on node1", equal(2, 0, 0, 0))
 		polltest.UntilErr(t, 30*time.Second, "8 answers in a row from v2 through node2", func() error {
 			for range 8 {
-				if _, body, err := ingressGet(client, ingress[0].Addr, "a.test", "/"); err != nil || !strings.HasPrefix(body, "v2-") {
-					return fmt.Errorf("answer %q, %v", body, err)
+				_, body, err := ingressGet(client, ingress[0].Addr, "a.test", "/")
+				if err != nil {
+					return fmt.Errorf("ask through node2: %w", err)
+				}
+				if !strings.HasPrefix(body, "v2-") {
+					return fmt.Errorf("answer %q", body)
 				}
 			}
 			return nil
@@ -228,8 +234,12 @@ func TestIngressKeepsServing(t *testing.T) {
 				if now[in.Name] == "" || now[in.Name] == before[in.Name] {
 					return fmt.Errorf("proxies %v (before %v)", now, before)
 				}
-				if code, body, err := ingressGet(client, in.Addr, "a.test", "/"); err != nil || code != 200 || !strings.HasPrefix(body, "v2-") {
-					return fmt.Errorf("%s answers %d %q %v", in.Name, code, body, err)
+				code, body, err := ingressGet(client, in.Addr, "a.test", "/")
+				if err != nil {
+					return fmt.Errorf("ask through %s: %w", in.Name, err)
+				}
+				if code != 200 || !strings.HasPrefix(body, "v2-") {
+					return fmt.Errorf("%s answers %d %q", in.Name, code, body)
 				}
 			}
 			return nil

@@ -26,7 +26,8 @@ import (
 // as a file; the plaintext is nowhere else (data directories, Podman's
 // files, etcd, logs, katcall's output); the other worker cannot read it; a
 // new value pushed reaches a file-only consumer in place (same container)
-// and the variable through a rolling update. Reports both delays.
+// and the variable through a rolling update. Reports both delays. The
+// variable's consumer names no command: its image's entrypoint runs.
 func TestSecrets(t *testing.T) {
 	requirePrereqs(t)
 	t.Parallel()
@@ -60,6 +61,15 @@ func TestSecrets(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(app), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The consumer's image has an entrypoint and a cmd, and the workload
+	// no command: the wrapper that sets the variable runs the image's.
+	for _, args := range [][]string{{"create", "--name", "kat-entry", "localhost/kat-base:latest"},
+		{"commit", "--quiet", "--change", `ENTRYPOINT ["/bin/sh", "-c"]`, "--change", `CMD ["exec sleep 100000"]`, "kat-entry", "localhost/kat-entry:latest"},
+		{"rm", "kat-entry"}} {
+		if out, err := consumer.Command(t.Context(), "podman", append(consumer.PodmanArgs(), args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("podman %v on %s: %v: %s", args, consumer.Name, err, out)
+		}
+	}
 	// The container prints nothing of the value: its log is on disk.
 	if err := os.WriteFile(app, []byte(strings.ReplaceAll(`apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
@@ -67,11 +77,10 @@ metadata: {name: app, namespace: default}
 spec:
   type: Service
   replicas: 1
-  source: {image: "localhost/kat-base:latest"}
+  source: {image: "localhost/kat-entry:latest"}
   restartPolicy: {condition: Always}
   nodeSelector: {kat.harness/host: HOST}
   container:
-    command: ["/bin/sh", "-c", "exec sleep 100000"]
     stopGracePeriodSeconds: 0
     env:
       - name: DB_PASSWORD
@@ -138,6 +147,9 @@ spec:
 		}
 		if !has(env, file, v1) {
 			return fmt.Errorf("the container lacks the value (env %t, file %t)", strings.Contains(env, v1), file == v1)
+		}
+		if cmdline, err := podmanExec(t.Context(), consumer, ids[0], "cat", "/proc/1/cmdline"); err != nil || cmdline != "sleep\x00100000\x00" {
+			return fmt.Errorf("PID 1 is %q (%v), want the image's entrypoint and cmd", cmdline, err)
 		}
 		id = ids[0]
 		return nil

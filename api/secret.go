@@ -61,3 +61,15 @@ type SecretDelivery struct {
 	Version   int64             `json:"version"`
 	Values    map[string][]byte `json:"values"`
 }
+
+// SecretRef is /kat/secretrefs/{node}/{ns}/{name}: a secret that an
+// instance assigned to node uses, and its current version (never a
+// value). The leader writes it; the node watches its own, so it fetches a
+// new version of the files it mounts as soon as there is one.
+type SecretRef struct {
+	Node      string `json:"node"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	Version   int64  `json:"version"`
+}

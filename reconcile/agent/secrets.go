@@ -17,6 +17,9 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/mountinfo"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/store"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // SecretSource fetches the values of a secret an instance of this node
@@ -225,26 +228,51 @@ func (s *secretStore) forget(id string) error {
 	return os.RemoveAll(dir)
 }
 
-// secretRefresh is how often the agent asks the leader for new versions of
-// the secrets its running instances mount as files.
-const secretRefresh = 2 * time.Second
+// secretResync is how often the agent compares the secret volumes of its
+// running instances with the node's secret references although none
+// changed, retrying a failed fetch, and fetches the secrets that have no
+// reference (a leader that writes none).
+const secretResync = 30 * time.Second
 
 // refreshSecretVolumes replaces, in place, the files of every secret
 // volume of a running instance whose secret has a new version, until ctx
-// ends. Environment variables are not touched: a new version of those is
-// a new instance (the leader's template).
+// ends. It watches the node's secret references, which the leader writes
+// with every version (resources.NodeSecretRefsPrefix): a new version is
+// fetched as soon as it is written. Environment variables are not touched:
+// a new version of those is a new instance (the leader's template).
 func (ag *Agent) refreshSecretVolumes(ctx context.Context) {
-	t := time.NewTicker(secretRefresh)
+	refs := store.NewCache(ag.cfg.Repo.Store(), resources.NodeSecretRefsPrefix(ag.cfg.Node), func(kv store.KV) (api.SecretRef, bool) {
+		r, err := resources.DecodeSecretRef(kv)
+		return r, err == nil
+	})
+	changed := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := refs.Run(ctx, func(string) { reconcile.Poke(changed) }); err != nil && ctx.Err() == nil {
+			ag.cfg.Logger.Error().Err(err).Str("component", "secrets").
+				Msg("watching the node's secret references stopped: secret files are compared with the leader's every 30s only")
+		}
+	}()
+	defer func() { <-done }()
+	version := func(ns, name string) (int64, bool) {
+		r, ok := refs.Get(resources.SecretRefKey(ag.cfg.Node, ns, name))
+		return r.Version, ok
+	}
+	t := time.NewTicker(secretResync)
 	defer t.Stop()
 	for {
+		resync := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			resync = true
+		case <-changed:
 		}
 		fetched := map[string]*api.SecretDelivery{} // one fetch per secret and pass
 		for _, ai := range ag.table.withSecretVolumes() {
-			if err := ag.secrets.refresh(ctx, ai.a, ai.q, fetched); err != nil && ctx.Err() == nil {
+			if err := ag.secrets.refresh(ctx, ai.a, ai.q, version, resync, fetched); err != nil && ctx.Err() == nil {
 				ag.cfg.Logger.Warn().Err(err).Str("instance", ai.a.InstanceID).Msg("update secret files")
 			}
 		}
@@ -252,13 +280,26 @@ func (ag *Agent) refreshSecretVolumes(ctx context.Context) {
 }
 
 // refresh rewrites the secret volumes of instance a whose secret's version
-// moved; fetched caches the answers of one pass.
-func (s *secretStore) refresh(ctx context.Context, a api.Assignment, q *quadlet.Quadlet, fetched map[string]*api.SecretDelivery) error {
+// moved: version gives the node's reference of a secret. A volume whose
+// reference names the version it holds is left alone; one whose secret
+// has no reference is fetched on a resync only. fetched caches the
+// answers of one pass.
+func (s *secretStore) refresh(ctx context.Context, a api.Assignment, q *quadlet.Quadlet, version func(ns, name string) (int64, bool),
+	resync bool, fetched map[string]*api.SecretDelivery) error {
 	if s == nil || s.source == nil || s.dir == "" {
 		return nil
 	}
 	for _, vol := range q.Workload.Spec.Volumes {
 		if vol.Secret == nil {
+			continue
+		}
+		dir := filepath.Join(s.dir, a.InstanceID, "vol", vol.Name)
+		cur, err := os.Readlink(filepath.Join(dir, "..data"))
+		if err != nil {
+			continue // not written yet: create does it
+		}
+		v, ok := version(a.Namespace, vol.Secret.SecretName)
+		if (ok && cur == "..v"+strconv.FormatInt(v, 10)) || (!ok && !resync) {
 			continue
 		}
 		key := a.Namespace + "/" + vol.Secret.SecretName
@@ -270,10 +311,8 @@ func (s *secretStore) refresh(ctx context.Context, a api.Assignment, q *quadlet.
 			}
 			fetched[key] = d
 		}
-		dir := filepath.Join(s.dir, a.InstanceID, "vol", vol.Name)
-		cur, err := os.Readlink(filepath.Join(dir, "..data"))
-		if err != nil || cur == "..v"+strconv.FormatInt(d.Version, 10) {
-			continue // not written yet (create does it), or up to date
+		if cur == "..v"+strconv.FormatInt(d.Version, 10) {
+			continue // up to date: the reference was ahead of the fetch's answer, or there is none
 		}
 		if err := writeSecretVolume(dir, d); err != nil {
 			return fmt.Errorf("write secret volume %s: %w", vol.Name, err)

@@ -172,9 +172,13 @@ spec:
 		}
 	}
 
-	// A new version reaches the running container's file, in place.
+	// A new version reaches the running container's file, in place, once
+	// the node's reference names it (the leader writes it).
 	src.set(&api.SecretDelivery{Namespace: "ns1", Name: "db", Version: 2, Values: map[string][]byte{"password": []byte(sentinel + "-2")}})
-	polltest.UntilErr(t, 30*time.Second, "the new version in the container", func() error {
+	if _, err := repo.WriteSecretRefs(ctx, []api.SecretRef{{Node: node, Namespace: "ns1", Name: "db", UID: "u", Version: 2}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	polltest.UntilErr(t, 20*time.Second, "the new version in the container", func() error {
 		if out, _ := exec("cat", "/run/secrets/db/password"); out != sentinel+"-2" {
 			return fmt.Errorf("the file holds version 1 still (%d bytes)", len(out))
 		}

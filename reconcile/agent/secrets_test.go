@@ -124,14 +124,32 @@ func TestMaterializeSecrets(t *testing.T) {
 		t.Errorf("version 1 is still there: %v", err)
 	}
 
-	// A running instance's files follow version 3 by refresh; its env
-	// file does not (a new version of a variable is a new instance).
+	// A running instance's files follow the node's reference to version 3
+	// by refresh; its env file does not (a new version of a variable is a
+	// new instance). While the reference names the version the files
+	// hold, or there is none, nothing is fetched but on a resync.
 	src.set(&api.SecretDelivery{Namespace: "default", Name: "db", Version: 3, Values: map[string][]byte{"password": []byte("v3")}})
-	if err := s.refresh(context.Background(), a, q, map[string]*api.SecretDelivery{}); err != nil {
-		t.Fatal(err)
+	refresh := func(ref int64, resync bool) {
+		t.Helper()
+		version := func(ns, name string) (int64, bool) { return ref, ref != 0 && ns == "default" && name == "db" }
+		if err := s.refresh(context.Background(), a, q, version, resync, map[string]*api.SecretDelivery{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if read("vol/creds/password") != "v3" || read("env/DB_PASSWORD") != "new" {
+	for _, c := range []struct {
+		ref    int64
+		resync bool
+	}{{2, false}, {2, true}, {0, false}} {
+		if refresh(c.ref, c.resync); read("vol/creds/password") != "new" {
+			t.Fatalf("reference %d, resync %t: the volume was fetched again", c.ref, c.resync)
+		}
+	}
+	if refresh(3, false); read("vol/creds/password") != "v3" || read("env/DB_PASSWORD") != "new" {
 		t.Error("refresh did not update the volume only")
+	}
+	src.set(&api.SecretDelivery{Namespace: "default", Name: "db", Version: 4, Values: map[string][]byte{"password": []byte("v4")}})
+	if refresh(0, true); read("vol/creds/password") != "v4" {
+		t.Error("a resync did not fetch a secret without a reference")
 	}
 	cs, err := containerspec.For(q, containerspec.Instance{ID: a.InstanceID, Secrets: &containerspec.SecretPaths{Dir: inst, Agent: "/usr/bin/kat-agent"}})
 	if err != nil {

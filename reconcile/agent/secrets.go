@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +45,64 @@ type secretStore struct {
 	mount     func(dir string) error
 	mountOnce sync.Once
 	mountErr  error
+
+	// versions are, by instance, the versions of the secrets it holds,
+	// also kept in its directory (versionsFile) for the agent's next run.
+	mu       sync.Mutex
+	versions map[string]map[string]int64
+}
+
+// versionsFile is the file of an instance's directory that records the
+// versions of the secrets it holds (names and numbers only).
+const versionsFile = "versions.json"
+
+// setVersions records that instance id holds the given versions (merged
+// into what it held) and writes them to its directory.
+func (s *secretStore) setVersions(id string, vs map[string]int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := maps.Clone(s.loadVersionsLocked(id))
+	if cur == nil {
+		cur = map[string]int64{}
+	}
+	maps.Copy(cur, vs)
+	if s.versions == nil {
+		s.versions = map[string]map[string]int64{}
+	}
+	s.versions[id] = cur
+	b, err := json.Marshal(cur)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.dir, id, versionsFile), b)
+}
+
+// versionsOf returns the versions of the secrets instance id holds, nil
+// when it holds none. Safe for concurrent use.
+func (s *secretStore) versionsOf(id string) map[string]int64 {
+	if s == nil || s.dir == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.loadVersionsLocked(id))
+}
+
+// loadVersionsLocked returns what is known of id's versions, reading its
+// directory once after the agent started.
+func (s *secretStore) loadVersionsLocked(id string) map[string]int64 {
+	if vs, ok := s.versions[id]; ok {
+		return vs
+	}
+	var vs map[string]int64
+	if b, err := os.ReadFile(filepath.Join(s.dir, id, versionsFile)); err == nil {
+		_ = json.Unmarshal(b, &vs)
+	}
+	if s.versions == nil {
+		s.versions = map[string]map[string]int64{}
+	}
+	s.versions[id] = vs
+	return vs
 }
 
 // SecretsTmpfs mounts a tmpfs at dir (mode 0700, not swapped where the
@@ -127,6 +187,13 @@ func (s *secretStore) materialize(ctx context.Context, a api.Assignment, q *quad
 		if err := writeSecretVolume(filepath.Join(dir, "vol", vol.Name), got[vol.Secret.SecretName]); err != nil {
 			return fmt.Errorf("write secret volume %s: %w", vol.Name, err)
 		}
+	}
+	vs := make(map[string]int64, len(got))
+	for name, d := range got {
+		vs[name] = d.Version
+	}
+	if err := s.setVersions(a.InstanceID, vs); err != nil {
+		return fmt.Errorf("secrets of %s: record their versions: %w", a.InstanceID, err)
 	}
 	return nil
 }
@@ -217,6 +284,9 @@ func (s *secretStore) forget(id string) error {
 	if s == nil || id == "" || strings.ContainsAny(id, "/") {
 		return nil
 	}
+	s.mu.Lock()
+	delete(s.versions, id)
+	s.mu.Unlock()
 	dir := filepath.Join(s.dir, id)
 	// Read-only directories must be writable to be emptied.
 	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
@@ -289,6 +359,7 @@ func (s *secretStore) refresh(ctx context.Context, a api.Assignment, q *quadlet.
 	if s == nil || s.source == nil || s.dir == "" {
 		return nil
 	}
+	env, _ := q.Workload.Spec.SecretRefs()
 	for _, vol := range q.Workload.Spec.Volumes {
 		if vol.Secret == nil {
 			continue
@@ -316,6 +387,12 @@ func (s *secretStore) refresh(ctx context.Context, a api.Assignment, q *quadlet.
 		}
 		if err := writeSecretVolume(dir, d); err != nil {
 			return fmt.Errorf("write secret volume %s: %w", vol.Name, err)
+		}
+		if !slices.ContainsFunc(env, func(r quadlet.SecretKeyRef) bool { return r.Name == vol.Secret.SecretName }) {
+			// A variable keeps the version of its container's start.
+			if err := s.setVersions(a.InstanceID, map[string]int64{vol.Secret.SecretName: d.Version}); err != nil {
+				return fmt.Errorf("secrets of %s: record their versions: %w", a.InstanceID, err)
+			}
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"filippo.io/age"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/pki/sops"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -98,10 +100,12 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 	file := name + quadlet.SecretSuffixes[0]
 	doc, err := sops.Decrypt(body, s.cfg.Secrets.Identity)
 	if err != nil {
+		metrics.SecretDecrypted(metrics.SecretViaAPI, err)
 		writeError(w, badRequest("%s: %v", file, err))
 		return
 	}
 	sec, err := quadlet.ParseSecret(file, doc.Tree)
+	metrics.SecretDecrypted(metrics.SecretViaAPI, err)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
@@ -181,19 +185,27 @@ func (s *Server) deliverSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	as, err := s.cfg.Repo.ListAssignments(r.Context(), node)
 	if err != nil {
+		metrics.SecretDelivered(metrics.ResultFailure)
 		writeError(w, errorFor(err))
 		return
 	}
 	if !slices.ContainsFunc(as, func(a api.Assignment) bool { return a.Namespace == ns && slices.Contains(s.secretUses.of(a), name) }) {
+		metrics.SecretDelivered(metrics.DeliveryForbidden)
 		writeError(w, &api.Error{StatusCode: http.StatusForbidden, Code: api.CodeForbidden,
 			Message: "node " + node + " runs no instance that uses secret " + ns + "/" + name})
 		return
 	}
 	sec, values, err := s.cfg.Repo.OpenSecret(r.Context(), ns, name, s.cfg.Secrets.Sealer)
 	if err != nil {
+		if errors.Is(err, resources.ErrNotFound) {
+			metrics.SecretDelivered(metrics.DeliveryNotFound)
+		} else {
+			metrics.SecretDelivered(metrics.ResultFailure)
+		}
 		writeError(w, errorFor(err))
 		return
 	}
+	metrics.SecretDelivered(metrics.DeliveryDelivered)
 	out := api.SecretDelivery{Namespace: ns, Name: name, UID: sec.UID, Version: sec.Version, Values: make(map[string][]byte, len(values))}
 	for k, v := range values {
 		out.Values[k] = v.Reveal()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiserver"
+	katmetrics "kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/pki/sops"
 	"kat.dws.rip/kat/quadlet"
@@ -176,5 +178,22 @@ func TestSecretDelivery(t *testing.T) {
 	}
 	if _, err := w1.GetNodeSecret(ctx, "w1", "default", "db"); statusOf(err) != http.StatusForbidden {
 		t.Errorf("w1 after its instance left: %v, want 403", err)
+	}
+
+	// The metrics count decrypts and deliveries, and name no secret, key
+	// or value.
+	rec := httptest.NewRecorder()
+	katmetrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{`kat_secret_deliveries_total{result="delivered"}`, `kat_secret_deliveries_total{result="forbidden"}`,
+		`kat_secret_decrypts_total{result="success",via="api"}`, `kat_secret_decrypts_total{result="failure",via="api"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.Contains(line, apiSentinel) || (strings.HasPrefix(line, "kat_secret") && (strings.Contains(line, "password") || strings.Contains(line, "db"))) {
+			t.Errorf("/metrics names a value, key or secret: %s", line)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/mountinfo"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile"
@@ -148,7 +149,7 @@ func (s *secretStore) materialize(ctx context.Context, a api.Assignment, q *quad
 	}
 	got := map[string]*api.SecretDelivery{}
 	for _, name := range names {
-		d, err := s.source.NodeSecret(ctx, a.Namespace, name)
+		d, err := s.fetch(ctx, a.Namespace, name)
 		if err != nil {
 			return fmt.Errorf("fetch secret %s/%s: %w", a.Namespace, name, err)
 		}
@@ -196,6 +197,13 @@ func (s *secretStore) materialize(ctx context.Context, a api.Assignment, q *quad
 		return fmt.Errorf("secrets of %s: record their versions: %w", a.InstanceID, err)
 	}
 	return nil
+}
+
+// fetch asks the leader for the values of secret ns/name.
+func (s *secretStore) fetch(ctx context.Context, ns, name string) (*api.SecretDelivery, error) {
+	d, err := s.source.NodeSecret(ctx, ns, name)
+	metrics.SecretFetched(err)
+	return d, err
 }
 
 // writeSecretVolume writes d's values into dir as Kubernetes lays them
@@ -377,7 +385,7 @@ func (s *secretStore) refresh(ctx context.Context, a api.Assignment, q *quadlet.
 		d, ok := fetched[key]
 		if !ok {
 			var err error
-			if d, err = s.source.NodeSecret(ctx, a.Namespace, vol.Secret.SecretName); err != nil {
+			if d, err = s.fetch(ctx, a.Namespace, vol.Secret.SecretName); err != nil {
 				return fmt.Errorf("fetch secret %s: %w", key, err)
 			}
 			fetched[key] = d

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -38,6 +39,7 @@ func decodeSecretRef(kv store.KV) (api.SecretRef, bool) {
 
 // run runs the loop until ctx ends; the view runs the cache.
 func (sr *secretRefs) run(ctx context.Context, sub *subscription) error {
+	defer metrics.SetSecrets(0) // no leader, no count: a former leader shows none
 	return sr.l.loop(ctx, sub, "secretrefs", sr.once)
 }
 
@@ -45,6 +47,7 @@ func (sr *secretRefs) run(ctx context.Context, sub *subscription) error {
 // secrets, writes those that differ, deletes those no instance needs, then
 // waits until the cache holds the write.
 func (sr *secretRefs) once(ctx context.Context, _ []string) error {
+	metrics.SetSecrets(sr.l.view.secrets.Len())
 	have, _ := sr.cache.Snapshot()
 	as, _ := sr.l.view.assigns.Snapshot()
 	want := PlanSecretRefs(as, sr.uses, sr.l.view.secret)

@@ -23,6 +23,12 @@ type SecretInfo struct {
 	SourceBlob string    `json:"sourceBlob,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// UsedBy are the workloads of its namespace whose desired spec uses
+	// it, sorted; and Error is its Git source's error for its file (the
+	// secret keeps its last good version meanwhile). The API fills both
+	// when it answers; they are never stored.
+	UsedBy []string `json:"usedBy,omitempty"`
+	Error  string   `json:"error,omitempty"`
 }
 
 // Secret is a secret's record (/kat/secrets/{ns}/{name}): what may be shown

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,8 +100,19 @@ func TestSecretDelivery(t *testing.T) {
 		t.Errorf("recipient: %+v, %v; want %s", r, err, recipient)
 	}
 	list, err := admin.ListSecrets(ctx, "default")
-	if err != nil || len(list) != 1 || list[0].Keys[0] != "password" {
+	if err != nil || len(list) != 1 || list[0].Keys[0] != "password" || list[0].UsedBy != nil {
 		t.Errorf("list: %+v, %v", list, err)
+	}
+	// A workload of the namespace that uses it is named.
+	q, err := quadlet.ParseWorkload(consumerFiles, quadlet.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()}); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := admin.ListSecrets(ctx, ""); err != nil || len(list) != 1 || !slices.Equal(list[0].UsedBy, []string{q.Name()}) {
+		t.Errorf("list after a consumer was applied: %+v, %v; want used by %s", list, err, q.Name())
 	}
 	one, err := admin.GetSecret(ctx, "default", "db")
 	b, _ := json.Marshal([]any{list, one})
@@ -158,6 +170,17 @@ func TestSecretDelivery(t *testing.T) {
 	}
 	if err := admin.DeleteSecret(ctx, "default", "db"); statusOf(err) != http.StatusConflict {
 		t.Errorf("delete a git-owned secret: %v, want 409", err)
+	}
+	// Its Git file's error is shown on it.
+	if _, err := f.repo.PutSourceSpec(ctx, api.SourceSpec{Name: "config", URL: "file:///config"}); err != nil {
+		t.Fatal(err)
+	}
+	pathErr := "default/secrets/db.sops.yaml: sops.mac does not match"
+	if err := f.repo.PutSourceStatus(ctx, "config", api.SourceStatus{PathErrors: []api.PathError{{Path: git.Path, Error: pathErr}}}); err != nil {
+		t.Fatal(err)
+	}
+	if one, err := admin.GetSecret(ctx, "default", "db"); err != nil || one.Error != pathErr {
+		t.Errorf("get a secret whose file has an error: %+v, %v; want the error", one, err)
 	}
 	if err := admin.DeleteSecret(ctx, "default", "api"); err != nil {
 		t.Errorf("delete an api-owned secret: %v", err)

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,7 +95,32 @@ func TestSecretVersionRollsEnvConsumers(t *testing.T) {
 	}
 	second := plan(env, first.Put)
 	if len(second.Put) != 1 || second.Put[0].TemplateHash == envV1 || len(second.Delete) != 0 {
-		t.Errorf("after version 2: put %+v, delete %+v; want one new instance of a new template, none stopped yet", second.Put, second.Delete)
+		t.Fatalf("after version 2: put %+v, delete %+v; want one new instance of a new template, none stopped yet", second.Put, second.Delete)
+	}
+	old, next := first.Put[0], second.Put[0]
+	rollouts := map[string]api.Rollout{"ns1/app": {Generation: 1, Outcomes: map[int64]string{1: api.OutcomeSucceeded}}}
+	planWith := func(reported map[string]api.InstanceStatus) AssignmentPlan {
+		n := 0
+		return PlanAssignments(AssignInput{Nodes: oneNode(), Desired: []workload{env}, Current: []api.Assignment{old, next}, Reported: reported,
+			Rollouts: rollouts, Now: time.Unix(200, 0), Secret: get, NewSuffix: func() string { n++; return fmt.Sprint(n) }})
+	}
+	// The new value breaks the application: its instance fails, the old
+	// one keeps serving, and nothing is rolled back (the old value is not
+	// kept: a new version of the secret is the fix).
+	failed := api.InstanceStatus{InstanceID: next.InstanceID, Phase: api.InstanceFailed, State: "exited", ExitCode: 1}
+	broken := planWith(map[string]api.InstanceStatus{old.InstanceID: running(old), next.InstanceID: failed})
+	if slices.ContainsFunc(broken.Delete, func(a api.Assignment) bool { return a.InstanceID == old.InstanceID }) ||
+		slices.ContainsFunc(broken.Put, func(a api.Assignment) bool { return a.InstanceID == old.InstanceID && !a.LeavingAt.IsZero() }) {
+		t.Errorf("the old instance is stopped while the new one failed: put %+v, delete %+v", broken.Put, broken.Delete)
+	}
+	if len(broken.Rollbacks) != 0 {
+		t.Errorf("a secret-only change was rolled back: %+v", broken.Rollbacks)
+	}
+	// Once the new instance is ready, the old one goes.
+	done := planWith(map[string]api.InstanceStatus{old.InstanceID: running(old), next.InstanceID: running(next)})
+	if !slices.ContainsFunc(done.Delete, func(a api.Assignment) bool { return a.InstanceID == old.InstanceID }) &&
+		!slices.ContainsFunc(done.Put, func(a api.Assignment) bool { return a.InstanceID == old.InstanceID && !a.LeavingAt.IsZero() }) {
+		t.Errorf("the old instance stays once the new one is ready: put %+v, delete %+v", done.Put, done.Delete)
 	}
 }
 

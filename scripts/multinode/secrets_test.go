@@ -3,12 +3,14 @@ package multinode
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +227,29 @@ spec:
 	if ids, err := consumer.Containers(t.Context(), "label=kat.workload=files", "status=running"); err != nil || len(ids) != 1 || ids[0] != filesID {
 		t.Errorf("the file consumer was replaced (%v, %v): its files should change in place", ids, err)
 	}
+	// Each consumer's running instance reports version 2; the secret names
+	// both consumers.
+	polltest.UntilErr(t, time.Minute, "secretVersions db 2 in both consumers' status", func() error {
+		for _, w := range []string{"default/files", "default/app"} {
+			out, err := c.Katcall(t.Context(), c.bin.Katcall, "status", w, "-o", "json")
+			if err != nil {
+				return err
+			}
+			var d api.WorkloadDetail
+			if err := json.Unmarshal([]byte(out), &d); err != nil {
+				return fmt.Errorf("status %s: %w", w, err)
+			}
+			if !slices.ContainsFunc(d.Instances, func(in api.Instance) bool {
+				return in.Status.Phase == api.InstanceRunning && in.Status.SecretVersions["db"] == 2
+			}) {
+				return fmt.Errorf("%s: no running instance holds db version 2: %+v", w, d.Instances)
+			}
+		}
+		return nil
+	})
+	if out, err := c.Katcall(t.Context(), c.bin.Katcall, "get", "secrets"); err != nil || !strings.Contains(out, "app,files") {
+		t.Errorf("katcall get secrets: %s, %v; want USED-BY app,files", out, err)
+	}
 
 	// The plaintext is nowhere else: hosts' directories (data, Podman's
 	// root, run root, logs) but the consumer's secrets tmpfs, etcd, and
@@ -244,12 +269,23 @@ spec:
 			t.Errorf("etcd key %s holds the plaintext", kv.Key)
 		}
 	}
-	for _, args := range [][]string{{"get", "secrets", "-o", "json"}, {"get", "events", "-o", "json"}, {"get", "audit", "-o", "json"},
-		{"get", "sources", "-o", "json"}, {"get", "workloads", "-o", "json"}, {"status", "default/app"}} {
+	for _, args := range [][]string{{"get", "secrets", "-o", "json"}, {"get", "secrets"}, {"get", "events", "-o", "json"}, {"get", "audit", "-o", "json"},
+		{"get", "sources", "-o", "json"}, {"get", "workloads", "-o", "json"}, {"status", "default/app"}, {"status", "default/app", "-o", "json"},
+		{"status", "default/files", "-o", "json"}} {
 		out, _ := c.Katcall(t.Context(), c.bin.Katcall, args...)
 		if strings.Contains(out, v1) || strings.Contains(out, v2) {
 			t.Errorf("katcall %v prints the plaintext", args)
 		}
+	}
+	// Nor the leader's metrics, which counted the decrypts and deliveries.
+	caPEM := readHostFile(t, c.Hosts[0], filepath.Join("pki", "ca.crt"))
+	m, err := scrape(t, memberHTTP(t, caPEM), c.Hosts[0], strings.TrimSpace(string(readHostFile(t, c.Hosts[0], "admin.token"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(m, v1) || strings.Contains(m, v2) || !strings.Contains(m, `kat_secret_deliveries_total{result="delivered"}`) ||
+		!strings.Contains(m, `kat_secret_decrypts_total{result="success",via="git"}`) {
+		t.Errorf("the leader's /metrics hold the plaintext or lack the secret counters")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -325,15 +326,21 @@ func (ag *Agent) refreshSecretVolumes(ctx context.Context) {
 	})
 	changed := make(chan struct{}, 1)
 	done := make(chan struct{})
+	var stopped atomic.Bool // the watch ended: its references may be stale
 	go func() {
 		defer close(done)
-		if err := refs.Run(ctx, func(string) { reconcile.Poke(changed) }); err != nil && ctx.Err() == nil {
+		err := refs.Run(ctx, func(string) { reconcile.Poke(changed) })
+		stopped.Store(true)
+		if ctx.Err() == nil {
 			ag.cfg.Logger.Error().Err(err).Str("component", "secrets").
 				Msg("watching the node's secret references stopped: secret files are compared with the leader's every 30s only")
 		}
 	}()
 	defer func() { <-done }()
 	version := func(ns, name string) (int64, bool) {
+		if stopped.Load() {
+			return 0, false
+		}
 		r, ok := refs.Get(resources.SecretRefKey(ag.cfg.Node, ns, name))
 		return r.Version, ok
 	}

@@ -67,6 +67,10 @@ type InstanceStatus struct {
 	// VerifyMessage says how the verify command failed: its exit status and
 	// the end of its output.
 	VerifyMessage string `json:"verifyMessage,omitempty"`
+	// SecretVersions are, by secret name, the versions of the secrets the
+	// instance holds: its environment variables' as written when its
+	// container was made, its secret files' as last replaced in place.
+	SecretVersions map[string]int64 `json:"secretVersions,omitempty"`
 }
 
 // Ready reports whether the instance counts towards a workload's ready

@@ -23,6 +23,12 @@ type SecretInfo struct {
 	SourceBlob string    `json:"sourceBlob,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// UsedBy are the workloads of its namespace whose desired spec uses
+	// it, sorted; and Error is its Git source's error for its file (the
+	// secret keeps its last good version meanwhile). The API fills both
+	// when it answers; they are never stored.
+	UsedBy []string `json:"usedBy,omitempty"`
+	Error  string   `json:"error,omitempty"`
 }
 
 // Secret is a secret's record (/kat/secrets/{ns}/{name}): what may be shown
@@ -60,4 +66,16 @@ type SecretDelivery struct {
 	UID       string            `json:"uid"`
 	Version   int64             `json:"version"`
 	Values    map[string][]byte `json:"values"`
+}
+
+// SecretRef is /kat/secretrefs/{node}/{ns}/{name}: a secret that an
+// instance assigned to node uses, and its current version (never a
+// value). The leader writes it; the node watches its own, so it fetches a
+// new version of the files it mounts as soon as there is one.
+type SecretRef struct {
+	Node      string `json:"node"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	Version   int64  `json:"version"`
 }

@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"filippo.io/age"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/pki/sops"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -58,11 +61,48 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out, err := s.cfg.Repo.ListSecrets(r.Context(), ns)
+	if err == nil {
+		err = s.describeSecrets(r.Context(), ns, out)
+	}
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// describeSecrets fills in what the records do not hold: the workloads
+// using each secret and its Git file's error.
+func (s *Server) describeSecrets(ctx context.Context, ns string, out []api.SecretInfo) error {
+	if len(out) == 0 {
+		return nil
+	}
+	users, err := s.cfg.Repo.SecretUsers(ctx, ns, s.secretUses.ofSpec)
+	if err != nil {
+		return err
+	}
+	sources, err := s.cfg.Repo.ListSources(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range out {
+		sec := &out[i]
+		sec.UsedBy = users[sec.Namespace+"/"+sec.Name]
+		if sec.Owner.Kind != api.OwnerGit {
+			continue
+		}
+		for _, src := range sources {
+			if src.Spec.Name != sec.Owner.Source {
+				continue
+			}
+			for _, pe := range src.Status.PathErrors {
+				if pe.Path == sec.Owner.Path {
+					sec.Error = pe.Error
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
@@ -71,11 +111,16 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sec, err := s.cfg.Repo.GetSecret(r.Context(), ns, name)
+	out := []api.SecretInfo{}
+	if err == nil {
+		out = append(out, sec.SecretInfo)
+		err = s.describeSecrets(r.Context(), ns, out)
+	}
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, sec.SecretInfo)
+	writeJSON(w, http.StatusOK, out[0])
 }
 
 // putSecret writes an API-owned secret from a SOPS file encrypted to the
@@ -98,10 +143,12 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 	file := name + quadlet.SecretSuffixes[0]
 	doc, err := sops.Decrypt(body, s.cfg.Secrets.Identity)
 	if err != nil {
+		metrics.SecretDecrypted(metrics.SecretViaAPI, err)
 		writeError(w, badRequest("%s: %v", file, err))
 		return
 	}
 	sec, err := quadlet.ParseSecret(file, doc.Tree)
+	metrics.SecretDecrypted(metrics.SecretViaAPI, err)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
@@ -181,19 +228,27 @@ func (s *Server) deliverSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	as, err := s.cfg.Repo.ListAssignments(r.Context(), node)
 	if err != nil {
+		metrics.SecretDelivered(metrics.ResultFailure)
 		writeError(w, errorFor(err))
 		return
 	}
 	if !slices.ContainsFunc(as, func(a api.Assignment) bool { return a.Namespace == ns && slices.Contains(s.secretUses.of(a), name) }) {
+		metrics.SecretDelivered(metrics.DeliveryForbidden)
 		writeError(w, &api.Error{StatusCode: http.StatusForbidden, Code: api.CodeForbidden,
 			Message: "node " + node + " runs no instance that uses secret " + ns + "/" + name})
 		return
 	}
 	sec, values, err := s.cfg.Repo.OpenSecret(r.Context(), ns, name, s.cfg.Secrets.Sealer)
 	if err != nil {
+		if errors.Is(err, resources.ErrNotFound) {
+			metrics.SecretDelivered(metrics.DeliveryNotFound)
+		} else {
+			metrics.SecretDelivered(metrics.ResultFailure)
+		}
 		writeError(w, errorFor(err))
 		return
 	}
+	metrics.SecretDelivered(metrics.DeliveryDelivered)
 	out := api.SecretDelivery{Namespace: ns, Name: name, UID: sec.UID, Version: sec.Version, Values: make(map[string][]byte, len(values))}
 	for k, v := range values {
 		out.Values[k] = v.Reveal()
@@ -215,13 +270,24 @@ const maxSecretUses = 4096
 
 // of returns the names of the secrets a's workload uses.
 func (u *secretUses) of(a api.Assignment) []string {
+	names, _ := u.ofSpec(a.Namespace, a.SpecHash, func() (map[string][]byte, error) { return a.Files, nil })
+	return names
+}
+
+// ofSpec returns the names of the secrets the spec of hash specHash (in
+// namespace ns) uses; files are read only when the hash is new to it.
+func (u *secretUses) ofSpec(ns, specHash string, files func() (map[string][]byte, error)) ([]string, error) {
 	u.mu.Lock()
-	names, ok := u.names[a.SpecHash]
+	names, ok := u.names[specHash]
 	u.mu.Unlock()
-	if ok && a.SpecHash != "" {
-		return names
+	if ok && specHash != "" {
+		return names, nil
 	}
-	if q, err := quadlet.ParseWorkload(a.Files, quadlet.ParseOptions{DefaultNamespace: a.Namespace}); err == nil {
+	fs, err := files()
+	if err != nil {
+		return nil, err
+	}
+	if q, err := quadlet.ParseWorkload(fs, quadlet.ParseOptions{DefaultNamespace: ns}); err == nil {
 		names = q.Workload.Spec.SecretNames()
 	}
 	u.mu.Lock()
@@ -229,6 +295,6 @@ func (u *secretUses) of(a api.Assignment) []string {
 	if u.names == nil || len(u.names) >= maxSecretUses {
 		u.names = map[string][]string{}
 	}
-	u.names[a.SpecHash] = names
-	return names
+	u.names[specHash] = names
+	return names, nil
 }

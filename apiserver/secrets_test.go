@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiserver"
+	katmetrics "kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/pki/sops"
 	"kat.dws.rip/kat/quadlet"
@@ -97,8 +100,19 @@ func TestSecretDelivery(t *testing.T) {
 		t.Errorf("recipient: %+v, %v; want %s", r, err, recipient)
 	}
 	list, err := admin.ListSecrets(ctx, "default")
-	if err != nil || len(list) != 1 || list[0].Keys[0] != "password" {
+	if err != nil || len(list) != 1 || list[0].Keys[0] != "password" || list[0].UsedBy != nil {
 		t.Errorf("list: %+v, %v", list, err)
+	}
+	// A workload of the namespace that uses it is named.
+	q, err := quadlet.ParseWorkload(consumerFiles, quadlet.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()}); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := admin.ListSecrets(ctx, ""); err != nil || len(list) != 1 || !slices.Equal(list[0].UsedBy, []string{q.Name()}) {
+		t.Errorf("list after a consumer was applied: %+v, %v; want used by %s", list, err, q.Name())
 	}
 	one, err := admin.GetSecret(ctx, "default", "db")
 	b, _ := json.Marshal([]any{list, one})
@@ -157,6 +171,17 @@ func TestSecretDelivery(t *testing.T) {
 	if err := admin.DeleteSecret(ctx, "default", "db"); statusOf(err) != http.StatusConflict {
 		t.Errorf("delete a git-owned secret: %v, want 409", err)
 	}
+	// Its Git file's error is shown on it.
+	if _, err := f.repo.PutSourceSpec(ctx, api.SourceSpec{Name: "config", URL: "file:///config"}); err != nil {
+		t.Fatal(err)
+	}
+	pathErr := "default/secrets/db.sops.yaml: sops.mac does not match"
+	if err := f.repo.PutSourceStatus(ctx, "config", api.SourceStatus{PathErrors: []api.PathError{{Path: git.Path, Error: pathErr}}}); err != nil {
+		t.Fatal(err)
+	}
+	if one, err := admin.GetSecret(ctx, "default", "db"); err != nil || one.Error != pathErr {
+		t.Errorf("get a secret whose file has an error: %+v, %v; want the error", one, err)
+	}
 	if err := admin.DeleteSecret(ctx, "default", "api"); err != nil {
 		t.Errorf("delete an api-owned secret: %v", err)
 	}
@@ -176,5 +201,22 @@ func TestSecretDelivery(t *testing.T) {
 	}
 	if _, err := w1.GetNodeSecret(ctx, "w1", "default", "db"); statusOf(err) != http.StatusForbidden {
 		t.Errorf("w1 after its instance left: %v, want 403", err)
+	}
+
+	// The metrics count decrypts and deliveries, and name no secret, key
+	// or value.
+	rec := httptest.NewRecorder()
+	katmetrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{`kat_secret_deliveries_total{result="delivered"}`, `kat_secret_deliveries_total{result="forbidden"}`,
+		`kat_secret_decrypts_total{result="success",via="api"}`, `kat_secret_decrypts_total{result="failure",via="api"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.Contains(line, apiSentinel) || (strings.HasPrefix(line, "kat_secret") && (strings.Contains(line, "password") || strings.Contains(line, "db"))) {
+			t.Errorf("/metrics names a value, key or secret: %s", line)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/pki/sops"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -52,11 +53,13 @@ func (s *source) openSecret(path, blob string) ParsedSecret {
 	}
 	doc, err := sops.Decrypt(data, s.secrets.Identity)
 	if err != nil {
+		metrics.SecretDecrypted(metrics.SecretViaGit, err)
 		ps.Err = err
 		return ps
 	}
 	ps.Recipient = doc.Recipient
 	ps.Secret, ps.Err = quadlet.ParseSecret(pathpkg.Base(path), doc.Tree)
+	metrics.SecretDecrypted(metrics.SecretViaGit, ps.Err)
 	return ps
 }
 

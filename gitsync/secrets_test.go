@@ -13,6 +13,7 @@ import (
 	"filippo.io/age"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/pki/sops"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -101,8 +102,22 @@ func TestSyncSecrets(t *testing.T) {
 	r.WriteFile("default/secrets/copy.sops.yaml", sealedSecret(t, cluster, "default", "web", syncSentinel))
 	r.WriteFile("default/secrets/nons.sops.yaml", sealedSecret(t, cluster, "nope", "x", syncSentinel))
 	r.WriteFile("default/secrets/kind.sops.yaml", bytes.Replace(sealedSecret(t, cluster, "default", "k", syncSentinel), []byte("kind: Secret"), []byte("kind: Workload"), 1))
+	failures := func() float64 {
+		t.Helper()
+		v, err := metrics.Value("kat_secret_decrypts_total", map[string]string{"via": metrics.SecretViaGit, "result": metrics.ResultFailure})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	failedBefore := failures()
 	c4 := r.Commit("bad files", nil)
 	st = e.waitApplied("config", c4)
+	// Three files do not decrypt (plaintext, another cluster's, a broken
+	// MAC); other tests may count more meanwhile.
+	if got := failures() - failedBefore; got < 3 {
+		t.Errorf("kat_secret_decrypts_total{via=git,result=failure} moved by %v, want at least 3", got)
+	}
 	errs := map[string]string{}
 	for _, pe := range st.PathErrors {
 		errs[pe.Path] = pe.Error

@@ -41,6 +41,9 @@ func TestWorkerLeastPrivilege(t *testing.T) {
 	for _, key := range []string{resources.AssignmentKey("w1", "web-1"), resources.AssignmentKey("n1", "web-2")} {
 		must(t, leader.st.Put(ctx, key, []byte(`{}`)))
 	}
+	_, err = leader.repo.WriteSecretRefs(ctx, []api.SecretRef{{Node: "w1", Namespace: "default", Name: "db", Version: 1},
+		{Node: "n1", Namespace: "default", Name: "other", Version: 1}}, nil)
+	must(t, err)
 
 	t.Run("etcd writes refused", func(t *testing.T) {
 		for _, key := range []string{
@@ -50,6 +53,7 @@ func TestWorkerLeastPrivilege(t *testing.T) {
 			resources.AssignmentKey("w1", "web-1"),
 			resources.AssignmentKey("w1", "new"),
 			resources.AssignmentKey("n1", "web-2"),
+			resources.SecretRefKey("w1", "default", "db"),
 			resources.NodeStatusKey("w1"),
 			resources.NodeHeartbeatKey("w1"),
 			resources.NodeStatusKey("n1"),
@@ -83,18 +87,23 @@ func TestWorkerLeastPrivilege(t *testing.T) {
 
 	t.Run("etcd reads", func(t *testing.T) {
 		for _, key := range []string{"/kat/config/join_token_sha256", "/kat/config/admin_token_sha256", resources.NodeStatusKey("n1"),
-			resources.AssignmentKey("n1", "web-2"), resources.MetaKey("default", "web")} {
+			resources.AssignmentKey("n1", "web-2"), resources.MetaKey("default", "web"), resources.SecretRefKey("n1", "default", "other"),
+			resources.SecretKey("default", "db")} {
 			if _, err := w.st.Get(ctx, key); !errors.Is(err, store.ErrPermissionDenied) {
 				t.Errorf("get %s: got %v, want permission denied", key, err)
 			}
 		}
-		for _, prefix := range []string{"/kat/", resources.AssignmentsPrefix(), resources.NodeAssignmentsPrefix("n1")} {
+		for _, prefix := range []string{"/kat/", resources.AssignmentsPrefix(), resources.NodeAssignmentsPrefix("n1"), resources.SecretRefsPrefix(),
+			resources.NodeSecretRefsPrefix("n1"), resources.SecretsPrefix("")} {
 			if _, err := w.st.List(ctx, prefix); !errors.Is(err, store.ErrPermissionDenied) {
 				t.Errorf("list %s: got %v, want permission denied", prefix, err)
 			}
 		}
 		if as, err := w.repo.ListAssignments(ctx, "w1"); err != nil || len(as) != 1 {
 			t.Errorf("the worker lists its assignments: %d, %v", len(as), err)
+		}
+		if kvs, err := w.st.List(ctx, resources.NodeSecretRefsPrefix("w1")); err != nil || len(kvs) != 1 {
+			t.Errorf("the worker lists its secret references: %d, %v", len(kvs), err)
 		}
 		if _, err := w.repo.ClusterInfo(ctx); err != nil {
 			t.Errorf("the worker reads the cluster configuration: %v", err)

@@ -2,7 +2,6 @@ package quadlet
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 )
@@ -198,9 +197,6 @@ func validateContainer(c *checker, ct *Container, volumes, secretVolumes map[str
 		}
 		env[e.Name] = true
 		validateValueFrom(c, fmt.Sprintf("%s.env[%d]", p, i), e)
-	}
-	if len(ct.Command) == 0 && slices.ContainsFunc(ct.Env, func(e EnvVar) bool { return e.ValueFrom != nil }) {
-		c.errorf(p+".command", "is required with secret environment variables (valueFrom): KAT starts it through the wrapper that sets them")
 	}
 	mounts := map[string]bool{}
 	for i, m := range ct.VolumeMounts {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -144,6 +145,43 @@ func (p *Podman) ImageID(ctx context.Context, ref string) (string, error) {
 		return "", fmt.Errorf("inspect image %s: %w", ref, err)
 	}
 	return img.ID, nil
+}
+
+// ImageConfig is what an image runs when a container names no command:
+// its entrypoint and its command (the entrypoint's arguments).
+type ImageConfig struct {
+	Entrypoint []string
+	Cmd        []string
+}
+
+// Argv is the command line a container of the image runs, as Podman
+// composes it: command or else the image's entrypoint, then args, or the
+// image's cmd when neither command nor args are given. An entrypoint of
+// [""] is none.
+func (c ImageConfig) Argv(command, args []string) []string {
+	entry := c.Entrypoint
+	if len(entry) == 1 && entry[0] == "" {
+		entry = nil
+	}
+	if len(command) > 0 {
+		entry = command
+	}
+	if len(args) == 0 && len(command) == 0 {
+		args = c.Cmd
+	}
+	return append(slices.Clone(entry), args...)
+}
+
+// ImageConfig returns the entrypoint and command of the local image ref
+// (GET /images/{name}/json).
+func (p *Podman) ImageConfig(ctx context.Context, ref string) (ImageConfig, error) {
+	var img struct {
+		Config ImageConfig `json:"Config"`
+	}
+	if err := p.callJSON(ctx, request{op: "podman image inspect " + ref, method: http.MethodGet, path: pathOf("/images/%s/json", ref)}, &img); err != nil {
+		return ImageConfig{}, fmt.Errorf("read the entrypoint of image %s: %w", ref, err)
+	}
+	return img.Config, nil
 }
 
 // splitTag splits an image reference into its repository and tag

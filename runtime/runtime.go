@@ -25,6 +25,9 @@ type ContainerRuntime interface {
 	PullImage(ctx context.Context, ref string, opts PullOptions) (imageID string, err error)
 	// ImageExists reports whether ref is present in local storage.
 	ImageExists(ctx context.Context, ref string) (bool, error)
+	// ImageConfig returns what a container of the local image ref runs
+	// when it names no command.
+	ImageConfig(ctx context.Context, ref string) (ImageConfig, error)
 	// RemoveImage removes ref from local storage. It wraps ErrImageNotFound
 	// when the image is absent and ErrInUse when a container still uses it.
 	RemoveImage(ctx context.Context, ref string) error

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -301,13 +303,23 @@ func runGetSecrets(ctx context.Context, c *apiclient.Client, g *globals, name, n
 	if f != formatTable {
 		return printData(g.stdout, f, ss)
 	}
-	t := newTable(g.stdout, "NAMESPACE", "NAME", "KEYS", "VERSION", "OWNER", "AGE")
+	cols := []string{"NAMESPACE", "NAME", "KEYS", "VERSION", "OWNER", "USED-BY", "AGE"}
+	withErr := slices.ContainsFunc(ss, func(s api.SecretInfo) bool { return s.Error != "" })
+	if withErr {
+		cols = append(cols, "ERROR")
+	}
+	t := newTable(g.stdout, cols...)
 	for _, s := range ss {
 		owner := s.Owner.Kind
 		if s.Owner.Kind == api.OwnerGit {
 			owner = "git:" + s.Owner.Source + "/" + s.Owner.Path
 		}
-		t.row(s.Namespace, s.Name, strings.Join(s.Keys, ","), fmt.Sprint(s.Version), owner, age(now, s.CreatedAt))
+		row := []string{s.Namespace, s.Name, strings.Join(s.Keys, ","), fmt.Sprint(s.Version), owner, cmp.Or(strings.Join(s.UsedBy, ","), "<none>"),
+			age(now, s.CreatedAt)}
+		if withErr {
+			row = append(row, cmp.Or(s.Error, "-"))
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	agelib "filippo.io/age"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/pki/sops"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
 )
 
 const sealSentinel = "seal-SENTINEL-c0ffee"
@@ -115,6 +118,31 @@ func TestSecretSet(t *testing.T) {
 	}
 	if out := call("get", "secrets", "-o", "json"); !strings.Contains(out, `"binaryKeys"`) || strings.Contains(out, sealSentinel) || strings.Contains(out, "sealed") {
 		t.Errorf("get secrets: %s", out)
+	}
+	// The table names the workloads using it, and shows no value.
+	q, err := quadlet.ParseWorkload(map[string][]byte{"workload.kat": []byte(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: web, namespace: default}
+spec:
+  type: Service
+  source: {image: "localhost/kat-base:latest"}
+  replicas: 1
+  restartPolicy: {condition: Always}
+  container:
+    env:
+      - name: PASSWORD
+        valueFrom: {secretKeyRef: {name: api, key: password}}
+`)}, quadlet.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()}); err != nil {
+		t.Fatal(err)
+	}
+	table := call("get", "secrets")
+	if lines := strings.Split(strings.TrimSpace(table), "\n"); len(lines) != 2 || !strings.Contains(lines[0], "USED-BY") ||
+		!slices.Contains(strings.Fields(lines[1]), "web") || strings.Contains(table, sealSentinel) || strings.Contains(table, "ERROR") {
+		t.Errorf("get secrets:\n%s\nwant USED-BY web, no ERROR column", table)
 	}
 	call("secret", "delete", "default/api")
 	if _, err := c.repo.GetSecret(ctx, "default", "api"); err == nil {

@@ -139,6 +139,24 @@ var (
 		Name: "kat_backup_size_bytes",
 		Help: "Size of the last etcd snapshot this node wrote as leader.",
 	})
+
+	// The secrets' families count; no label names a secret or a key.
+	secretsKnown = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kat_secrets",
+		Help: "Secrets in the cluster, as the leader's view holds them; 0 on a node that does not lead.",
+	})
+	secretDecrypts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kat_secret_decrypts_total",
+		Help: "Secret files the leader decrypted, by where they came from (git, api) and result (success, failure: a file that does not decrypt or is no valid Secret).",
+	}, []string{"via", "result"})
+	secretDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kat_secret_deliveries_total",
+		Help: "Answers of the leader's API to nodes asking for a secret's values, by result (delivered, forbidden: the node runs no instance using it, not_found, failure).",
+	}, []string{"result"})
+	secretFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kat_secret_fetches_total",
+		Help: "Secrets this node's agent fetched from the leader for its instances, by result (success, failure).",
+	}, []string{"result"})
 )
 
 // katCollectors are KAT's own families, each documented in the README.
@@ -147,6 +165,7 @@ var katCollectors = []prometheus.Collector{
 	reconcilePass, reconcileQueue, reconcileLatency, builds, instances, isLeader, leaderChanges,
 	etcd, backupDuration, backupLastSuccess, backupSize, usage, apiRequests, scheduling,
 	ingressRoutes, ingressBackends, ingressApply, ingressReloads,
+	secretsKnown, secretDecrypts, secretDeliveries, secretFetches,
 }
 
 func init() {
@@ -297,3 +316,30 @@ func IngressReloaded(node string, ok bool) {
 	}
 	ingressReloads.WithLabelValues(node, result).Inc()
 }
+
+// Values of kat_secret_decrypts_total's via label.
+const (
+	SecretViaGit = "git"
+	SecretViaAPI = "api"
+)
+
+// Values of kat_secret_deliveries_total's result label.
+const (
+	DeliveryDelivered = "delivered"
+	DeliveryForbidden = "forbidden"
+	DeliveryNotFound  = "not_found"
+)
+
+// SetSecrets sets how many secrets the leader's view holds.
+func SetSecrets(n int) { secretsKnown.Set(float64(n)) }
+
+// SecretDecrypted records one secret file decrypted (and parsed) by the
+// leader, from via (SecretViaGit, SecretViaAPI); err is its failure.
+func SecretDecrypted(via string, err error) { secretDecrypts.WithLabelValues(via, resultOf(err)).Inc() }
+
+// SecretDelivered records one answer to a node asking for a secret
+// (DeliveryDelivered, DeliveryForbidden, DeliveryNotFound, ResultFailure).
+func SecretDelivered(result string) { secretDeliveries.WithLabelValues(result).Inc() }
+
+// SecretFetched records one fetch of a secret by this node's agent.
+func SecretFetched(err error) { secretFetches.WithLabelValues(resultOf(err)).Inc() }

@@ -60,6 +60,12 @@ func TestEachFunctionMovesItsFamily(t *testing.T) {
 			"kat_reconcile_latency_seconds", map[string]string{"loop": "t-loop"}, 1},
 		{"instances", func() { SetInstances("t-node", map[string]int{"Running": 3, "Failed": 0}) },
 			"kat_instances", map[string]string{"node": "t-node", "phase": "Running"}, 3},
+		{"secret decrypt failed", func() { SecretDecrypted(SecretViaGit, failed) },
+			"kat_secret_decrypts_total", map[string]string{"via": SecretViaGit, "result": ResultFailure}, 1},
+		{"secret delivered", func() { SecretDelivered(DeliveryDelivered); SecretDelivered(DeliveryForbidden) },
+			"kat_secret_deliveries_total", map[string]string{"result": DeliveryDelivered}, 1},
+		{"secret fetched", func() { SecretFetched(nil) },
+			"kat_secret_fetches_total", map[string]string{"result": ResultSuccess}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

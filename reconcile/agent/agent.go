@@ -84,6 +84,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		probes:   make(chan struct{}, cfg.MaxConcurrentSteps),
 		wake:     make(chan struct{}, 1), listNow: make(chan struct{}, 1),
 	}
+	ag.table.secretVersions = ag.secrets.versionsOf
 	if cfg.IngressDir != "" {
 		ag.ingress = newIngressUpdater(ag)
 	}

@@ -55,9 +55,9 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 		Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
 		RestartBackoff: cmp.Or(e.restartBackoff, 10*time.Millisecond), Builder: e.builder, BuildAuth: e.buildAuth, CheckHost: e.checkHost,
 		Logger: e.logger, Networks: e.networks, ClusterDomain: "kat.test", LogMaxSize: testLogMaxSize,
-		BuildSpec: func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+		BuildSpec: func(a api.Assignment, q *quadlet.Quadlet, in SpecInputs) (runtime.ContainerSpec, error) {
 			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
-			for c, h := range hostPorts {
+			for c, h := range in.HostPorts {
 				spec.Ports = append(spec.Ports, runtime.PortMapping{HostPort: h, ContainerPort: c})
 			}
 			return spec, nil
@@ -86,7 +86,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 func (e *agentEnv) idle() *Agent {
 	e.t.Helper()
 	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt,
-		BuildSpec: func(api.Assignment, *quadlet.Quadlet, map[int]int) (runtime.ContainerSpec, error) {
+		BuildSpec: func(api.Assignment, *quadlet.Quadlet, SpecInputs) (runtime.ContainerSpec, error) {
 			return runtime.ContainerSpec{}, nil
 		}})
 	if err != nil {
@@ -404,7 +404,7 @@ func TestAgentRemovalHoldsNoStep(t *testing.T) {
 	e.rt.removeBlock = make(chan struct{})
 	old := e.assign("old-1", quadlet.RestartAlways, "httpd -f", false)
 	ag, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, MaxConcurrentSteps: 1, Tick: 20 * time.Millisecond,
-		BuildSpec: func(a api.Assignment, q *quadlet.Quadlet, _ map[int]int) (runtime.ContainerSpec, error) {
+		BuildSpec: func(a api.Assignment, q *quadlet.Quadlet, _ SpecInputs) (runtime.ContainerSpec, error) {
 			return runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image}, nil
 		}})
 	if err != nil {

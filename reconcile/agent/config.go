@@ -19,6 +19,7 @@ import (
 // Runtime is the part of runtime.ContainerRuntime the agent loop uses.
 type Runtime interface {
 	ImageExists(ctx context.Context, ref string) (bool, error)
+	ImageConfig(ctx context.Context, ref string) (runtime.ImageConfig, error)
 	PullImage(ctx context.Context, ref string, opts runtime.PullOptions) (string, error)
 	RunContainer(ctx context.Context, spec runtime.ContainerSpec) (string, error)
 	StartContainer(ctx context.Context, id string) error
@@ -45,10 +46,20 @@ func DefaultMaxConcurrentSteps() int { return min(max(goruntime.NumCPU(), 2), 4)
 
 // SpecBuilder turns an assignment and its parsed Quadlet into the container
 // to create, preparing what must exist on the host first (volume
-// directories). hostPorts maps each container port of the
-// VirtualLoadBalancer to the host port the agent picked for it. An error
-// wrapping runtime.ErrInvalidSpec fails the instance.
-type SpecBuilder func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error)
+// directories), with what the agent found on the node (SpecInputs). An
+// error wrapping runtime.ErrInvalidSpec fails the instance.
+type SpecBuilder func(a api.Assignment, q *quadlet.Quadlet, in SpecInputs) (runtime.ContainerSpec, error)
+
+// SpecInputs are what the agent finds on the node for a container.
+type SpecInputs struct {
+	// HostPorts maps each container port of the VirtualLoadBalancer to the
+	// host port the agent picked for it.
+	HostPorts map[int]int
+	// Image is what the instance's image runs, read when the container
+	// starts through the wrapper of secret environment variables and
+	// spec.container.command is not given; nil otherwise.
+	Image *runtime.ImageConfig
+}
 
 // AgentConfig holds the dependencies of an Agent.
 type AgentConfig struct {

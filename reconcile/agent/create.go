@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile/agent/containerspec"
 	"kat.dws.rip/kat/runtime"
 )
 
@@ -46,7 +47,19 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	if err := ag.secrets.materialize(ctx, a, ai.q); err != nil {
 		return "", runtime.ContainerSpec{}, fmt.Errorf("secrets: %w", err)
 	}
-	spec, err := ag.cfg.BuildSpec(a, ai.q, hostPorts)
+	in := SpecInputs{HostPorts: hostPorts}
+	if containerspec.NeedsImageConfig(ai.q) {
+		img := a.Image
+		if img == "" {
+			img = ai.q.Workload.Spec.Source.Image
+		}
+		cfg, err := ag.cfg.Runtime.ImageConfig(ctx, img)
+		if err != nil {
+			return "", runtime.ContainerSpec{}, fmt.Errorf("secret environment variables: %w", err)
+		}
+		in.Image = &cfg
+	}
+	spec, err := ag.cfg.BuildSpec(a, ai.q, in)
 	if err != nil {
 		return "", spec, fmt.Errorf("build container spec: %w", err)
 	}

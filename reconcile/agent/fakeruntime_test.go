@@ -65,6 +65,8 @@ type fakeRuntime struct {
 	// listFilters and eventFilters are the label filters listings and
 	// event streams were asked for, in order.
 	listFilters, eventFilters []map[string]string
+	// imageConfigs are the images' entrypoints and cmds by reference.
+	imageConfigs map[string]runtime.ImageConfig
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -75,6 +77,16 @@ func newFakeRuntime() *fakeRuntime {
 var _ Runtime = (*fakeRuntime)(nil)
 
 func (f *fakeRuntime) ImageExists(context.Context, string) (bool, error) { return true, nil }
+func (f *fakeRuntime) ImageConfig(_ context.Context, ref string) (runtime.ImageConfig, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.imageConfigs[ref]
+	if !ok {
+		return runtime.ImageConfig{}, fmt.Errorf("inspect image %s: %w", ref, runtime.ErrImageNotFound)
+	}
+	return c, nil
+}
+
 func (f *fakeRuntime) PullImage(context.Context, string, runtime.PullOptions) (string, error) {
 	return "img", nil
 }

@@ -108,12 +108,12 @@ func parseROCmSMI(out string) []api.GPU {
 // without a CDI name, fails the instance with an error naming it
 // (runtime.ErrDeviceUnavailable).
 func WithGPUs(build SpecBuilder, gpus []api.GPU) SpecBuilder {
-	return func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+	return func(a api.Assignment, q *quadlet.Quadlet, in SpecInputs) (runtime.ContainerSpec, error) {
 		dev, err := gpuDevice(a, gpus)
 		if err != nil {
 			return runtime.ContainerSpec{}, err
 		}
-		cs, err := build(a, q, hostPorts)
+		cs, err := build(a, q, in)
 		if err == nil && dev != "" {
 			cs.Devices = append(cs.Devices, dev)
 		}

@@ -106,7 +106,7 @@ spec:
 	run := func(name string, gpu int) (string, error) {
 		a := api.Assignment{InstanceID: "kat-agent-test-" + mark + "-" + name, Node: "n1", Namespace: "default", Workload: "gpu",
 			Generation: 1, SpecHash: "abc", Image: baseImage, UserNSSlot: &slot, GPU: &gpu}
-		spec, err := build(a, q, nil)
+		spec, err := build(a, q, SpecInputs{})
 		if err != nil {
 			return "", err
 		}

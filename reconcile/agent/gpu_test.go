@@ -112,7 +112,7 @@ func TestSpecBuilderGPU(t *testing.T) {
 			slot := 0
 			a := api.Assignment{InstanceID: "web-1", Namespace: "ns1", Workload: "web", Generation: 1,
 				Image: "localhost/kat-base:latest", UserNSSlot: &slot, GPU: tc.gpu}
-			spec, err := WithGPUs(NewSpecBuilder("n1", t.TempDir(), ids), gpus)(a, q, nil)
+			spec, err := WithGPUs(NewSpecBuilder("n1", t.TempDir(), ids), gpus)(a, q, SpecInputs{})
 			if tc.wantErr != "" {
 				if !errors.Is(err, runtime.ErrDeviceUnavailable) || !errors.Is(err, runtime.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got %v, want ErrDeviceUnavailable saying %q", err, tc.wantErr)

@@ -53,7 +53,7 @@ func TestNewAgentRequiresClusterUID(t *testing.T) {
 	t.Parallel()
 	e := newAgentEnv(t)
 	_, err := NewAgent(AgentConfig{Repo: e.repo, Node: "n1", Runtime: e.rt,
-		BuildSpec: func(api.Assignment, *quadlet.Quadlet, map[int]int) (runtime.ContainerSpec, error) {
+		BuildSpec: func(api.Assignment, *quadlet.Quadlet, SpecInputs) (runtime.ContainerSpec, error) {
 			return runtime.ContainerSpec{}, nil
 		}})
 	if err == nil || !strings.Contains(err.Error(), "cluster UID is required") {

@@ -139,8 +139,8 @@ func runPodmanAgent(t *testing.T, cfg AgentConfig, specs SpecBuilder, key, mark 
 	t.Helper()
 	logs := &testenv.SyncBuffer{}
 	cfg.Logger = zerolog.New(logs)
-	cfg.BuildSpec = func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
-		spec, err := specs(a, q, hostPorts)
+	cfg.BuildSpec = func(a api.Assignment, q *quadlet.Quadlet, in SpecInputs) (runtime.ContainerSpec, error) {
+		spec, err := specs(a, q, in)
 		if err == nil {
 			spec.Labels[key] = mark
 		}

@@ -2,21 +2,28 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/metrics"
 	"kat.dws.rip/kat/internal/mountinfo"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/reconcile"
+	"kat.dws.rip/kat/store"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // SecretSource fetches the values of a secret an instance of this node
@@ -40,6 +47,64 @@ type secretStore struct {
 	mount     func(dir string) error
 	mountOnce sync.Once
 	mountErr  error
+
+	// versions are, by instance, the versions of the secrets it holds,
+	// also kept in its directory (versionsFile) for the agent's next run.
+	mu       sync.Mutex
+	versions map[string]map[string]int64
+}
+
+// versionsFile is the file of an instance's directory that records the
+// versions of the secrets it holds (names and numbers only).
+const versionsFile = "versions.json"
+
+// setVersions records that instance id holds the given versions (merged
+// into what it held) and writes them to its directory.
+func (s *secretStore) setVersions(id string, vs map[string]int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := maps.Clone(s.loadVersionsLocked(id))
+	if cur == nil {
+		cur = map[string]int64{}
+	}
+	maps.Copy(cur, vs)
+	if s.versions == nil {
+		s.versions = map[string]map[string]int64{}
+	}
+	s.versions[id] = cur
+	b, err := json.Marshal(cur)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.dir, id, versionsFile), b)
+}
+
+// versionsOf returns the versions of the secrets instance id holds, nil
+// when it holds none. Safe for concurrent use.
+func (s *secretStore) versionsOf(id string) map[string]int64 {
+	if s == nil || s.dir == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.loadVersionsLocked(id))
+}
+
+// loadVersionsLocked returns what is known of id's versions, reading its
+// directory once after the agent started.
+func (s *secretStore) loadVersionsLocked(id string) map[string]int64 {
+	if vs, ok := s.versions[id]; ok {
+		return vs
+	}
+	var vs map[string]int64
+	if b, err := os.ReadFile(filepath.Join(s.dir, id, versionsFile)); err == nil {
+		_ = json.Unmarshal(b, &vs)
+	}
+	if s.versions == nil {
+		s.versions = map[string]map[string]int64{}
+	}
+	s.versions[id] = vs
+	return vs
 }
 
 // SecretsTmpfs mounts a tmpfs at dir (mode 0700, not swapped where the
@@ -85,7 +150,7 @@ func (s *secretStore) materialize(ctx context.Context, a api.Assignment, q *quad
 	}
 	got := map[string]*api.SecretDelivery{}
 	for _, name := range names {
-		d, err := s.source.NodeSecret(ctx, a.Namespace, name)
+		d, err := s.fetch(ctx, a.Namespace, name)
 		if err != nil {
 			return fmt.Errorf("fetch secret %s/%s: %w", a.Namespace, name, err)
 		}
@@ -125,7 +190,21 @@ func (s *secretStore) materialize(ctx context.Context, a api.Assignment, q *quad
 			return fmt.Errorf("write secret volume %s: %w", vol.Name, err)
 		}
 	}
+	vs := make(map[string]int64, len(got))
+	for name, d := range got {
+		vs[name] = d.Version
+	}
+	if err := s.setVersions(a.InstanceID, vs); err != nil {
+		return fmt.Errorf("secrets of %s: record their versions: %w", a.InstanceID, err)
+	}
 	return nil
+}
+
+// fetch asks the leader for the values of secret ns/name.
+func (s *secretStore) fetch(ctx context.Context, ns, name string) (*api.SecretDelivery, error) {
+	d, err := s.source.NodeSecret(ctx, ns, name)
+	metrics.SecretFetched(err)
+	return d, err
 }
 
 // writeSecretVolume writes d's values into dir as Kubernetes lays them
@@ -214,6 +293,9 @@ func (s *secretStore) forget(id string) error {
 	if s == nil || id == "" || strings.ContainsAny(id, "/") {
 		return nil
 	}
+	s.mu.Lock()
+	delete(s.versions, id)
+	s.mu.Unlock()
 	dir := filepath.Join(s.dir, id)
 	// Read-only directories must be writable to be emptied.
 	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
@@ -225,26 +307,57 @@ func (s *secretStore) forget(id string) error {
 	return os.RemoveAll(dir)
 }
 
-// secretRefresh is how often the agent asks the leader for new versions of
-// the secrets its running instances mount as files.
-const secretRefresh = 2 * time.Second
+// secretResync is how often the agent compares the secret volumes of its
+// running instances with the node's secret references although none
+// changed, retrying a failed fetch, and fetches the secrets that have no
+// reference (a leader that writes none).
+const secretResync = 30 * time.Second
 
 // refreshSecretVolumes replaces, in place, the files of every secret
 // volume of a running instance whose secret has a new version, until ctx
-// ends. Environment variables are not touched: a new version of those is
-// a new instance (the leader's template).
+// ends. It watches the node's secret references, which the leader writes
+// with every version (resources.NodeSecretRefsPrefix): a new version is
+// fetched as soon as it is written. Environment variables are not touched:
+// a new version of those is a new instance (the leader's template).
 func (ag *Agent) refreshSecretVolumes(ctx context.Context) {
-	t := time.NewTicker(secretRefresh)
+	refs := store.NewCache(ag.cfg.Repo.Store(), resources.NodeSecretRefsPrefix(ag.cfg.Node), func(kv store.KV) (api.SecretRef, bool) {
+		r, err := resources.DecodeSecretRef(kv)
+		return r, err == nil
+	})
+	changed := make(chan struct{}, 1)
+	done := make(chan struct{})
+	var stopped atomic.Bool // the watch ended: its references may be stale
+	go func() {
+		defer close(done)
+		err := refs.Run(ctx, func(string) { reconcile.Poke(changed) })
+		stopped.Store(true)
+		if ctx.Err() == nil {
+			ag.cfg.Logger.Error().Err(err).Str("component", "secrets").
+				Msg("watching the node's secret references stopped: secret files are compared with the leader's every 30s only")
+		}
+	}()
+	defer func() { <-done }()
+	version := func(ns, name string) (int64, bool) {
+		if stopped.Load() {
+			return 0, false
+		}
+		r, ok := refs.Get(resources.SecretRefKey(ag.cfg.Node, ns, name))
+		return r.Version, ok
+	}
+	t := time.NewTicker(secretResync)
 	defer t.Stop()
 	for {
+		resync := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			resync = true
+		case <-changed:
 		}
 		fetched := map[string]*api.SecretDelivery{} // one fetch per secret and pass
 		for _, ai := range ag.table.withSecretVolumes() {
-			if err := ag.secrets.refresh(ctx, ai.a, ai.q, fetched); err != nil && ctx.Err() == nil {
+			if err := ag.secrets.refresh(ctx, ai.a, ai.q, version, resync, fetched); err != nil && ctx.Err() == nil {
 				ag.cfg.Logger.Warn().Err(err).Str("instance", ai.a.InstanceID).Msg("update secret files")
 			}
 		}
@@ -252,31 +365,49 @@ func (ag *Agent) refreshSecretVolumes(ctx context.Context) {
 }
 
 // refresh rewrites the secret volumes of instance a whose secret's version
-// moved; fetched caches the answers of one pass.
-func (s *secretStore) refresh(ctx context.Context, a api.Assignment, q *quadlet.Quadlet, fetched map[string]*api.SecretDelivery) error {
+// moved: version gives the node's reference of a secret. A volume whose
+// reference names the version it holds is left alone; one whose secret
+// has no reference is fetched on a resync only. fetched caches the
+// answers of one pass.
+func (s *secretStore) refresh(ctx context.Context, a api.Assignment, q *quadlet.Quadlet, version func(ns, name string) (int64, bool),
+	resync bool, fetched map[string]*api.SecretDelivery) error {
 	if s == nil || s.source == nil || s.dir == "" {
 		return nil
 	}
+	env, _ := q.Workload.Spec.SecretRefs()
 	for _, vol := range q.Workload.Spec.Volumes {
 		if vol.Secret == nil {
+			continue
+		}
+		dir := filepath.Join(s.dir, a.InstanceID, "vol", vol.Name)
+		cur, err := os.Readlink(filepath.Join(dir, "..data"))
+		if err != nil {
+			continue // not written yet: create does it
+		}
+		v, ok := version(a.Namespace, vol.Secret.SecretName)
+		if (ok && cur == "..v"+strconv.FormatInt(v, 10)) || (!ok && !resync) {
 			continue
 		}
 		key := a.Namespace + "/" + vol.Secret.SecretName
 		d, ok := fetched[key]
 		if !ok {
 			var err error
-			if d, err = s.source.NodeSecret(ctx, a.Namespace, vol.Secret.SecretName); err != nil {
+			if d, err = s.fetch(ctx, a.Namespace, vol.Secret.SecretName); err != nil {
 				return fmt.Errorf("fetch secret %s: %w", key, err)
 			}
 			fetched[key] = d
 		}
-		dir := filepath.Join(s.dir, a.InstanceID, "vol", vol.Name)
-		cur, err := os.Readlink(filepath.Join(dir, "..data"))
-		if err != nil || cur == "..v"+strconv.FormatInt(d.Version, 10) {
-			continue // not written yet (create does it), or up to date
+		if cur == "..v"+strconv.FormatInt(d.Version, 10) {
+			continue // up to date: the reference was ahead of the fetch's answer, or there is none
 		}
 		if err := writeSecretVolume(dir, d); err != nil {
 			return fmt.Errorf("write secret volume %s: %w", vol.Name, err)
+		}
+		if !slices.ContainsFunc(env, func(r quadlet.SecretKeyRef) bool { return r.Name == vol.Secret.SecretName }) {
+			// A variable keeps the version of its container's start.
+			if err := s.setVersions(a.InstanceID, map[string]int64{vol.Secret.SecretName: d.Version}); err != nil {
+				return fmt.Errorf("secrets of %s: record their versions: %w", a.InstanceID, err)
+			}
 		}
 	}
 	return nil

@@ -73,7 +73,40 @@ spec:
 	}
 	a := api.Assignment{InstanceID: "app-" + mark, Node: node, Namespace: "ns1", Workload: "app", SpecHash: "h",
 		Generation: 1, Image: baseImage, RestartPolicy: quadlet.RestartAlways, Files: files, UserNSSlot: &slot, CreatedAt: time.Now()}
-	if _, err := repo.WriteAssignments(ctx, []api.Assignment{a}, nil); err != nil {
+	// A second workload names no command: its image's entrypoint and cmd
+	// run through the wrapper.
+	entryImage := "localhost/kat-entry-test-" + mark + ":latest"
+	podman := func(args ...string) {
+		t.Helper()
+		if out, err := exec.CommandContext(ctx, "podman", append(pm.GlobalArgs(), args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("podman %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	podman("create", "--name", "kat-entry-test-"+mark, baseImage)
+	podman("commit", "--quiet", "--change", `ENTRYPOINT ["/bin/sh", "-c"]`, "--change", `CMD ["exec sleep 100001"]`, "kat-entry-test-"+mark, entryImage)
+	podman("rm", "kat-entry-test-"+mark)
+	t.Cleanup(func() { _ = pm.RemoveImage(context.Background(), entryImage) })
+	entryFiles := map[string][]byte{"workload.kat": []byte(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: entry, namespace: ns1}
+spec:
+  type: Service
+  replicas: 1
+  source: {image: ` + entryImage + `}
+  restartPolicy: {condition: Always}
+  container:
+    stopGracePeriodSeconds: 0
+    env:
+      - name: DB_PASSWORD
+        valueFrom: {secretKeyRef: {name: db, key: password}}
+`)}
+	if _, err := quadlet.ParseWorkload(entryFiles, quadlet.ParseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	entrySlot := slot + 1
+	b := api.Assignment{InstanceID: "entry-" + mark, Node: node, Namespace: "ns1", Workload: "entry", SpecHash: "h2",
+		Generation: 1, Image: entryImage, RestartPolicy: quadlet.RestartAlways, Files: entryFiles, UserNSSlot: &entrySlot, CreatedAt: time.Now()}
+	if _, err := repo.WriteAssignments(ctx, []api.Assignment{a, b}, nil); err != nil {
 		t.Fatal(err)
 	}
 	ag, _, stopAgent := runPodmanAgent(t, AgentConfig{Repo: repo, Node: node, ClusterUID: cluster, Runtime: pm,
@@ -82,23 +115,39 @@ spec:
 		NewSpecBuilderWithSecrets(node, t.TempDir(), &ids, SecretsLayout{Dir: secretsDir, Agent: filepath.Join(bin, "kat-agent")}), testLabel, mark)
 	defer stopAgent()
 
-	var id string
-	polltest.UntilErr(t, 2*time.Minute, "the instance running", func() error {
+	var id, entryID string
+	polltest.UntilErr(t, 2*time.Minute, "the instances running", func() error {
 		for _, is := range ag.Instances() {
-			if is.Phase == api.InstanceRunning {
+			if is.Phase != api.InstanceRunning {
+				continue
+			}
+			switch is.InstanceID {
+			case a.InstanceID:
 				id = is.ContainerID
-				return nil
+			case b.InstanceID:
+				entryID = is.ContainerID
 			}
 		}
-		return fmt.Errorf("instances %+v", ag.Instances())
+		if id == "" || entryID == "" {
+			return fmt.Errorf("instances %+v", ag.Instances())
+		}
+		return nil
 	})
-	exec := func(cmd ...string) (string, int) {
+	execIn := func(id string, cmd ...string) (string, int) {
 		t.Helper()
 		res, err := pm.Exec(ctx, id, cmd, 30*time.Second)
 		if err != nil {
 			t.Fatalf("exec %v: %v", cmd, err)
 		}
 		return string(res.Output), res.ExitCode
+	}
+	exec := func(cmd ...string) (string, int) { t.Helper(); return execIn(id, cmd...) }
+	// The image's entrypoint and cmd ran, with the variable.
+	if env, _ := execIn(entryID, "cat", "/proc/1/environ"); !strings.Contains(env, "DB_PASSWORD="+sentinel+"-1\x00") {
+		t.Error("PID 1 of the image's entrypoint lacks DB_PASSWORD with the secret's value")
+	}
+	if cmdline, _ := execIn(entryID, "cat", "/proc/1/cmdline"); cmdline != "sleep\x00100001\x00" {
+		t.Errorf("PID 1 of the container without a command is %q, want the image's entrypoint and cmd (sleep 100001)", cmdline)
 	}
 	if env, _ := exec("cat", "/proc/1/environ"); !strings.Contains(env, "DB_PASSWORD="+sentinel+"-1\x00") {
 		t.Error("PID 1 lacks DB_PASSWORD with the secret's value")
@@ -115,6 +164,7 @@ spec:
 	// Nothing of Podman's holds the value: the container's config and the
 	// database.
 	for _, dir := range []string{"/var/lib/containers/storage/overlay-containers/" + id, "/run/containers/storage/overlay-containers/" + id,
+		"/var/lib/containers/storage/overlay-containers/" + entryID, "/run/containers/storage/overlay-containers/" + entryID,
 		"/var/lib/containers/storage/libpod"} {
 		out, _ := osexec("grep", "-r", "-a", "-l", "-F", sentinel, dir)
 		if strings.TrimSpace(out) != "" {
@@ -122,9 +172,13 @@ spec:
 		}
 	}
 
-	// A new version reaches the running container's file, in place.
+	// A new version reaches the running container's file, in place, once
+	// the node's reference names it (the leader writes it).
 	src.set(&api.SecretDelivery{Namespace: "ns1", Name: "db", Version: 2, Values: map[string][]byte{"password": []byte(sentinel + "-2")}})
-	polltest.UntilErr(t, 30*time.Second, "the new version in the container", func() error {
+	if _, err := repo.WriteSecretRefs(ctx, []api.SecretRef{{Node: node, Namespace: "ns1", Name: "db", UID: "u", Version: 2}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	polltest.UntilErr(t, 20*time.Second, "the new version in the container", func() error {
 		if out, _ := exec("cat", "/run/secrets/db/password"); out != sentinel+"-2" {
 			return fmt.Errorf("the file holds version 1 still (%d bytes)", len(out))
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,14 +125,58 @@ func TestMaterializeSecrets(t *testing.T) {
 		t.Errorf("version 1 is still there: %v", err)
 	}
 
-	// A running instance's files follow version 3 by refresh; its env
-	// file does not (a new version of a variable is a new instance).
+	// A running instance's files follow the node's reference to version 3
+	// by refresh; its env file does not (a new version of a variable is a
+	// new instance). While the reference names the version the files
+	// hold, or there is none, nothing is fetched but on a resync.
 	src.set(&api.SecretDelivery{Namespace: "default", Name: "db", Version: 3, Values: map[string][]byte{"password": []byte("v3")}})
-	if err := s.refresh(context.Background(), a, q, map[string]*api.SecretDelivery{}); err != nil {
+	refresh := func(ref int64, resync bool) {
+		t.Helper()
+		version := func(ns, name string) (int64, bool) { return ref, ref != 0 && ns == "default" && name == "db" }
+		if err := s.refresh(context.Background(), a, q, version, resync, map[string]*api.SecretDelivery{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		ref    int64
+		resync bool
+	}{{2, false}, {2, true}, {0, false}} {
+		if refresh(c.ref, c.resync); read("vol/creds/password") != "new" {
+			t.Fatalf("reference %d, resync %t: the volume was fetched again", c.ref, c.resync)
+		}
+	}
+	if refresh(3, false); read("vol/creds/password") != "v3" || read("env/DB_PASSWORD") != "new" {
+		t.Error("refresh did not update the volume only")
+	}
+	// The instance holds version 2: its variable's, which the files'
+	// update does not change; an agent started again reads it back.
+	if vs := s.versionsOf(a.InstanceID); !maps.Equal(vs, map[string]int64{"db": 2}) {
+		t.Errorf("versions %v, want db 2", vs)
+	}
+	if vs := (&secretStore{dir: dir}).versionsOf(a.InstanceID); !maps.Equal(vs, map[string]int64{"db": 2}) {
+		t.Errorf("versions read back %v, want db 2", vs)
+	}
+	if strings.Contains(read(versionsFile), agentSentinel) {
+		t.Error("the versions file holds the value")
+	}
+	// A workload mounting the secret only holds the files' version.
+	filesOnly := secretWorkload(t)
+	filesOnly.Workload.Spec.Container.Env = nil
+	b := api.Assignment{InstanceID: "files-1", Namespace: "default", Workload: "files"}
+	if err := s.materialize(context.Background(), b, filesOnly); err != nil {
 		t.Fatal(err)
 	}
-	if read("vol/creds/password") != "v3" || read("env/DB_PASSWORD") != "new" {
-		t.Error("refresh did not update the volume only")
+	src.set(&api.SecretDelivery{Namespace: "default", Name: "db", Version: 5, Values: map[string][]byte{"password": []byte("v5")}})
+	if err := s.refresh(context.Background(), b, filesOnly, func(string, string) (int64, bool) { return 5, true }, false, map[string]*api.SecretDelivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if vs := s.versionsOf(b.InstanceID); !maps.Equal(vs, map[string]int64{"db": 5}) {
+		t.Errorf("versions of a file consumer %v, want db 5", vs)
+	}
+	src.set(&api.SecretDelivery{Namespace: "default", Name: "db", Version: 3, Values: map[string][]byte{"password": []byte("v3")}})
+	src.set(&api.SecretDelivery{Namespace: "default", Name: "db", Version: 4, Values: map[string][]byte{"password": []byte("v4")}})
+	if refresh(0, true); read("vol/creds/password") != "v4" {
+		t.Error("a resync did not fetch a secret without a reference")
 	}
 	cs, err := containerspec.For(q, containerspec.Instance{ID: a.InstanceID, Secrets: &containerspec.SecretPaths{Dir: inst, Agent: "/usr/bin/kat-agent"}})
 	if err != nil {
@@ -160,6 +205,9 @@ func TestMaterializeSecrets(t *testing.T) {
 
 	if err := s.forget(a.InstanceID); err != nil {
 		t.Fatal(err)
+	}
+	if vs := s.versionsOf(a.InstanceID); vs != nil {
+		t.Errorf("versions after forget: %v", vs)
 	}
 	if _, err := os.Stat(inst); !os.IsNotExist(err) {
 		t.Errorf("after forget: %v", err)

@@ -38,13 +38,14 @@ type SecretsLayout struct {
 // secrets: a workload using any gets the mounts of its instance's
 // directory under layout.Dir (written by the agent before).
 func NewSpecBuilderWithSecrets(node, volumeBase string, ids *runtime.SubIDRange, layout SecretsLayout) SpecBuilder {
-	return func(a api.Assignment, q *quadlet.Quadlet, hostPorts map[int]int) (runtime.ContainerSpec, error) {
+	return func(a api.Assignment, q *quadlet.Quadlet, in SpecInputs) (runtime.ContainerSpec, error) {
 		inst := containerspec.Instance{
 			ID: a.InstanceID, Node: node, Generation: a.Generation, SpecHash: a.SpecHash, SourceCommit: a.SourceCommit,
-			Image: a.Image, VolumeBasePath: volumeBase, HostPorts: hostPorts,
+			Image: a.Image, VolumeBasePath: volumeBase, HostPorts: in.HostPorts,
 		}
 		if layout.Dir != "" && len(q.Workload.Spec.SecretNames()) > 0 {
-			inst.Secrets = &containerspec.SecretPaths{Dir: filepath.Join(layout.Dir, a.InstanceID), Agent: layout.Agent, AgentProblem: layout.AgentProblem}
+			inst.Secrets = &containerspec.SecretPaths{Dir: filepath.Join(layout.Dir, a.InstanceID), Agent: layout.Agent,
+				AgentProblem: layout.AgentProblem, Image: in.Image}
 		}
 		m, err := idMapOf(a, ids)
 		if err != nil {

@@ -37,7 +37,7 @@ func TestSpecBuilderUserNS(t *testing.T) {
 			build := NewSpecBuilder("n1", t.TempDir(), tc.ids)
 			a := api.Assignment{InstanceID: "web-1", Namespace: "ns1", Workload: "web", Generation: 1,
 				Image: "localhost/kat-base:latest", UserNSSlot: tc.slot}
-			spec, err := build(a, q, nil)
+			spec, err := build(a, q, SpecInputs{})
 			if tc.wantErr != "" {
 				if !errors.Is(err, ErrNoUserNS) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got %v, want ErrNoUserNS saying %q", err, tc.wantErr)

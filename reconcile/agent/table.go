@@ -71,6 +71,9 @@ type instanceTable struct {
 	reserved map[int]string
 	// lastReports are the reports reportsIfChanged last handed out.
 	lastReports []api.InstanceStatus
+	// secretVersions gives the versions of the secrets an instance holds
+	// (secretStore.versionsOf); nil: none.
+	secretVersions func(id string) map[string]int64
 }
 
 func newInstanceTable() *instanceTable {
@@ -392,7 +395,11 @@ func (t *instanceTable) reportsLocked() []api.InstanceStatus {
 		if cs, ok := t.containers[id]; ok {
 			c = &cs
 		}
-		out = append(out, instanceReport(ai.a, c, t.state[id], healthCheckOf(ai.q) != nil, verifyOf(ai.q) != nil))
+		r := instanceReport(ai.a, c, t.state[id], healthCheckOf(ai.q) != nil, verifyOf(ai.q) != nil)
+		if c != nil && t.secretVersions != nil {
+			r.SecretVersions = t.secretVersions(id)
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -60,7 +60,7 @@ func TestWorkloadVolumesInContainer(t *testing.T) {
 	slot := int(ids.Slots()/3) + 2 // apart from the other agent tests' slots
 	a := api.Assignment{InstanceID: "kat-agent-test-" + mark + "-vol", Node: "n1", Namespace: "shop", Workload: "web",
 		Generation: 1, SpecHash: "abc", Image: baseImage, UserNSSlot: &slot}
-	spec, err := NewSpecBuilder("n1", base, &ids)(a, q, nil)
+	spec, err := NewSpecBuilder("n1", base, &ids)(a, q, SpecInputs{})
 	if err != nil {
 		t.Fatal(err)
 	}

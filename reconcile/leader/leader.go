@@ -82,6 +82,7 @@ type Leader struct {
 	apps    *AppSources
 	dns     *dnsRecords
 	ingress *ingressRoutes
+	refs    *secretRefs
 	// passes counts the passes of each loop, and planned and derived the
 	// workloads placement planned and statuses the status loop derived, for
 	// tests and benchmarks.
@@ -128,6 +129,7 @@ func New(cfg Config) (*Leader, error) {
 	}
 	l.dns = newDNSRecords(l)
 	l.ingress = newIngressRoutes(l)
+	l.refs = newSecretRefs(l)
 	return l, nil
 }
 
@@ -136,7 +138,8 @@ func New(cfg Config) (*Leader, error) {
 func (l *Leader) AppSources() *AppSources { return l.apps }
 
 // Loops returns the term's loops: the view that follows etcd, placement,
-// the node-loss clock, status, app sources, DNS records and ingress routes.
+// the node-loss clock, status, app sources, DNS records, ingress routes and
+// the nodes' secret references.
 func (l *Leader) Loops() []reconcile.Loop {
 	placement := l.view.subscribe(factDesired, factAssignments, factInstances, factAppSources, factNodes, factTimers, factJobs)
 	// The status loop is the statuses' only writer: their changes are its
@@ -147,6 +150,8 @@ func (l *Leader) Loops() []reconcile.Loop {
 	// The records loop is the records' only writer, like the status loop.
 	dns := l.view.subscribe(factAssignments, factInstances, factNodes)
 	ingress := l.view.subscribe(factDesired, factAssignments, factInstances, factNodes)
+	// A secret's change marks every workload desired-dirty.
+	refs := l.view.subscribe(factDesired, factAssignments)
 	l.subs = []*subscription{placement, status}
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
@@ -161,6 +166,7 @@ func (l *Leader) Loops() []reconcile.Loop {
 		{Name: "appsources", Run: func(ctx context.Context) error { return l.apps.run(ctx, l.view, apps) }},
 		{Name: "dns", Run: func(ctx context.Context) error { return l.dns.run(ctx, dns) }},
 		{Name: "ingress", Run: func(ctx context.Context) error { return l.ingress.run(ctx, ingress) }},
+		{Name: "secretrefs", Run: func(ctx context.Context) error { return l.refs.run(ctx, refs) }},
 	}
 }
 

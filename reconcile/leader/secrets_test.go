@@ -2,11 +2,16 @@ package leader
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/poll/polltest"
+	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // secretConsumer is a Service of one replica using key of secret db as env
@@ -90,6 +95,97 @@ func TestSecretVersionRollsEnvConsumers(t *testing.T) {
 	}
 	second := plan(env, first.Put)
 	if len(second.Put) != 1 || second.Put[0].TemplateHash == envV1 || len(second.Delete) != 0 {
-		t.Errorf("after version 2: put %+v, delete %+v; want one new instance of a new template, none stopped yet", second.Put, second.Delete)
+		t.Fatalf("after version 2: put %+v, delete %+v; want one new instance of a new template, none stopped yet", second.Put, second.Delete)
 	}
+	old, next := first.Put[0], second.Put[0]
+	rollouts := map[string]api.Rollout{"ns1/app": {Generation: 1, Outcomes: map[int64]string{1: api.OutcomeSucceeded}}}
+	planWith := func(reported map[string]api.InstanceStatus) AssignmentPlan {
+		n := 0
+		return PlanAssignments(AssignInput{Nodes: oneNode(), Desired: []workload{env}, Current: []api.Assignment{old, next}, Reported: reported,
+			Rollouts: rollouts, Now: time.Unix(200, 0), Secret: get, NewSuffix: func() string { n++; return fmt.Sprint(n) }})
+	}
+	// The new value breaks the application: its instance fails, the old
+	// one keeps serving, and nothing is rolled back (the old value is not
+	// kept: a new version of the secret is the fix).
+	failed := api.InstanceStatus{InstanceID: next.InstanceID, Phase: api.InstanceFailed, State: "exited", ExitCode: 1}
+	broken := planWith(map[string]api.InstanceStatus{old.InstanceID: running(old), next.InstanceID: failed})
+	if slices.ContainsFunc(broken.Delete, func(a api.Assignment) bool { return a.InstanceID == old.InstanceID }) ||
+		slices.ContainsFunc(broken.Put, func(a api.Assignment) bool { return a.InstanceID == old.InstanceID && !a.LeavingAt.IsZero() }) {
+		t.Errorf("the old instance is stopped while the new one failed: put %+v, delete %+v", broken.Put, broken.Delete)
+	}
+	if len(broken.Rollbacks) != 0 {
+		t.Errorf("a secret-only change was rolled back: %+v", broken.Rollbacks)
+	}
+	// Once the new instance is ready, the old one goes.
+	done := planWith(map[string]api.InstanceStatus{old.InstanceID: running(old), next.InstanceID: running(next)})
+	if !slices.ContainsFunc(done.Delete, func(a api.Assignment) bool { return a.InstanceID == old.InstanceID }) &&
+		!slices.ContainsFunc(done.Put, func(a api.Assignment) bool { return a.InstanceID == old.InstanceID && !a.LeavingAt.IsZero() }) {
+		t.Errorf("the old instance stays once the new one is ready: put %+v, delete %+v", done.Put, done.Delete)
+	}
+}
+
+// TestLeaderSecretRefs: the secret references loop gives every node that
+// runs an instance using a secret a reference with its current version,
+// follows a new version, gives none for a secret no instance on the node
+// uses, and removes the references of a deleted workload.
+func TestLeaderSecretRefs(t *testing.T) {
+	t.Parallel()
+	e, _ := newTwoNodeEnv(t)
+	ca, err := pki.NewCA("leader-secrets-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applySecret := func(name, value string) {
+		t.Helper()
+		s := &quadlet.Secret{Metadata: quadlet.ObjectMeta{Namespace: "ns1", Name: name},
+			Values: map[string]quadlet.SecretValue{"password": quadlet.NewSecretValue([]byte(value))}}
+		if _, _, err := e.repo.ApplySecret(e.ctx, resources.SecretApply{Secret: s, Owner: api.APIOwner(), KeyID: "k"}, ca); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applySecret("db", "one")
+	applySecret("unused", "x")
+	e.apply(map[string][]byte{"workload.kat": []byte(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: app, namespace: ns1}
+spec:
+  type: Service
+  source: {image: localhost/kat-base:latest}
+  replicas: 2
+  restartPolicy: {condition: Always}
+  container:
+    command: [/bin/true]
+    volumeMounts: [{name: v, mountPath: /run/secrets/db}]
+  volumes: [{name: v, secret: {secretName: db}}]
+`)}, api.APIOwner())
+	_, stop := e.run(Config{ClusterDomain: testDomain, NodeLossTimeout: 2 * time.Second})
+	defer stop()
+	refs := func() string {
+		kvs, err := e.repo.Store().List(e.ctx, resources.SecretRefsPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, kv := range kvs {
+			r, err := resources.DecodeSecretRef(kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, fmt.Sprintf("%s %s/%s v%d", r.Node, r.Namespace, r.Name, r.Version))
+		}
+		return strings.Join(lines, "\n")
+	}
+	wait := func(what, want string) {
+		t.Helper()
+		var got string
+		polltest.Until(t, 10*time.Second, what+":\n"+want, func() bool { got = refs(); return got == want })
+	}
+	polltest.Until(t, 10*time.Second, "app on n1 and n2", func() bool { return e.onNodes("app") == "n1:1 n2:1" })
+	wait("both nodes refer to db", "n1 ns1/db v1\nn2 ns1/db v1")
+	applySecret("db", "two")
+	wait("both nodes refer to db's version 2", "n1 ns1/db v2\nn2 ns1/db v2")
+	if _, err := e.repo.DeleteWorkload(e.ctx, resources.DeleteRequest{Namespace: "ns1", Name: "app", Owner: api.APIOwner()}); err != nil {
+		t.Fatal(err)
+	}
+	wait("no reference once the workload is gone", "")
 }

@@ -58,6 +58,9 @@ type view struct {
 	// secrets are what may be shown of every secret (never its values),
 	// by SecretKey: placement places no instance whose secret is missing.
 	secrets *store.Cache[api.SecretInfo]
+	// secretRefs are the secret references loop's records, which it
+	// writes.
+	secretRefs *store.Cache[api.SecretRef]
 	// ingress are the ingress loop's records, which it writes and the
 	// status reads (their conflicts).
 	ingress *store.Cache[api.IngressRoutes]
@@ -110,6 +113,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		ingress:        store.NewCache(st, resources.IngressRoutesPrefix(), decodeIngressRoutes),
 		jobs:           store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
 		secrets:        store.NewCache(st, resources.SecretsPrefix(""), decodeSecretInfo),
+		secretRefs:     store.NewCache(st, resources.SecretRefsPrefix(), decodeSecretRef),
 		jobIdx:         jobIndex{keys: map[string]map[string]struct{}{}},
 		idx:            newViewIndex(),
 	}
@@ -222,6 +226,7 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.daemonRollouts.Run(ctx, nil) })
 	g.Go(func() error { return v.secrets.Run(ctx, nil) })
 	g.Go(func() error { return v.ingress.Run(ctx, nil) })
+	g.Go(func() error { return v.secretRefs.Run(ctx, nil) })
 	return g.Wait()
 }
 
@@ -230,7 +235,7 @@ func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
 		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
 		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced(), v.jobs.Synced(), v.secrets.Synced(),
-		v.ingress.Synced()} {
+		v.ingress.Synced(), v.secretRefs.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -3,12 +3,14 @@ package multinode
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +28,8 @@ import (
 // as a file; the plaintext is nowhere else (data directories, Podman's
 // files, etcd, logs, katcall's output); the other worker cannot read it; a
 // new value pushed reaches a file-only consumer in place (same container)
-// and the variable through a rolling update. Reports both delays.
+// and the variable through a rolling update. Reports both delays. The
+// variable's consumer names no command: its image's entrypoint runs.
 func TestSecrets(t *testing.T) {
 	requirePrereqs(t)
 	t.Parallel()
@@ -60,6 +63,15 @@ func TestSecrets(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(app), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The consumer's image has an entrypoint and a cmd, and the workload
+	// no command: the wrapper that sets the variable runs the image's.
+	for _, args := range [][]string{{"create", "--name", "kat-entry", "localhost/kat-base:latest"},
+		{"commit", "--quiet", "--change", `ENTRYPOINT ["/bin/sh", "-c"]`, "--change", `CMD ["exec sleep 100000"]`, "kat-entry", "localhost/kat-entry:latest"},
+		{"rm", "kat-entry"}} {
+		if out, err := consumer.Command(t.Context(), "podman", append(consumer.PodmanArgs(), args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("podman %v on %s: %v: %s", args, consumer.Name, err, out)
+		}
+	}
 	// The container prints nothing of the value: its log is on disk.
 	if err := os.WriteFile(app, []byte(strings.ReplaceAll(`apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
@@ -67,11 +79,10 @@ metadata: {name: app, namespace: default}
 spec:
   type: Service
   replicas: 1
-  source: {image: "localhost/kat-base:latest"}
+  source: {image: "localhost/kat-entry:latest"}
   restartPolicy: {condition: Always}
   nodeSelector: {kat.harness/host: HOST}
   container:
-    command: ["/bin/sh", "-c", "exec sleep 100000"]
     stopGracePeriodSeconds: 0
     env:
       - name: DB_PASSWORD
@@ -138,6 +149,9 @@ spec:
 		}
 		if !has(env, file, v1) {
 			return fmt.Errorf("the container lacks the value (env %t, file %t)", strings.Contains(env, v1), file == v1)
+		}
+		if cmdline, err := podmanExec(t.Context(), consumer, ids[0], "cat", "/proc/1/cmdline"); err != nil || cmdline != "sleep\x00100000\x00" {
+			return fmt.Errorf("PID 1 is %q (%v), want the image's entrypoint and cmd", cmdline, err)
 		}
 		id = ids[0]
 		return nil
@@ -213,6 +227,29 @@ spec:
 	if ids, err := consumer.Containers(t.Context(), "label=kat.workload=files", "status=running"); err != nil || len(ids) != 1 || ids[0] != filesID {
 		t.Errorf("the file consumer was replaced (%v, %v): its files should change in place", ids, err)
 	}
+	// Each consumer's running instance reports version 2; the secret names
+	// both consumers.
+	polltest.UntilErr(t, time.Minute, "secretVersions db 2 in both consumers' status", func() error {
+		for _, w := range []string{"default/files", "default/app"} {
+			out, err := c.Katcall(t.Context(), c.bin.Katcall, "status", w, "-o", "json")
+			if err != nil {
+				return err
+			}
+			var d api.WorkloadDetail
+			if err := json.Unmarshal([]byte(out), &d); err != nil {
+				return fmt.Errorf("status %s: %w", w, err)
+			}
+			if !slices.ContainsFunc(d.Instances, func(in api.Instance) bool {
+				return in.Status.Phase == api.InstanceRunning && in.Status.SecretVersions["db"] == 2
+			}) {
+				return fmt.Errorf("%s: no running instance holds db version 2: %+v", w, d.Instances)
+			}
+		}
+		return nil
+	})
+	if out, err := c.Katcall(t.Context(), c.bin.Katcall, "get", "secrets"); err != nil || !strings.Contains(out, "app,files") {
+		t.Errorf("katcall get secrets: %s, %v; want USED-BY app,files", out, err)
+	}
 
 	// The plaintext is nowhere else: hosts' directories (data, Podman's
 	// root, run root, logs) but the consumer's secrets tmpfs, etcd, and
@@ -232,12 +269,23 @@ spec:
 			t.Errorf("etcd key %s holds the plaintext", kv.Key)
 		}
 	}
-	for _, args := range [][]string{{"get", "secrets", "-o", "json"}, {"get", "events", "-o", "json"}, {"get", "audit", "-o", "json"},
-		{"get", "sources", "-o", "json"}, {"get", "workloads", "-o", "json"}, {"status", "default/app"}} {
+	for _, args := range [][]string{{"get", "secrets", "-o", "json"}, {"get", "secrets"}, {"get", "events", "-o", "json"}, {"get", "audit", "-o", "json"},
+		{"get", "sources", "-o", "json"}, {"get", "workloads", "-o", "json"}, {"status", "default/app"}, {"status", "default/app", "-o", "json"},
+		{"status", "default/files", "-o", "json"}} {
 		out, _ := c.Katcall(t.Context(), c.bin.Katcall, args...)
 		if strings.Contains(out, v1) || strings.Contains(out, v2) {
 			t.Errorf("katcall %v prints the plaintext", args)
 		}
+	}
+	// Nor the leader's metrics, which counted the decrypts and deliveries.
+	caPEM := readHostFile(t, c.Hosts[0], filepath.Join("pki", "ca.crt"))
+	m, err := scrape(t, memberHTTP(t, caPEM), c.Hosts[0], strings.TrimSpace(string(readHostFile(t, c.Hosts[0], "admin.token"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(m, v1) || strings.Contains(m, v2) || !strings.Contains(m, `kat_secret_deliveries_total{result="delivered"}`) ||
+		!strings.Contains(m, `kat_secret_decrypts_total{result="success",via="git"}`) {
+		t.Errorf("the leader's /metrics hold the plaintext or lack the secret counters")
 	}
 }
 

@@ -57,25 +57,9 @@ func DecodeDNSRecord(kv store.KV) (api.DNSRecord, error) {
 // deletes the keys del, up to 100 changes to a transaction, and returns the
 // store revision after the last write (0 when there was nothing to write).
 func (r *Repo) WriteDNSRecords(ctx context.Context, domain string, put []api.DNSRecord, del []string) (int64, error) {
-	ops := make([]store.Op, 0, len(put)+len(del))
-	for _, d := range put {
-		op, err := putJSON(DNSKey(domain, d.Namespace, d.Workload, d.InstanceID), d)
-		if err != nil {
-			return 0, err
-		}
-		ops = append(ops, op)
-	}
-	for _, k := range del {
-		if !strings.HasPrefix(k, prefixDNS) {
-			return 0, fmt.Errorf("write DNS records: %s is not under %s", k, prefixDNS)
-		}
-		ops = append(ops, store.Op{Type: store.OpDelete, Key: k})
-	}
-	rev, err := r.txnsInBatches(ctx, ops)
-	if err != nil {
-		return 0, fmt.Errorf("write DNS records: %w", err)
-	}
-	return rev, nil
+	return putAndDelete(ctx, r, "DNS records", prefixDNS, put, func(d api.DNSRecord) string {
+		return DNSKey(domain, d.Namespace, d.Workload, d.InstanceID)
+	}, del)
 }
 
 // ListDNSRecords returns the records under the cluster domain domain, by key;

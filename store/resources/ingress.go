@@ -55,25 +55,9 @@ func DecodeIngressRoutes(kv store.KV) (api.IngressRoutes, error) {
 // 100 changes to a transaction, and returns the store revision after the
 // last write (0 when there was nothing to write).
 func (r *Repo) WriteIngressRoutes(ctx context.Context, put []api.IngressRoutes, del []string) (int64, error) {
-	ops := make([]store.Op, 0, len(put)+len(del))
-	for _, ir := range put {
-		op, err := putJSON(IngressRoutesKey(ir.Namespace, ir.Workload), ir)
-		if err != nil {
-			return 0, err
-		}
-		ops = append(ops, op)
-	}
-	for _, k := range del {
-		if !strings.HasPrefix(k, prefixIngressRoutes) {
-			return 0, fmt.Errorf("write ingress routes: %s is not under %s", k, prefixIngressRoutes)
-		}
-		ops = append(ops, store.Op{Type: store.OpDelete, Key: k})
-	}
-	rev, err := r.txnsInBatches(ctx, ops)
-	if err != nil {
-		return 0, fmt.Errorf("write ingress routes: %w", err)
-	}
-	return rev, nil
+	return putAndDelete(ctx, r, "ingress routes", prefixIngressRoutes, put, func(ir api.IngressRoutes) string {
+		return IngressRoutesKey(ir.Namespace, ir.Workload)
+	}, del)
 }
 
 // ListIngressRoutes returns every workload's routes, sorted by key; keys

@@ -219,3 +219,42 @@ func (r *Repo) DeleteSecret(ctx context.Context, ns, name string, by api.Owner) 
 	}
 	return nil
 }
+
+// SecretUsers returns, by secret ("ns/name"), the workloads of its
+// namespace (of ns only, when not empty) whose desired spec uses it,
+// sorted by name. uses gives the secrets a spec uses; files loads a
+// workload's Quadlet files, for uses to parse when it has not seen the
+// spec hash before.
+func (r *Repo) SecretUsers(ctx context.Context, ns string, uses func(ns, specHash string, files func() (map[string][]byte, error)) ([]string, error)) (map[string][]string, error) {
+	metas, err := r.ListWorkloadMetas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, m := range metas {
+		if ns != "" && m.Namespace != ns {
+			continue
+		}
+		names, err := uses(m.Namespace, m.SpecHash, func() (map[string][]byte, error) {
+			files := make(map[string][]byte, len(m.Files))
+			for _, f := range m.Files {
+				b, err := r.GetManifest(ctx, m.Namespace, m.Name, f)
+				if err != nil {
+					return nil, err
+				}
+				files[f] = b
+			}
+			return files, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("secrets used by %s/%s: %w", m.Namespace, m.Name, err)
+		}
+		for _, n := range names {
+			out[m.Namespace+"/"+n] = append(out[m.Namespace+"/"+n], m.Name)
+		}
+	}
+	for _, ws := range out {
+		slices.Sort(ws)
+	}
+	return out, nil
+}

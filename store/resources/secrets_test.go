@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
 )
 
@@ -89,13 +91,19 @@ func TestApplySecret(t *testing.T) {
 }
 
 // TestNoWorkerGrantCoversSecrets: no key a worker may read is, or lies
-// under, the secrets' prefix, or is a prefix of it.
+// under, the secrets' prefix or another node's secret references, or is
+// a prefix of them; its own references it may read.
 func TestNoWorkerGrantCoversSecrets(t *testing.T) {
 	t.Parallel()
-	secrets := resources.SecretsPrefix("")
-	for _, g := range resources.WorkerGrants("w1") {
-		if strings.HasPrefix(g.Key, secrets) || (g.Prefix && strings.HasPrefix(secrets, g.Key)) {
-			t.Errorf("worker grant %+v covers %s", g, secrets)
+	for _, forbidden := range []string{resources.SecretsPrefix(""), resources.NodeSecretRefsPrefix("w10"), resources.NodeSecretRefsPrefix("w2")} {
+		for _, g := range resources.WorkerGrants("w1") {
+			if strings.HasPrefix(g.Key, forbidden) || (g.Prefix && strings.HasPrefix(forbidden, g.Key)) {
+				t.Errorf("worker grant %+v covers %s", g, forbidden)
+			}
 		}
+	}
+	own := resources.SecretRefKey("w1", "default", "db")
+	if !slices.ContainsFunc(resources.WorkerGrants("w1"), func(g store.Grant) bool { return g.Prefix && strings.HasPrefix(own, g.Key) }) {
+		t.Errorf("w1 may not read its own secret reference %s", own)
 	}
 }

@@ -163,3 +163,28 @@ func (b *txnBatch) txn(ctx context.Context, st store.StateStore) (*store.TxnResu
 	*b = txnBatch{}
 	return res, err
 }
+
+// putAndDelete puts each of put as JSON at its key and deletes the keys
+// del, which must lie under prefix, in batches (txnsInBatches); what names
+// the records in errors. It returns the revision of the last write.
+func putAndDelete[T any](ctx context.Context, r *Repo, what, prefix string, put []T, key func(T) string, del []string) (int64, error) {
+	ops := make([]store.Op, 0, len(put)+len(del))
+	for _, v := range put {
+		op, err := putJSON(key(v), v)
+		if err != nil {
+			return 0, err
+		}
+		ops = append(ops, op)
+	}
+	for _, k := range del {
+		if !strings.HasPrefix(k, prefix) {
+			return 0, fmt.Errorf("write %s: %s is not under %s", what, k, prefix)
+		}
+		ops = append(ops, store.Op{Type: store.OpDelete, Key: k})
+	}
+	rev, err := r.txnsInBatches(ctx, ops)
+	if err != nil {
+		return 0, fmt.Errorf("write %s: %w", what, err)
+	}
+	return rev, nil
+}

@@ -59,6 +59,10 @@ type SecretPaths struct {
 	// sets the secret environment variables inside the container; empty
 	// when it cannot serve (AgentProblem says why).
 	Agent, AgentProblem string
+	// Image is what the image runs, which the wrapper runs in its place
+	// when the workload gives no spec.container.command
+	// (NeedsImageConfig). Default nil.
+	Image *runtime.ImageConfig
 }
 
 // EnvDir is the directory of the instance's secret environment variables.
@@ -114,15 +118,13 @@ func For(q *quadlet.Quadlet, inst Instance) (runtime.ContainerSpec, error) {
 	if len(inst.ID) <= 63 {
 		cs.Hostname = inst.ID
 	}
-	secretEnv := false
 	for _, e := range ct.Env {
 		if e.ValueFrom != nil {
-			secretEnv = true // written to the instance's env directory
-			continue
+			continue // written to the instance's env directory
 		}
 		cs.Env = append(cs.Env, runtime.EnvVar{Name: e.Name, Value: e.Value})
 	}
-	if secretEnv {
+	if hasSecretEnv(ct) {
 		if err := wrapSecretEnv(&cs, ct, inst, where); err != nil {
 			return runtime.ContainerSpec{}, err
 		}

@@ -77,6 +77,20 @@ func ExecEnvMain() {
 	fail("run %s: %v", path, err)
 }
 
+// hasSecretEnv reports whether ct sets an environment variable from a
+// secret: its container starts through the wrapper.
+func hasSecretEnv(ct *quadlet.Container) bool {
+	return slices.ContainsFunc(ct.Env, func(e quadlet.EnvVar) bool { return e.ValueFrom != nil })
+}
+
+// NeedsImageConfig reports whether q's container starts through the
+// wrapper of secret environment variables without a command of its own:
+// For then needs the image's entrypoint and cmd (SecretPaths.Image).
+func NeedsImageConfig(q *quadlet.Quadlet) bool {
+	ct := &q.Workload.Spec.Container
+	return len(ct.Command) == 0 && hasSecretEnv(ct)
+}
+
 // wrapSecretEnv makes the container start through the wrapper, which sets
 // the secret environment variables from the instance's env directory and
 // executes the workload's command and args.
@@ -87,11 +101,20 @@ func wrapSecretEnv(cs *runtime.ContainerSpec, ct *quadlet.Container, inst Instan
 	case inst.Secrets.Agent == "":
 		return fmt.Errorf("%w: workload %s: spec.container.env: secret environment variables cannot be set: %s", runtime.ErrInvalidSpec, where, inst.Secrets.AgentProblem)
 	}
+	var img runtime.ImageConfig
 	if len(ct.Command) == 0 {
-		return fmt.Errorf("%w: workload %s: spec.container.command: required with secret environment variables (the wrapper that sets them runs it)", runtime.ErrInvalidSpec, where)
+		if inst.Secrets.Image == nil {
+			return fmt.Errorf("%w: workload %s: spec.container.command: the image's entrypoint was not read (the wrapper of secret environment variables runs it)", runtime.ErrInvalidSpec, where)
+		}
+		img = *inst.Secrets.Image
 	}
-	// Args are given in full, so that Podman appends no image CMD.
-	argv := ExecEnvArgv(append(slices.Clone(ct.Command), ct.Args...))
+	// The wrapper runs what Podman would have run without it. Args are
+	// given in full, so that Podman appends no image CMD.
+	run := img.Argv(ct.Command, ct.Args)
+	if len(run) == 0 {
+		return fmt.Errorf("%w: workload %s: spec.container.command: required with secret environment variables: image %s has neither entrypoint nor cmd", runtime.ErrInvalidSpec, where, cs.Image)
+	}
+	argv := ExecEnvArgv(run)
 	cs.Command, cs.Args = argv[:1], argv[1:]
 	cs.Mounts = append(cs.Mounts,
 		runtime.Mount{Source: inst.Secrets.Agent, Target: ExecEnvBinary, ReadOnly: true},

@@ -365,7 +365,7 @@ func TestStatusPassWritesInChunks(t *testing.T) {
 			t.Fatalf("%d of %d statuses written", len(writes), n)
 		}
 	}
-	polltest.Until(t, 10*time.Second, "the loops idle", l.idle)
+	polltest.Until(t, time.Minute, "the loops idle", l.idle) // 1,007 workloads through every loop, under -race
 	for more := true; more; {
 		select {
 		case ev := <-events:

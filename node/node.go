@@ -183,6 +183,9 @@ func joinOrResume(ctx context.Context, o *Options, d dataDir, st *nodeState, log
 	if o.NodeName != "" && o.NodeName != st.NodeName {
 		return nil, fmt.Errorf("--node-name: %s joined as node %q; its name cannot change", d, st.NodeName)
 	}
+	if o.ParentClusterName != "" && o.ParentClusterName != st.Cluster.Metadata.Name {
+		return nil, fmt.Errorf("--parent-cluster-name: %s joined cluster %q, not %q", d, st.Cluster.Metadata.Name, o.ParentClusterName)
+	}
 	if o.EtcdPeer && st.Role == roleWorker {
 		return nil, fmt.Errorf("--etcd-peer: %s joined as a worker, which cannot become an etcd member: delete the node (katcall delete node %s) and join with a new --data-dir", d, st.NodeName)
 	}

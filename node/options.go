@@ -66,6 +66,16 @@ type Options struct {
 	// NodeLabels are this node's labels (--node-label k=v). Default: the
 	// saved ones.
 	NodeLabels map[string]string
+	// NodeType is the node's type (--node-type, such as stable or
+	// laptop), registered as its label kat.dws.rip/nodeType so that
+	// workloads may select on it. Default: the saved one, else none.
+	NodeType string
+	// ParentClusterName is the name of the cluster a node joins
+	// (--parent-cluster-name): the join is refused when the leader's
+	// cluster has another name. A worker that has one may detach when it
+	// loses its cluster (see docs/detached.md). Default: the saved one,
+	// else none (the node never detaches).
+	ParentClusterName string
 	// Overlay configures the node's WireGuard device.
 	Overlay OverlayOptions
 	// Agent configures the node's agent (containers and builds).
@@ -191,6 +201,22 @@ func (o *Options) Validate() error {
 	for _, k := range slices.Sorted(maps.Keys(o.NodeLabels)) {
 		if p := quadlet.LabelKeyProblem(k); p != "" {
 			errs = append(errs, fmt.Errorf("--node-label %q: %s", k, p))
+		}
+	}
+	if o.NodeType != "" {
+		if p := quadlet.DNSLabelProblem(o.NodeType); p != "" {
+			errs = append(errs, fmt.Errorf("--node-type %q: %s", o.NodeType, p))
+		}
+		if v, ok := o.NodeLabels[resources.NodeTypeLabel]; ok && v != o.NodeType {
+			errs = append(errs, fmt.Errorf("--node-label %s=%s: --node-type %s sets this label: give one of them", resources.NodeTypeLabel, v, o.NodeType))
+		}
+	}
+	if o.ParentClusterName != "" {
+		if p := quadlet.DNSLabelProblem(o.ParentClusterName); p != "" {
+			errs = append(errs, fmt.Errorf("--parent-cluster-name %q: %s", o.ParentClusterName, p))
+		}
+		if !o.Join {
+			errs = append(errs, errors.New("--parent-cluster-name: only kat-agent join takes it (init creates its cluster)"))
 		}
 	}
 	if p := resources.NodeNameProblem(o.NodeName); o.NodeName != "" && p != "" {

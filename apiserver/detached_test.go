@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,70 @@ func TestDetachedPinsAppliedWorkloads(t *testing.T) {
 	}
 	if f.snapshot(t) != before {
 		t.Fatal("a refused apply changed the state")
+	}
+}
+
+// TestHandBack: a rejoining node hands back the workloads it created while
+// detached: one pinned to it is applied (API-owned), a repeat of the same
+// is accepted again without a new generation, one whose name the cluster
+// uses is reported as a conflict and the cluster's left as it was, and one
+// not pinned to the node refuses the whole hand-back (400) writing
+// nothing; another node's certificate cannot hand back for it.
+func TestHandBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	cs := nodeClients(t, f, nil, "laptop", "desk")
+	laptop, desk := cs[0], cs[1]
+	ctx := t.Context()
+	pinned := func(name string, replicas int) map[string][]byte {
+		files, err := quadlet.WithNodeSelector(map[string][]byte{quadlet.WorkloadFile: []byte(workloadKat(name, "", replicas))}, resources.NodeNameLabel, "laptop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	if _, err := f.client.ApplyWorkload(ctx, "default", "taken", archiveOf(t, map[string]string{"workload.kat": workloadKat("taken", "", 2)}), apiclient.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	takenBefore, err := f.repo.GetWorkload(ctx, "default", "taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := api.HandBack{Workloads: []api.HandBackWorkload{
+		{Namespace: "default", Name: "local", Files: pinned("local", 1)},
+		{Namespace: "default", Name: "taken", Files: pinned("taken", 1)},
+	}}
+	for round := range 2 {
+		res, err := laptop.HandBack(ctx, "laptop", hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Accepted) != 1 || res.Accepted[0] != "default/local" || len(res.Conflicts) != 1 || res.Conflicts[0].Workload != "default/taken" {
+			t.Fatalf("round %d: hand-back result %+v", round, res)
+		}
+		wl, err := f.repo.GetWorkload(ctx, "default", "local")
+		if err != nil || wl.Generation != 1 || wl.Owner != api.APIOwner() {
+			t.Fatalf("round %d: handed-back workload %+v, %v", round, wl, err)
+		}
+		taken, err := f.repo.GetWorkload(ctx, "default", "taken")
+		if err != nil || taken.SpecHash != takenBefore.SpecHash || taken.Generation != takenBefore.Generation {
+			t.Fatalf("round %d: a conflict changed the cluster's workload: %+v, %v", round, taken, err)
+		}
+	}
+
+	before := f.snapshot(t)
+	bad := api.HandBack{Workloads: []api.HandBackWorkload{
+		{Namespace: "default", Name: "other", Files: pinned("other", 1)},
+		{Namespace: "default", Name: "loose", Files: map[string][]byte{quadlet.WorkloadFile: []byte(workloadKat("loose", "", 1))}},
+	}}
+	var apiErr *api.Error
+	if _, err := laptop.HandBack(ctx, "laptop", bad); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(err.Error(), "nodeSelector") {
+		t.Fatalf("hand-back of a workload not pinned to the node: %v, want 400 naming the nodeSelector", err)
+	}
+	if _, err := desk.HandBack(ctx, "laptop", hb); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Fatalf("another node hands back for laptop: %v, want 401", err)
+	}
+	if f.snapshot(t) != before {
+		t.Fatal("a refused hand-back changed the state")
 	}
 }

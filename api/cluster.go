@@ -111,6 +111,9 @@ type Detached struct {
 	// ParentCluster and ParentClusterUID name the cluster it left.
 	ParentCluster    string `json:"parentCluster"`
 	ParentClusterUID string `json:"parentClusterUID"`
+	// Seeded are the workloads the node ran as it detached
+	// ("namespace/name"): the cluster's, not handed back as it rejoins.
+	Seeded []string `json:"seeded,omitempty"`
 	// LastRejoinAttempt and RejoinError are the last failed attempt to
 	// rejoin: when, and why it failed; empty before the first.
 	LastRejoinAttempt time.Time `json:"lastRejoinAttempt,omitzero"`

@@ -50,6 +50,19 @@ type Node struct {
 	overlayDev atomic.Pointer[netstack.Device]
 	// closers run in reverse order after the store closed.
 	closers []func() error
+	// worker is, on the control plane of a detached node, the worker's
+	// data directory: its build clones, secrets and ingress files stay
+	// where its containers use them. Empty otherwise.
+	worker dataDir
+}
+
+// hostFiles is the directory of the files the node's containers use:
+// build clones, secrets, ingress.
+func (n *Node) hostFiles() dataDir {
+	if n.worker != "" {
+		return n.worker
+	}
+	return n.dir
 }
 
 // Open prepares everything up to a working state store: the node state, the

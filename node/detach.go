@@ -193,6 +193,13 @@ func (n *Node) runDetached(ctx context.Context, seen *lastSeen) error {
 		return err
 	}
 	link := agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf)
+	askDone := make(chan error, 1)
+	go func() { askDone <- n.askRejoin(pctx) }()
+	stopPlane := stop
+	stop = func() error {
+		cancel()
+		return errors.Join(<-askDone, stopPlane())
+	}
 	for {
 		if err := detach.WaitBack(pctx, probe, rejoinInterval, rejoinProbes, nil); err != nil {
 			return errors.Join(stop(), ignoreCanceled(err))
@@ -290,6 +297,7 @@ func (n *Node) openDetachedPlane(ctx context.Context, seen *lastSeen) (*Node, *a
 			return nil, nil, err
 		}
 	}
+	// The plane answers no rejoin request (RejoinGroup off).
 	o := Options{DataDir: string(d), Agent: n.opts.Agent, DrainDelay: n.opts.DrainDelay, ArchiveKeep: n.opts.ArchiveKeep}
 	plane, err := Open(ctx, o, n.log.With().Str("plane", "detached").Logger())
 	if err != nil {

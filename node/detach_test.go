@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiclient"
+	"kat.dws.rip/kat/detach/rejoin"
 	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
@@ -52,6 +54,8 @@ func TestDetachAndRejoin(t *testing.T) {
 	lo := testOptions(t, dir)
 	cfg := strings.Replace(string(readFile(t, lo.ConfigPath)), "  agentTickSeconds: 1\n", "  agentTickSeconds: 1\n  nodeLossTimeoutSeconds: 3\n", 1)
 	must(t, os.WriteFile(lo.ConfigPath, []byte(cfg), 0o600))
+	// A group of the test's own: other tests' leaders answer nothing.
+	lo.RejoinGroup = fmt.Sprintf("239.255.84.75:%d", freePorts(t, 1)[0])
 	// runCluster runs the leader until the returned stop, or the test's
 	// end.
 	runCluster := func() (*Node, func()) {
@@ -80,7 +84,7 @@ func TestDetachAndRejoin(t *testing.T) {
 	})
 
 	wo := workerOptions(t, t.TempDir(), "w1", lo, filepath.Join(lo.DataDir, "join.token"))
-	wo.ParentClusterName = "nodetest"
+	wo.ParentClusterName, wo.RejoinGroup = "nodetest", lo.RejoinGroup
 	w, err := Open(ctx, wo, zerolog.Nop())
 	must(t, err)
 	w.Close()
@@ -207,6 +211,29 @@ spec:
 		return nil
 	})
 	t.Logf("cluster back -> handed back and plane stopped: %s", time.Since(back).Round(time.Millisecond))
+	// The cluster's member answers a rejoin request signed by w1 on the
+	// LAN with its API address.
+	signer, err := rejoin.NewSigner(w.leaf)
+	must(t, err)
+	group, err := net.ResolveUDPAddr("udp4", lo.RejoinGroup)
+	must(t, err)
+	conn, err := net.ListenPacket("udp4", ":0")
+	must(t, err)
+	defer conn.Close()
+	polltest.UntilErr(t, detachTimeout, "a member answers w1's rejoin request", func() error {
+		req, b, err := signer.NewRequest(w.state.ClusterUID, "nodetest", "w1", time.Now())
+		if err != nil {
+			return err
+		}
+		a, err := rejoin.Ask(ctx, conn, group, b, req, rejoin.NewVerifier(w.ca.Pool(), w.state.ClusterUID), time.Second)
+		if err != nil {
+			return err
+		}
+		if a.Member != "n1" || a.APIURL != ld.apiURL() {
+			return fmt.Errorf("answer %+v", a)
+		}
+		return nil
+	})
 	mf, err := ld.repo.GetManifest(ctx, "default", "fresh", quadlet.WorkloadFile)
 	must(t, err)
 	if !strings.Contains(string(mf), resources.NodeNameLabel) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/detach/rejoin"
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/agent"
@@ -63,6 +64,11 @@ type Options struct {
 	// TokenFile holds the join token (--token-file), as init writes it to
 	// DATA_DIR/join.token. Needed on the first join only.
 	TokenFile string
+	// RejoinGroup is the UDP multicast group and port of rejoin requests
+	// (--rejoin-group): a worker detached from its cluster sends its
+	// request there, a member answers. Default "": off (kat-agent's flag
+	// defaults to rejoin.DefaultGroup).
+	RejoinGroup string
 	// NodeLabels are this node's labels (--node-label k=v). Default: the
 	// saved ones.
 	NodeLabels map[string]string
@@ -230,6 +236,11 @@ func (o *Options) Validate() error {
 	if o.PprofAddress != "" {
 		if host, _, err := net.SplitHostPort(o.PprofAddress); err != nil || !net.ParseIP(host).IsLoopback() {
 			errs = append(errs, fmt.Errorf("--pprof-address: %q must be a loopback address and port, such as 127.0.0.1:6060", o.PprofAddress))
+		}
+	}
+	if o.RejoinGroup != "" {
+		if a, err := net.ResolveUDPAddr("udp4", o.RejoinGroup); err != nil || !a.IP.IsMulticast() || a.Port == 0 {
+			errs = append(errs, fmt.Errorf("--rejoin-group: %q must be an IPv4 multicast address and port, such as %s, or empty (off)", o.RejoinGroup, rejoin.DefaultGroup))
 		}
 	}
 	if o.DrainDelay < 0 || o.DrainDelay > time.Hour {

@@ -107,6 +107,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.warnMissingClusterFiles("as an etcd member, which may lead")
 	}
 	g.Go(func() error { return n.front.run(ctx) })
+	g.Go(func() error { return n.answerRejoins(ctx) })
 	l := &reconcile.Leadership{
 		Store: n.st, ID: n.state.NodeName, LeaseTTL: n.leaseTTL, Term: n.leaderTerm,
 		Logger: n.log.With().Str("component", "leadership").Logger(),

@@ -27,7 +27,7 @@ const module = "kat.dws.rip/kat"
 // cmd; nothing outside scripts imports scripts (scripts/harness is shared by
 // the end-to-end tests and task cluster:up).
 var layers = []string{
-	"cmd", "node", "apiserver", "reconcile/leader", "reconcile/agent", "reconcile",
+	"cmd", "node", "detach", "apiserver", "reconcile/leader", "reconcile/agent", "reconcile",
 	"gitsync", "netstack", "netstack/ipam", "store", "webhook", "build", "build/usernsrun", "ingress", "runtime", "gitx", "apiclient", "pki", "api", "quadlet", "internal",
 }
 

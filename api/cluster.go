@@ -94,4 +94,28 @@ type Status struct {
 	// Backup is the leader's record of its etcd snapshots; nil before the
 	// first attempt.
 	Backup *BackupStatus `json:"backup,omitempty"`
+	// Detached is set when the cluster is a node detached from its own
+	// (docs/detached.md); nil otherwise.
+	Detached *Detached `json:"detached,omitempty"`
+}
+
+// Detached is the record of a node that runs detached from its cluster
+// (kat-agent join --parent-cluster-name, after nodeLossTimeoutSeconds
+// without reaching a member): a cluster of one of its own, whose
+// workloads applied meanwhile are pinned to it, until it rejoins.
+type Detached struct {
+	// Node is the detached node.
+	Node string `json:"node"`
+	// Since is when it detached.
+	Since time.Time `json:"since"`
+	// ParentCluster and ParentClusterUID name the cluster it left.
+	ParentCluster    string `json:"parentCluster"`
+	ParentClusterUID string `json:"parentClusterUID"`
+	// Seeded are the workloads the node ran as it detached
+	// ("namespace/name"): the cluster's, not handed back as it rejoins.
+	Seeded []string `json:"seeded,omitempty"`
+	// LastRejoinAttempt and RejoinError are the last failed attempt to
+	// rejoin: when, and why it failed; empty before the first.
+	LastRejoinAttempt time.Time `json:"lastRejoinAttempt,omitzero"`
+	RejoinError       string    `json:"rejoinError,omitempty"`
 }

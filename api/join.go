@@ -32,6 +32,10 @@ type JoinRequest struct {
 	// member receives the CA key and the tokens, so the join token alone
 	// does not make one.
 	AdminToken string `json:"adminToken,omitempty"`
+	// ParentClusterName is the name of the cluster the node means to join
+	// (kat-agent join --parent-cluster-name): a leader of a cluster of
+	// another name refuses the join (409) before it writes anything.
+	ParentClusterName string `json:"parentClusterName,omitempty"`
 }
 
 // JoinResponse is the leader's answer to a join: the node's certificate and

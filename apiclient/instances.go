@@ -131,6 +131,20 @@ func (c *Client) PostNodeDeparture(ctx context.Context, node string, d api.NodeD
 	return c.do(ctx, http.MethodPost, "/v1alpha1/nodes/"+url.PathEscape(node)+"/depart", nil, b, "application/json", nil)
 }
 
+// HandBack hands the cluster the workloads node created while it was
+// detached (docs/detached.md) and says which it took.
+func (c *Client) HandBack(ctx context.Context, node string, hb api.HandBack) (*api.HandBackResult, error) {
+	b, err := json.Marshal(hb)
+	if err != nil {
+		return nil, fmt.Errorf("encode the hand-back: %w", err)
+	}
+	var out api.HandBackResult
+	if err := c.do(ctx, http.MethodPost, "/v1alpha1/nodes/"+url.PathEscape(node)+"/handback", nil, b, "application/json", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // WorkloadHistory lists a workload's archived generations with their
 // outcomes, oldest first.
 func (c *Client) WorkloadHistory(ctx context.Context, ns, name string) ([]api.HistoryEntry, error) {

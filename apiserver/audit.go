@@ -72,6 +72,7 @@ var auditRoutes = map[string]auditRoute{
 	"POST /v1alpha1/nodes/{node}/uncordon":                   {"uncordon", "node"},
 	"POST /v1alpha1/nodes/{node}/drain":                      {"drain", "node"},
 	"POST /v1alpha1/nodes/{node}/depart":                     {"depart", "node"},
+	"POST /v1alpha1/nodes/{node}/handback":                   {"hand-back", "node"},
 	"PATCH /v1alpha1/nodes/{node}/labels":                    {"label", "node"},
 	"PATCH /v1alpha1/nodes/{node}/taints":                    {"taint", "node"},
 	"POST /v1alpha1/join-token":                              {"rotate", "join-token"},

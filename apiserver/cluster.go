@@ -164,5 +164,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	if st.Detached, err = s.cfg.Repo.GetDetached(ctx); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	writeJSON(w, http.StatusOK, st)
 }

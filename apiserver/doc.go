@@ -42,6 +42,7 @@
 //	PUT    /v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}   a node's build record (node certificate or token)
 //	POST   /v1alpha1/nodes/{node}/events              an event a node reports (node certificate or token)
 //	POST   /v1alpha1/nodes/{node}/depart              the node's agent leaves for good (node certificate or token)
+//	POST   /v1alpha1/nodes/{node}/handback            a rejoining detached node hands back its local workloads (node certificate or token)
 //	GET    /v1alpha1/audit                            the audit log: ?limit= (default 100), ?actor=, ?resource=
 //
 // The agent API each node serves on its agent port ([AgentHandler]) has

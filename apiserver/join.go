@@ -79,6 +79,12 @@ func (s *Server) postJoin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	if req.ParentClusterName != "" && req.ParentClusterName != cluster.Name {
+		writeError(w, &api.Error{StatusCode: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf(
+			"join request: parentClusterName: the node asks to join cluster %q, this is cluster %q: check --parent-cluster-name and --leader-api",
+			req.ParentClusterName, cluster.Name)})
+		return
+	}
 	resp, err := s.cfg.Join(r.Context(), req)
 	switch {
 	case errors.Is(err, ErrNodeNameTaken):

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -147,6 +148,10 @@ func (s *Server) applyWorkload(w http.ResponseWriter, r *http.Request, urlName s
 			Message: fmt.Sprintf("names workload %q but the request is for %q", q.Name(), urlName)}}))
 		return
 	}
+	if q, err = s.pinIfDetached(r.Context(), q); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	res, err := s.cfg.Repo.ApplyWorkload(r.Context(), resources.ApplyRequest{
 		Quadlet: q, Owner: api.APIOwner(), Force: force, CreateOnly: createOnly,
 	})
@@ -242,4 +247,28 @@ func shortHash(h string) string {
 		return h[:12]
 	}
 	return h
+}
+
+// pinIfDetached returns q pinned to the node when the cluster is a detached
+// node (docs/detached.md): its spec.nodeSelector gets
+// kat.dws.rip/nodeName: NODE, written into workload.kat so that get shows
+// it. A workload that selects another node is refused: it could run
+// nowhere.
+func (s *Server) pinIfDetached(ctx context.Context, q *quadlet.Quadlet) (*quadlet.Quadlet, error) {
+	d, err := s.cfg.Repo.GetDetached(ctx)
+	if err != nil || d == nil {
+		return q, err
+	}
+	switch v, ok := q.Workload.Spec.NodeSelector[resources.NodeNameLabel]; {
+	case ok && v == d.Node:
+		return q, nil
+	case ok:
+		return nil, invalidQuadlet(quadlet.ErrorList{{File: quadlet.WorkloadFile, Field: "spec.nodeSelector[\"" + resources.NodeNameLabel + "\"]",
+			Message: fmt.Sprintf("selects node %q, but this is node %s, detached from cluster %s: a workload applied to it runs on it only", v, d.Node, d.ParentCluster)}})
+	}
+	files, err := quadlet.WithNodeSelector(q.Files, resources.NodeNameLabel, d.Node)
+	if err != nil {
+		return nil, fmt.Errorf("pin the workload to the detached node: %w", err)
+	}
+	return quadlet.ParseWorkload(files, quadlet.ParseOptions{DefaultNamespace: q.Namespace()})
 }

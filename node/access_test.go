@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
-	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/apiclient"
@@ -197,10 +196,7 @@ func TestWorkerLeastPrivilege(t *testing.T) {
 	t.Run("forgotten", func(t *testing.T) {
 		// katcall delete node --force: the route removes the node's etcd
 		// user (apiserver.Config.ForgetNode) with its records.
-		var kc katcallConfig
-		must(t, yaml.Unmarshal(readFile(t, leader.KatcallConfigPath()), &kc))
-		admin, err := apiclient.New(apiclient.Config{Server: kc.Server, Token: kc.Token, CAData: []byte(kc.CertificateAuthorityData)})
-		must(t, err)
+		admin := katcallClient(t, leader.KatcallConfigPath())
 		must(t, admin.DeleteNode(ctx, "w1", true))
 		if _, err := w.repo.ListAssignments(ctx, "w1"); !errors.Is(err, store.ErrPermissionDenied) {
 			t.Errorf("a forgotten node lists its assignments on its open connection: got %v, want permission denied", err)

@@ -27,7 +27,8 @@ import (
 // runAgent runs the node's side: the local reconcile loop, the agent API on
 // the agent port and the heartbeat to the leader. Containers keep running
 // when it returns.
-func (n *Node) runAgent(ctx context.Context) error {
+// onAgent, when not nil, is given the agent once it is made.
+func (n *Node) runAgent(ctx context.Context, onAgent func(*agent.Agent)) error {
 	o := n.opts.Agent
 	spec := n.state.Cluster.Spec
 	started := time.Now().UTC()
@@ -53,7 +54,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 	}
 	buildDir := o.BuildDir
 	if buildDir == "" {
-		buildDir = n.dir.path("builds")
+		buildDir = n.hostFiles().path("builds")
 	}
 	facts := n.factsRoad()
 	builder, err := build.New(build.Config{
@@ -79,7 +80,7 @@ func (n *Node) runAgent(ctx context.Context) error {
 		HostPorts: o.HostPorts, NetworkName: o.PodmanNetwork,
 		BuildSpec: agent.WithGPUs(agent.NewSpecBuilderWithSecrets(n.state.NodeName, volumes, idRange, secrets), gpus), CheckHost: rt.CheckHost,
 		Networks: rt, ClusterDomain: spec.ClusterDomain, LogMaxSize: spec.ContainerLogMaxBytes(),
-		IngressDir: n.dir.path("ingress"),
+		IngressDir: n.hostFiles().path("ingress"),
 		Secrets:    agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf),
 		SecretsDir: secrets.Dir, SecretsMount: agent.SecretsTmpfs,
 		OnChange: func() { reconcile.Poke(beat) },
@@ -87,6 +88,9 @@ func (n *Node) runAgent(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if onAgent != nil {
+		onAgent(ag)
 	}
 	srv, ln, agentTLS, err := n.agentServer(ag, rt)
 	if err != nil {

@@ -90,13 +90,18 @@ func TestJoin(t *testing.T) {
 
 	wdir := t.TempDir()
 	wo := workerOptions(t, wdir, "w1", lo, tokenFile)
+	wo.ParentClusterName, wo.NodeType = "nodetest", "laptop"
 	w, err := Open(ctx, wo, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("join: %v", err)
 	}
 	reg, err := leader.repo.GetNodeRegistration(ctx, "w1")
-	if err != nil || reg.Labels["zone"] != "a" || reg.AdvertiseAddress != "127.0.0.1" || reg.AgentPort != wo.AgentPort {
+	if err != nil || reg.Labels["zone"] != "a" || reg.Labels[resources.NodeTypeLabel] != "laptop" ||
+		reg.AdvertiseAddress != "127.0.0.1" || reg.AgentPort != wo.AgentPort {
 		t.Fatalf("registration of w1: %+v, %v", reg, err)
+	}
+	if !w.MayDetach() {
+		t.Fatal("a worker that joined with --parent-cluster-name may not detach")
 	}
 	cert, err := pki.ParseCertificate(w.leaf.CertPEM)
 	if err != nil {
@@ -110,9 +115,15 @@ func TestJoin(t *testing.T) {
 	}
 	w.Close()
 
-	// Resume: no token, no leader address.
+	// Resume: no token, no leader address; another cluster's name is
+	// refused.
 	resume := wo
 	resume.TokenFile, resume.LeaderAPI = "", ""
+	wrongName := resume
+	wrongName.ParentClusterName = "elsewhere"
+	if _, err := Open(ctx, wrongName, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "--parent-cluster-name") {
+		t.Fatalf("resume with another --parent-cluster-name: got %v, want an error naming the flag", err)
+	}
 	w, err = Open(ctx, resume, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("resume the joined node without the token: %v", err)
@@ -152,6 +163,17 @@ func TestJoin(t *testing.T) {
 	}
 	if _, err := leader.repo.GetNodeRegistration(ctx, "w2"); !errors.Is(err, resources.ErrNotFound) {
 		t.Fatalf("a refused join registered w2: %v", err)
+	}
+
+	// Another cluster's name: 409 naming the flag, nothing registered.
+	wrong := workerOptions(t, t.TempDir(), "w4", lo, tokenFile)
+	wrong.ParentClusterName = "elsewhere"
+	_, err = Open(ctx, wrong, zerolog.Nop())
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 409 || !strings.Contains(err.Error(), "--parent-cluster-name") {
+		t.Fatalf("join with another cluster's name: got %v, want 409 naming --parent-cluster-name", err)
+	}
+	if _, err := leader.repo.GetNodeRegistration(ctx, "w4"); !errors.Is(err, resources.ErrNotFound) {
+		t.Fatalf("a join to another cluster's name registered w4: %v", err)
 	}
 
 	// A token naming another CA: refused before anything is sent.

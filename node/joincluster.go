@@ -90,7 +90,8 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 	defer cancel()
 	req := api.JoinRequest{
 		NodeName: st.NodeName, NodeUID: st.NodeUID, CSR: string(csr), AdvertiseAddress: st.AdvertiseAddress,
-		AgentPort: st.Cluster.Spec.AgentPort, Labels: o.NodeLabels, EtcdPeer: o.EtcdPeer, AdminToken: adminToken,
+		AgentPort: st.Cluster.Spec.AgentPort, Labels: st.Labels, EtcdPeer: o.EtcdPeer, AdminToken: adminToken,
+		ParentClusterName: o.ParentClusterName,
 	}
 	if overlay != nil {
 		req.WireGuardPublicKey, req.WireGuardPort = overlay.PublicKey, overlay.Port
@@ -98,6 +99,10 @@ func joinCluster(ctx context.Context, o *Options, d dataDir, st *nodeState) (*no
 	resp, err := joinRetrying(ctx, "https://"+o.LeaderAPI, tok, req)
 	if err != nil {
 		return nil, err
+	}
+	if o.ParentClusterName != "" && resp.Cluster.Name != o.ParentClusterName {
+		// A leader that predates the check admitted the node.
+		return nil, fmt.Errorf("--parent-cluster-name: the leader at %s leads cluster %q, not %q", o.LeaderAPI, resp.Cluster.Name, o.ParentClusterName)
 	}
 	spec, err := json.Marshal(resp.Cluster.Spec)
 	if err != nil {

@@ -8,10 +8,8 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
-	"go.yaml.in/yaml/v3"
 
 	"kat.dws.rip/kat/api"
-	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -30,12 +28,7 @@ func TestRotateJoinToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kc katcallConfig
-	must(t, yaml.Unmarshal(readFile(t, leader.KatcallConfigPath()), &kc))
-	admin, err := apiclient.New(apiclient.Config{Server: kc.Server, Token: kc.Token, CAData: []byte(kc.CertificateAuthorityData)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := katcallClient(t, leader.KatcallConfigPath())
 	printed, err := admin.RotateJoinToken(ctx)
 	if err != nil {
 		t.Fatalf("rotate: %v", err)

@@ -50,6 +50,19 @@ type Node struct {
 	overlayDev atomic.Pointer[netstack.Device]
 	// closers run in reverse order after the store closed.
 	closers []func() error
+	// worker is, on the control plane of a detached node, the worker's
+	// data directory: its build clones, secrets and ingress files stay
+	// where its containers use them. Empty otherwise.
+	worker dataDir
+}
+
+// hostFiles is the directory of the files the node's containers use:
+// build clones, secrets, ingress.
+func (n *Node) hostFiles() dataDir {
+	if n.worker != "" {
+		return n.worker
+	}
+	return n.dir
 }
 
 // Open prepares everything up to a working state store: the node state, the
@@ -182,6 +195,9 @@ func joinOrResume(ctx context.Context, o *Options, d dataDir, st *nodeState, log
 	}
 	if o.NodeName != "" && o.NodeName != st.NodeName {
 		return nil, fmt.Errorf("--node-name: %s joined as node %q; its name cannot change", d, st.NodeName)
+	}
+	if o.ParentClusterName != "" && o.ParentClusterName != st.Cluster.Metadata.Name {
+		return nil, fmt.Errorf("--parent-cluster-name: %s joined cluster %q, not %q", d, st.Cluster.Metadata.Name, o.ParentClusterName)
 	}
 	if o.EtcdPeer && st.Role == roleWorker {
 		return nil, fmt.Errorf("--etcd-peer: %s joined as a worker, which cannot become an etcd member: delete the node (katcall delete node %s) and join with a new --data-dir", d, st.NodeName)

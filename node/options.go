@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/detach/rejoin"
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/agent"
@@ -63,9 +64,24 @@ type Options struct {
 	// TokenFile holds the join token (--token-file), as init writes it to
 	// DATA_DIR/join.token. Needed on the first join only.
 	TokenFile string
+	// RejoinGroup is the UDP multicast group and port of rejoin requests
+	// (--rejoin-group): a worker detached from its cluster sends its
+	// request there, a member answers. Default "": off (kat-agent's flag
+	// defaults to rejoin.DefaultGroup).
+	RejoinGroup string
 	// NodeLabels are this node's labels (--node-label k=v). Default: the
 	// saved ones.
 	NodeLabels map[string]string
+	// NodeType is the node's type (--node-type, such as stable or
+	// laptop), registered as its label kat.dws.rip/nodeType so that
+	// workloads may select on it. Default: the saved one, else none.
+	NodeType string
+	// ParentClusterName is the name of the cluster a node joins
+	// (--parent-cluster-name): the join is refused when the leader's
+	// cluster has another name. A worker that has one may detach when it
+	// loses its cluster (see docs/detached.md). Default: the saved one,
+	// else none (the node never detaches).
+	ParentClusterName string
 	// Overlay configures the node's WireGuard device.
 	Overlay OverlayOptions
 	// Agent configures the node's agent (containers and builds).
@@ -193,6 +209,22 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--node-label %q: %s", k, p))
 		}
 	}
+	if o.NodeType != "" {
+		if p := quadlet.DNSLabelProblem(o.NodeType); p != "" {
+			errs = append(errs, fmt.Errorf("--node-type %q: %s", o.NodeType, p))
+		}
+		if v, ok := o.NodeLabels[resources.NodeTypeLabel]; ok && v != o.NodeType {
+			errs = append(errs, fmt.Errorf("--node-label %s=%s: --node-type %s sets this label: give one of them", resources.NodeTypeLabel, v, o.NodeType))
+		}
+	}
+	if o.ParentClusterName != "" {
+		if p := quadlet.DNSLabelProblem(o.ParentClusterName); p != "" {
+			errs = append(errs, fmt.Errorf("--parent-cluster-name %q: %s", o.ParentClusterName, p))
+		}
+		if !o.Join {
+			errs = append(errs, errors.New("--parent-cluster-name: only kat-agent join takes it (init creates its cluster)"))
+		}
+	}
 	if p := resources.NodeNameProblem(o.NodeName); o.NodeName != "" && p != "" {
 		errs = append(errs, fmt.Errorf("--node-name: %s", p))
 	}
@@ -204,6 +236,11 @@ func (o *Options) Validate() error {
 	if o.PprofAddress != "" {
 		if host, _, err := net.SplitHostPort(o.PprofAddress); err != nil || !net.ParseIP(host).IsLoopback() {
 			errs = append(errs, fmt.Errorf("--pprof-address: %q must be a loopback address and port, such as 127.0.0.1:6060", o.PprofAddress))
+		}
+	}
+	if o.RejoinGroup != "" {
+		if a, err := net.ResolveUDPAddr("udp4", o.RejoinGroup); err != nil || !a.IP.IsMulticast() || a.Port == 0 {
+			errs = append(errs, fmt.Errorf("--rejoin-group: %q must be an IPv4 multicast address and port, such as %s, or empty (off)", o.RejoinGroup, rejoin.DefaultGroup))
 		}
 	}
 	if o.DrainDelay < 0 || o.DrainDelay > time.Hour {

@@ -92,16 +92,22 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.opts.PprofAddress != "" {
 		g.Go(func() error { return servePprof(ctx, n.opts.PprofAddress) })
 	}
-	g.Go(func() error { return n.runAgent(ctx) })
 	if n.state.Role == roleWorker {
 		g.Go(func() error { return n.keepEtcdEndpoints(ctx, endpointsCheckInterval) })
+		if n.MayDetach() {
+			g.Go(func() error { return n.runDetachable(ctx) })
+		} else {
+			g.Go(func() error { return n.runAgent(ctx, nil) })
+		}
 		return g.Wait() // a worker is no leader candidate
 	}
+	g.Go(func() error { return n.runAgent(ctx, nil) })
 	if n.state.Role == roleMember {
 		// Before it ever leads: the operator sees it as the member joins.
 		n.warnMissingClusterFiles("as an etcd member, which may lead")
 	}
 	g.Go(func() error { return n.front.run(ctx) })
+	g.Go(func() error { return n.answerRejoins(ctx) })
 	l := &reconcile.Leadership{
 		Store: n.st, ID: n.state.NodeName, LeaseTTL: n.leaseTTL, Term: n.leaderTerm,
 		Logger: n.log.With().Str("component", "leadership").Logger(),

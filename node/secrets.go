@@ -44,7 +44,7 @@ func (n *Node) secretsLayout() (agent.SecretsLayout, error) {
 	if exe, err = filepath.EvalSymlinks(exe); err != nil {
 		return agent.SecretsLayout{}, fmt.Errorf("find kat-agent, the wrapper of secret environment variables: %w", err)
 	}
-	layout := agent.SecretsLayout{Dir: n.dir.path("secrets"), Agent: exe}
+	layout := agent.SecretsLayout{Dir: n.hostFiles().path("secrets"), Agent: exe}
 	if static, err := isStatic(exe); err != nil || !static {
 		layout.Agent = ""
 		layout.AgentProblem = "kat-agent is dynamically linked and cannot run inside containers: build it with CGO_ENABLED=0 (task build does)"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"kat.dws.rip/kat/netstack"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
 )
 
 // nodeState is this node's local record of how it was initialised: a cache of
@@ -48,6 +50,9 @@ type nodeState struct {
 	// Labels are the node's labels (--node-label), registered as it
 	// joins or, on the leader, at every start.
 	Labels map[string]string `json:"labels,omitempty"`
+	// ParentClusterName is the cluster's name the node was told to join
+	// (--parent-cluster-name): a worker that has one may detach.
+	ParentClusterName string `json:"parentClusterName,omitempty"`
 	// Overlay is the WireGuard device's configuration (--wg-*); a node
 	// initialised before the overlay existed has none and runs with the
 	// defaults.
@@ -144,7 +149,16 @@ func (st *nodeState) applyOptions(o *Options) {
 		st.AdvertiseAddress = o.AdvertiseAddress
 	}
 	if len(o.NodeLabels) > 0 {
-		st.Labels = o.NodeLabels
+		st.Labels = maps.Clone(o.NodeLabels)
+	}
+	if o.NodeType != "" {
+		if st.Labels == nil {
+			st.Labels = map[string]string{}
+		}
+		st.Labels[resources.NodeTypeLabel] = o.NodeType
+	}
+	if o.ParentClusterName != "" {
+		st.ParentClusterName = o.ParentClusterName
 	}
 	spec := &st.Cluster.Spec
 	for _, p := range []struct {

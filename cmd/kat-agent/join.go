@@ -37,6 +37,8 @@ Run again on the same data directory, join resumes the node without the token.`,
 	f.StringVar(&o.TokenFile, "token-file", "", "file with the join token: a copy of the leader's DATA_DIR/join.token (required on the first join)")
 	f.BoolVar(&o.EtcdPeer, "etcd-peer", false, "join the embedded etcd quorum as a member that may lead (first join only; refused when the quorum is full; needs --admin-token-file)")
 	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file with the cluster's admin token, a copy of the leader's DATA_DIR/admin.token (required with --etcd-peer: a member receives the CA key and the tokens)")
+	f.StringVar(&o.ParentClusterName, "parent-cluster-name", "", "name of the cluster to join (cluster.kat metadata.name): the join is refused when the leader's cluster has another name; a worker with one detaches when it loses its cluster (docs/detached.md)")
+	f.StringVar(&o.NodeType, "node-type", "", "this node's type, such as stable or laptop: the label kat.dws.rip/nodeType, for workloads' nodeSelector")
 	f.StringVar(&o.DataDir, "data-dir", "/var/lib/kat", "directory for this node's certificate, key and state")
 	addNodeFlags(f, &o, &lf, "9116")
 	return cmd

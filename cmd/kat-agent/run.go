@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"kat.dws.rip/kat/detach/rejoin"
 	"kat.dws.rip/kat/node"
 	"kat.dws.rip/kat/reconcile/agent"
 	"kat.dws.rip/kat/reconcile/leader"
@@ -40,6 +41,7 @@ func addNodeFlags(f *pflag.FlagSet, o *node.Options, lf *initFlags, agentPortDef
 	f.StringVar(&o.NodeName, "node-name", "", "this node's name (default: the host name)")
 	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "IP address other nodes and katcall reach this node on (default: the first non-loopback IPv4 address)")
 	f.IntVar(&o.AgentPort, "agent-port", 0, "agent port (default: "+agentPortDefault+")")
+	f.StringVar(&o.RejoinGroup, "rejoin-group", rejoin.DefaultGroup, "UDP multicast group:port of rejoin requests: a detached worker sends its request there, etcd members answer (docs/detached.md); empty: off")
 	f.StringToStringVar(&o.NodeLabels, "node-label", nil, "a label of this node, KEY=VALUE (repeatable), for workloads' nodeSelector")
 	f.StringVar(&o.Overlay.Interface, "wg-interface", "", "name of the WireGuard overlay interface, at most 15 bytes; nodes sharing a machine need different names (default: the saved one, else kat0)")
 	f.IntVar(&o.Overlay.Port, "wg-port", 0, "UDP port of the WireGuard overlay at the advertise address (default: the saved one, else 51820)")

@@ -55,6 +55,13 @@ func runStatus(ctx context.Context, c *apiclient.Client, g *globals, f outputFor
 	} else {
 		fmt.Fprintln(w, "Leader:     none")
 	}
+	if d := st.Detached; d != nil {
+		fmt.Fprintf(w, "Detached:   node %s, detached from cluster %s (%s) since %s ago; workloads applied here run on it only\n",
+			d.Node, d.ParentCluster, d.ParentClusterUID, age(now, d.Since))
+		if d.RejoinError != "" {
+			fmt.Fprintf(w, "Rejoin:     last tried %s ago: %s\n", age(now, d.LastRejoinAttempt), d.RejoinError)
+		}
+	}
 	ready := 0
 	for _, n := range st.Nodes {
 		if n.Status == api.NodeReady {

@@ -85,16 +85,10 @@ func (ag *Agent) decodeAssignment(kv store.KV) (assignedInstance, bool) {
 // must not take a node without assignments for one whose instances are
 // all unassigned.
 func (ag *Agent) loadAssignments() bool {
-	c := ag.assignments.Load()
-	if c == nil {
+	items, ok := ag.syncedAssignments()
+	if !ok {
 		return false
 	}
-	select {
-	case <-c.Synced():
-	default:
-		return false
-	}
-	items, _ := c.Snapshot()
 	byID := make(map[string]assignedInstance, len(items))
 	as := make([]api.Assignment, 0, len(items))
 	for _, ai := range items {
@@ -136,4 +130,36 @@ func seededStates(reported []api.InstanceStatus) map[string]instanceState {
 		out[is.InstanceID] = st
 	}
 	return out
+}
+
+// Assignments returns the node's assignments as the agent last saw them
+// (its watch-fed cache), nil before its first listing. A node that
+// detaches seeds its own control plane with them (docs/detached.md): they
+// are what it runs, and its cluster cannot be asked any more.
+func (ag *Agent) Assignments() []api.Assignment {
+	items, ok := ag.syncedAssignments()
+	if !ok {
+		return nil
+	}
+	out := make([]api.Assignment, 0, len(items))
+	for _, ai := range items {
+		out = append(out, ai.a)
+	}
+	return out
+}
+
+// syncedAssignments returns the cache's assignments, and false until the
+// cache holds its first listing.
+func (ag *Agent) syncedAssignments() (map[string]assignedInstance, bool) {
+	c := ag.assignments.Load()
+	if c == nil {
+		return nil, false
+	}
+	select {
+	case <-c.Synced():
+	default:
+		return nil, false
+	}
+	items, _ := c.Snapshot()
+	return items, true
 }

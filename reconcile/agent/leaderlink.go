@@ -94,6 +94,20 @@ func (l *LeaderLink) RecordDeparture(ctx context.Context, node string, d api.Nod
 	return nil
 }
 
+// HandBack hands the leader the workloads the node created while it was
+// detached (docs/detached.md) and returns what the leader did with them.
+func (l *LeaderLink) HandBack(ctx context.Context, hb api.HandBack) (*api.HandBackResult, error) {
+	c, url, err := l.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.HandBack(ctx, l.node, hb)
+	if err != nil {
+		return nil, fmt.Errorf("hand back the workloads created while detached to the leader at %s: %w", url, err)
+	}
+	return res, nil
+}
+
 // PutBuildRecord stores a build record of this node with the leader
 // (Facts).
 func (l *LeaderLink) PutBuildRecord(ctx context.Context, r api.Build) error {

@@ -43,6 +43,9 @@ type AgentOptions struct {
 	// ImageScripts are more scripts like BaseImageScript (for example
 	// scripts/build-ingress-image.sh), run the same way after it.
 	ImageScripts []string
+	// Args are extra kat-agent arguments per host name ("node2":
+	// {"--parent-cluster-name", "c"}), given at every start.
+	Args map[string][]string
 	// ReadyTimeout bounds the wait for every node to be Ready. Default 3 min.
 	ReadyTimeout time.Duration
 	// EtcdMembers, when more than 1, goes into cluster.kat as
@@ -296,6 +299,7 @@ func (c *Cluster) StartAgent(ctx context.Context, i int, opts AgentOptions) (*Ag
 	for _, k := range keys {
 		args = append(args, "--node-label", k+"="+opts.Labels[h.Name][k])
 	}
+	args = append(args, opts.Args[h.Name]...)
 	log, err := os.OpenFile(h.AgentLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err)
@@ -319,6 +323,20 @@ func (c *Cluster) StartAgent(ctx context.Context, i int, opts AgentOptions) (*Ag
 		return nil, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err)
 	}
 	return a, nil
+}
+
+// SetLink takes host i's link to the bridge down (up false), cutting it
+// off every other host and the machine, or up again: its end of the veth
+// pair on the machine, a link of the harness's own.
+func (c *Cluster) SetLink(ctx context.Context, i int, up bool) error {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	if err := run(ctx, "ip", "link", "set", c.Hosts[i].VethHost, state); err != nil {
+		return fmt.Errorf("harness %s: set %s's link %s: %w", c.Name, c.Hosts[i].Name, state, err)
+	}
+	return nil
 }
 
 // Node is what the harness reads of katcall get nodes -o json.

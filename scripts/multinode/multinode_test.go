@@ -73,6 +73,8 @@ type clusterSpec struct {
 	hooks *hookRepos
 	// collectAfter is cluster.kat's nodeCollectAfterSeconds (0: default).
 	collectAfter int
+	// args are extra kat-agent arguments per host name.
+	args map[string][]string
 	// ingress are the hosts (by index) labelled kat.dws.rip/role=ingress;
 	// with any, every host gets the ingress proxy's image too.
 	ingress []int
@@ -120,6 +122,7 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		BaseImageScript: filepath.Join(e2e.RepoRoot(), "scripts", "build-base-image.sh"),
 		Labels:          map[string]map[string]string{},
 		Start:           spec.start, EtcdMembers: spec.members, NodeCollectAfterSeconds: spec.collectAfter,
+		Args: spec.args,
 	}
 	if spec.hooks != nil {
 		tc.opts.ConfigRepo = "file://" + spec.hooks.config.bare

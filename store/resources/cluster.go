@@ -155,6 +155,33 @@ func (r *Repo) SetLeaderEndpoint(ctx context.Context, ep api.Leader) error {
 	return nil
 }
 
+// SetDetached records that this cluster is a node detached from its own
+// (docs/detached.md).
+func (r *Repo) SetDetached(ctx context.Context, d api.Detached) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encode the detached record: %w", err)
+	}
+	if err := r.st.Put(ctx, keyDetached, b); err != nil {
+		return fmt.Errorf("record the detached node: %w", err)
+	}
+	return nil
+}
+
+// GetDetached returns the detached record, nil when the cluster is no
+// detached node.
+func (r *Repo) GetDetached(ctx context.Context) (*api.Detached, error) {
+	var d api.Detached
+	ver, err := r.getJSON(ctx, keyDetached, &d)
+	if err != nil {
+		return nil, fmt.Errorf("read the detached record: %w", err)
+	}
+	if ver == 0 {
+		return nil, nil
+	}
+	return &d, nil
+}
+
 // GetLeaderEndpoint returns the last recorded leader endpoint.
 func (r *Repo) GetLeaderEndpoint(ctx context.Context) (*api.Leader, error) {
 	var ep api.Leader

@@ -11,6 +11,7 @@ const (
 	keyClusterUID      = "/kat/config/cluster_uid"
 	keyClusterConfig   = "/kat/config/cluster"
 	keyLeaderEndpoint  = "/kat/config/leader_endpoint"
+	keyDetached        = "/kat/config/detached"
 	keyAdminTokenHash  = "/kat/config/admin_token_sha256"
 	keyJoinTokenHash   = "/kat/config/join_token_sha256"
 	keyJoinTokenSealed = "/kat/config/join_token_sealed"

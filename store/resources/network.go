@@ -136,6 +136,30 @@ func (r *Repo) EnsureNodeNetwork(ctx context.Context, node string, clusterCIDR n
 	return nil, fmt.Errorf("record the overlay network of node %q: too many concurrent subnet allocations", node)
 }
 
+// SeedNodeSubnet gives node the subnet it had in another cluster, where it
+// keeps running instances with addresses of it: a detached node's control
+// plane is seeded so (docs/detached.md). It writes nothing when the node
+// has a subnet already, and fails when another node holds this one.
+func (r *Repo) SeedNodeSubnet(ctx context.Context, node string, subnet netip.Prefix) error {
+	checks := []store.Compare{{Key: SubnetKey(subnet), ExpectedVersion: 0}, {Key: NodeNetworkPrefix(node) + netKeySubnet, ExpectedVersion: 0}}
+	ops := []store.Op{
+		{Type: store.OpPut, Key: SubnetKey(subnet), Value: []byte(node)},
+		{Type: store.OpPut, Key: NodeNetworkPrefix(node) + netKeySubnet, Value: []byte(subnet.String())},
+	}
+	ok, err := r.st.DoTransaction(ctx, checks, ops, nil)
+	if err != nil {
+		return fmt.Errorf("seed the subnet %s of node %q: %w", subnet, node, err)
+	}
+	if !ok {
+		cur, err := r.GetNodeNetwork(ctx, node)
+		if err == nil && cur.Subnet == subnet {
+			return nil
+		}
+		return fmt.Errorf("seed the subnet %s of node %q: held already (%v)", subnet, node, err)
+	}
+	return nil
+}
+
 // takenSubnets lists the subnet index.
 func (r *Repo) takenSubnets(ctx context.Context) ([]netip.Prefix, error) {
 	kvs, err := r.st.List(ctx, prefixSubnets)

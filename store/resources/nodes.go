@@ -17,6 +17,10 @@ import (
 // nodeSelectors; KAT sets it and operators cannot change it.
 const NodeNameLabel = "kat.dws.rip/nodeName"
 
+// NodeTypeLabel is the label of a node's type (kat-agent join --node-type,
+// such as stable or laptop), for nodeSelectors.
+const NodeTypeLabel = "kat.dws.rip/nodeType"
+
 // KeepOperatorFields returns reg, as a node registers itself again (a
 // restart, a rejoin), with what the operator set on its old registration
 // kept: the first JoinedAt, taints, cordon and drain, and labels, of which

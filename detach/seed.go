@@ -1,0 +1,94 @@
+package detach
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// Seed writes into repo, the new control plane of a node that detaches,
+// what the node runs: its subnet (its instances keep their addresses), and
+// for each workload it runs instances of, the workload (the files of its
+// newest assignment, owned by the API; a Service's replicas set to the
+// node's instances of it, which the instance template does not cover) and
+// those assignments as they are. The leader of the plane then finds every
+// instance in place and starts or stops nothing; the agent adopts the
+// running containers. A Job's instances are left out: their runs belong to
+// the cluster (docs/detached.md). It returns the workloads seeded, as
+// "namespace/name", so that LocalWorkloads can tell them from those
+// created while detached.
+func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.Prefix, as []api.Assignment) ([]string, error) {
+	if subnet.IsValid() {
+		if err := repo.SeedNodeSubnet(ctx, node, subnet); err != nil {
+			return nil, err
+		}
+	}
+	byWorkload := map[string][]api.Assignment{}
+	for _, a := range as {
+		if a.Node != node || a.Leaving() || a.Type == quadlet.TypeJob {
+			continue
+		}
+		k := a.Namespace + "/" + a.Workload
+		byWorkload[k] = append(byWorkload[k], a)
+	}
+	var seeded []string
+	var put []api.Assignment
+	for _, k := range slices.Sorted(maps.Keys(byWorkload)) {
+		group := byWorkload[k]
+		newest := slices.MaxFunc(group, func(a, b api.Assignment) int {
+			return cmp.Or(cmp.Compare(a.Generation, b.Generation), a.CreatedAt.Compare(b.CreatedAt))
+		})
+		files := newest.Files
+		if newest.Type == quadlet.TypeService {
+			var err error
+			if files, err = quadlet.WithReplicas(files, len(group)); err != nil {
+				return nil, fmt.Errorf("seed workload %s: %w", k, err)
+			}
+		}
+		q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{DefaultNamespace: newest.Namespace})
+		if err != nil {
+			return nil, fmt.Errorf("seed workload %s: %w", k, err)
+		}
+		if _, err := repo.EnsureNamespace(ctx, q.Namespace(), nil); err != nil {
+			return nil, fmt.Errorf("seed workload %s: %w", k, err)
+		}
+		if _, err := repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()}); err != nil {
+			return nil, fmt.Errorf("seed workload %s: %w", k, err)
+		}
+		seeded = append(seeded, k)
+		put = append(put, group...)
+	}
+	if _, err := repo.WriteAssignments(ctx, put, nil); err != nil {
+		return nil, fmt.Errorf("seed the node's assignments: %w", err)
+	}
+	return seeded, nil
+}
+
+// LocalWorkloads lists the workloads of repo, a detached node's control
+// plane, that are not among seeded (Seed's answer): those created while
+// detached, with the files of their current generation, to hand back.
+func LocalWorkloads(ctx context.Context, repo *resources.Repo, seeded []string) ([]api.HandBackWorkload, error) {
+	ws, err := repo.ListWorkloads(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list the workloads created while detached: %w", err)
+	}
+	var out []api.HandBackWorkload
+	for _, w := range ws {
+		if slices.Contains(seeded, w.Namespace+"/"+w.Name) {
+			continue
+		}
+		files, err := repo.ArchivedFiles(ctx, w.Namespace, w.Name, w.Generation)
+		if err != nil {
+			return nil, fmt.Errorf("read workload %s/%s to hand it back: %w", w.Namespace, w.Name, err)
+		}
+		out = append(out, api.HandBackWorkload{Namespace: w.Namespace, Name: w.Name, Files: files})
+	}
+	return out, nil
+}

@@ -1,0 +1,273 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.yaml.in/yaml/v3"
+
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/apiclient"
+	"kat.dws.rip/kat/detach/rejoin"
+	"kat.dws.rip/kat/internal/poll/polltest"
+	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/store/resources"
+)
+
+// detachTimeout bounds each wait of TestDetachAndRejoin: a bound for a
+// hang, not a speed check (the leader and the detached plane each start an
+// embedded etcd on a busy machine).
+const detachTimeout = 90 * time.Second
+
+// katcallClient is an admin client of the API a katcall.yaml names.
+func katcallClient(t *testing.T, path string) *apiclient.Client {
+	t.Helper()
+	var kc katcallConfig
+	must(t, yaml.Unmarshal(readFile(t, path), &kc))
+	c, err := apiclient.New(apiclient.Config{Server: kc.Server, Token: kc.Token, CAData: []byte(kc.CertificateAuthorityData)})
+	must(t, err)
+	return c
+}
+
+// TestDetachAndRejoin: a worker that joined with --parent-cluster-name and
+// loses its cluster (the leader stops) detaches after
+// nodeLossTimeoutSeconds: its own control plane, seeded with the workload
+// and the instance it ran (the same instance, left in place by the
+// plane's leader), serves the API with a katcall.yaml in its data
+// directory; status says detached, since when, from which cluster; a
+// workload applied there is pinned to the node. Once the cluster is back
+// the node hands that workload back (pinned, API-owned), stops its plane
+// and is a worker again, its heartbeats reaching the cluster.
+func TestDetachAndRejoin(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	lo := testOptions(t, dir)
+	cfg := strings.Replace(string(readFile(t, lo.ConfigPath)), "  agentTickSeconds: 1\n", "  agentTickSeconds: 1\n  nodeLossTimeoutSeconds: 3\n", 1)
+	must(t, os.WriteFile(lo.ConfigPath, []byte(cfg), 0o600))
+	// A group of the test's own: other tests' leaders answer nothing.
+	lo.RejoinGroup = fmt.Sprintf("239.255.84.75:%d", freePorts(t, 1)[0])
+	// runCluster runs the leader until the returned stop, or the test's
+	// end.
+	runCluster := func() (*Node, func()) {
+		ld, err := Open(ctx, lo, zerolog.Nop())
+		must(t, err)
+		lctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- ld.Run(lctx) }()
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("leader Run: %v", err)
+				}
+				ld.Close()
+			})
+		}
+		t.Cleanup(stop)
+		return ld, stop
+	}
+	ld, stopLeader := runCluster()
+	polltest.UntilErr(t, leaderStartTimeout, "the leader serves the API", func() error {
+		_, err := os.Stat(ld.KatcallConfigPath())
+		return err
+	})
+
+	wo := workerOptions(t, t.TempDir(), "w1", lo, filepath.Join(lo.DataDir, "join.token"))
+	wo.ParentClusterName, wo.RejoinGroup = "nodetest", lo.RejoinGroup
+	w, err := Open(ctx, wo, zerolog.Nop())
+	must(t, err)
+	w.Close()
+	// Resumed with the ports its control plane will use while detached
+	// (the tests' nodes share one network namespace).
+	resume := wo
+	resume.TokenFile, resume.LeaderAPI = "", ""
+	p := freePorts(t, 3)
+	resume.APIPort, resume.EtcdClientPort, resume.EtcdPeerPort = p[0], p[1], p[2]
+	w, err = Open(ctx, resume, zerolog.Nop())
+	must(t, err)
+	wctx, stopWorker := context.WithCancel(context.Background())
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- w.Run(wctx) }()
+	t.Cleanup(func() {
+		stopWorker()
+		if err := <-workerDone; err != nil {
+			t.Errorf("worker Run: %v", err)
+		}
+		w.Close()
+	})
+
+	// The cluster's workload, its one instance placed on w1.
+	files := map[string][]byte{quadlet.WorkloadFile: []byte(`apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: kept, namespace: default}
+spec:
+  type: Service
+  source: {image: localhost/kat-base:latest}
+  replicas: 1
+  restartPolicy: {condition: Always}
+  nodeSelector: {kat.dws.rip/nodeName: w1}
+  container: {command: [sleep, "3600"]}
+`)}
+	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
+	must(t, err)
+	if _, err := ld.repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()}); err != nil {
+		t.Fatal(err)
+	}
+	var inst api.Assignment
+	polltest.UntilErr(t, detachTimeout, "the leader places the instance on w1", func() error {
+		as, err := ld.repo.ListAssignments(ctx, "w1")
+		if err != nil || len(as) != 1 {
+			return fmt.Errorf("assignments of w1: %v, %v", as, err)
+		}
+		inst = as[0]
+		return nil
+	})
+	polltest.UntilErr(t, detachTimeout, "the worker's agent reports its instance", func() error {
+		st, err := ld.repo.GetNodeStatus(ctx, "w1")
+		if err != nil {
+			return err
+		}
+		for _, i := range st.WorkloadInstances {
+			if i.InstanceID == inst.InstanceID {
+				return nil
+			}
+		}
+		return fmt.Errorf("instances reported: %+v", st.WorkloadInstances)
+	})
+
+	// The link is lost: the leader stops.
+	lost := time.Now()
+	stopLeader()
+
+	var local *apiclient.Client
+	polltest.UntilErr(t, detachTimeout, "the worker detaches and serves its own API", func() error {
+		if _, err := os.Stat(w.DetachedConfigPath()); err != nil {
+			return err
+		}
+		local = katcallClient(t, w.DetachedConfigPath())
+		st, err := local.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if d := st.Detached; d == nil || d.Node != "w1" || d.ParentCluster != "nodetest" || d.Since.Before(lost.Add(-time.Second)) {
+			return fmt.Errorf("status of the detached node: %+v", st.Detached)
+		}
+		return nil
+	})
+	t.Logf("link lost -> detached and serving: %s", time.Since(lost).Round(time.Millisecond))
+	// The plane was seeded with the workload and its instance, and its
+	// leader keeps that instance (the same one, alone) once it has
+	// derived the workload's status.
+	polltest.UntilErr(t, detachTimeout, "the detached plane derives the seeded workload's status", func() error {
+		got, err := local.GetWorkload(ctx, "default", "kept")
+		if err != nil {
+			return err
+		}
+		if got.Status.Phase == "" {
+			return fmt.Errorf("no status yet")
+		}
+		return nil
+	})
+	detail, err := local.WorkloadStatus(ctx, "default", "kept")
+	if err != nil || len(detail.Instances) != 1 || detail.Instances[0].InstanceID != inst.InstanceID {
+		t.Fatalf("instances of the seeded workload on the detached plane: %+v, %v; want only %s", detail, err, inst.InstanceID)
+	}
+
+	// A workload applied locally is pinned to the node.
+	if _, err := local.ApplyWorkload(ctx, "default", "fresh", quadletArchive(t, "fresh"), apiclient.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := local.GetWorkloadFile(ctx, "default", "fresh", quadlet.WorkloadFile)
+	must(t, err)
+	if !strings.Contains(string(b), resources.NodeNameLabel) {
+		t.Fatalf("a workload applied to the detached node is not pinned:\n%s", b)
+	}
+
+	// The link is back: the leader runs again.
+	back := time.Now()
+	ld, _ = runCluster()
+	polltest.UntilErr(t, detachTimeout, "the node hands back its workload and is a worker again", func() error {
+		got, err := ld.repo.GetWorkload(ctx, "default", "fresh")
+		if err != nil {
+			return err
+		}
+		if got.Owner != api.APIOwner() {
+			return fmt.Errorf("owner %+v", got.Owner)
+		}
+		if _, err := os.Stat(w.DetachedConfigPath()); err == nil {
+			return fmt.Errorf("the detached plane still runs")
+		}
+		return nil
+	})
+	t.Logf("cluster back -> handed back and plane stopped: %s", time.Since(back).Round(time.Millisecond))
+	// The cluster's member answers a rejoin request signed by w1 on the
+	// LAN with its API address.
+	signer, err := rejoin.NewSigner(w.leaf)
+	must(t, err)
+	group, err := net.ResolveUDPAddr("udp4", lo.RejoinGroup)
+	must(t, err)
+	conn, err := net.ListenPacket("udp4", ":0")
+	must(t, err)
+	defer conn.Close()
+	polltest.UntilErr(t, detachTimeout, "a member answers w1's rejoin request", func() error {
+		req, b, err := signer.NewRequest(w.state.ClusterUID, "nodetest", "w1", time.Now())
+		if err != nil {
+			return err
+		}
+		a, err := rejoin.Ask(ctx, conn, group, b, req, rejoin.NewVerifier(w.ca.Pool(), w.state.ClusterUID), time.Second)
+		if err != nil {
+			return err
+		}
+		if a.Member != "n1" || a.APIURL != ld.apiURL() {
+			return fmt.Errorf("answer %+v", a)
+		}
+		return nil
+	})
+	mf, err := ld.repo.GetManifest(ctx, "default", "fresh", quadlet.WorkloadFile)
+	must(t, err)
+	if !strings.Contains(string(mf), resources.NodeNameLabel) {
+		t.Fatalf("the handed-back workload is not pinned:\n%s", mf)
+	}
+	if _, err := ld.repo.GetWorkload(ctx, "default", "kept"); err != nil {
+		t.Fatalf("the cluster's own workload: %v", err)
+	}
+	before, err := ld.st.Get(ctx, resources.NodeHeartbeatKey("w1"))
+	must(t, err)
+	polltest.UntilErr(t, detachTimeout, "the worker's heartbeats reach the cluster again", func() error {
+		kv, err := ld.st.Get(ctx, resources.NodeHeartbeatKey("w1"))
+		if err != nil {
+			return err
+		}
+		if kv.Version == before.Version {
+			return fmt.Errorf("no new heartbeat")
+		}
+		return nil
+	})
+}
+
+func quadletArchive(t *testing.T, name string) []byte {
+	t.Helper()
+	b := new(bytes.Buffer)
+	must(t, quadlet.WriteArchive(b, map[string][]byte{quadlet.WorkloadFile: fmt.Appendf(nil, `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: %s, namespace: default}
+spec:
+  type: Service
+  source: {image: localhost/kat-base:latest}
+  replicas: 1
+  restartPolicy: {condition: Always}
+  container: {command: [sleep, "3600"]}
+`, name)}))
+	return b.Bytes()
+}

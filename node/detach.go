@@ -115,7 +115,9 @@ func (n *Node) runAttached(ctx context.Context, lost time.Duration, seen *lastSe
 	select {
 	case err := <-agentDone:
 		cancel()
-		<-lostDone
+		if lerr := <-lostDone; lerr != nil && !errors.Is(lerr, context.Canceled) {
+			err = errors.Join(err, lerr)
+		}
 		return err
 	case err := <-lostDone:
 		if err == nil {

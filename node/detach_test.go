@@ -127,8 +127,11 @@ spec:
 	var inst api.Assignment
 	polltest.UntilErr(t, detachTimeout, "the leader places the instance on w1", func() error {
 		as, err := ld.repo.ListAssignments(ctx, "w1")
-		if err != nil || len(as) != 1 {
-			return fmt.Errorf("assignments of w1: %v, %v", as, err)
+		if err != nil {
+			return fmt.Errorf("list assignments of w1: %w", err)
+		}
+		if len(as) != 1 {
+			return fmt.Errorf("assignments of w1: %v", as)
 		}
 		inst = as[0]
 		return nil

@@ -157,17 +157,17 @@ func (v *Verifier) open(b []byte, kind string) ([]byte, string, error) {
 	}
 	var e envelope
 	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, "", fmt.Errorf("%w: %v", ErrIgnored, err)
+		return nil, "", fmt.Errorf("%w: %w", ErrIgnored, err)
 	}
 	if e.Kind != kind {
 		return nil, "", fmt.Errorf("%w: a %q message where a %q was expected", ErrIgnored, e.Kind, kind)
 	}
 	cert, err := x509.ParseCertificate(e.Cert)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: certificate: %v", ErrIgnored, err)
+		return nil, "", fmt.Errorf("%w: certificate: %w", ErrIgnored, err)
 	}
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: v.roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		return nil, "", fmt.Errorf("%w: the certificate of %q is not the cluster CA's: %v", ErrIgnored, cert.Subject.CommonName, err)
+		return nil, "", fmt.Errorf("%w: the certificate of %q is not the cluster CA's: %w", ErrIgnored, cert.Subject.CommonName, err)
 	}
 	pub, ok := cert.PublicKey.(*ecdsa.PublicKey)
 	if !ok || !ecdsa.VerifyASN1(pub, digest(e.Kind, e.Body), e.Sig) {
@@ -193,7 +193,7 @@ func (v *Verifier) Request(b []byte, now time.Time) (*Request, error) {
 	}
 	var r Request
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrIgnored, err)
+		return nil, fmt.Errorf("%w: %w", ErrIgnored, err)
 	}
 	switch {
 	case r.Node != signer:
@@ -229,7 +229,7 @@ func (v *Verifier) Answer(b []byte, req Request, now time.Time) (*Answer, error)
 	}
 	var a Answer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrIgnored, err)
+		return nil, fmt.Errorf("%w: %w", ErrIgnored, err)
 	}
 	switch {
 	case a.Member != signer:

@@ -158,8 +158,12 @@ spec:
 		if d.Owner != api.APIOwner() {
 			return fmt.Errorf("solo's owner %+v", d.Owner)
 		}
-		if s, err := c.nodeStatus(t, "node2"); err != nil || s != "Ready" {
-			return fmt.Errorf("node2 %q (%v)", s, err)
+		s, err := c.nodeStatus(t, "node2")
+		if err != nil {
+			return fmt.Errorf("node2's status: %w", err)
+		}
+		if s != "Ready" {
+			return fmt.Errorf("node2 %q", s)
 		}
 		rejoined = time.Since(back)
 		return nil

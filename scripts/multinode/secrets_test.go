@@ -150,8 +150,12 @@ spec:
 		if !has(env, file, v1) {
 			return fmt.Errorf("the container lacks the value (env %t, file %t)", strings.Contains(env, v1), file == v1)
 		}
-		if cmdline, err := podmanExec(t.Context(), consumer, ids[0], "cat", "/proc/1/cmdline"); err != nil || cmdline != "sleep\x00100000\x00" {
-			return fmt.Errorf("PID 1 is %q (%v), want the image's entrypoint and cmd", cmdline, err)
+		cmdline, err := podmanExec(t.Context(), consumer, ids[0], "cat", "/proc/1/cmdline")
+		if err != nil {
+			return fmt.Errorf("read PID 1's command line: %w", err)
+		}
+		if cmdline != "sleep\x00100000\x00" {
+			return fmt.Errorf("PID 1 is %q, want the image's entrypoint and cmd", cmdline)
 		}
 		id = ids[0]
 		return nil

@@ -152,10 +152,16 @@ func (r *Repo) SeedNodeSubnet(ctx context.Context, node string, subnet netip.Pre
 	}
 	if !ok {
 		cur, err := r.GetNodeNetwork(ctx, node)
-		if err == nil && cur.Subnet == subnet {
-			return nil
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("seed the subnet %s of node %q: another node holds it", subnet, node)
 		}
-		return fmt.Errorf("seed the subnet %s of node %q: held already (%v)", subnet, node, err)
+		if err != nil {
+			return fmt.Errorf("seed the subnet %s of node %q: held already: %w", subnet, node, err)
+		}
+		if cur.Subnet != subnet {
+			return fmt.Errorf("seed the subnet %s of node %q: held already (the node has %s)", subnet, node, cur.Subnet)
+		}
+		return nil
 	}
 	return nil
 }

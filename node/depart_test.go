@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,21 @@ func TestRequestDeparture(t *testing.T) {
 	}
 	if err := <-departed; !errors.Is(err, agent.ErrDeparted) || d.departed() == nil {
 		t.Errorf("the departure ended with %v, want ErrDeparted", err)
+	}
+}
+
+// TestOpenRefusesAMemberThatLeftTheQuorum: the data directory of a member
+// that departed and left the etcd quorum does not start again (its etcd
+// member is gone), and says how to bring the node back.
+func TestOpenRefusesAMemberThatLeftTheQuorum(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	o := testOptions(t, dir)
+	must(t, os.MkdirAll(o.DataDir, 0o700))
+	must(t, saveNodeState(dataDir(o.DataDir), &nodeState{NodeName: "n1", Role: roleMember, LeftQuorum: true}))
+	o.Join = true
+	_, err := Open(t.Context(), o, zerolog.Nop())
+	if err == nil || !strings.Contains(err.Error(), "left the etcd quorum: to bring the node back, join it again from an empty data directory") {
+		t.Fatalf("Open of a member that left the quorum: %v, want a refusal saying how to come back", err)
 	}
 }

@@ -134,20 +134,15 @@ func (n *Node) leaveQuorum(ctx context.Context) string {
 }
 
 // serveControl serves the control socket until ctx ends, then waits for
-// the connections it accepted.
+// the connections it accepted. A socket it cannot serve (a data directory
+// path too long for a unix socket, say) is logged and left: the node runs
+// on, and SIGUSR1 still departs it.
 func (n *Node) serveControl(ctx context.Context, d *departure) error {
-	path := n.dir.controlSocket()
-	// A socket left by an agent that did not stop cleanly is in the way.
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("control socket: remove the old %s: %w", path, err)
-	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "unix", path)
+	ln, err := listenControl(ctx, n.dir.controlSocket())
 	if err != nil {
-		return fmt.Errorf("control socket: listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return fmt.Errorf("control socket: %w", err)
+		n.log.Warn().Err(err).Msg("kat-agent depart cannot reach this agent; SIGUSR1 still departs it")
+		<-ctx.Done()
+		return nil
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -168,6 +163,23 @@ func (n *Node) serveControl(ctx context.Context, d *departure) error {
 			n.serveControlConn(ctx, conn, d)
 		}()
 	}
+}
+
+// listenControl listens on the control socket at path, removing a socket
+// an agent that did not stop cleanly left there.
+func listenControl(ctx context.Context, path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("control socket: remove the old %s: %w", path, err)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	return ln, nil
 }
 
 // serveControlConn answers one command.

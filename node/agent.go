@@ -121,18 +121,12 @@ func (n *Node) runAgent(ctx context.Context, onAgent func(*agent.Agent)) error {
 			Logger: n.log.With().Str("component", "heartbeat").Logger(),
 		})
 	})
-	if n.opts.Depart != nil {
-		g.Go(func() error {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-n.opts.Depart:
-			}
-			log.Info().Msg("departing: telling the leader, waiting for the Service instances to move")
-			return agent.Depart(gctx, agent.DepartConfig{Node: n.state.NodeName, Facts: facts, Repo: n.repo, StartedAt: started,
-				Leftovers: ag.Leftovers})
-		})
-	}
+	n.depart = newDeparture()
+	g.Go(func() error { return n.serveControl(gctx, n.depart) })
+	g.Go(func() error {
+		return n.runDeparture(gctx, n.depart, agent.DepartConfig{Node: n.state.NodeName, Facts: facts, Repo: n.repo,
+			StartedAt: started, Leftovers: ag.Leftovers})
+	})
 	return g.Wait()
 }
 

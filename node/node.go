@@ -48,6 +48,11 @@ type Node struct {
 	// overlayDev is the open overlay device, nil while there is none
 	// (runOverlay sets it); the heartbeat reads its peers.
 	overlayDev atomic.Pointer[netstack.Device]
+	// depart is the node's departure for good (runAgent sets it); once it
+	// happened Run returns its error. leftQuorum is set while the departing
+	// member leaves the etcd quorum: its embedded etcd stops then.
+	depart     *departure
+	leftQuorum atomic.Bool
 	// closers run in reverse order after the store closed.
 	closers []func() error
 	// worker is, on the control plane of a detached node, the worker's
@@ -78,6 +83,9 @@ func Open(ctx context.Context, o Options, log zerolog.Logger) (n *Node, err erro
 	st, err := loadNodeState(d)
 	if err != nil {
 		return nil, err
+	}
+	if st != nil && st.LeftQuorum {
+		return nil, fmt.Errorf("%s holds node %s, which departed and left the etcd quorum: to bring the node back, join it again from an empty data directory (kat-agent join --etcd-peer)", d, st.NodeName)
 	}
 	joined := false
 	switch {

@@ -45,7 +45,9 @@ type Options struct {
 	PprofAddress string
 	// Depart, when it receives, makes the node depart for good
 	// (agent.Depart): Run then returns an error wrapping agent.ErrDeparted.
-	// kat-agent feeds it SIGUSR1. Default nil: never.
+	// kat-agent feeds it SIGUSR1; kat-agent depart asks through the
+	// control socket (RequestDeparture) instead. Default nil: only the
+	// control socket.
 	Depart <-chan struct{}
 	// Join makes Open join a cluster (kat-agent join) instead of creating
 	// one, or resume a node that joined.

@@ -83,6 +83,9 @@ func (n *Node) Run(ctx context.Context) error {
 		g.Go(func() error {
 			select {
 			case err := <-n.embed.Err():
+				if n.leftQuorum.Load() {
+					return nil // it stops as it leaves the quorum
+				}
 				return fmt.Errorf("embedded etcd failed: %w", err)
 			case <-ctx.Done():
 				return nil
@@ -99,7 +102,7 @@ func (n *Node) Run(ctx context.Context) error {
 		} else {
 			g.Go(func() error { return n.runAgent(ctx, nil) })
 		}
-		return g.Wait() // a worker is no leader candidate
+		return n.departedOr(g.Wait()) // a worker is no leader candidate
 	}
 	g.Go(func() error { return n.runAgent(ctx, nil) })
 	if n.state.Role == roleMember {
@@ -113,7 +116,16 @@ func (n *Node) Run(ctx context.Context) error {
 		Logger: n.log.With().Str("component", "leadership").Logger(),
 	}
 	g.Go(func() error { return l.Run(ctx) })
-	return g.Wait()
+	return n.departedOr(g.Wait())
+}
+
+// departedOr returns the departure's error once the node departed, whatever
+// else stopped as it did (a member's etcd that left the quorum), else err.
+func (n *Node) departedOr(err error) error {
+	if d := n.depart.departed(); d != nil {
+		return d
+	}
+	return err
 }
 
 // etcdStatus is the kat_etcd_ metrics' view of the embedded member.

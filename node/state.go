@@ -62,6 +62,10 @@ type nodeState struct {
 	// cluster's (the snapshot holds only the old ones' hashes), then
 	// clears it.
 	ResetTokens bool `json:"resetTokens,omitempty"`
+	// LeftQuorum is set once the member departed and left the etcd
+	// quorum (kat-agent depart): its etcd data is stale, so the directory
+	// cannot start again.
+	LeftQuorum bool `json:"leftQuorum,omitempty"`
 }
 
 // overlay is the node's overlay configuration with the defaults filled in.

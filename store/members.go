@@ -230,3 +230,82 @@ func (s *Etcd) RemoveMember(ctx context.Context, name, peerURL string) (bool, er
 	}
 	return false, nil
 }
+
+// ErrLastMember is returned by LeaveQuorum for the only voting member: the
+// cluster's data would go with it.
+var ErrLastMember = errors.New("store: the only voting etcd member cannot leave")
+
+// ErrNoQuorumLeft is returned by LeaveQuorum when the members left would
+// not have a quorum of started members.
+var ErrNoQuorumLeft = errors.New("store: the etcd members left would have no quorum")
+
+// planLeave returns the ID of member name, which leaves have, and how many
+// voting members stay; ok is false when name is no member. It refuses
+// (ErrLastMember) when name is the only voting member, and
+// (ErrNoQuorumLeft) when fewer of the voting members that stay are started
+// than their quorum. It is pure.
+func planLeave(have []Member, name string, started func(Member) bool) (id uint64, voters int, ok bool, err error) {
+	up := 0
+	var down []string
+	for _, m := range have {
+		switch {
+		case m.Name == name:
+			id, ok = m.ID, true
+		case m.Learner:
+		case started(m):
+			voters++
+			up++
+		default:
+			voters++
+			down = append(down, cmp.Or(m.Name, strings.Join(m.PeerURLs, ",")))
+		}
+	}
+	switch {
+	case !ok:
+		return 0, 0, false, nil
+	case voters == 0:
+		return 0, 0, true, fmt.Errorf("%w: %s is the only one of %d", ErrLastMember, name, len(have))
+	case up < voters/2+1:
+		return 0, 0, true, fmt.Errorf("%w: %d voting members would stay, %d of them started (not %s), fewer than their quorum of %d",
+			ErrNoQuorumLeft, voters, up, strings.Join(down, ", "), voters/2+1)
+	}
+	return id, voters, true, nil
+}
+
+// LeaveQuorum removes member name from the etcd cluster when that leaves
+// a quorum: never the only voting member (ErrLastMember), and only when
+// enough of the voting members that stay are started, as started tells, to
+// form their quorum (ErrNoQuorumLeft); etcd's own check of the members it
+// sees connected may refuse it too (ErrNoQuorumLeft, after retrying for
+// leaveWait). It returns how many voting members stay, and 0, nil when name
+// is no member.
+func (s *Etcd) LeaveQuorum(ctx context.Context, name string, started func(Member) bool) (int, error) {
+	have, err := s.Members(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("leave the etcd quorum: %w", err)
+	}
+	id, voters, ok, err := planLeave(have, name, started)
+	if err != nil || !ok {
+		return 0, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, leaveWait)
+	defer cancel()
+	err = retryMembership(rctx, func() error {
+		_, err := s.cli.MemberRemove(rctx, id)
+		if errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return nil
+		}
+		return err
+	})
+	if errors.Is(err, rpctypes.ErrUnhealthy) {
+		return 0, fmt.Errorf("%w: etcd finds too few of the %d voting members that would stay connected", ErrNoQuorumLeft, voters)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("leave the etcd quorum: %w", err)
+	}
+	return voters, nil
+}
+
+// leaveWait bounds LeaveQuorum's retries while etcd refuses the removal
+// (for a few seconds after another change of members).
+const leaveWait = 10 * time.Second

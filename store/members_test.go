@@ -84,3 +84,57 @@ func freeURL(t *testing.T) string {
 	defer ln.Close()
 	return "http://" + ln.Addr().String()
 }
+
+// TestLeaveQuorum: a member leaves a 3-member cluster only while the
+// members left keep a quorum of started ones, and the last voting member
+// never leaves.
+func TestLeaveQuorum(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	first := storetest.Config(t)
+	first.Name, first.ListenPeerURLs = "a", []string{freeURL(t)}
+	a := storetest.Start(t, first)
+	st := store.New(a.Client())
+	t.Cleanup(func() { st.Close() })
+	stopped := map[string]bool{}
+	started := func(m store.Member) bool { return !stopped[m.Name] }
+	if _, err := st.LeaveQuorum(ctx, "a", started); !errors.Is(err, store.ErrLastMember) {
+		t.Fatalf("LeaveQuorum of the only member: %v, want ErrLastMember", err)
+	}
+	members := map[string]*store.Embedded{}
+	for _, name := range []string{"b", "c"} {
+		cfg := storetest.Config(t)
+		cfg.Name, cfg.ListenPeerURLs = name, []string{freeURL(t)}
+		id, initial, err := st.AddLearner(ctx, name, cfg.ListenPeerURLs[0], 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.InitialCluster, cfg.ClusterState = initial, "existing"
+		members[name] = storetest.Start(t, cfg)
+		if err := st.PromoteMember(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// c stops: a leaving would leave b alone of two, no quorum.
+	if err := members["c"].Close(); err != nil {
+		t.Fatal(err)
+	}
+	stopped["c"] = true
+	if _, err := st.LeaveQuorum(ctx, "a", started); !errors.Is(err, store.ErrNoQuorumLeft) {
+		t.Fatalf("LeaveQuorum of a with c stopped: %v, want ErrNoQuorumLeft", err)
+	}
+	if ms, err := st.Members(ctx); err != nil || len(ms) != 3 {
+		t.Fatalf("members after the refusal: %+v, %v; want all 3", ms, err)
+	}
+	// c leaves instead (it is stopped: a and b stay, both started).
+	if voters, err := st.LeaveQuorum(ctx, "c", started); err != nil || voters != 2 {
+		t.Fatalf("LeaveQuorum of c: %d, %v; want 2 voting members left", voters, err)
+	}
+	if ms, err := st.Members(ctx); err != nil || len(ms) != 2 {
+		t.Errorf("members after c left: %+v, %v; want a and b", ms, err)
+	}
+	if voters, err := st.LeaveQuorum(ctx, "c", started); err != nil || voters != 0 {
+		t.Errorf("LeaveQuorum of a non-member: %d, %v; want 0, nil", voters, err)
+	}
+}

@@ -19,7 +19,8 @@ import (
 	"kat.dws.rip/kat/reconcile/agent/containerspec"
 )
 
-// ExitDeparted is kat-agent's exit status once its node departed (SIGUSR1):
+// ExitDeparted is kat-agent's exit status once its node departed (SIGUSR1
+// or kat-agent depart):
 // the systemd units do not restart it (RestartPreventExitStatus).
 const ExitDeparted = 10
 
@@ -46,7 +47,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newInitCommand(), newJoinCommand())
-	root.AddCommand(newRestoreCommand())
+	root.AddCommand(newRestoreCommand(), newDepartCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "kat-agent:", err)
 		if errors.Is(err, agent.ErrDeparted) {

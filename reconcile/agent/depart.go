@@ -17,7 +17,7 @@ import (
 var ErrDeparted = errors.New("agent: the node departed")
 
 // DefaultDepartWait bounds how long a departing agent waits for its
-// Service instances to move.
+// Service instances to move and its DaemonService instances to go.
 const DefaultDepartWait = 2 * time.Minute
 
 // DepartConfig is what Depart needs.
@@ -33,17 +33,19 @@ type DepartConfig struct {
 	// that the agent still has to remove (Agent.Leftovers); the departure
 	// waits for none to be left too. Default nil: not waited for.
 	Leftovers func() int
-	// Wait bounds the wait for the Service instances to move. Default
-	// DefaultDepartWait.
+	// Wait bounds the wait for the Service and DaemonService instances to
+	// leave. Default DefaultDepartWait.
 	Wait time.Duration
 }
 
 // Depart tells the leader that the node leaves for good, so its Service
-// instances are placed on other nodes at once, and waits (up to cfg.Wait)
-// until none of them is assigned to the node any more and the agent, still
-// running, has stopped and removed their containers (cfg.Leftovers). It returns
-// ErrDeparted once done, or an error when the leader could not be told.
-// DaemonService and Job instances stay where they are.
+// instances are placed on other nodes at once and its DaemonService
+// instances are deleted, and waits (up to cfg.Wait) until none of them is
+// assigned to the node any more and the agent, still running, has stopped
+// and removed their containers (cfg.Leftovers). It returns ErrDeparted once
+// done, or an error when the leader could not be told. Job instances are
+// not waited for: the leader gives them up as on a lost node, and the job's
+// backoffLimit decides whether they run again elsewhere.
 func Depart(ctx context.Context, cfg DepartConfig) error {
 	if err := cfg.Facts.RecordDeparture(ctx, cfg.Node, api.NodeDeparture{AgentStartedAt: cfg.StartedAt}); err != nil {
 		return fmt.Errorf("depart: %w", err)
@@ -60,14 +62,14 @@ func Depart(ctx context.Context, cfg DepartConfig) error {
 			return false, err // etcd may be slow to answer: ask again until the deadline
 		}
 		for _, a := range as {
-			if a.Type == quadlet.TypeService {
+			if a.Type == quadlet.TypeService || a.Type == quadlet.TypeDaemonService {
 				return false, nil
 			}
 		}
 		return cfg.Leftovers == nil || cfg.Leftovers() == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("depart: the Service instances did not all move within %s: %w", wait, errors.Join(ErrDeparted, err))
+		return fmt.Errorf("depart: the Service and DaemonService instances did not all leave within %s: %w", wait, errors.Join(ErrDeparted, err))
 	}
 	return ErrDeparted
 }

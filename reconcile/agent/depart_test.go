@@ -15,15 +15,17 @@ import (
 )
 
 // TestDepart: a departing agent tells the leader, with its start time, and
-// returns ErrDeparted once its Service instances are no longer assigned
-// (a DaemonService's may stay); when they do not move in time it says so.
+// returns ErrDeparted once its Service and DaemonService instances are no
+// longer assigned (a Job's may stay); when they do not leave in time it says
+// so.
 func TestDepart(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	repo := resources.New(storetest.New(t))
 	svc := api.Assignment{InstanceID: "web-1-a", Node: "n1", Namespace: "ns1", Workload: "web", Type: quadlet.TypeService}
 	dmn := api.Assignment{InstanceID: "logs-1-a", Node: "n1", Namespace: "ns1", Workload: "logs", Type: quadlet.TypeDaemonService}
-	if _, err := repo.WriteAssignments(ctx, []api.Assignment{svc, dmn}, nil); err != nil {
+	job := api.Assignment{InstanceID: "backup-1-a", Node: "n1", Namespace: "ns1", Workload: "backup", Type: quadlet.TypeJob}
+	if _, err := repo.WriteAssignments(ctx, []api.Assignment{svc, dmn, job}, nil); err != nil {
 		t.Fatal(err)
 	}
 	facts := &memoryFacts{}
@@ -58,7 +60,7 @@ func TestDepart(t *testing.T) {
 	// The assignment is gone, its container not yet: Depart waits on.
 	polltest.Until(t, 10*time.Second, "Depart sees the assignment gone", func() bool {
 		as, err := repo.ListAssignments(ctx, "n1")
-		return err == nil && len(as) == 1
+		return err == nil && len(as) == 2
 	})
 	select {
 	case err := <-done:
@@ -66,6 +68,13 @@ func TestDepart(t *testing.T) {
 	default:
 	}
 	left.Store(0)
+	// Only the DaemonService (and the Job) instance is left: not done.
+	if err := Depart(ctx, short); !errors.Is(err, ErrDeparted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Depart with the DaemonService instance still assigned = %v, want ErrDeparted and the deadline", err)
+	}
+	if _, err := repo.WriteAssignments(ctx, nil, []api.Assignment{dmn}); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrDeparted) || err != ErrDeparted { //nolint:errorlint // exactly the sentinel: no error on the way

@@ -84,6 +84,10 @@ type AssignInput struct {
 	Nodes []sched.Node
 	// Draining are the names of the nodes being drained.
 	Draining map[string]bool
+	// Departed are the names of the nodes whose agent departed for good
+	// (api.NodeRegistration.DepartedAt): no DaemonService instance stays
+	// on one, or is wanted there.
+	Departed map[string]bool
 	// Desired is every workload's desired state with its parsed spec.
 	Desired []workload
 	// Current are the assignments of the planned workloads, on every node.

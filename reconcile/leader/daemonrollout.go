@@ -504,9 +504,9 @@ func (p *planner) daemonRollout(w workload, commit string, cur, leaving []api.As
 }
 
 // daemonEligible returns the nodes DaemonService w belongs on, Ready or
-// not: a node that runs one of cur needs no room for it.
+// not, but not departed: a node that runs one of cur needs no room for it.
 func (p *planner) daemonEligible(w workload, cur []api.Assignment) []string {
-	all := slices.Clone(p.nodes)
+	all := slices.DeleteFunc(slices.Clone(p.nodes), func(n sched.Node) bool { return p.in.Departed[n.Name] })
 	onNode := map[string]int{}
 	for _, a := range cur {
 		onNode[a.Node]++

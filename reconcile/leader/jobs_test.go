@@ -253,26 +253,39 @@ func TestJobRunDeadline(t *testing.T) {
 	}
 }
 
+// TestJobRunNodeLoss: an instance on a node that is lost (or departed) is
+// given up and counts as failed: another node runs a new one while the
+// backoffLimit allows, else the run fails.
 func TestJobRunNodeLoss(t *testing.T) {
 	t.Parallel()
-	jw := newJobWorld(t, jobWorkload(t, "lost", 1, "  backoffLimit: 1\n"))
-	jw.nodes = jw.nodes[:1]
-	jw.pass()
-	jw.pass()
-	lost := jw.as[0]
-	// n1 turns NotReady; n2 joins.
-	jw.nodes = append(jw.nodes, sched.Node{Name: "n2", Ready: true})
-	jw.nodes[0].Ready = false
-	p := jw.pass()
-	run := jw.rec.runs["g1"].run
-	if run.Failed != 1 || run.Instances[0].State != api.RunInstanceFailed || !strings.Contains(run.Instances[0].Message, "not ready") {
-		t.Fatalf("run = %+v", run)
-	}
-	if !slices.ContainsFunc(p.Delete, func(a api.Assignment) bool { return a.InstanceID == lost.InstanceID }) {
-		t.Error("the lost instance's assignment was not deleted")
-	}
-	if len(p.Put) != 1 || p.Put[0].Node != "n2" {
-		t.Errorf("replacement %+v, want one on n2", p.Put)
+	for _, limit := range []int{1, 0} {
+		t.Run(fmt.Sprintf("backoffLimit %d", limit), func(t *testing.T) {
+			jw := newJobWorld(t, jobWorkload(t, "lost", 1, fmt.Sprintf("  backoffLimit: %d\n", limit)))
+			jw.nodes = jw.nodes[:1]
+			jw.pass()
+			jw.pass()
+			lost := jw.as[0]
+			// n1 turns NotReady; n2 joins.
+			jw.nodes = append(jw.nodes, sched.Node{Name: "n2", Ready: true})
+			jw.nodes[0].Ready = false
+			p := jw.pass()
+			run := jw.rec.runs["g1"].run
+			if run.Failed != 1 || run.Instances[0].State != api.RunInstanceFailed || !strings.Contains(run.Instances[0].Message, "not ready") {
+				t.Fatalf("run = %+v", run)
+			}
+			if !slices.ContainsFunc(p.Delete, func(a api.Assignment) bool { return a.InstanceID == lost.InstanceID }) {
+				t.Error("the lost instance's assignment was not deleted")
+			}
+			if limit == 0 {
+				if run.State != api.RunFailed || run.Reason != api.RunReasonBackoffLimitExceeded || len(p.Put) != 0 {
+					t.Errorf("run %s/%s, replacement %+v; want it failed, backoffLimit exceeded, and none", run.State, run.Reason, p.Put)
+				}
+				return
+			}
+			if len(p.Put) != 1 || p.Put[0].Node != "n2" {
+				t.Errorf("replacement %+v, want one on n2", p.Put)
+			}
+		})
 	}
 }
 

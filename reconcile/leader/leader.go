@@ -156,7 +156,7 @@ func (l *Leader) Loops() []reconcile.Loop {
 	return []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
 		{Name: "placement", Run: func(ctx context.Context) error {
-			return l.loop(ctx, placement, "placement", l.placeOnce)
+			return l.loop(ctx, placement, "placement", l.placeTracked)
 		}},
 		{Name: "nodeloss", Run: l.nodeLossClock},
 		{Name: "rolloutclock", Run: l.wakeClock},

@@ -128,15 +128,6 @@ func running(a api.Assignment) api.InstanceStatus {
 		Phase: api.InstanceRunning, State: "running", HealthStatus: api.HealthNotApplicable}
 }
 
-func condition(st api.WorkloadStatus, typ string) *api.Condition {
-	for _, c := range st.Conditions {
-		if c.Type == typ {
-			return &c
-		}
-	}
-	return nil
-}
-
 // TestLeaderPlacesAndDerivesStatus: placement assigns a new workload's
 // instances, the status loop derives Ready from the agents' reports, and a
 // new term started after changes made while no leader ran (a workload

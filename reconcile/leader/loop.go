@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"kat.dws.rip/kat/internal/metrics"
@@ -10,7 +11,7 @@ import (
 // loop runs pass over every workload once the view has synced and on every
 // Resync, and over the workloads whose facts changed on every wake-up, until
 // ctx ends. A failed pass is logged and its workloads are retried on the next
-// wake-up or resync.
+// wake-up or resync, unless pass gave them a back-off (errBackedOff).
 func (l *Leader) loop(ctx context.Context, sub *subscription, name string, pass func(ctx context.Context, keys []string) error) error {
 	if err := l.view.waitSynced(ctx); err != nil {
 		return nil
@@ -31,7 +32,9 @@ func (l *Leader) loop(ctx context.Context, sub *subscription, name string, pass 
 			err := pass(ctx, keys)
 			if err != nil && ctx.Err() == nil {
 				log.Warn().Err(err).Msg("pass failed")
-				l.view.putBack(sub, keys, all, seen)
+				if !errors.Is(err, errBackedOff) {
+					l.view.putBack(sub, keys, all, seen)
+				}
 			}
 			log.Debug().Dur("took", time.Since(start)).Int("workloads", len(keys)).Bool("all", all).Msg("pass")
 			if ctx.Err() == nil {

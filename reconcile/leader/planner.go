@@ -48,10 +48,12 @@ func (p *planner) ready(a api.Assignment) bool {
 	return ok && p.nodes[i].Ready
 }
 
-// reportedReady reports whether a's instance is ready, or has succeeded.
+// reportedReady reports whether a's instance is ready, or is a Job's and
+// has succeeded. A Service's or DaemonService's instance that exited 0
+// serves nobody: it is not ready, and is replaced (replaceFailed).
 func (p *planner) reportedReady(a api.Assignment) bool {
 	r, ok := p.in.Reported[a.InstanceID]
-	return ok && (r.Ready() || r.Phase == api.InstanceSucceeded)
+	return ok && (r.Ready() || (a.Type == quadlet.TypeJob && r.Phase == api.InstanceSucceeded))
 }
 
 // count sets the nodes' instance counts of workload k to those of as.
@@ -375,8 +377,8 @@ func (p *planner) replicas(w workload, commit string, fresh []api.Assignment, ro
 }
 
 // daemon plans a DaemonService: one instance on each eligible node. An
-// instance stays on a NotReady node and goes from a node that
-// is no longer eligible or no longer registered.
+// instance stays on a NotReady node and goes from a node that is no longer
+// eligible, no longer registered, or departed.
 func (p *planner) daemon(w workload, commit string, fresh []api.Assignment) (Scheduling, int) {
 	k := w.Key()
 	if err := p.blocked(w); err != nil {

@@ -128,6 +128,7 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 		name     string
 		nodes    []sched.Node
 		draining []string
+		departed []string
 		desired  []workload
 		current  []api.Assignment
 		reported map[string]api.InstanceStatus
@@ -208,6 +209,13 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 			wantPut: "b:1", wantSch: "desired 2 unplaced 0",
 		},
 		{
+			name:     "DaemonService leaves a departed node",
+			nodes:    []sched.Node{node("a", notReady), node("b")},
+			departed: []string{"a"},
+			desired:  []workload{every}, current: []api.Assignment{inst(every, "a", "x", 1), inst(every, "b", "y", 1)},
+			wantDel: []string{inst(every, "", "x", 0).InstanceID}, wantSch: "desired 1 unplaced 0",
+		},
+		{
 			name:    "Service instances of a lost node are replaced: exactly replicas on Ready nodes",
 			nodes:   []sched.Node{node("a", notReady), node("b"), node("c")},
 			desired: []workload{web3},
@@ -270,16 +278,19 @@ func TestPlanAssignmentsOnNodes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			draining := map[string]bool{}
+			draining, departed := map[string]bool{}, map[string]bool{}
 			for _, n := range tc.draining {
 				draining[n] = true
+			}
+			for _, n := range tc.departed {
+				departed[n] = true
 			}
 			// Used from the current assignments, as the leader counts it.
 			nodes := slices.Clone(tc.nodes)
 			applyAssigned(nodes, tc.current)
 			n := 0
 			plan := PlanAssignments(AssignInput{
-				Nodes: nodes, Draining: draining, Desired: tc.desired, Current: tc.current, Reported: tc.reported,
+				Nodes: nodes, Draining: draining, Departed: departed, Desired: tc.desired, Current: tc.current, Reported: tc.reported,
 				Now: time.Unix(100, 0), NewSuffix: func() string { n++; return fmt.Sprintf("s%d", n) },
 			})
 			if got := perNode(plan.Put); got != tc.wantPut {

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -40,8 +41,11 @@ func (p ReplacePolicy) delay(attempt int) time.Duration {
 
 func (p ReplacePolicy) reset() time.Duration { return cmp.Or(p.Reset, DefaultReplaceReset) }
 
-// failedInstance is an instance its agent reported Failed: its restart
-// policy gave up on it.
+// failedInstance is an instance of a Service or DaemonService that ended
+// for good: its agent reported it Failed (its restart policy gave up on it)
+// or Succeeded (it exited 0 under restart condition Never or MaxCount,
+// which do not restart a clean exit). Either way it serves nobody and is
+// replaced.
 type failedInstance struct {
 	ID, Reason string
 }
@@ -105,8 +109,14 @@ func replaceEqual(a, b *api.ReplaceBackoff) bool {
 		slices.Equal(a.Instances, b.Instances) && a.Reason == b.Reason
 }
 
+// instanceExited is the reason an instance of a Service or DaemonService
+// that exited 0 for good is replaced.
+func instanceExited(r api.InstanceStatus) string {
+	return fmt.Sprintf("instance %s exited with code 0 and its restart policy does not restart it", r.InstanceID)
+}
+
 // replaceFailed takes the failed instances of workload w among kept (on
-// Ready nodes, of the current template) out of kept when the back-off
+// Ready nodes, of the current template), those that exited 0 included, out of kept when the back-off
 // allows: they are deleted, and the nodes they ran on returned to be
 // avoided by their replacements. The back-off record it leads to is kept
 // for the rollout record (track). A DaemonService's replacement is placed
@@ -119,8 +129,15 @@ func (p *planner) replaceFailed(w workload, kept []api.Assignment) ([]api.Assign
 	}
 	var failed []failedInstance
 	for _, a := range kept {
-		if r, ok := p.in.Reported[a.InstanceID]; ok && r.Phase == api.InstanceFailed && p.ready(a) && !buildFailed(a, r) {
+		r, ok := p.in.Reported[a.InstanceID]
+		if !ok || !p.ready(a) {
+			continue
+		}
+		switch {
+		case r.Phase == api.InstanceFailed && !buildFailed(a, r):
 			failed = append(failed, failedInstance{ID: a.InstanceID, Reason: instanceError(r)})
+		case r.Phase == api.InstanceSucceeded:
+			failed = append(failed, failedInstance{ID: a.InstanceID, Reason: instanceExited(r)})
 		}
 	}
 	next, replace, wake := stepReplace(prev, failed, p.in.Now, p.in.Replace)

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"testing"
@@ -95,13 +96,15 @@ func TestStepReplace(t *testing.T) {
 
 // TestPlanReplacesFailedInstances: a failed Service instance is deleted and
 // its replacement placed on another node; a DaemonService's on its own node;
-// a failed instance within the back-off stays.
+// a failed instance within the back-off stays. An instance that exited 0 for
+// good (Succeeded: restart condition Never or MaxCount) goes the same way.
 func TestPlanReplacesFailedInstances(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(2_000_000, 0).UTC()
 	nodes := []sched.Node{{Name: "n1", Ready: true}, {Name: "n2", Ready: true}}
 	for _, tc := range []struct {
 		name, typ    string
+		phase        string // default Failed
 		prev         *api.ReplaceBackoff
 		wantPutNode  string
 		wantDeleted  bool
@@ -109,6 +112,12 @@ func TestPlanReplacesFailedInstances(t *testing.T) {
 	}{
 		{name: "service, first failure", typ: quadlet.TypeService, wantPutNode: "n2", wantDeleted: true, wantAttempts: 1},
 		{name: "daemon service, first failure", typ: quadlet.TypeDaemonService, wantPutNode: "n1", wantDeleted: true, wantAttempts: 1},
+		{name: "service, exited 0", typ: quadlet.TypeService, phase: api.InstanceSucceeded, wantPutNode: "n2", wantDeleted: true, wantAttempts: 1},
+		{name: "daemon service, exited 0", typ: quadlet.TypeDaemonService, phase: api.InstanceSucceeded, wantPutNode: "n1", wantDeleted: true, wantAttempts: 1},
+		{
+			name: "service exited 0 within the back-off", typ: quadlet.TypeService, phase: api.InstanceSucceeded, wantAttempts: 3,
+			prev: &api.ReplaceBackoff{Attempts: 3, LastAt: now.Add(-time.Second), NextAt: now.Add(7 * time.Second), Instances: []string{"gone"}},
+		},
 		{
 			name: "service within the back-off", typ: quadlet.TypeService, wantAttempts: 3,
 			prev: &api.ReplaceBackoff{Attempts: 3, LastAt: now.Add(-time.Second), NextAt: now.Add(7 * time.Second), Instances: []string{"gone"}},
@@ -128,7 +137,7 @@ func TestPlanReplacesFailedInstances(t *testing.T) {
 			n := 0
 			plan := PlanAssignments(AssignInput{
 				Nodes: nodes, Desired: []workload{w}, Current: cur, Now: now,
-				Reported:  map[string]api.InstanceStatus{a.InstanceID: {InstanceID: a.InstanceID, Phase: api.InstanceFailed, ExitCode: 3}},
+				Reported:  map[string]api.InstanceStatus{a.InstanceID: {InstanceID: a.InstanceID, Phase: cmp.Or(tc.phase, api.InstanceFailed), ExitCode: 3}},
 				Rollouts:  map[string]api.Rollout{"ns1/web": {Generation: 1, Replace: tc.prev}},
 				NewSuffix: func() string { n++; return fmt.Sprintf("s%d", n) },
 			})

@@ -62,9 +62,14 @@ func (l *Leader) statusOnce(ctx context.Context, keys []string) error {
 		writes = append(writes, resources.StatusWrite{Namespace: w.Meta.Namespace, Name: w.Meta.Name, Status: st,
 			MetaVersion: w.MetaVersion, StatusVersion: prev.version})
 		if st.RetryReason != "" && st.RetryReason != prev.status.RetryReason && st.NextRetryTime != nil {
-			// A failed instance now waits out the back-off.
-			events = append(events, api.Event{Time: now, Type: api.EventWarning, Object: "workload/" + k, Reason: ReasonInstanceFailed,
-				Message: fmt.Sprintf("%s; replaced no sooner than %s", st.RetryReason, st.NextRetryTime.UTC().Format(time.RFC3339))})
+			if c := condition(st, ConditionReconciling); c != nil && c.Reason == ReasonPlacementFailed {
+				events = append(events, api.Event{Time: now, Type: api.EventWarning, Object: "workload/" + k, Reason: ReasonPlacementFailed,
+					Message: c.Message})
+			} else {
+				// A failed instance now waits out the back-off.
+				events = append(events, api.Event{Time: now, Type: api.EventWarning, Object: "workload/" + k, Reason: ReasonInstanceFailed,
+					Message: fmt.Sprintf("%s; replaced no sooner than %s", st.RetryReason, st.NextRetryTime.UTC().Format(time.RFC3339))})
+			}
 		}
 		// A pass over thousands writes as it goes: it never holds more
 		// than statusChunk statuses at once.
@@ -116,6 +121,9 @@ func (v *view) factsOf(w workload) WorkloadFacts {
 	}
 	if ro, ok := v.rolloutOf(k); ok {
 		wf.Rollout = &ro
+	}
+	if pf, ok := v.placementFailureOf(k); ok {
+		wf.Placement = &pf
 	}
 	if r, ok := v.ingress.Get(resources.IngressRoutesKey(w.Meta.Namespace, w.Meta.Name)); ok {
 		wf.IngressConflicts = r.Conflicts

@@ -88,6 +88,9 @@ type view struct {
 	// mu); wakesChanged is poked when one is set.
 	wakes        map[string]time.Time
 	wakesChanged chan struct{}
+	// placeFailures are, by workload, the placement passes that failed in
+	// a row this term (guarded by mu).
+	placeFailures map[string]PlacementFailure
 
 	idx viewIndex
 }
@@ -97,7 +100,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		regs:        store.NewCache(st, resources.NodeRegistrationPrefix(), decodeJSON[api.NodeRegistration]),
 		beats:       store.NewCache(st, resources.NodeHeartbeatPrefix(), decodeJSON[api.NodeHeartbeat]),
 		lossTimeout: lossTimeout, now: now, termStart: now(), beatWake: make(chan struct{}, 1), scheduling: map[string]Scheduling{},
-		wakes: map[string]time.Time{}, wakesChanged: make(chan struct{}, 1),
+		wakes: map[string]time.Time{}, wakesChanged: make(chan struct{}, 1), placeFailures: map[string]PlacementFailure{},
 		rollouts:       store.NewCache(st, resources.RolloutsPrefix(), decodeRollout),
 		specs:          newSpecCache(),
 		desired:        desired,

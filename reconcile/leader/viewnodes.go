@@ -115,6 +115,19 @@ func (v *view) schedNodes(now time.Time) ([]sched.Node, map[string]bool) {
 	return out, draining
 }
 
+// departedNodes returns the names of the registered nodes that departed
+// (resources.Node.Departed).
+func (v *view) departedNodes() map[string]bool {
+	regs, _ := v.regs.Snapshot()
+	out := map[string]bool{}
+	for _, reg := range regs {
+		if reg.DepartedAt != nil && v.node(reg).Departed() {
+			out[reg.Name] = true
+		}
+	}
+	return out
+}
+
 // allNodes returns every registered node as the term counts it (node).
 func (v *view) allNodes() []resources.Node {
 	regs, _ := v.regs.Snapshot()

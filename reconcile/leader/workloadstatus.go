@@ -41,6 +41,10 @@ const (
 	// ReasonBackOff: a failed instance waits out the back-off before it
 	// is replaced.
 	ReasonBackOff = "BackOff"
+	// ReasonPlacementFailed: the last placement pass over the workload
+	// failed; the next one runs at the status's next retry time at the
+	// latest.
+	ReasonPlacementFailed = "PlacementFailed"
 	// ReasonProgressDeadlineExceeded: a rollout made no progress within
 	// spec.updateStrategy.progressDeadlineSeconds.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
@@ -92,6 +96,9 @@ type WorkloadFacts struct {
 	// IngressConflicts are the rules of its spec.ingress another workload
 	// holds (the ingress loop's record).
 	IngressConflicts []api.IngressConflict
+	// Placement is the record of the placement passes over it that failed
+	// in a row; nil when the last one succeeded.
+	Placement *PlacementFailure
 }
 
 // DeriveWorkloadStatus computes a workload's status from its facts. It is
@@ -206,6 +213,17 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Tim
 				Message: fmt.Sprintf("%s; replaced no sooner than %s (attempt %d)", waiting, next.UTC().Format(time.RFC3339),
 					ro.Replace.Attempts+1)}
 		}
+	}
+	if pf := f.Placement; pf != nil {
+		// A failed pass says more than an instance's back-off: nothing
+		// of the workload is placed until one succeeds.
+		st.Attempts = pf.Attempts
+		lastReconcile = maxTime(lastReconcile, pf.LastAt)
+		next := pf.NextAt
+		st.NextRetryTime, st.RetryReason = &next, "placement failed: "+pf.Reason
+		backOff = &api.Condition{Type: ConditionReconciling, Status: api.ConditionTrue, Reason: ReasonPlacementFailed,
+			Message: fmt.Sprintf("%s; %d attempts in a row, the next no later than %s", st.RetryReason, pf.Attempts,
+				next.UTC().Format(time.RFC3339))}
 	}
 	if !lastReconcile.IsZero() {
 		st.LastReconcileTime = &lastReconcile
@@ -348,6 +366,16 @@ func instanceError(r api.InstanceStatus) string {
 		return fmt.Sprintf("instance %s: %s", r.InstanceID, r.Message)
 	}
 	return fmt.Sprintf("instance %s failed: exit code %d after %d restarts", r.InstanceID, r.ExitCode, r.Restarts)
+}
+
+// condition returns the condition of type typ in st, nil when it has none.
+func condition(st api.WorkloadStatus, typ string) *api.Condition {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return &c
+		}
+	}
+	return nil
 }
 
 // statusEqual compares two statuses, ignoring UpdatedAt.

@@ -53,6 +53,10 @@ type AgentOptions struct {
 	// one after the other (each Ready before the next joins). Default 0:
 	// cluster.kat's default, and every other host joins as a worker.
 	EtcdMembers int
+	// EtcdPeers, when set, is how many hosts (the first ones, host 1
+	// included) are etcd members: fewer than EtcdMembers allows. Default
+	// 0: EtcdMembers.
+	EtcdPeers int
 	// NodeCollectAfterSeconds, when set, goes into cluster.kat as
 	// spec.nodeCollectAfterSeconds. Default 0: cluster.kat's default.
 	NodeCollectAfterSeconds int
@@ -208,7 +212,7 @@ spec:
 			}); err != nil {
 				return agents, fmt.Errorf("harness %s: %w", c.Name, err)
 			}
-		case i < opts.EtcdMembers:
+		case i < opts.peers():
 			// etcd members join one at a time.
 			if err := c.waitReady(ctx, agents, opts, i+1); err != nil {
 				return agents, err
@@ -270,6 +274,14 @@ func waitAgents(ctx context.Context, agents []*Agent, timeout time.Duration, wha
 	return fmt.Errorf("wait for %s within %s: %w", what, timeout, err)
 }
 
+// peers is how many hosts are etcd members (EtcdPeers).
+func (o AgentOptions) peers() int {
+	if o.EtcdPeers > 0 {
+		return o.EtcdPeers
+	}
+	return o.EtcdMembers
+}
+
 // StartAgent starts kat-agent in host i: init in host 1, join in the others
 // (with the token the first time, without it when the host's data directory
 // has joined before). It does not wait for the node.
@@ -280,7 +292,7 @@ func (c *Cluster) StartAgent(ctx context.Context, i int, opts AgentOptions) (*Ag
 		args = []string{"join", "--leader-api", c.LeaderAPI()}
 		if _, err := os.Stat(filepath.Join(h.DataDir, "node.json")); errors.Is(err, fs.ErrNotExist) {
 			args = append(args, "--token-file", filepath.Join(c.Hosts[0].DataDir, "join.token"))
-			if i < opts.EtcdMembers {
+			if i < opts.peers() {
 				args = append(args, "--etcd-peer", "--admin-token-file", filepath.Join(c.Hosts[0].DataDir, "admin.token"))
 			}
 		}

@@ -68,6 +68,9 @@ type clusterSpec struct {
 	// members is cluster.kat's spec.etcdMembers: hosts 2 to members join
 	// with --etcd-peer (0: every other host is a worker).
 	members int
+	// peers, when set, is how many hosts are etcd members (hosts 2 to
+	// peers join with --etcd-peer), fewer than members allows.
+	peers int
 	// hooks, when set, makes cluster.kat follow hooks.config with webhooks
 	// signed by hooks.secret, polling every hookPollSeconds.
 	hooks *hookRepos
@@ -121,7 +124,7 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		AgentTickSeconds: tickSeconds, NodeLossTimeoutSeconds: nodeLossSeconds,
 		BaseImageScript: filepath.Join(e2e.RepoRoot(), "scripts", "build-base-image.sh"),
 		Labels:          map[string]map[string]string{},
-		Start:           spec.start, EtcdMembers: spec.members, NodeCollectAfterSeconds: spec.collectAfter,
+		Start:           spec.start, EtcdMembers: spec.members, EtcdPeers: spec.peers, NodeCollectAfterSeconds: spec.collectAfter,
 		Args: spec.args,
 	}
 	if spec.hooks != nil {

@@ -160,7 +160,7 @@ func (f *NodeFacts) RecordDeparture(ctx context.Context, node string, d api.Node
 	}
 	f.forget(node) // its registration changed
 	return f.repo.AppendEvent(ctx, api.Event{Time: now, Type: api.EventNormal, Object: "node/" + node, Reason: EventNodeDeparted,
-		Message: fmt.Sprintf("node %s departed: its Service instances move to other nodes", node)})
+		Message: fmt.Sprintf("node %s departed: its Service instances move to other nodes, its DaemonService instances are removed", node)})
 }
 
 // Reasons of the events about nodes.

@@ -215,9 +215,8 @@ func (s *Server) prefixedLog(ctx context.Context, out *lockedFlusher, ns, name s
 			interrupted = true
 		}
 		wait = min(2*wait, logResumeMax)
-		opts.Tail = 0
-		if !lines.last.IsZero() {
-			opts.Since = lines.last
+		if !lines.last.IsZero() { // else as first asked (--tail, --since)
+			opts.Tail, opts.Since = 0, lines.last
 		}
 	}
 }

@@ -115,13 +115,7 @@ func TestFollowedLogsResumeABrokenStream(t *testing.T) {
 			return nil
 		},
 	})
-	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default", Workload: "web",
-		Image: "img", CreatedAt: time.Now()}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	r, w := io.Pipe()
-	go func() { w.CloseWithError(f.client.LogsMatching(ctx, "default", "web", apiclient.LogQuery{All: true, Follow: true}, w)) }()
-	lines := bufio.NewScanner(r)
+	lines := followWeb1(ctx, t, f, apiclient.LogQuery{All: true, Follow: true})
 	next := func() string {
 		t.Helper()
 		if !lines.Scan() {
@@ -147,4 +141,51 @@ func TestFollowedLogsResumeABrokenStream(t *testing.T) {
 	if o := <-calls; !o.Follow || !o.Since.Equal(t0.Add(2*time.Millisecond)) || o.Tail != 0 {
 		t.Fatalf("resumed read %+v, want follow since the last line", o)
 	}
+}
+
+// TestFollowedLogsWaitForAnInstanceToStart: following every instance, an
+// instance whose log cannot be read yet (its container is not there) is
+// asked again, with the options first given, until it can be read.
+func TestFollowedLogsWaitForAnInstanceToStart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := make(chan api.LogOptions, 4)
+	f := newAgentFixture(t, apiserver.AgentConfig{
+		Logs: func(ctx context.Context, id string, o api.LogOptions, w io.Writer) error {
+			calls <- o
+			if len(calls) == 1 { // the first call (the test reads calls at the end)
+				return fmt.Errorf("%w: %s", apiserver.ErrUnknownInstance, id)
+			}
+			if _, err := io.WriteString(w, time.Now().UTC().Format(time.RFC3339Nano)+" started\n"); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		},
+	})
+	lines := followWeb1(ctx, t, f, apiclient.LogQuery{All: true, Follow: true, Tail: 3})
+	for _, want := range []string{"[web-1] log stream interrupted (instance web-1 does not run on this node): resuming", "[web-1] started"} {
+		if !lines.Scan() || lines.Text() != want {
+			t.Fatalf("followed line %q, %v; want %q", lines.Text(), lines.Err(), want)
+		}
+	}
+	for range 2 {
+		if o := <-calls; o.Tail != 3 || !o.Since.IsZero() {
+			t.Fatalf("read %+v, want the tail first asked for", o)
+		}
+	}
+}
+
+// followWeb1 assigns instance web-1 of default/web to node n1 and follows
+// the workload's logs as q asks until ctx ends, line by line.
+func followWeb1(ctx context.Context, t *testing.T, f *fixture, q apiclient.LogQuery) *bufio.Scanner {
+	t.Helper()
+	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default", Workload: "web",
+		Image: "img", CreatedAt: time.Now()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, w := io.Pipe()
+	go func() { w.CloseWithError(f.client.LogsMatching(ctx, "default", "web", q, w)) }()
+	return bufio.NewScanner(r)
 }

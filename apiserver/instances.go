@@ -14,13 +14,7 @@ import (
 // workloadInstances joins a workload's assignments with the reports of the
 // nodes that hold them.
 func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.Instance, error) {
-	// Without the files: GET .../workloads/{name}/files/{file} serves the
-	// generation's.
-	as, err := s.cfg.Repo.ListWorkloadAssignments(ctx, ns, name)
-	if err != nil {
-		return nil, err
-	}
-	reported, err := s.instanceReports(ctx, as)
+	as, reported, err := s.assignedInstances(ctx, ns, name)
 	if err != nil {
 		return nil, err
 	}
@@ -34,6 +28,25 @@ func (s *Server) workloadInstances(ctx context.Context, ns, name string) ([]api.
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// assignedInstances returns a workload's assignments, without their files
+// (GET .../workloads/{name}/files/{file} serves the generation's), and
+// what the nodes holding them last reported of their instances: from the
+// watch-fed copy (Config.WorkloadInstances) when it is ready, else from
+// etcd.
+func (s *Server) assignedInstances(ctx context.Context, ns, name string) ([]api.Assignment, map[string]api.InstanceStatus, error) {
+	if s.cfg.WorkloadInstances != nil {
+		if as, reported, ok := s.cfg.WorkloadInstances(ns, name); ok {
+			return as, reported, nil
+		}
+	}
+	as, err := s.cfg.Repo.ListWorkloadAssignments(ctx, ns, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	reported, err := s.instanceReports(ctx, as)
+	return as, reported, err
 }
 
 // instanceReports returns what the nodes holding as last reported of their

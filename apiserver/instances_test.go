@@ -128,6 +128,7 @@ func newAgentFixture(t *testing.T, agent apiserver.AgentConfig) *fixture {
 		apiclient.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	f.agent = agentSrv
 	return f
 }
 

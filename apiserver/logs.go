@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,7 +136,7 @@ func (s *Server) allLogs(w http.ResponseWriter, r *http.Request, ns, name string
 	_ = out.rc.Flush()
 	if !opts.Follow {
 		for _, in := range ins {
-			s.prefixedLog(ctx, out, in, opts)
+			s.prefixedLog(ctx, out, ns, name, in, opts)
 		}
 		return
 	}
@@ -154,7 +156,7 @@ func (s *Server) allLogs(w http.ResponseWriter, r *http.Request, ns, name string
 			if !first {
 				o.Tail, o.Since = 0, time.Time{} // a new instance: all of it
 			}
-			wg.Go(func() { s.prefixedLog(ctx, out, in, o) })
+			wg.Go(func() { s.prefixedLog(ctx, out, ns, name, in, o) })
 		}
 		first = false
 		select {
@@ -170,19 +172,83 @@ func (s *Server) allLogs(w http.ResponseWriter, r *http.Request, ns, name string
 	}
 }
 
-// prefixedLog copies one instance's log to out, each line prefixed.
-func (s *Server) prefixedLog(ctx context.Context, out *lockedFlusher, in api.Instance, opts api.LogOptions) {
+// prefixedLog copies one instance's log to out, each line prefixed. A
+// followed log whose stream ends or fails (the agent restarted, the
+// connection broke) while the instance is still assigned is read again,
+// after the last line it gave, with one line that says so; it ends when
+// the instance is no longer assigned or ctx ends.
+func (s *Server) prefixedLog(ctx context.Context, out *lockedFlusher, ns, name string, in api.Instance, opts api.LogOptions) {
 	prefix := "[" + in.InstanceID + "] "
+	if !opts.Follow {
+		if msg := s.copyPrefixed(ctx, out, prefix, in, opts, nil); msg != "" {
+			out.line(prefix + "cannot read the log: " + msg + "\n")
+		}
+		return
+	}
+	// Read with timestamps to resume after the last line; the client's
+	// lines keep them only when it asked.
+	lines := &stampedPrefix{keep: opts.Timestamps}
+	opts.Timestamps = true
+	wait := logResumeFirst
+	interrupted := false
+	for {
+		msg := s.copyPrefixed(ctx, out, prefix, in, opts, lines)
+		if ctx.Err() != nil {
+			return
+		}
+		if lines.fresh {
+			interrupted, wait, lines.fresh = false, logResumeFirst, false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if !s.stillAssigned(ctx, ns, name, in.InstanceID) {
+			return
+		}
+		if !interrupted {
+			if msg == "" {
+				msg = "the agent ended it"
+			}
+			out.line(prefix + "log stream interrupted (" + msg + "): resuming\n")
+			interrupted = true
+		}
+		wait = min(2*wait, logResumeMax)
+		if !lines.last.IsZero() { // else as first asked (--tail, --since)
+			opts.Tail, opts.Since = 0, lines.last
+		}
+	}
+}
+
+// Waits between tries to read a followed instance's log again.
+const (
+	logResumeFirst = 500 * time.Millisecond
+	logResumeMax   = 8 * time.Second
+)
+
+// stillAssigned reports whether instance id of workload ns/name is still
+// assigned (true when that cannot be read now: a later look decides).
+func (s *Server) stillAssigned(ctx context.Context, ns, name, id string) bool {
+	ins, err := s.workloadInstances(ctx, ns, name)
+	if err != nil {
+		return ctx.Err() == nil
+	}
+	return slices.ContainsFunc(ins, func(in api.Instance) bool { return in.InstanceID == id })
+}
+
+// copyPrefixed copies one stream of an instance's log to out, each line
+// prefixed, through stamps when not nil (the stream has timestamps), and
+// returns why the stream could not be read or broke ("" when it ended).
+func (s *Server) copyPrefixed(ctx context.Context, out *lockedFlusher, prefix string, in api.Instance, opts api.LogOptions, stamps *stampedPrefix) string {
 	resp, apiErr := s.callAgent(ctx, in.Node, instanceLogPath(in.InstanceID), opts.Values())
 	if apiErr != nil {
-		out.line(prefix + "cannot read the log: " + apiErr.Message + "\n")
-		return
+		return apiErr.Message
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		out.line(prefix + "cannot read the log: " + errorMessage(b, resp.StatusCode) + "\n")
-		return
+		return errorMessage(b, resp.StatusCode)
 	}
 	br := bufio.NewReader(resp.Body)
 	for {
@@ -191,12 +257,50 @@ func (s *Server) prefixedLog(ctx context.Context, out *lockedFlusher, in api.Ins
 			if line[len(line)-1] != '\n' {
 				line += "\n"
 			}
-			out.line(prefix + line)
+			if stamps != nil {
+				line = stamps.line(line)
+			}
+			if line != "" {
+				out.line(prefix + line)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return ""
 		}
 		if err != nil {
-			return
+			return err.Error()
 		}
 	}
+}
+
+// stampedPrefix passes the lines of a log read with timestamps that come
+// after the last one passed, without their timestamp unless keep.
+type stampedPrefix struct {
+	keep bool
+	// last is the time of the last line passed; fresh says a line was
+	// passed since it was last cleared.
+	last  time.Time
+	fresh bool
+}
+
+// line returns line as it is to be written ("" to leave it out).
+func (p *stampedPrefix) line(line string) string {
+	stamp, rest, ok := strings.Cut(line, " ")
+	if !ok {
+		return line
+	}
+	t, err := time.Parse(time.RFC3339Nano, stamp)
+	if err != nil {
+		return line
+	}
+	if !p.last.IsZero() && !t.After(p.last) {
+		return "" // read before the stream was resumed
+	}
+	p.last, p.fresh = t, true
+	if p.keep {
+		return line
+	}
+	return rest
 }
 
 // lockedFlusher writes whole lines from several goroutines and flushes

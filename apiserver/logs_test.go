@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -87,4 +88,104 @@ func TestLogsOptionsAndAllInstances(t *testing.T) {
 		{"previous=true&follow=true", "previous"},
 		{"all=true&instance=web-1", "all"},
 	})
+}
+
+// TestFollowedLogsResumeABrokenStream: following every instance, a stream
+// the agent's side breaks (its agent restarted) is read again after the
+// last line it gave, with a line that says so, and no line twice; the
+// lines keep no timestamp the client did not ask for.
+func TestFollowedLogsResumeABrokenStream(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	stamp := func(s int) string { return t0.Add(time.Duration(s) * time.Millisecond).Format(time.RFC3339Nano) }
+	calls := make(chan api.LogOptions, 4)
+	f := newAgentFixture(t, apiserver.AgentConfig{
+		Logs: func(ctx context.Context, _ string, o api.LogOptions, w io.Writer) error {
+			calls <- o
+			text := stamp(1) + " one\n" + stamp(2) + " two\n"
+			if !o.Since.IsZero() { // resumed: podman's since includes the last line
+				text = stamp(2) + " two\n" + stamp(3) + " three\n"
+			}
+			if _, err := io.WriteString(w, text); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		},
+	})
+	lines := followWeb1(ctx, t, f, apiclient.LogQuery{All: true, Follow: true})
+	next := func() string {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("the followed log ended: %v", lines.Err())
+		}
+		return lines.Text()
+	}
+	for _, want := range []string{"[web-1] one", "[web-1] two"} {
+		if got := next(); got != want {
+			t.Fatalf("followed line %q, want %q", got, want)
+		}
+	}
+	if o := <-calls; !o.Follow || !o.Timestamps || !o.Since.IsZero() {
+		t.Fatalf("first read %+v, want follow and timestamps from the start", o)
+	}
+	f.agent.CloseClientConnections() // the agent goes away mid-stream
+	if got := next(); !strings.HasPrefix(got, "[web-1] log stream interrupted (") || !strings.HasSuffix(got, "): resuming") {
+		t.Fatalf("after the break: %q, want a line saying the stream is resumed", got)
+	}
+	if got := next(); got != "[web-1] three" {
+		t.Fatalf("after the resumption: %q, want the line after the last one read, once", got)
+	}
+	if o := <-calls; !o.Follow || !o.Since.Equal(t0.Add(2*time.Millisecond)) || o.Tail != 0 {
+		t.Fatalf("resumed read %+v, want follow since the last line", o)
+	}
+}
+
+// TestFollowedLogsWaitForAnInstanceToStart: following every instance, an
+// instance whose log cannot be read yet (its container is not there) is
+// asked again, with the options first given, until it can be read.
+func TestFollowedLogsWaitForAnInstanceToStart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := make(chan api.LogOptions, 4)
+	f := newAgentFixture(t, apiserver.AgentConfig{
+		Logs: func(ctx context.Context, id string, o api.LogOptions, w io.Writer) error {
+			calls <- o
+			if len(calls) == 1 { // the first call (the test reads calls at the end)
+				return fmt.Errorf("%w: %s", apiserver.ErrUnknownInstance, id)
+			}
+			if _, err := io.WriteString(w, time.Now().UTC().Format(time.RFC3339Nano)+" started\n"); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		},
+	})
+	lines := followWeb1(ctx, t, f, apiclient.LogQuery{All: true, Follow: true, Tail: 3})
+	for _, want := range []string{"[web-1] log stream interrupted (instance web-1 does not run on this node): resuming", "[web-1] started"} {
+		if !lines.Scan() || lines.Text() != want {
+			t.Fatalf("followed line %q, %v; want %q", lines.Text(), lines.Err(), want)
+		}
+	}
+	for range 2 {
+		if o := <-calls; o.Tail != 3 || !o.Since.IsZero() {
+			t.Fatalf("read %+v, want the tail first asked for", o)
+		}
+	}
+}
+
+// followWeb1 assigns instance web-1 of default/web to node n1 and follows
+// the workload's logs as q asks until ctx ends, line by line.
+func followWeb1(ctx context.Context, t *testing.T, f *fixture, q apiclient.LogQuery) *bufio.Scanner {
+	t.Helper()
+	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{{InstanceID: "web-1", Node: "n1", Namespace: "default", Workload: "web",
+		Image: "img", CreatedAt: time.Now()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, w := io.Pipe()
+	go func() { w.CloseWithError(f.client.LogsMatching(ctx, "default", "web", q, w)) }()
+	return bufio.NewScanner(r)
 }

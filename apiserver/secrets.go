@@ -226,13 +226,13 @@ func (s *Server) deliverSecret(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	as, err := s.cfg.Repo.ListAssignments(r.Context(), node)
+	uses, err := s.nodeUsesSecret(r.Context(), node, ns, name)
 	if err != nil {
 		metrics.SecretDelivered(metrics.ResultFailure)
 		writeError(w, errorFor(err))
 		return
 	}
-	if !slices.ContainsFunc(as, func(a api.Assignment) bool { return a.Namespace == ns && slices.Contains(s.secretUses.of(a), name) }) {
+	if !uses {
 		metrics.SecretDelivered(metrics.DeliveryForbidden)
 		writeError(w, &api.Error{StatusCode: http.StatusForbidden, Code: api.CodeForbidden,
 			Message: "node " + node + " runs no instance that uses secret " + ns + "/" + name})
@@ -257,6 +257,35 @@ func (s *Server) deliverSecret(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// nodeUsesSecret reports whether an instance assigned to node uses secret
+// ns/name. The assignments are read without their files; an assignment's
+// files are read only when its spec was not seen before.
+func (s *Server) nodeUsesSecret(ctx context.Context, node, ns, name string) (bool, error) {
+	as, err := s.cfg.Repo.ListAssignmentsWithoutFiles(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range as {
+		if a.Namespace != ns {
+			continue
+		}
+		names, err := s.secretUses.ofSpec(a.Namespace, a.SpecHash, func() (map[string][]byte, error) {
+			full, err := s.cfg.Repo.GetAssignment(ctx, node, a.InstanceID)
+			return full.Files, err
+		})
+		if errors.Is(err, resources.ErrNotFound) {
+			continue // gone since the listing
+		}
+		if err != nil {
+			return false, err
+		}
+		if slices.Contains(names, name) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // secretUses remembers, by spec hash, the secrets the workload files of
 // assignments refer to: agents ask every few seconds, and a spec is parsed
 // once. It is safe for concurrent use.
@@ -267,12 +296,6 @@ type secretUses struct {
 
 // maxSecretUses bounds the memory: past it the map starts afresh.
 const maxSecretUses = 4096
-
-// of returns the names of the secrets a's workload uses.
-func (u *secretUses) of(a api.Assignment) []string {
-	names, _ := u.ofSpec(a.Namespace, a.SpecHash, func() (map[string][]byte, error) { return a.Files, nil })
-	return names
-}
 
 // ofSpec returns the names of the secrets the spec of hash specHash (in
 // namespace ns) uses; files are read only when the hash is new to it.

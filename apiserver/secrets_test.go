@@ -47,14 +47,7 @@ func TestSecretDelivery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, nil)
-	ca, err := pki.NewCA("secrets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := ca.AgeIdentity()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, id := secretsCA(t)
 	recipient := id.Recipient().String()
 	sec := &quadlet.Secret{Metadata: quadlet.ObjectMeta{Namespace: "default", Name: "db"},
 		Values: map[string]quadlet.SecretValue{"password": quadlet.NewSecretValue([]byte(apiSentinel))}}
@@ -219,4 +212,60 @@ func TestSecretDelivery(t *testing.T) {
 			t.Errorf("/metrics names a value, key or secret: %s", line)
 		}
 	}
+}
+
+// TestSecretDeliveryBySpecHash: the delivery reads a node's assignments
+// without their files and a spec's files once: an instance of a spec seen
+// before is judged by what its spec was found to use, a new spec by its
+// files, and an instance no longer assigned uses nothing.
+func TestSecretDeliveryBySpecHash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	ca, id := secretsCA(t)
+	for _, name := range []string{"db", "other"} {
+		sec := &quadlet.Secret{Metadata: quadlet.ObjectMeta{Namespace: "default", Name: name},
+			Values: map[string]quadlet.SecretValue{"password": quadlet.NewSecretValue([]byte(apiSentinel))}}
+		if _, _, err := f.repo.ApplySecret(ctx, resources.SecretApply{Secret: sec, Owner: api.APIOwner()}, ca); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uses := func(hash string) api.Assignment {
+		return api.Assignment{InstanceID: "app-" + hash, Node: "w1", Namespace: "default", Workload: "app", SpecHash: hash, Files: consumerFiles}
+	}
+	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{uses("h1"), uses("h2")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w1 := nodeClients(t, f, func(c *apiserver.Config) {
+		c.Secrets = &apiserver.SecretKeys{Identity: id, KeyID: "k", Sealer: ca}
+	}, "w1")[0]
+	get := func(name string) error { _, err := w1.GetNodeSecret(ctx, "w1", "default", name); return err }
+	for range 2 { // the second time from the specs seen
+		if err := get("db"); err != nil {
+			t.Fatalf("w1 gets db: %v", err)
+		}
+		if err := get("other"); statusOf(err) != http.StatusForbidden {
+			t.Fatalf("w1 gets other, which no spec uses: %v, want 403", err)
+		}
+	}
+	if _, err := f.repo.WriteAssignments(ctx, nil, []api.Assignment{uses("h1"), uses("h2")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("db"); statusOf(err) != http.StatusForbidden {
+		t.Errorf("w1 gets db once no instance is assigned: %v, want 403", err)
+	}
+}
+
+// secretsCA returns a new cluster CA and the age identity derived from it.
+func secretsCA(t *testing.T) (*pki.CA, *age.X25519Identity) {
+	t.Helper()
+	ca, err := pki.NewCA("secrets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := ca.AgeIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, id
 }

@@ -125,6 +125,13 @@ type Config struct {
 	// past it they are only logged, so that nobody without a credential
 	// can push operators' calls out of the list. Default 60.
 	AuditUnauthenticatedLimit int
+	// WorkloadInstances, when set, returns a workload's assignments
+	// (without their files) and its instances' latest reports by instance
+	// ID from a watch-fed copy of the store (the leader's), or false while
+	// that copy is not ready; the workload's status, logs and exec read
+	// them there instead of listing every assignment in etcd. Default nil:
+	// read from etcd.
+	WorkloadInstances func(ns, name string) ([]api.Assignment, map[string]api.InstanceStatus, bool)
 	// Secrets, when set, serves the cluster's age recipient and the
 	// delivery of secrets to the nodes that use them. Default nil: those
 	// answer 503.

@@ -35,6 +35,8 @@ type fixture struct {
 	client  *apiclient.Client
 	repo    *resources.Repo
 	st      store.StateStore
+	// agent is the node agent's server of newAgentFixture.
+	agent *httptest.Server
 }
 
 func newFixture(t testing.TB, mod func(*apiserver.Config)) *fixture {

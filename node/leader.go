@@ -84,7 +84,8 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		Backup:          backup,
 		Metrics:         metrics.Handler(),
 		NodeLossTimeout: lossTimeout, TermStart: loops.TermStart(), Forwarder: loops.IsMemberAddress,
-		Logger: n.log.With().Str("component", "api").Logger(), AuditLogger: &auditLog,
+		WorkloadInstances: loops.WorkloadInstances,
+		Logger:            n.log.With().Str("component", "api").Logger(), AuditLogger: &auditLog,
 	})
 	if err != nil {
 		return nil, err

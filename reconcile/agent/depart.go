@@ -57,7 +57,7 @@ func Depart(ctx context.Context, cfg DepartConfig) error {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	err := poll.Wait(wctx, func() (bool, error) {
-		as, err := cfg.Repo.ListAssignments(wctx, cfg.Node)
+		as, err := cfg.Repo.ListAssignmentsWithoutFiles(wctx, cfg.Node)
 		if err != nil {
 			return false, err // etcd may be slow to answer: ask again until the deadline
 		}

@@ -174,6 +174,26 @@ func (l *Leader) Loops() []reconcile.Loop {
 // heartbeats from it (resources.HeartbeatInTerm).
 func (l *Leader) TermStart() time.Time { return l.view.termStart }
 
+// WorkloadInstances returns the assignments of workload ns/name, sorted by
+// key and without their files, with the latest report of each instance a
+// node reported, by instance ID, as the leader's watch-fed view holds them;
+// false until the view has its first listing of both. The values are
+// shared with the view: do not modify them.
+func (l *Leader) WorkloadInstances(ns, name string) ([]api.Assignment, map[string]api.InstanceStatus, bool) {
+	for _, ch := range []<-chan struct{}{l.view.assigns.Synced(), l.view.nodes.Synced()} {
+		select {
+		case <-ch:
+		default:
+			return nil, nil, false
+		}
+	}
+	as := l.view.assignmentsOf(ns + "/" + name)
+	for i := range as {
+		as[i].Files = nil
+	}
+	return as, l.view.reportsOf(as), true
+}
+
 // IsMemberAddress reports whether a is the advertised address of a
 // registered etcd member (which forwards API requests to the leader); false
 // until the leader's view has synced.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -561,4 +563,57 @@ func sameStatus(a, b api.WorkloadStatus) bool {
 		return s
 	}
 	return statusEqual(strip(a), strip(b))
+}
+
+// TestWorkloadInstancesFromTheView: the API's look at a workload's
+// instances from the leader's view is what etcd holds: the workload's
+// assignments without their files, and the node's latest report of each,
+// following a scale-down.
+func TestWorkloadInstancesFromTheView(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 2, "v1"), api.APIOwner())
+	e.apply(workloadFiles(t, "api", quadlet.TypeService, 1, "v1"), api.APIOwner())
+	l, stop := e.run(Config{})
+	defer stop()
+	polltest.Until(t, 10*time.Second, "three instances placed", func() bool {
+		return len(e.assignments("web")) == 2 && len(e.assignments("api")) == 1
+	})
+	web := e.assignments("web")
+	e.report(1, running(web[0]))
+	want := func() ([]api.Assignment, map[string]api.InstanceStatus) {
+		as, err := e.repo.ListWorkloadAssignments(e.ctx, "ns1", "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.repo.GetNodeStatus(e.ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports := map[string]api.InstanceStatus{}
+		for _, is := range st.WorkloadInstances {
+			if slices.ContainsFunc(as, func(a api.Assignment) bool { return a.InstanceID == is.InstanceID }) {
+				reports[is.InstanceID] = is
+			}
+		}
+		return as, reports
+	}
+	same := func() bool {
+		as, reports, ok := l.WorkloadInstances("ns1", "web")
+		wantAs, wantReports := want()
+		return ok && reflect.DeepEqual(as, wantAs) && reflect.DeepEqual(reports, wantReports)
+	}
+	polltest.Until(t, 10*time.Second, "web's two instances, one reported", same)
+	if as, _, _ := l.WorkloadInstances("ns1", "web"); len(as) != 2 || as[0].Files != nil {
+		t.Fatalf("web's instances: %+v, want two without their files", as)
+	}
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 1, "v1"), api.APIOwner())
+	polltest.Until(t, 10*time.Second, "web scaled to one", func() bool { return len(e.assignments("web")) == 1 })
+	polltest.Until(t, 10*time.Second, "web's one instance", func() bool {
+		as, _, _ := l.WorkloadInstances("ns1", "web")
+		return len(as) == 1 && same()
+	})
+	if as, reports, ok := l.WorkloadInstances("ns1", "none"); !ok || len(as) != 0 || len(reports) != 0 {
+		t.Errorf("a workload without instances: %+v, %+v, %v", as, reports, ok)
+	}
 }

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,35 +37,14 @@ spec:
 // on the returned channel (closed when katcall exits); stop ends it.
 func katcallStream(t *testing.T, c *Cluster, args ...string) (lines <-chan string, stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, c.Bin.Katcall, append([]string{"--config", c.KatcallConfig()}, args...)...)
+	cmd := exec.Command(c.Bin.Katcall, append([]string{"--config", c.KatcallConfig()}, args...)...)
 	cmd.Env = append(os.Environ(), "KATCONFIG=", "HOME="+os.TempDir())
-	out, err := cmd.StdoutPipe()
+	lines, stop, err := StreamLines(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan string, 256)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer close(ch)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			ch <- sc.Text()
-		}
-	})
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			wg.Wait()
-			_ = cmd.Wait() // killed on purpose
-		})
-	}
 	t.Cleanup(stop)
-	return ch, stop
+	return lines, stop
 }
 
 // waitLine waits for a line of lines that matches re and returns it.
@@ -122,15 +98,9 @@ func TestExecLogsAndEvents(t *testing.T) {
 
 	// exec: input in, output and exit status out; an instance by name.
 	in := d.Instances[1].InstanceID
-	cmd := exec.Command(c.Bin.Katcall, "--config", c.KatcallConfig(), "exec", ref, "--instance", in, "-i", "--", "sh", "-c", "cat; echo to-stderr >&2; exit 3")
-	cmd.Env = append(os.Environ(), "KATCONFIG=", "HOME="+os.TempDir())
-	cmd.Stdin = strings.NewReader("ping from stdin\n")
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 || stdout.String() != "ping from stdin\n" || stderr.String() != "to-stderr\n" {
-		t.Fatalf("katcall exec -i: %v, stdout %q, stderr %q; want exit 3 and the input echoed", err, stdout.String(), stderr.String())
+	if r := RunKatcallInput(context.Background(), c.Bin.Katcall, strings.NewReader("ping from stdin\n"), "--config", c.KatcallConfig(),
+		"exec", ref, "--instance", in, "-i", "--", "sh", "-c", "cat; echo to-stderr >&2; exit 3"); r.Code != 3 || r.Stdout != "ping from stdin\n" || r.Stderr != "to-stderr\n" {
+		t.Fatalf("katcall exec -i: %s; want exit 3 and the input echoed", r)
 	}
 	if r := c.Katcall(context.Background(), "exec", ref, "--instance", in, "--", "hostname"); r.Code != 0 || strings.TrimSpace(r.Stdout) == "" {
 		t.Fatalf("katcall exec hostname: %s", r)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -439,6 +440,12 @@ func (c *Cluster) Katcall(ctx context.Context, args ...string) Result {
 // RunKatcall runs the katcall binary with args, for up to a minute unless
 // ctx has a deadline of its own.
 func RunKatcall(ctx context.Context, katcall string, args ...string) Result {
+	return RunKatcallInput(ctx, katcall, nil, args...)
+}
+
+// RunKatcallInput is RunKatcall with input (nil: none) on katcall's
+// standard input.
+func RunKatcallInput(ctx context.Context, katcall string, input io.Reader, args ...string) Result {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
@@ -447,7 +454,7 @@ func RunKatcall(ctx context.Context, katcall string, args ...string) Result {
 	cmd := exec.CommandContext(ctx, katcall, args...)
 	cmd.Env = append(os.Environ(), "KATCONFIG=", "HOME="+os.TempDir())
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = input, &out, &errb
 	err := cmd.Run()
 	code := 0
 	var ee *exec.ExitError
@@ -562,4 +569,41 @@ func removeByFilter(args []string, filter string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// StreamLines starts cmd and sends each line it writes to its standard
+// output on the returned channel, which is closed when that output ends.
+// stop kills cmd if it still runs and waits for it; call it once done
+// with the lines.
+func StreamLines(cmd *exec.Cmd) (lines <-chan string, stop func(), err error) {
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream %s: %w", cmd.Path, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("stream %s: %w", cmd.Path, err)
+	}
+	ch := make(chan string, 256)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(ch)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case ch <- sc.Text():
+			case <-done:
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			close(done)
+			_ = cmd.Process.Kill()
+			wg.Wait()
+			_ = cmd.Wait() // killed on purpose
+		})
+	}, nil
 }

@@ -24,6 +24,23 @@ func (r *Repo) ListAssignmentsWithoutFiles(ctx context.Context, node string) ([]
 	return r.listAssignments(ctx, node, nil, decodeWithoutFiles)
 }
 
+// GetAssignment returns one assignment with its files, or an error
+// wrapping ErrNotFound when node holds no instance id.
+func (r *Repo) GetAssignment(ctx context.Context, node, id string) (api.Assignment, error) {
+	kv, err := r.st.Get(ctx, AssignmentKey(node, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return api.Assignment{}, fmt.Errorf("assignment %s of node %s: %w", id, node, ErrNotFound)
+	}
+	if err != nil {
+		return api.Assignment{}, fmt.Errorf("read assignment %s of node %s: %w", id, node, err)
+	}
+	a, err := DecodeAssignment(kv.Value)
+	if err != nil {
+		return api.Assignment{}, fmt.Errorf("decode %s: %w", kv.Key, err)
+	}
+	return a, nil
+}
+
 // ListWorkloadAssignments returns the assignments of one workload, sorted by
 // key, without their Files. The keys name the node, not the workload: every
 // assignment is read, but one of another workload is passed over unless its

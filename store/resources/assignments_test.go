@@ -153,4 +153,11 @@ func TestListAssignmentsOfWorkloadAndWithoutFiles(t *testing.T) {
 	if got, err := r.ListWorkloadAssignments(ctx, "default", "none"); err != nil || len(got) != 0 {
 		t.Errorf("ListWorkloadAssignments of a workload without instances = %+v, %v, want none", got, err)
 	}
+	one, err := r.GetAssignment(ctx, full[1].Node, full[1].InstanceID)
+	if err != nil || !reflect.DeepEqual(one, full[1]) {
+		t.Errorf("GetAssignment(%s, %s) = %+v, %v, want %+v", full[1].Node, full[1].InstanceID, one, err, full[1])
+	}
+	if _, err := r.GetAssignment(ctx, "n0", "none"); !errors.Is(err, resources.ErrNotFound) {
+		t.Errorf("GetAssignment of no instance: %v, want ErrNotFound", err)
+	}
 }

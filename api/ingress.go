@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -205,6 +206,22 @@ type IngressCertificate struct {
 	NextTryAt time.Time `json:"nextTryAt,omitzero"`
 	// Failures counts the failures in a row (the back-off's exponent).
 	Failures int `json:"failures,omitempty"`
+}
+
+// Covers reports whether the certificate's names include host: the same
+// name, or a wildcard "*.rest" for a host of one more label than rest.
+func (c IngressCertificate) Covers(host string) bool {
+	for _, h := range c.Hosts {
+		if h == host {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(h, "*."); ok {
+			if label, tail, found := strings.Cut(host, "."); found && label != "" && tail == rest {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // IngressCertificateSealPurpose is what a certificate's key is sealed

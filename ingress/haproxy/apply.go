@@ -98,12 +98,15 @@ func cmdForError(cmd string) string {
 }
 
 // answerForError is HAProxy's answer as an error may show it: the lines
-// that say why, never one that could carry PEM.
+// that say why, up to any that starts PEM.
 func answerForError(ans string) string {
 	var lines []string
 	for line := range strings.Lines(ans) {
 		line = strings.TrimSpace(line)
-		if line != "" && !strings.Contains(line, "-----") {
+		if strings.Contains(line, "-----") {
+			break // PEM from here on
+		}
+		if line != "" {
 			lines = append(lines, line)
 		}
 	}

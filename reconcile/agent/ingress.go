@@ -236,7 +236,12 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 		err = errors.Join(err, tlsErr)
 	}
 	if err != nil {
-		u.fail(ctx, err) // also a proxy starting or stopping: next pass
+		// also a proxy starting or stopping: next pass. What TLS did
+		// apply still counts: an ACME challenge answered while another
+		// host's certificate failed.
+		u.fail(ctx, err, func(st *api.IngressProxyStatus) {
+			st.Certificates, st.ACMETokens = tlsApplied.Certificates, strings.Join(tlsApplied.Tokens, " ")
+		})
 		return !errors.Is(err, haproxy.ErrUnreachable)
 	}
 	if applied.Commands > 0 {
@@ -255,8 +260,8 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 }
 
 // fail records err as the proxy's last error, cut to 300 bytes, and an
-// event when the error is new.
-func (u *ingressUpdater) fail(ctx context.Context, err error) {
+// event when the error is new; updates bring in what the pass did apply.
+func (u *ingressUpdater) fail(ctx context.Context, err error, updates ...func(*api.IngressProxyStatus)) {
 	msg := err.Error()
 	if len(msg) > 300 {
 		msg = msg[:300]
@@ -268,6 +273,9 @@ func (u *ingressUpdater) fail(ctx context.Context, err error) {
 		st = *u.status
 	}
 	st.LastError = msg
+	for _, update := range updates {
+		update(&st)
+	}
 	changed := u.status == nil || *u.status != st
 	u.status = &st
 	u.mu.Unlock()

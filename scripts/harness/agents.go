@@ -63,6 +63,8 @@ type AgentOptions struct {
 	// file:// repository and the secret file are the same on every member.
 	ConfigRepo, WebhookSecretFile string
 	ConfigPollSeconds             int
+	// Args are more kat-agent flags, by host name. Default none.
+	Args map[string][]string
 }
 
 // Agent is the kat-agent process of one host started by this process.
@@ -296,6 +298,7 @@ func (c *Cluster) StartAgent(ctx context.Context, i int, opts AgentOptions) (*Ag
 	for _, k := range keys {
 		args = append(args, "--node-label", k+"="+opts.Labels[h.Name][k])
 	}
+	args = append(args, opts.Args[h.Name]...)
 	log, err := os.OpenFile(h.AgentLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("harness %s: %s: %w", c.Name, h.Name, err)

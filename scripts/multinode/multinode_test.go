@@ -79,6 +79,9 @@ type clusterSpec struct {
 	// userTiming keeps a user's defaults of the agent tick and node-loss
 	// timeout (benchmarks), not the tests' short ones.
 	userTiming bool
+	// args, when set, gives more kat-agent flags by host name, once the
+	// hosts (and so their addresses) are known.
+	args func(hosts []harness.Host) map[string][]string
 }
 
 // startCluster brings up the hosts of spec running kat-agent, every started
@@ -137,6 +140,9 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		if slices.Contains(spec.ingress, i) {
 			tc.opts.Labels[h.Name]["kat.dws.rip/role"] = "ingress"
 		}
+	}
+	if spec.args != nil {
+		tc.opts.Args = spec.args(c.Hosts)
 	}
 	if len(spec.ingress) > 0 {
 		tc.opts.ImageScripts = []string{filepath.Join(e2e.RepoRoot(), "scripts", "build-ingress-image.sh")}

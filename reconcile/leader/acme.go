@@ -293,18 +293,35 @@ func (is *acmeIssuer) waitProxies(ctx context.Context, token string) error {
 	}
 }
 
-// notAnswering returns the Ready nodes with a proxy that does not yet
-// answer token, and how many Ready nodes have a proxy.
+// notAnswering returns the Ready nodes with a proxy, assigned or
+// reporting, that does not yet answer token, and how many Ready nodes
+// have a proxy. A proxy assigned but not yet reporting counts as not
+// answering: the CA may ask any ingress node.
 func (is *acmeIssuer) notAnswering(token string) (missing []string, proxies int) {
 	now := is.l.cfg.Now()
-	nodes, _ := is.l.view.nodes.Snapshot()
-	for _, st := range nodes {
-		if st.Ingress == nil || !is.l.view.nodeReady(st.NodeName, now) {
+	v := is.l.view
+	nodes := map[string]bool{}
+	statuses, _ := v.nodes.Snapshot()
+	for _, st := range statuses {
+		if st.Ingress != nil {
+			nodes[st.NodeName] = true
+		}
+	}
+	assigns, _ := v.assigns.Snapshot()
+	for _, a := range assigns {
+		if a.LeavingAt.IsZero() && !nodes[a.Node] {
+			s := v.specs.get(api.WorkloadMeta{Namespace: a.Namespace, Name: a.Workload, SpecHash: a.SpecHash}, a.Files)
+			nodes[a.Node] = s != nil && s.IngressProxy
+		}
+	}
+	for node, proxy := range nodes {
+		if !proxy || !v.nodeReady(node, now) {
 			continue
 		}
 		proxies++
-		if !slices.Contains(strings.Fields(st.Ingress.ACMETokens), token) {
-			missing = append(missing, st.NodeName)
+		st, ok := v.nodes.Get(resources.NodeStatusKey(node))
+		if !ok || st.Ingress == nil || !slices.Contains(strings.Fields(st.Ingress.ACMETokens), token) {
+			missing = append(missing, node)
 		}
 	}
 	slices.Sort(missing)

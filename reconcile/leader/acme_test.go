@@ -26,6 +26,7 @@ import (
 	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/pki"
+	"kat.dws.rip/kat/quadlet"
 )
 
 // pebbleInstall is how the ACME test's prerequisites are installed
@@ -347,4 +348,41 @@ func TestLeaderACMEWithPebble(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestACMEWaitsForEveryProxy: a node with a proxy instance assigned counts
+// among those that must answer a challenge before it reports any proxy
+// status, so the CA is not asked to validate while an ingress node it may
+// ask cannot answer yet.
+func TestACMEWaitsForEveryProxy(t *testing.T) {
+	t.Parallel()
+	e, _ := newTwoNodeEnv(t)
+	files := workloadFiles(t, "proxy", quadlet.TypeDaemonService, 0, "true")
+	files["workload.kat"] = bytes.Replace(files["workload.kat"], []byte("metadata:\n"), []byte("metadata:\n  labels: {kat.dws.rip/ingress-proxy: haproxy}\n"), 1)
+	files["VirtualLoadBalancer.kat"] = []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: VirtualLoadBalancer\nspec:\n  ports: [{name: http, containerPort: 80}]\n")
+	if _, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{}); err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	e.apply(files, api.APIOwner())
+	l, stop := e.run(Config{})
+	defer stop()
+	polltest.Until(t, 10*time.Second, "a proxy on n1 and n2", func() bool { return e.onNodes("proxy") == "n1:1 n2:1" })
+	answers := func(node, tokens string) {
+		st := api.NodeStatus{NodeName: node, Timestamp: time.Now().Unix(), Ingress: &api.IngressProxyStatus{Proxy: "HAProxy", ACMETokens: tokens}}
+		st.Resources.Allocatable = api.ResourceList{CPU: "4", Memory: "8Gi"}
+		if err := e.repo.PutNodeStatus(e.ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	is := &acmeIssuer{l: l}
+	answers("n1", "tok")
+	polltest.Until(t, 10*time.Second, "n2, assigned a proxy and silent, not answering", func() bool {
+		missing, proxies := is.notAnswering("tok")
+		return proxies == 2 && slices.Equal(missing, []string{"n2"})
+	})
+	answers("n2", "other tok")
+	polltest.Until(t, 10*time.Second, "both answering", func() bool {
+		missing, proxies := is.notAnswering("tok")
+		return proxies == 2 && len(missing) == 0
+	})
 }

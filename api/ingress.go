@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -40,6 +41,13 @@ type IngressRule struct {
 	PortName string `json:"portName,omitempty"`
 	// TLS is the rule's spec.ingress[].tls.
 	TLS bool `json:"tls,omitempty"`
+	// TLSCertificate is its spec.ingress[].tlsCertificate: the certificate
+	// from files of that name; "" with TLS is ACME's for Host.
+	TLSCertificate string `json:"tlsCertificate,omitempty"`
+	// Certificate is the fingerprint (IngressCertificate.Fingerprint) of
+	// the certificate the proxies serve for Host; "" while there is none,
+	// and then the host is served over plain HTTP without a redirect.
+	Certificate string `json:"certificate,omitempty"`
 	// Since is when this workload began to hold Host and Path: of two
 	// workloads claiming them, the earlier holder keeps them.
 	Since time.Time `json:"since"`
@@ -83,7 +91,7 @@ func (r IngressRoutes) Equal(o IngressRoutes) bool {
 	return r.Namespace == o.Namespace && r.Workload == o.Workload &&
 		slices.EqualFunc(r.Rules, o.Rules, func(a, b IngressRule) bool {
 			return a.Host == b.Host && a.Path == b.Path && a.Field == b.Field && a.Port == b.Port && a.PortName == b.PortName &&
-				a.TLS == b.TLS && a.Since.Equal(b.Since) && slices.Equal(a.Backends, b.Backends)
+				a.TLS == b.TLS && a.TLSCertificate == b.TLSCertificate && a.Certificate == b.Certificate && a.Since.Equal(b.Since) && slices.Equal(a.Backends, b.Backends)
 		}) &&
 		slices.EqualFunc(r.Conflicts, o.Conflicts, func(a, b IngressConflict) bool {
 			return a.Host == b.Host && a.Path == b.Path && a.Field == b.Field && a.HeldBy == b.HeldBy && a.Since.Equal(b.Since)
@@ -105,7 +113,16 @@ type IngressRouteView struct {
 	Ready    int              `json:"ready"`
 	Assigned int              `json:"assigned"`
 	Backends []IngressBackend `json:"backends,omitempty"`
-	// Status is "Routed", "NoBackends" or "Conflict: ns/name" (the holder).
+	// TLSCertificate is the rule's tlsCertificate ("" with TLS: ACME).
+	TLSCertificate string `json:"tlsCertificate,omitempty"`
+	// CertificateNotAfter is when the certificate served for Host
+	// expires; zero while none is.
+	CertificateNotAfter time.Time `json:"certificateNotAfter,omitzero"`
+	// CertificateError is the last failure to import, issue or renew the
+	// certificate (names and reasons, never key material).
+	CertificateError string `json:"certificateError,omitempty"`
+	// Status is "Routed", "NoBackends", "CertificateMissing" (TLS asked,
+	// no certificate yet) or "Conflict: ns/name" (the holder).
 	Status string `json:"status"`
 	// Since is when the workload began to hold the route; for a conflict,
 	// when the holder did.
@@ -130,8 +147,120 @@ type IngressProxyStatus struct {
 	// Routes and Backends are what it routes now.
 	Routes   int `json:"routes"`
 	Backends int `json:"backends"`
+	// Certificates is the number of certificates it serves.
+	Certificates int `json:"certificates,omitempty"`
+	// ACMETokens are the tokens of the ACME HTTP-01 challenges it answers,
+	// sorted, separated by spaces (a string keeps the status comparable):
+	// the leader accepts a challenge once every proxy answers it.
+	ACMETokens string `json:"acmeTokens,omitempty"`
 	// LastError is the last failed change (a command and the proxy's
 	// answer), cut to 300 bytes; "" after a pass that applied everything.
 	LastError     string    `json:"lastError,omitempty"`
 	LastAppliedAt time.Time `json:"lastAppliedAt,omitzero"`
+}
+
+// TLSSource is where the certificate of a rule with TLS comes from:
+// ("file", TLSCertificate) or ("acme", Host); it is the key of the
+// certificate's record (IngressCertificate) and of its delivery to the
+// proxies.
+func (r IngressRule) TLSSource() (kind, name string) {
+	if r.TLSCertificate != "" {
+		return CertificateFile, r.TLSCertificate
+	}
+	return CertificateACME, r.Host
+}
+
+// The kinds of ingress certificates.
+const (
+	CertificateFile = "file"
+	CertificateACME = "acme"
+)
+
+// IngressCertificate is the record /kat/ingress/certs/{kind}/{name}: a
+// certificate the ingress proxies serve, from the etcd members' certificate
+// directory (kind "file", name NAME) or from ACME (kind "acme", name the
+// host). Its key is sealed with the cluster CA (only etcd members open it);
+// workers may not read these keys. Written by the leader only.
+type IngressCertificate struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Hosts are the leaf's DNS names.
+	Hosts []string `json:"hosts,omitempty"`
+	// ChainPEM is the chain, leaf first: public.
+	ChainPEM []byte `json:"chainPEM,omitempty"`
+	// SealedKey is the private key (PKCS#8 DER) sealed for
+	// IngressCertificateSealPurpose(Kind, Name).
+	SealedKey []byte `json:"sealedKey,omitempty"`
+	// Fingerprint is the SHA-256 of the leaf's DER, hex; "" while the
+	// record holds no certificate (only an error).
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	NotBefore   time.Time `json:"notBefore,omitzero"`
+	NotAfter    time.Time `json:"notAfter,omitzero"`
+	// RenewAt is when ACME renews it (2/3 of its lifetime).
+	RenewAt time.Time `json:"renewAt,omitzero"`
+	// LastError is the last failed import, issue or renewal (names and
+	// reasons only); the certificate above, if any, stays served.
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// NextTryAt is when ACME tries again after a failure (back-off).
+	NextTryAt time.Time `json:"nextTryAt,omitzero"`
+	// Failures counts the failures in a row (the back-off's exponent).
+	Failures int `json:"failures,omitempty"`
+}
+
+// Covers reports whether the certificate's names include host: the same
+// name, or a wildcard "*.rest" for a host of one more label than rest.
+func (c IngressCertificate) Covers(host string) bool {
+	for _, h := range c.Hosts {
+		if h == host {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(h, "*."); ok {
+			if label, tail, found := strings.Cut(host, "."); found && label != "" && tail == rest {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// IngressCertificateSealPurpose is what a certificate's key is sealed
+// for: a sealed key moved to another record does not open.
+func IngressCertificateSealPurpose(kind, name string) string {
+	return "ingress-certificate " + kind + "/" + name
+}
+
+// IngressCertificateBundle is the answer of GET
+// /v1alpha1/nodes/{node}/ingress/certificates/{kind}/{name} to a node that
+// runs an ingress proxy instance: the one record that carries the key.
+type IngressCertificateBundle struct {
+	Kind        string `json:"kind"`
+	Name        string `json:"name"`
+	Fingerprint string `json:"fingerprint"`
+	ChainPEM    []byte `json:"chainPEM"`
+	// KeyPEM is the private key, PEM (PKCS#8).
+	KeyPEM []byte `json:"keyPEM"`
+}
+
+// ACMEAccount is the record /kat/ingress/acme/account: the leader's account
+// with the ACME directory. Its key is sealed like certificates' keys.
+type ACMEAccount struct {
+	Directory string `json:"directory"`
+	URI       string `json:"uri"`
+	Email     string `json:"email,omitempty"`
+	SealedKey []byte `json:"sealedKey"`
+}
+
+// ACMEAccountSealPurpose is what the ACME account key is sealed for.
+const ACMEAccountSealPurpose = "acme-account"
+
+// ACMEChallenge is the record /kat/ingress/challenges/{token}: an HTTP-01
+// answer every ingress proxy serves at
+// /.well-known/acme-challenge/{token}. Public: the CA fetches it over
+// plain HTTP.
+type ACMEChallenge struct {
+	Token            string    `json:"token"`
+	KeyAuthorization string    `json:"keyAuthorization"`
+	Host             string    `json:"host"`
+	Expires          time.Time `json:"expires"`
 }

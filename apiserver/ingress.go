@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -30,7 +31,47 @@ func (s *Server) listIngress(w http.ResponseWriter, r *http.Request) {
 			assigned[a.Namespace+"/"+a.Workload]++
 		}
 	}
-	writeJSON(w, http.StatusOK, IngressViews(routes, assigned))
+	certs, err := s.cfg.Repo.ListIngressCertificates(r.Context())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, WithCertificates(IngressViews(routes, assigned), certs))
+}
+
+// WithCertificates adds to the views of rules with TLS the expiry of the
+// certificate their host is served with, or why there is none: the last
+// import or ACME error, and the status CertificateMissing (the host is
+// then served over plain HTTP).
+func WithCertificates(views []api.IngressRouteView, certs []api.IngressCertificate) []api.IngressRouteView {
+	byKey := map[string]api.IngressCertificate{}
+	for _, c := range certs {
+		byKey[c.Kind+"/"+c.Name] = c
+	}
+	for i := range views {
+		v := &views[i]
+		if !v.TLS {
+			continue
+		}
+		kind, name := api.IngressRule{Host: v.Host, TLSCertificate: v.TLSCertificate}.TLSSource()
+		c := byKey[kind+"/"+name]
+		v.CertificateError = c.LastError
+		switch {
+		case c.Fingerprint != "" && !c.Covers(v.Host):
+			v.CertificateError = fmt.Sprintf("certificate %s/%s does not name %s (it names %s)", kind, name, v.Host, strings.Join(c.Hosts, ", "))
+		case c.Fingerprint != "":
+			v.CertificateNotAfter = c.NotAfter
+			continue
+		case c.LastError == "" && kind == api.CertificateFile:
+			v.CertificateError = "no certificate pair " + name + ".crt and " + name + ".key imported from the ingress certificate directory"
+		case c.LastError == "":
+			v.CertificateError = "not issued yet (is kat-agent --acme-directory set?)"
+		}
+		if v.Status == "Routed" || v.Status == "NoBackends" {
+			v.Status = "CertificateMissing"
+		}
+	}
+	return views
 }
 
 // IngressViews are the rows of GET /v1alpha1/ingress for the records
@@ -43,7 +84,7 @@ func IngressViews(routes []api.IngressRoutes, assigned map[string]int) []api.Ing
 		for _, rule := range r.Rules {
 			v := api.IngressRouteView{
 				Host: rule.Host, Path: rule.Path, Workload: key, Field: rule.Field, Port: rule.Port, PortName: rule.PortName,
-				TLS: rule.TLS, Ready: len(rule.Backends), Assigned: assigned[key], Backends: rule.Backends, Since: rule.Since,
+				TLS: rule.TLS, TLSCertificate: rule.TLSCertificate, Ready: len(rule.Backends), Assigned: assigned[key], Backends: rule.Backends, Since: rule.Since,
 				Status: "Routed",
 			}
 			if len(rule.Backends) == 0 {

@@ -135,6 +135,7 @@ type leaderView struct{ l *leader.Leader }
 // wire returns a fixture's mod that sets WorkloadInstances to a new
 // leader's.
 func (v *leaderView) wire(tb testing.TB) func(*apiserver.Config) {
+	tb.Helper()
 	return func(c *apiserver.Config) {
 		l, err := leader.New(leader.Config{Repo: c.Repo})
 		if err != nil {

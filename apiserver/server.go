@@ -235,6 +235,7 @@ func (s *Server) Handler() http.Handler {
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Put("/v1alpha1/nodes/{node}/builds/{ns}/{name}/{commit}", s.putNodeBuildRecord)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/events", s.postNodeEvent)
 	r.With(s.requireNodeCert, middleware.Timeout(defaultRequestTimeout)).Get("/v1alpha1/nodes/{node}/secrets/{ns}/{name}", s.deliverSecret)
+	r.With(s.requireNodeCert, middleware.Timeout(defaultRequestTimeout)).Get("/v1alpha1/nodes/{node}/ingress/certificates/{kind}/{name}", s.deliverIngressCertificate)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/depart", s.postNodeDeparture)
 	r.With(s.authenticateNode, middleware.Timeout(defaultRequestTimeout)).Post("/v1alpha1/nodes/{node}/handback", s.postHandBack)
 	if len(s.cfg.CACertPEM) > 0 {

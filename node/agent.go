@@ -72,6 +72,7 @@ func (n *Node) runAgent(ctx context.Context, onAgent func(*agent.Agent)) error {
 	}
 	beat := make(chan struct{}, 1)
 	gpus := agent.DetectGPUs()
+	link := agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf)
 	usage := agent.NewUsageSampler()
 	ag, err := agent.NewAgent(agent.AgentConfig{
 		Repo: n.repo, Node: n.state.NodeName, ClusterUID: n.state.ClusterUID, Runtime: rt, Facts: facts,
@@ -81,7 +82,7 @@ func (n *Node) runAgent(ctx context.Context, onAgent func(*agent.Agent)) error {
 		BuildSpec: agent.WithGPUs(agent.NewSpecBuilderWithSecrets(n.state.NodeName, volumes, idRange, secrets), gpus), CheckHost: rt.CheckHost,
 		Networks: rt, ClusterDomain: spec.ClusterDomain, LogMaxSize: spec.ContainerLogMaxBytes(),
 		IngressDir: n.hostFiles().path("ingress"),
-		Secrets:    agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf),
+		Secrets:    link, IngressCertificates: link,
 		SecretsDir: secrets.Dir, SecretsMount: agent.SecretsTmpfs,
 		OnChange: func() { reconcile.Poke(beat) },
 		Logger:   log,

@@ -55,7 +55,12 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 	keys := n.secretKeys()
 	gitops := gitsync.NewManager(gitsync.Config{Repo: n.repo, DataDir: n.dir.path("gitsync"), Logger: n.log, Desired: desired, Secrets: keys})
 	lossTimeout := time.Duration(spec.NodeLossTimeoutSeconds) * time.Second
+	acme, err := n.acmeConfig()
+	if err != nil {
+		n.log.Error().Err(err).Msg("ACME is off this term")
+	}
 	loops, err := leader.New(leader.Config{
+		Sealer: n.ca, IngressCertDir: n.ingressCertDir(), ACME: acme,
 		Repo: n.repo, NodeLossTimeout: lossTimeout, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
 		Desired: desired, ClusterDomain: spec.ClusterDomain, DrainDelay: n.opts.DrainDelay,
 		CollectAfter: time.Duration(spec.NodeCollectAfterSeconds) * time.Second, CollectNode: n.collectNode,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -93,6 +94,12 @@ type Options struct {
 	// (--drain-delay). Default leader.DefaultDrainDelay (2s); 0 stops at
 	// once.
 	DrainDelay time.Duration
+	// IngressCertDir is the directory of ingress certificate pairs the
+	// leader imports (--ingress-cert-dir). Default DATA_DIR/ingress/certs.
+	IngressCertDir string
+	// ACME is how the leader gets ingress certificates from an ACME CA
+	// (--acme-directory, --acme-email, --acme-ca-file). Default off.
+	ACME ACMEOptions
 	// ArchiveKeep is how many generations of each workload the leader
 	// archives for history and rollback (--archive-keep). Default
 	// resources.DefaultArchiveKeep (10), at least 2.
@@ -245,6 +252,14 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--rejoin-group: %q must be an IPv4 multicast address and port, such as %s, or empty (off)", o.RejoinGroup, rejoin.DefaultGroup))
 		}
 	}
+	if d := o.ACME.Directory; d != "" {
+		if u, err := url.Parse(d); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--acme-directory: %q must be an https:// URL", d))
+		}
+	}
+	if o.ACME.Directory == "" && (o.ACME.Email != "" || o.ACME.CAFile != "") {
+		errs = append(errs, errors.New("--acme-email and --acme-ca-file need --acme-directory"))
+	}
 	if o.DrainDelay < 0 || o.DrainDelay > time.Hour {
 		errs = append(errs, fmt.Errorf("--drain-delay: %s must be between 0s and 1h", o.DrainDelay))
 	}
@@ -357,4 +372,15 @@ func defaultAdvertiseAddress() string {
 		}
 	}
 	return "127.0.0.1"
+}
+
+// ACMEOptions configure the leader's ACME client.
+type ACMEOptions struct {
+	// Directory is the CA's directory URL (https://); "" turns ACME off.
+	Directory string
+	// Email is the account's contact address.
+	Email string
+	// CAFile holds PEM certificates trusted, beside the system's, for the
+	// directory's TLS.
+	CAFile string
 }

@@ -82,9 +82,14 @@ type Ingress struct {
 	// ServicePort is a containerPort of Spec.Ports; it overrides
 	// ServicePortName. Default none.
 	ServicePort int `json:"servicePort,omitempty" yaml:"servicePort,omitempty"`
-	// TLS asks the ingress controller to manage a certificate. Default
-	// false.
+	// TLS serves the host over HTTPS (and redirects its HTTP requests
+	// there) with a certificate from ACME, or the one TLSCertificate
+	// names. Default false.
 	TLS bool `json:"tls,omitempty" yaml:"tls,omitempty"`
+	// TLSCertificate names a certificate pair NAME.crt and NAME.key in the
+	// cluster's ingress certificate directory (a DNS label); it needs TLS.
+	// Default none: ACME.
+	TLSCertificate string `json:"tlsCertificate,omitempty" yaml:"tlsCertificate,omitempty"`
 }
 
 func validateLoadBalancer(c *checker, lb *VirtualLoadBalancer) {
@@ -154,8 +159,14 @@ func validateLoadBalancer(c *checker, lb *VirtualLoadBalancer) {
 		if msg := ingressPath(in.Path); msg != "" {
 			c.errorf(p+".path", "%s", msg)
 		}
-		if in.TLS && strings.HasPrefix(in.Host, "*.") {
-			c.errorf(p+".tls", "a wildcard host cannot have tls yet: certificates come from ACME HTTP-01, which cannot issue wildcards")
+		if in.TLSCertificate != "" {
+			c.check(p+".tlsCertificate", in.TLSCertificate, dnsLabel)
+			if !in.TLS {
+				c.errorf(p+".tlsCertificate", "names a certificate, but tls is not true; set tls: true to serve the host over HTTPS")
+			}
+		}
+		if in.TLS && in.TLSCertificate == "" && strings.HasPrefix(in.Host, "*.") {
+			c.errorf(p+".tls", "a wildcard host needs a certificate from a file (tlsCertificate): ACME here proves hosts by HTTP-01, which cannot issue wildcards")
 		}
 		r := route{in.Host, in.Path}
 		if routes[r] {

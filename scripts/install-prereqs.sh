@@ -34,6 +34,20 @@ else
   echo "prerequisites: packages all present"
 fi
 
+# Pebble, a local ACME server, and its DNS test server for the ACME tests
+# (reconcile/leader TestLeaderACMEWithPebble): Go programs, installed into
+# Go's bin directory (GOBIN, else GOPATH/bin), where the tests look.
+pebble_version=v2.10.3
+gobin="$(go env GOBIN 2>/dev/null || true)"
+[ -n "$gobin" ] || gobin="$(go env GOPATH 2>/dev/null || true)/bin"
+if ! command -v go >/dev/null 2>&1; then
+  echo "prerequisites: go is not installed; skipping Pebble (ACME tests skip)" >&2
+elif [ ! -x "$gobin/pebble" ] || [ ! -x "$gobin/pebble-challtestsrv" ]; then
+  echo "prerequisites: installing Pebble $pebble_version into $gobin"
+  go install "github.com/letsencrypt/pebble/v2/cmd/pebble@$pebble_version" \
+    "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$pebble_version"
+fi
+
 # Podman settings this kind of host needs. The file is KAT's when it starts
 # with the marker line; a file someone else wrote is left alone, with a
 # warning when it lacks what KAT needs.

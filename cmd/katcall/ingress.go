@@ -25,7 +25,7 @@ func runGetIngress(ctx context.Context, c *apiclient.Client, g *globals, host st
 	if f != formatTable {
 		return printData(g.stdout, f, routes)
 	}
-	t := newTable(g.stdout, "HOST", "PATH", "WORKLOAD", "PORT", "BACKENDS", "TLS", "STATUS", "AGE")
+	t := newTable(g.stdout, "HOST", "PATH", "WORKLOAD", "PORT", "BACKENDS", "TLS", "CERT EXPIRES", "STATUS", "AGE")
 	for _, r := range routes {
 		port := strconv.Itoa(r.Port)
 		if r.PortName != "" {
@@ -35,11 +35,22 @@ func runGetIngress(ctx context.Context, c *apiclient.Client, g *globals, host st
 		if r.Port == 0 && r.PortName == "" { // a rule in conflict: not routed
 			port, backends = "-", "-"
 		}
-		tls := "-"
-		if r.TLS {
-			tls = "requested"
+		tls, expires := "-", "-"
+		switch {
+		case r.TLS && r.TLSCertificate != "":
+			tls = "file:" + r.TLSCertificate
+		case r.TLS:
+			tls = "acme"
 		}
-		t.row(r.Host, r.Path, r.Workload, port, backends, tls, r.Status, age(now, r.Since))
+		switch {
+		case !r.CertificateNotAfter.IsZero():
+			expires = r.CertificateNotAfter.UTC().Format("2006-01-02 15:04")
+		case r.CertificateError != "":
+			expires = "error"
+		case r.TLS:
+			expires = "pending"
+		}
+		t.row(r.Host, r.Path, r.Workload, port, backends, tls, expires, r.Status, age(now, r.Since))
 	}
 	return t.flush()
 }

@@ -11,17 +11,11 @@ import (
 func (c Client) Observe(ctx context.Context, dir string) (Observed, error) {
 	var o Observed
 	var err error
-	for _, m := range []struct {
-		file string
-		into *map[string]string
-	}{{dir + "/" + ExactMap, &o.Exact}, {dir + "/" + PrefixMap, &o.Prefix}} {
-		out, rerr := c.Run(ctx, "show map "+m.file)
-		if rerr != nil {
-			return o, rerr
-		}
-		if *m.into, err = ParseMap(out); err != nil {
-			return o, err
-		}
+	if o.Exact, err = c.showMap(ctx, dir+"/"+ExactMap); err != nil {
+		return o, err
+	}
+	if o.Prefix, err = c.showMap(ctx, dir+"/"+PrefixMap); err != nil {
+		return o, err
 	}
 	out, err := c.Run(ctx, "show servers state")
 	if err != nil {
@@ -44,8 +38,18 @@ func (c Client) Observe(ctx context.Context, dir string) (Observed, error) {
 	return o, nil
 }
 
+// showMap reads the entries of a map file, by key.
+func (c Client) showMap(ctx context.Context, file string) (map[string]string, error) {
+	out, err := c.Run(ctx, "show map "+file)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMap(out)
+}
+
 // answers of commands that succeeded with something to say.
-var okAnswers = []string{"New server registered.", "Server deleted."}
+var okAnswers = []string{"New server registered.", "Server deleted.",
+	"New empty certificate store", "Transaction created for certificate", "Success!", "' deleted!", "' deleted in crtlist"}
 
 // Exec runs cmds in order. A command HAProxy refuses does not stop the
 // others (each changes one entry or server); the error joins every
@@ -64,7 +68,7 @@ func (c Client) Exec(ctx context.Context, cmds []string) error {
 		case ans == "" || containsAny(ans, okAnswers):
 		case strings.HasPrefix(cmd, "del server ") && strings.Contains(ans, "still has connections"):
 		default:
-			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrRefused, cmdForError(cmd), cut(firstLine(ans))))
+			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrRefused, cmdForError(cmd), answerForError(ans)))
 		}
 	}
 	return errors.Join(errs...)
@@ -79,11 +83,27 @@ func containsAny(s string, subs []string) bool {
 	return false
 }
 
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
+// cmdForError is a command as an error may show it: every command Plan
+// makes names only hosts, paths, backends, instance IDs and addresses; a
+// payload ("<<" and what follows: a certificate's key) is cut off.
+func cmdForError(cmd string) string {
+	cmd, _, _ = strings.Cut(cmd, "\n")
+	cmd, _, _ = strings.Cut(cmd, " <<")
+	return cut(cmd)
 }
 
-// cmdForError is a command as an error may show it: every command Plan
-// makes names only hosts, paths, backends, instance IDs and addresses.
-func cmdForError(cmd string) string { return cut(cmd) }
+// answerForError is HAProxy's answer as an error may show it: the lines
+// that say why, up to any that starts PEM.
+func answerForError(ans string) string {
+	var lines []string
+	for line := range strings.Lines(ans) {
+		line = strings.TrimSpace(line)
+		if strings.Contains(line, "-----") {
+			break // PEM from here on
+		}
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return cut(strings.Join(lines, "; "))
+}

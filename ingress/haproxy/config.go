@@ -2,8 +2,16 @@ package haproxy
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"text/template"
+	"time"
 )
 
 // RunDir is where the proxy container sees its run directory: the
@@ -18,6 +26,17 @@ const (
 	MasterSock = "master.sock"
 	ExactMap   = "exact.map"
 	PrefixMap  = "prefix.map"
+	// TLSMap lists the hosts whose plain HTTP requests are redirected to
+	// HTTPS: those whose certificate is loaded.
+	TLSMap = "tls.map"
+	// ACMEMap holds the answers of ACME HTTP-01 challenges, by token.
+	ACMEMap = "acme.map"
+	// CertList is the crt-list of the HTTPS bind: the certificates
+	// selected by SNI, filled at run time.
+	CertList = "certs.list"
+	// DefaultCert is the certificate served for an unknown SNI: made once
+	// per node, its key protects nothing.
+	DefaultCert = "default.pem"
 )
 
 // DefaultSlots is the number of backends of the pool a proxy starts with:
@@ -42,6 +61,9 @@ type Config struct {
 	// HTTPPort is the container port HAProxy serves HTTP on (the port named
 	// http of the proxy's VirtualLoadBalancer).
 	HTTPPort int
+	// HTTPSPort is the container port HAProxy serves HTTPS on (the port
+	// named https); 0 serves no HTTPS.
+	HTTPSPort int
 	// Slots is the size of the backend pool. Default DefaultSlots.
 	Slots int
 }
@@ -74,11 +96,17 @@ defaults
 
 frontend kat_http
     bind :{{.HTTPPort}}
+{{- if .HTTPSPort}}
+    bind :{{.HTTPSPort}} ssl crt {{.RunDir}}/{{.DefaultCert}} crt-list {{.RunDir}}/{{.CertList}} alpn h2,http/1.1
+{{- end}}
     http-request set-var(txn.host) req.hdr(host),host_only,lower
     http-request set-var(txn.path) path
     http-request set-var(txn.key) var(txn.host),concat(,txn.path)
     http-request set-var(txn.wkey) var(txn.host),regsub(^[^.]+,*),concat(,txn.path)
-    http-request set-header X-Forwarded-Proto http
+    http-request return status 200 content-type text/plain lf-string "%[path,field(4,/),map({{.ACME}})]" if { path_beg /.well-known/acme-challenge/ } { path,field(4,/),map({{.ACME}}) -m found }
+    http-request redirect scheme https code 308 if !{ ssl_fc } { var(txn.host),map_str({{.TLS}}) -m found }
+    http-request set-header X-Forwarded-Proto https if { ssl_fc }
+    http-request set-header X-Forwarded-Proto http if !{ ssl_fc }
     use_backend %[var(txn.key),map_str({{.Exact}})] if { var(txn.key),map_str({{.Exact}}) -m found }
     use_backend %[var(txn.key),map_beg({{.Prefix}})] if { var(txn.key),map_beg({{.Prefix}}) -m found }
     use_backend %[var(txn.wkey),map_str({{.Exact}})] if { var(txn.wkey),map_str({{.Exact}}) -m found }
@@ -104,6 +132,9 @@ func Render(c Config) ([]byte, error) {
 	if c.HTTPPort < 1 || c.HTTPPort > 65535 {
 		return nil, fmt.Errorf("render haproxy.cfg: http port %d is not a port", c.HTTPPort)
 	}
+	if c.HTTPSPort < 0 || c.HTTPSPort > 65535 || c.HTTPSPort == c.HTTPPort {
+		return nil, fmt.Errorf("render haproxy.cfg: https port %d is not a port other than the http port", c.HTTPSPort)
+	}
 	if c.Slots <= 0 {
 		c.Slots = DefaultSlots
 	}
@@ -113,10 +144,61 @@ func Render(c Config) ([]byte, error) {
 	var b bytes.Buffer
 	err := configTemplate.Execute(&b, map[string]any{
 		"RunDir": c.Dir, "HTTPPort": c.HTTPPort, "Exact": c.Dir + "/" + ExactMap, "Prefix": c.Dir + "/" + PrefixMap,
+		"HTTPSPort": c.HTTPSPort, "DefaultCert": DefaultCert, "CertList": CertList,
+		"TLS": c.Dir + "/" + TLSMap, "ACME": c.Dir + "/" + ACMEMap,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("render haproxy.cfg: %w", err)
 	}
 	b.Write(Pool(0, c.Slots))
 	return b.Bytes(), nil
+}
+
+// RunFiles returns every file of a new run directory: the configuration,
+// the empty maps and, with HTTPS, the empty crt-list and a fresh
+// self-signed default certificate (its key protects nothing: it is served
+// only for a host without a certificate of its own).
+func RunFiles(c Config) (map[string][]byte, error) {
+	cfg, err := Render(c)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{ConfigFile: cfg, ExactMap: nil, PrefixMap: nil, TLSMap: nil, ACMEMap: nil}
+	if c.HTTPSPort != 0 {
+		pem, err := selfSigned("kat-ingress-default")
+		if err != nil {
+			return nil, err
+		}
+		files[CertList], files[DefaultCert] = nil, pem
+	}
+	return files, nil
+}
+
+// selfSigned returns a self-signed ECDSA certificate for cn and its key,
+// PEM, valid ten years.
+func selfSigned(cn string) ([]byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("make the default certificate's key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("make the default certificate: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(10, 0, 0),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("make the default certificate: %w", err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode the default certificate's key: %w", err)
+	}
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})...), nil
 }

@@ -23,10 +23,12 @@ import (
 
 // proxy is a real HAProxy on loopback with the configuration Render makes.
 type proxy struct {
-	t      testing.TB
-	dir    string
-	port   int
-	client Client
+	t    testing.TB
+	dir  string
+	port int
+	// httpsPort serves HTTPS (tls_integration_test.go).
+	httpsPort int
+	client    Client
 }
 
 func freePort(t testing.TB) int {
@@ -47,14 +49,18 @@ func startProxy(t testing.TB) *proxy {
 		testenv.SkipOrFail(t, "haproxy is not installed (apt-get install haproxy)")
 	}
 	dir := t.TempDir()
-	p := &proxy{t: t, dir: dir, port: freePort(t), client: Client{Socket: filepath.Join(dir, AdminSock)}}
-	cfg, err := Render(Config{Dir: dir, HTTPPort: p.port})
+	p := &proxy{t: t, dir: dir, port: freePort(t), httpsPort: freePort(t), client: Client{Socket: filepath.Join(dir, AdminSock)}}
+	files, err := RunFiles(Config{Dir: dir, HTTPPort: p.port, HTTPSPort: p.httpsPort})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Loopback only: bind 127.0.0.1 rather than every address.
-	cfg = []byte(strings.Replace(string(cfg), fmt.Sprintf("bind :%d", p.port), fmt.Sprintf("bind 127.0.0.1:%d", p.port), 1))
-	for name, body := range map[string][]byte{ConfigFile: cfg, ExactMap: nil, PrefixMap: nil} {
+	cfg := string(files[ConfigFile])
+	for _, port := range []int{p.port, p.httpsPort} {
+		cfg = strings.Replace(cfg, fmt.Sprintf("bind :%d", port), fmt.Sprintf("bind 127.0.0.1:%d", port), 1)
+	}
+	files[ConfigFile] = []byte(cfg)
+	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), body, 0o600); err != nil {
 			t.Fatal(err)
 		}

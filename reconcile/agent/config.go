@@ -153,6 +153,9 @@ type AgentConfig struct {
 	Secrets      SecretSource
 	SecretsDir   string
 	SecretsMount func(dir string) error
+	// IngressCertificates fetches the certificates the node's ingress
+	// proxy serves. Default nil: the proxy serves none.
+	IngressCertificates IngressCertificateSource
 }
 
 // withDefaults checks cfg and fills in its defaults.

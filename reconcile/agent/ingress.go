@@ -46,13 +46,16 @@ func (ag *Agent) prepareIngressProxy(q *quadlet.Quadlet, spec *runtime.Container
 	if ag.cfg.IngressDir == "" {
 		return fmt.Errorf("%w: this agent runs no ingress proxy (it has no ingress directory)", runtime.ErrInvalidSpec)
 	}
-	port := 0
+	var port, https int
 	for _, p := range q.LoadBalancer.Spec.Ports {
-		if p.Name == "http" && p.Protocol == "TCP" {
+		switch {
+		case p.Name == "http" && p.Protocol == "TCP":
 			port = p.ContainerPort
+		case p.Name == "https" && p.Protocol == "TCP":
+			https = p.ContainerPort
 		}
 	}
-	cfg, err := haproxy.Render(haproxy.Config{HTTPPort: port})
+	files, err := haproxy.RunFiles(haproxy.Config{HTTPPort: port, HTTPSPort: https})
 	if err != nil {
 		return fmt.Errorf("%w: %w", runtime.ErrInvalidSpec, err)
 	}
@@ -66,8 +69,12 @@ func (ag *Agent) prepareIngressProxy(q *quadlet.Quadlet, spec *runtime.Container
 	if err := os.Chmod(run, 0o777); err != nil { // umask
 		return fmt.Errorf("make the ingress run directory: %w", err)
 	}
+	// Without HTTPS no crt-list: the updater then pushes no certificate.
+	if err := os.Remove(filepath.Join(run, haproxy.CertList)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("clear the proxy's %s: %w", haproxy.CertList, err)
+	}
 	// Maps start empty: the updater fills them through the admin socket.
-	for name, body := range map[string][]byte{haproxy.ConfigFile: cfg, haproxy.ExactMap: nil, haproxy.PrefixMap: nil} {
+	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(run, name), body, 0o644); err != nil {
 			return fmt.Errorf("write the proxy's %s: %w", name, err)
 		}
@@ -104,6 +111,8 @@ type ingressUpdater struct {
 	log zerolog.Logger
 	// growAfter is when a pool that failed to grow may be tried again.
 	growAfter time.Time
+	// tls pushes the routes' certificates and the ACME answers.
+	tls *ingressTLS
 
 	mu     sync.Mutex
 	status *api.IngressProxyStatus
@@ -113,6 +122,7 @@ func newIngressUpdater(ag *Agent) *ingressUpdater {
 	return &ingressUpdater{
 		ag:     ag,
 		log:    ag.cfg.Logger.With().Str("loop", "ingress").Logger(),
+		tls:    newIngressTLS(ag),
 		client: haproxy.Client{Socket: filepath.Join(ag.ingressRunDir(), haproxy.AdminSock)},
 		dir:    haproxy.RunDir,
 		routes: store.NewCache(ag.cfg.Repo.Store(), resources.IngressRoutesPrefix(), func(kv store.KV) (api.IngressRoutes, bool) {
@@ -134,10 +144,20 @@ func (u *ingressUpdater) run(ctx context.Context) {
 		}
 	}()
 	defer func() { <-done }()
-	select {
-	case <-u.routes.Synced():
-	case <-ctx.Done():
-		return
+	challengesDone := make(chan struct{})
+	go func() {
+		defer close(challengesDone)
+		if err := u.tls.challenges.Run(ctx, func(string) { reconcile.Poke(changed) }); err != nil && ctx.Err() == nil {
+			u.ag.cfg.Logger.Error().Err(err).Str("component", "ingress").Msg("watching the ACME challenges stopped")
+		}
+	}()
+	defer func() { <-challengesDone }()
+	for _, synced := range []<-chan struct{}{u.routes.Synced(), u.tls.challenges.Synced()} {
+		select {
+		case <-synced:
+		case <-ctx.Done():
+			return
+		}
 	}
 	tick := time.NewTicker(ingressSync)
 	defer tick.Stop()
@@ -209,16 +229,28 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 	if applied.Commands > 0 || err != nil {
 		metrics.IngressApplied(u.ag.cfg.Node, start, desired.Rules, servers, err)
 	}
+	var tlsApplied haproxy.TLSApplied
+	if !errors.Is(err, haproxy.ErrUnreachable) && u.tls.enabled(u.ag.ingressRunDir()) {
+		var tlsErr error
+		tlsApplied, tlsErr = u.tls.apply(ctx, u, routes)
+		err = errors.Join(err, tlsErr)
+	}
 	if err != nil {
-		u.fail(ctx, err) // also a proxy starting or stopping: next pass
+		// also a proxy starting or stopping: next pass. What TLS did
+		// apply still counts: an ACME challenge answered while another
+		// host's certificate failed.
+		u.fail(ctx, err, func(st *api.IngressProxyStatus) {
+			st.Certificates, st.ACMETokens = tlsApplied.Certificates, strings.Join(tlsApplied.Tokens, " ")
+		})
 		return !errors.Is(err, haproxy.ErrUnreachable)
 	}
 	if applied.Commands > 0 {
 		u.log.Info().Int("commands", applied.Commands).Int("routes", desired.Rules).Int("pool", applied.Slots).
 			Bool("pool_grown", applied.Grown).Msg("ingress proxy updated")
 	}
-	st := &api.IngressProxyStatus{Proxy: "HAProxy", Routes: desired.Rules, Backends: servers}
-	if prev := u.Status(); prev != nil && applied.Commands == 0 {
+	st := &api.IngressProxyStatus{Proxy: "HAProxy", Routes: desired.Rules, Backends: servers,
+		Certificates: tlsApplied.Certificates, ACMETokens: strings.Join(tlsApplied.Tokens, " ")}
+	if prev := u.Status(); prev != nil && applied.Commands == 0 && tlsApplied.Commands == 0 {
 		st.LastAppliedAt = prev.LastAppliedAt // a pass that changed nothing changes no status
 	} else {
 		st.LastAppliedAt = now.UTC().Truncate(time.Second)
@@ -228,8 +260,8 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 }
 
 // fail records err as the proxy's last error, cut to 300 bytes, and an
-// event when the error is new.
-func (u *ingressUpdater) fail(ctx context.Context, err error) {
+// event when the error is new; updates bring in what the pass did apply.
+func (u *ingressUpdater) fail(ctx context.Context, err error, updates ...func(*api.IngressProxyStatus)) {
 	msg := err.Error()
 	if len(msg) > 300 {
 		msg = msg[:300]
@@ -241,6 +273,9 @@ func (u *ingressUpdater) fail(ctx context.Context, err error) {
 		st = *u.status
 	}
 	st.LastError = msg
+	for _, update := range updates {
+		update(&st)
+	}
 	changed := u.status == nil || *u.status != st
 	u.status = &st
 	u.mu.Unlock()

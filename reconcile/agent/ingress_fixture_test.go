@@ -34,6 +34,8 @@ type ingressFixture struct {
 	u    *ingressUpdater
 	run  string
 	port int
+	// httpsPort serves HTTPS; 0 without.
+	httpsPort int
 	// stop stops the haproxy startHAProxy started last.
 	stop func()
 }
@@ -42,6 +44,13 @@ type ingressFixture struct {
 // starts haproxy and the updater; both stop when t ends.
 func newIngressFixture(t *testing.T) *ingressFixture {
 	t.Helper()
+	return newIngressFixtureWith(t, false, nil)
+}
+
+// newIngressFixtureWith is newIngressFixture serving HTTPS too (on
+// httpsPort) when https, with configure changing the agent's configuration.
+func newIngressFixtureWith(t *testing.T, https bool, configure func(*AgentConfig)) *ingressFixture {
+	t.Helper()
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
 		testenv.SkipOrFail(t, "haproxy is not installed (apt-get install haproxy)")
@@ -49,22 +58,35 @@ func newIngressFixture(t *testing.T) *ingressFixture {
 	repo := resources.New(storetest.New(t))
 	ag := &Agent{cfg: AgentConfig{Repo: repo, Node: "n1", Facts: resources.NewNodeFacts(repo, nil),
 		IngressDir: filepath.Join(t.TempDir(), "ingress"), Now: time.Now, OnChange: func() {}}}
+	if configure != nil {
+		configure(&ag.cfg)
+	}
 	f := &ingressFixture{t: t, bin: bin, repo: repo, run: ag.ingressRunDir()}
 	if err := os.MkdirAll(f.run, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	free := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	f.port = free()
+	if https {
+		f.httpsPort = free()
+	}
+	files, err := haproxy.RunFiles(haproxy.Config{Dir: f.run, HTTPPort: f.port, HTTPSPort: f.httpsPort})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cfg, err := haproxy.Render(haproxy.Config{Dir: f.run, HTTPPort: f.port})
-	if err != nil {
-		t.Fatal(err)
+	cfg := string(files[haproxy.ConfigFile])
+	for _, p := range []int{f.port, f.httpsPort} {
+		cfg = strings.Replace(cfg, fmt.Sprintf("bind :%d", p), fmt.Sprintf("bind 127.0.0.1:%d", p), 1)
 	}
-	cfg = []byte(strings.Replace(string(cfg), fmt.Sprintf("bind :%d", f.port), fmt.Sprintf("bind 127.0.0.1:%d", f.port), 1))
-	for name, body := range map[string][]byte{haproxy.ConfigFile: cfg, haproxy.ExactMap: nil, haproxy.PrefixMap: nil} {
+	files[haproxy.ConfigFile] = []byte(cfg)
+	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(f.run, name), body, 0o600); err != nil {
 			t.Fatal(err)
 		}

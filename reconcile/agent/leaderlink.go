@@ -69,6 +69,21 @@ func (l *LeaderLink) NodeSecret(ctx context.Context, ns, name string) (*api.Secr
 	return d, nil
 }
 
+// IngressCertificate fetches an ingress certificate with its key for the
+// node's proxy; the leader answers only the node's own certificate, and
+// only while the node runs a proxy instance.
+func (l *LeaderLink) IngressCertificate(ctx context.Context, kind, name string) (*api.IngressCertificateBundle, error) {
+	c, url, err := l.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.GetNodeIngressCertificate(ctx, l.node, kind, name)
+	if err != nil {
+		return nil, fmt.Errorf("ask the leader at %s: %w", url, err)
+	}
+	return b, nil
+}
+
 // RecordStatus reports the node's status to the leader (Facts).
 func (l *LeaderLink) RecordStatus(ctx context.Context, st api.NodeStatus) error {
 	c, url, err := l.leader(ctx)

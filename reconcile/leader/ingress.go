@@ -117,6 +117,13 @@ func (ir *ingressRoutes) claimOf(w workload, ready map[string]bool, now time.Tim
 			Host: strings.ToLower(in.Host), Path: in.Path, Field: fmt.Sprintf("spec.ingress[%d]", i),
 			PortName: in.ServicePortName, Port: in.ServicePort, TLS: in.TLS,
 		}
+		if in.TLS {
+			rule.TLSCertificate = in.TLSCertificate
+			kind, name := rule.TLSSource()
+			if cert, ok := ir.l.view.certs.Get(resources.IngressCertificateKey(kind, name)); ok && cert.Fingerprint != "" && cert.Covers(rule.Host) {
+				rule.Certificate = cert.Fingerprint
+			}
+		}
 		if rule.Port != 0 {
 			rule.PortName = "" // servicePort overrides servicePortName
 		} else {

@@ -66,6 +66,18 @@ type Config struct {
 	// Replace is the back-off between replacements of a workload's failed
 	// instances; zero fields take the defaults (DefaultReplaceBase, ...).
 	Replace ReplacePolicy
+	// Sealer seals the keys of ingress certificates and of the ACME
+	// account (the cluster CA). Nil: no certificates are imported or
+	// issued.
+	Sealer resources.Sealer
+	// IngressCertDir is the directory of certificate pairs NAME.crt and
+	// NAME.key that spec.ingress[].tlsCertificate names; "" imports none.
+	// CertScan is how often it is read again. Default DefaultCertScan.
+	IngressCertDir string
+	CertScan       time.Duration
+	// ACME, when its Directory is set, issues and renews the certificates
+	// of the hosts whose rules have tls without tlsCertificate.
+	ACME ACMEConfig
 	// Now and NewSuffix replace time.Now and RandomSuffix, for tests.
 	Now       func() time.Time
 	NewSuffix func() string
@@ -118,6 +130,9 @@ func New(cfg Config) (*Leader, error) {
 	if cfg.NewSuffix == nil {
 		cfg.NewSuffix = RandomSuffix
 	}
+	if cfg.CertScan <= 0 {
+		cfg.CertScan = DefaultCertScan
+	}
 	l := &Leader{
 		cfg:  cfg,
 		view: newView(cfg.Repo.Store(), cfg.Desired, cfg.NodeLossTimeout, cfg.Now),
@@ -149,11 +164,11 @@ func (l *Leader) Loops() []reconcile.Loop {
 	apps := l.view.subscribe(factDesired)
 	// The records loop is the records' only writer, like the status loop.
 	dns := l.view.subscribe(factAssignments, factInstances, factNodes)
-	ingress := l.view.subscribe(factDesired, factAssignments, factInstances, factNodes)
+	ingress := l.view.subscribe(factDesired, factAssignments, factInstances, factNodes, factCertificates)
 	// A secret's change marks every workload desired-dirty.
 	refs := l.view.subscribe(factDesired, factAssignments)
 	l.subs = []*subscription{placement, status}
-	return []reconcile.Loop{
+	loops := []reconcile.Loop{
 		{Name: "view", Run: l.view.run},
 		{Name: "placement", Run: func(ctx context.Context) error {
 			return l.loop(ctx, placement, "placement", l.placeTracked)
@@ -168,6 +183,14 @@ func (l *Leader) Loops() []reconcile.Loop {
 		{Name: "ingress", Run: func(ctx context.Context) error { return l.ingress.run(ctx, ingress) }},
 		{Name: "secretrefs", Run: func(ctx context.Context) error { return l.refs.run(ctx, refs) }},
 	}
+	if l.cfg.Sealer != nil && l.cfg.IngressCertDir != "" {
+		loops = append(loops, reconcile.Loop{Name: "ingress-certs", Run: l.certFiles})
+	}
+	if l.cfg.Sealer != nil && l.cfg.ACME.Directory != "" {
+		acme := l.view.subscribe(factIngress, factCertificates)
+		loops = append(loops, reconcile.Loop{Name: "acme", Run: func(ctx context.Context) error { return l.acmeLoop(ctx, acme) }})
+	}
+	return loops
 }
 
 // TermStart is when this leader's term began, as its placement counts

@@ -31,6 +31,9 @@ type spec struct {
 	NamedTCPPorts map[string]int
 	// Ingress is its spec.ingress.
 	Ingress []quadlet.Ingress
+	// IngressProxy says its instances are the ingress proxy
+	// (quadlet.LabelIngressProxy).
+	IngressProxy bool
 	// RestartPolicy is workload.kat's restartPolicy.condition.
 	RestartPolicy string
 	// Request is what each instance asks of the scheduler (Key and Count
@@ -62,7 +65,8 @@ func specOf(q *quadlet.Quadlet) *spec {
 	s := &spec{
 		TemplateHash: TemplateHash(q), Desired: resources.DesiredInstances(q), Image: q.Workload.Spec.Source.Image,
 		Git: q.Workload.Spec.Source.Git, RestartPolicy: q.Workload.Spec.RestartPolicy.Condition,
-		Strategy: q.Workload.Spec.UpdateStrategy,
+		Strategy:     q.Workload.Spec.UpdateStrategy,
+		IngressProxy: q.Workload.Metadata.Labels[quadlet.LabelIngressProxy] != "",
 	}
 	s.Request, s.RequestErr = sched.NewRequest("", &q.Workload.Spec, 0)
 	s.SecretEnv, s.SecretVolumes = q.Workload.Spec.SecretRefs()

@@ -37,6 +37,9 @@ const (
 	factTimers
 	// factIngress changes when a workload's ingress routes record does.
 	factIngress
+	// factCertificates changes for every workload when an ingress
+	// certificate record does.
+	factCertificates
 	numFactKinds
 )
 

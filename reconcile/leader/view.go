@@ -64,6 +64,10 @@ type view struct {
 	// ingress are the ingress loop's records, which it writes and the
 	// status reads (their conflicts).
 	ingress *store.Cache[api.IngressRoutes]
+	// certs are the ingress certificates (public parts and sealed keys),
+	// by IngressCertificateKey: the ingress loop names the one each TLS
+	// host serves.
+	certs *store.Cache[api.IngressCertificate]
 
 	// lossTimeout is the heartbeat age at which a node is NotReady; now
 	// is the clock it is judged by.
@@ -114,11 +118,15 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		ipam:           store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
 		daemonRollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[api.DaemonRolloutRecord]),
 		ingress:        store.NewCache(st, resources.IngressRoutesPrefix(), decodeIngressRoutes),
-		jobs:           store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
-		secrets:        store.NewCache(st, resources.SecretsPrefix(""), decodeSecretInfo),
-		secretRefs:     store.NewCache(st, resources.SecretRefsPrefix(), decodeSecretRef),
-		jobIdx:         jobIndex{keys: map[string]map[string]struct{}{}},
-		idx:            newViewIndex(),
+		certs: store.NewCache(st, resources.IngressCertificatesPrefix(), func(kv store.KV) (api.IngressCertificate, bool) {
+			c, err := resources.DecodeIngressCertificate(kv)
+			return c, err == nil
+		}),
+		jobs:       store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
+		secrets:    store.NewCache(st, resources.SecretsPrefix(""), decodeSecretInfo),
+		secretRefs: store.NewCache(st, resources.SecretRefsPrefix(), decodeSecretRef),
+		jobIdx:     jobIndex{keys: map[string]map[string]struct{}{}},
+		idx:        newViewIndex(),
 	}
 	if v.desired == nil {
 		v.desired, v.ownDesired = resources.NewDesiredIndex(st), true
@@ -159,6 +167,7 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 			v.markDirty(factIngress, ns+"/"+name)
 		}
 	})
+	v.certs.SetIndex(func(string, *api.IngressCertificate, *api.IngressCertificate) { v.markAll(factCertificates) })
 	return v
 }
 
@@ -230,6 +239,7 @@ func (v *view) run(ctx context.Context) error {
 	g.Go(func() error { return v.secrets.Run(ctx, nil) })
 	g.Go(func() error { return v.ingress.Run(ctx, nil) })
 	g.Go(func() error { return v.secretRefs.Run(ctx, nil) })
+	g.Go(func() error { return v.certs.Run(ctx, nil) })
 	return g.Wait()
 }
 
@@ -238,7 +248,7 @@ func (v *view) waitSynced(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
 		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
 		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced(), v.jobs.Synced(), v.secrets.Synced(),
-		v.ingress.Synced(), v.secretRefs.Synced()} {
+		v.ingress.Synced(), v.secretRefs.Synced(), v.certs.Synced()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

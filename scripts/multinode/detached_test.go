@@ -63,8 +63,8 @@ func runningInstances(ctx context.Context, h harness.Host) ([]string, error) {
 func TestDetachedNode(t *testing.T) {
 	requirePrereqs(t)
 	name := fmt.Sprintf("dt%d", os.Getpid())
-	c := startCluster(t, clusterSpec{name: "dt", hosts: 2, args: map[string][]string{
-		"node2": {"--parent-cluster-name", name, "--node-type", "laptop"},
+	c := startCluster(t, clusterSpec{name: "dt", hosts: 2, args: func([]harness.Host) map[string][]string {
+		return map[string][]string{"node2": {"--parent-cluster-name", name, "--node-type", "laptop"}}
 	}})
 	node2 := c.Hosts[1]
 	nodes, err := c.Nodes(t.Context(), c.bin.Katcall)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"kat.dws.rip/kat/internal/poll/polltest"
+	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/scripts/e2e"
 	"kat.dws.rip/kat/scripts/harness"
 )
@@ -48,13 +50,24 @@ func ingressGet(h harness.Host, addr netip.Addr, host, path string) (int, string
 }
 
 // applyIngressWeb applies a Service serving its instance's hostname on
-// 8080 (with a health check), on node, with the ingress rules "host path".
+// 8080 (with a health check), on node, with the ingress rules "host path"
+// or "host path CERT" (tls with the certificate pair CERT from files, or
+// from ACME when CERT is "acme").
 func (c *testCluster) applyIngressWeb(t *testing.T, name string, replicas int, node string, rules ...string) {
 	t.Helper()
 	vlb := webVLB + "  ingress:\n"
 	for _, r := range rules {
-		host, path, _ := strings.Cut(r, " ")
-		vlb += fmt.Sprintf("    - {host: %s, path: %q, servicePortName: http}\n", host, path)
+		host, rest, _ := strings.Cut(r, " ")
+		path, cert, _ := strings.Cut(rest, " ")
+		tls := ""
+		switch cert {
+		case "":
+		case "acme":
+			tls = ", tls: true"
+		default:
+			tls = ", tls: true, tlsCertificate: " + cert
+		}
+		vlb += fmt.Sprintf("    - {host: %s, path: %q, servicePortName: http%s}\n", host, path, tls)
 	}
 	cmd := fmt.Sprintf("mkdir -p /www/api && echo %s-$(hostname) > /www/index.html && echo api-%s > /www/api/index.html && exec httpd -f -p 8080 -h /www", name, name)
 	c.applyFiles(t, name, map[string]string{"workload.kat": webWorkload(name, replicas, node, cmd), "VirtualLoadBalancer.kat": vlb})
@@ -65,19 +78,43 @@ func (c *testCluster) applyIngressWeb(t *testing.T, name string, replicas int, n
 // two hosts by Host header, routed over the overlay to workloads on a third
 // node, through either ingress node; a path prefix routes apart from its
 // host; an unknown host gets 404; a second workload claiming a held host
-// and path is not routed and shows a conflict naming the holder; deleting
-// a workload removes its routes from both proxies, and the waiting
-// claimant takes them.
+// and path is not routed and shows a conflict naming the holder; a host
+// with a certificate from files is served over HTTPS by SNI through both
+// ingress nodes, verified against its CA, its HTTP redirected, and the key
+// is nowhere in the agents' logs or katcall's output; deleting a workload
+// removes its routes from both proxies, and the waiting claimant takes
+// them.
 func TestIngress(t *testing.T) {
 	requirePrereqs(t)
-	c := startCluster(t, clusterSpec{name: "ing", hosts: 4, start: 3, ingress: []int{1, 2}})
+	acme := newPebbleSpec(t)
+	c := startCluster(t, clusterSpec{name: "ing", hosts: 4, start: 3, ingress: []int{1, 2}, args: acme.agentArgs})
 	node1, client := c.Hosts[0], c.Hosts[3]
+	acme.start(t, client, c.Hosts[1])
 	ingress := []harness.Host{c.Hosts[1], c.Hosts[2]}
+	// The certificate of s.test, in the leader's ingress certificate
+	// directory (--ingress-cert-dir's default).
+	testCA, err := pki.NewCA("ingress test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stest, err := testCA.Issue(pki.LeafRequest{CommonName: "s.test", DNSNames: []string{"s.test"}, Validity: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := filepath.Join(node1.DataDir, "ingress", "certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"stest.key": stest.KeyPEM, "stest.crt": stest.CertPEM} {
+		if err := os.WriteFile(filepath.Join(certDir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	start := time.Now()
 	c.katcall(t, "apply", "-f", filepath.Join(e2e.RepoRoot(), "examples-repo", "kat-core"))
 	c.applyIngressWeb(t, "web-a", 2, node1.Name, "a.test /")
-	c.applyIngressWeb(t, "web-b", 1, node1.Name, "b.test /", "b.test /api")
+	c.applyIngressWeb(t, "web-b", 1, node1.Name, "b.test /", "b.test /api", "s.test / stest", "t.test / acme")
 	c.waitRunning(t, 2*time.Minute, "ingress", "the proxy on the two ingress nodes only", equal(0, 1, 1, 0))
 
 	// expect polls every ingress node from the client until host+path
@@ -102,13 +139,13 @@ func TestIngress(t *testing.T) {
 	expect(t, "c.test", "/", 404, "no ingress route")
 
 	t.Run("katcall status shows both proxies and what they route", func(t *testing.T) {
-		polltest.UntilErr(t, 30*time.Second, "status lists node2 and node3 as ingress nodes with 3 routes", func() error {
+		polltest.UntilErr(t, 30*time.Second, "status lists node2 and node3 as ingress nodes with 5 routes", func() error {
 			out, err := c.Katcall(t.Context(), c.bin.Katcall, "status")
 			if err != nil {
 				return err
 			}
 			for _, in := range ingress {
-				if !strings.Contains(out, "INGRESS NODE") || !regexp.MustCompile(in.Name+` +HAProxy +3 +3 `).MatchString(out) {
+				if !strings.Contains(out, "INGRESS NODE") || !regexp.MustCompile(in.Name+` +HAProxy +5 +3 `).MatchString(out) {
 					return fmt.Errorf("status:\n%s", out)
 				}
 			}
@@ -128,6 +165,14 @@ func TestIngress(t *testing.T) {
 		if len(seen) != 2 {
 			t.Errorf("8 requests to a.test answered by %v, want web-a's 2 instances", seen)
 		}
+	})
+
+	t.Run("HTTPS by SNI with a certificate from files; HTTP redirected; the key nowhere", func(t *testing.T) {
+		testHTTPSFromFiles(t, c, client, ingress, testCA, stest)
+	})
+
+	t.Run("HTTPS with a certificate from ACME (Pebble), issued and renewed", func(t *testing.T) {
+		acme.check(t, client, ingress, start)
 	})
 
 	t.Run("a second claimant of a held host waits, named in get ingress", func(t *testing.T) {

@@ -76,14 +76,15 @@ type clusterSpec struct {
 	hooks *hookRepos
 	// collectAfter is cluster.kat's nodeCollectAfterSeconds (0: default).
 	collectAfter int
-	// args are extra kat-agent arguments per host name.
-	args map[string][]string
 	// ingress are the hosts (by index) labelled kat.dws.rip/role=ingress;
 	// with any, every host gets the ingress proxy's image too.
 	ingress []int
 	// userTiming keeps a user's defaults of the agent tick and node-loss
 	// timeout (benchmarks), not the tests' short ones.
 	userTiming bool
+	// args, when set, gives more kat-agent flags by host name, once the
+	// hosts (and so their addresses) are known.
+	args func(hosts []harness.Host) map[string][]string
 }
 
 // startCluster brings up the hosts of spec running kat-agent, every started
@@ -125,7 +126,6 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		BaseImageScript: filepath.Join(e2e.RepoRoot(), "scripts", "build-base-image.sh"),
 		Labels:          map[string]map[string]string{},
 		Start:           spec.start, EtcdMembers: spec.members, EtcdPeers: spec.peers, NodeCollectAfterSeconds: spec.collectAfter,
-		Args: spec.args,
 	}
 	if spec.hooks != nil {
 		tc.opts.ConfigRepo = "file://" + spec.hooks.config.bare
@@ -143,6 +143,9 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		if slices.Contains(spec.ingress, i) {
 			tc.opts.Labels[h.Name]["kat.dws.rip/role"] = "ingress"
 		}
+	}
+	if spec.args != nil {
+		tc.opts.Args = spec.args(c.Hosts)
 	}
 	if len(spec.ingress) > 0 {
 		tc.opts.ImageScripts = []string{filepath.Join(e2e.RepoRoot(), "scripts", "build-ingress-image.sh")}

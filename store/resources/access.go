@@ -26,8 +26,10 @@ func NodeNameProblem(name string) string {
 // assignments, reads its last reported status (to keep restart counts),
 // the cluster's configuration, where the leader's API is, every node's
 // overlay record (its WireGuard peers) and the DNS records its DNS server
-// answers from, the ingress routes its proxy applies, and the versions of
-// the secrets its own instances use (never their values). Everything a
+// answers from, the ingress routes and ACME challenges its proxy applies
+// (ingress certificates' keys come from the leader's API), and the
+// versions of the secrets its own instances use (never their values).
+// Everything a
 // worker writes (its heartbeat and status, build records, events) goes
 // through the leader's API, which checks that the certificate's common
 // name is the node the write is for; desired state, other nodes' keys,
@@ -42,5 +44,6 @@ func WorkerGrants(node string) []store.Grant {
 		{Key: prefixDNS, Prefix: true},
 		{Key: prefixIngressRoutes, Prefix: true},
 		{Key: NodeSecretRefsPrefix(node), Prefix: true},
+		{Key: prefixIngressChallenges, Prefix: true},
 	}
 }

@@ -135,9 +135,16 @@ func TestLeaderCollectsLostNodes(t *testing.T) {
 		_, err := e.repo.GetNodeRegistration(e.ctx, name)
 		return err == nil
 	}
-	// The term began now: "gone" is NotReady from the term's start.
-	clk.set(time.Unix(e.base, 0).Add(5*time.Second + time.Minute + time.Second).UTC())
-	e.report(60)                    // n1 stays Ready
+	// The term began now: "gone" is NotReady from the term's start. n1
+	// beats at +60 s, and the leader sees that beat before the clock moves
+	// past the collection age: else n1 too is NotReady for long enough.
+	later := time.Unix(e.base, 0).Add(5*time.Second + time.Minute + time.Second).UTC()
+	e.report(60) // n1 stays Ready
+	polltest.Until(t, 10*time.Second, "n1's beat at +60 s in the leader's view", func() bool {
+		st, ok := l.view.nodes.Get(resources.NodeStatusKey("n1"))
+		return ok && st.Timestamp == e.base+60
+	})
+	clk.set(later)
 	reconcile.Poke(l.view.beatWake) // the clock moved: the node clock looks again
 	polltest.Until(t, 10*time.Second, "the lost node collected", func() bool { return !present("gone") })
 	if !present("n1") {

@@ -27,9 +27,15 @@ remove_containers() {
     return 0
   fi
   # podman rm now and then fails on a busy shm mount; a second try succeeds.
+  local tried=no
   for _ in 1 2 3; do
     ids=$(podman ps -aq --filter label=kat.managed=true --filter "label=kat.node=$node" --filter "label=kat.cluster=$cluster")
-    [ -n "$ids" ] || return 0
+    if [ -z "$ids" ]; then
+      # A failed try may still have removed them all.
+      [ "$tried" = no ] || echo "removed the containers of node $node"
+      return 0
+    fi
+    tried=yes
     # shellcheck disable=SC2086 # one argument per container ID
     if podman rm --force --time 5 $ids >/dev/null 2>&1; then
       echo "removed $(echo "$ids" | wc -l) container(s) of node $node"

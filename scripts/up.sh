@@ -94,6 +94,14 @@ if [ "$applied" = yes ]; then
 else
   echo "config repo $repo: commit ${head:0:12} not applied yet; see katcall get sources" >&2
 fi
+# Wait for the Services and DaemonServices to roll out (examples-repo's hello
+# and the ingress proxy, so that the README's next command is answered), each
+# at most a minute.
+katcall get workloads | awk 'NR > 1 && ($3 == "Service" || $3 == "DaemonService") { print $1 "/" $2 }' |
+  while read -r workload; do
+    katcall rollout status "$workload" --timeout 60s >/dev/null 2>&1 ||
+      echo "workload $workload: not rolled out yet; see katcall status $workload" >&2
+  done
 echo
 katcall status
 echo

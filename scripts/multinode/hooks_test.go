@@ -202,15 +202,17 @@ func sample(scraped, series string) (string, bool) {
 func blockedThroughMember(t *testing.T, c *testCluster, web *http.Client, token string) {
 	t.Helper()
 	leader, follower := c.leaderIndex(t), -1
-	for _, n := range c.nodes(t) {
-		if n.EtcdMember && !n.Leader && n.Status == "Ready" {
-			follower = slices.IndexFunc(c.Hosts, func(h harness.Host) bool { return h.Name == n.Name })
-			break
+	// Right after a member left the quorum, another may be NotReady for a
+	// beat or two (its heartbeat timed out during the change).
+	polltest.Until(t, 30*time.Second, "a Ready member that does not lead", func() bool {
+		for _, n := range c.nodes(t) {
+			if n.EtcdMember && !n.Leader && n.Status == "Ready" {
+				follower = slices.IndexFunc(c.Hosts, func(h harness.Host) bool { return h.Name == n.Name })
+				return true
+			}
 		}
-	}
-	if follower < 0 {
-		t.Fatal("no Ready member that does not lead")
-	}
+		return false
+	})
 	get := func(cl *http.Client, h harness.Host, bearer string) int {
 		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, apiURL(h, "/v1alpha1/nodes"), nil)

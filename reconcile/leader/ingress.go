@@ -32,16 +32,6 @@ func newIngressRoutes(l *Leader) *ingressRoutes {
 	return &ingressRoutes{l: l, cache: l.view.ingress}
 }
 
-// decodeIngressRoutes keeps every key under the prefix, even one that does
-// not decode (as a record naming nothing), so the loop can delete it.
-func decodeIngressRoutes(kv store.KV) (api.IngressRoutes, bool) {
-	r, err := resources.DecodeIngressRoutes(kv)
-	if err != nil {
-		return api.IngressRoutes{}, true
-	}
-	return r, true
-}
-
 // run runs the loop until ctx ends; the view runs the cache.
 func (ir *ingressRoutes) run(ctx context.Context, sub *subscription) error {
 	return ir.l.loop(ctx, sub, "ingress", ir.once)

@@ -27,16 +27,6 @@ func newSecretRefs(l *Leader) *secretRefs {
 	return &secretRefs{l: l, cache: l.view.secretRefs}
 }
 
-// decodeSecretRef keeps every key under the prefix, even one that does not
-// decode (as a reference naming nothing), so the loop can delete it.
-func decodeSecretRef(kv store.KV) (api.SecretRef, bool) {
-	r, err := resources.DecodeSecretRef(kv)
-	if err != nil {
-		return api.SecretRef{}, true
-	}
-	return r, true
-}
-
 // run runs the loop until ctx ends; the view runs the cache.
 func (sr *secretRefs) run(ctx context.Context, sub *subscription) error {
 	defer metrics.SetSecrets(0) // no leader, no count: a former leader shows none

@@ -117,14 +117,14 @@ func newView(st store.StateStore, desired *resources.DesiredIndex, lossTimeout t
 		subnets:        store.NewCache(st, resources.NetworkNodesPrefix(), decodeSubnet),
 		ipam:           store.NewCache(st, resources.IPAMPrefix(), func(kv store.KV) (string, bool) { return string(kv.Value), true }),
 		daemonRollouts: store.NewCache(st, resources.DaemonRolloutPrefix(), decodeJSON[api.DaemonRolloutRecord]),
-		ingress:        store.NewCache(st, resources.IngressRoutesPrefix(), decodeIngressRoutes),
+		ingress:        store.NewCache(st, resources.IngressRoutesPrefix(), keepEveryKey(resources.DecodeIngressRoutes)),
 		certs: store.NewCache(st, resources.IngressCertificatesPrefix(), func(kv store.KV) (api.IngressCertificate, bool) {
 			c, err := resources.DecodeIngressCertificate(kv)
 			return c, err == nil
 		}),
 		jobs:       store.NewCache(st, resources.JobsPrefix(), decodeJobEntry),
 		secrets:    store.NewCache(st, resources.SecretsPrefix(""), decodeSecretInfo),
-		secretRefs: store.NewCache(st, resources.SecretRefsPrefix(), decodeSecretRef),
+		secretRefs: store.NewCache(st, resources.SecretRefsPrefix(), keepEveryKey(resources.DecodeSecretRef)),
 		jobIdx:     jobIndex{keys: map[string]map[string]struct{}{}},
 		idx:        newViewIndex(),
 	}
@@ -378,4 +378,18 @@ func (v *view) schedulingOf(key string) (Scheduling, bool) {
 	defer v.mu.Unlock()
 	s, ok := v.scheduling[key]
 	return s, ok
+}
+
+// keepEveryKey makes decode a cache's decoder for a prefix one loop alone
+// writes: every key is kept, one that does not decode as the zero record
+// (naming nothing), so that the loop sees it and deletes it.
+func keepEveryKey[T any](decode func(store.KV) (T, error)) func(store.KV) (T, bool) {
+	return func(kv store.KV) (T, bool) {
+		v, err := decode(kv)
+		if err != nil {
+			var zero T
+			return zero, true
+		}
+		return v, true
+	}
 }

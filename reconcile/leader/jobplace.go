@@ -28,10 +28,7 @@ func (p *planner) job(w workload, commit string, cur []api.Assignment) {
 	jp := planJob(jobInput{
 		Meta: w.Meta, Spec: *w.Spec.Job, Schedule: w.Spec.Schedule, Records: p.in.Jobs[w.Key()],
 		Assigned: cur, Reported: p.in.Reported, Now: p.in.Now,
-		NodeReady: func(node string) bool {
-			i, ok := p.byName[node]
-			return ok && p.nodes[i].Ready
-		},
+		NodeDown: p.nodeDown,
 	})
 	p.count(w.Key(), jp.Active)
 	p.plan.Delete = append(p.plan.Delete, jp.Delete...)
@@ -64,6 +61,22 @@ func (p *planner) job(w workload, commit string, cur []api.Assignment) {
 		p.plan.Jobs = append(p.plan.Jobs, JobWrite{Namespace: w.Meta.Namespace, Name: w.Meta.Name, MetaVersion: w.MetaVersion,
 			Runs: jp.Runs, Schedule: jp.Schedule, MustBeAbsent: jp.MustBeAbsent})
 	}
+}
+
+// nodeDown says why node cannot run an instance: it departed (its agent
+// left for good), or it is not registered or not Ready; "" while it is
+// Ready.
+func (p *planner) nodeDown(node string) string {
+	i, ok := p.byName[node]
+	switch {
+	case p.in.Departed[node]:
+		return "departed"
+	case !ok:
+		return "is not registered"
+	case !p.nodes[i].Ready:
+		return "is not ready"
+	}
+	return ""
 }
 
 // dropWorkload removes workload ns/name's part of the plan: its puts,

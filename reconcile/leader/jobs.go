@@ -52,9 +52,10 @@ type jobInput struct {
 	// reports of them, by instance ID.
 	Assigned []api.Assignment
 	Reported map[string]api.InstanceStatus
-	// NodeReady reports whether a node is registered and Ready.
-	NodeReady func(node string) bool
-	Now       time.Time
+	// NodeDown says why a node cannot run an instance: it departed, or
+	// it is not registered or not Ready; "" while it is Ready.
+	NodeDown func(node string) string
+	Now      time.Time
 }
 
 // jobPlan is one pass's step of one Job.
@@ -119,7 +120,7 @@ func planJob(in jobInput) jobPlan {
 		if sr.run.Finished() {
 			continue
 		}
-		next, create, del, gone := stepRun(sr.run, byRun[sr.run.Run], in.Reported, in.NodeReady, in.Now)
+		next, create, del, gone := stepRun(sr.run, byRun[sr.run.Run], in.Reported, in.NodeDown, in.Now)
 		if !runEqual(next, sr.run) || create > 0 {
 			sr.run, changed[sr.run.Run] = next, true
 		}
@@ -283,15 +284,16 @@ func nextFiring(s cron.Schedule, rec storedSchedule, now time.Time) (fire, last 
 
 // stepRun derives a run's next record from its instances (as, the
 // assignments labelled with it) and their reports: instances are judged
-// (an instance on a node that is not Ready is given up and counts as
-// failed), the run finishes when Completions instances succeeded, when
+// (an instance on a node that departed or is not Ready is given up and
+// counts as failed, its message saying which; nodeDown says why a node
+// cannot run it, "" while it can), the run finishes when Completions instances succeeded, when
 // more than BackoffLimit failed, or at its deadline (its active instances
 // stopped); otherwise it wants new instances up to Parallelism and the
 // completions still missing. It returns the record, how many instances to
 // create, the assignments to delete, and the keys of the assignments it
 // found gone. It is pure.
 func stepRun(run api.JobRun, as []api.Assignment, reported map[string]api.InstanceStatus,
-	nodeReady func(string) bool, now time.Time) (_ api.JobRun, create int, del []api.Assignment, gone []string) {
+	nodeDown func(string) string, now time.Time) (_ api.JobRun, create int, del []api.Assignment, gone []string) {
 	run.Instances = slices.Clone(run.Instances)
 	byID := map[string]api.Assignment{}
 	for _, a := range as {
@@ -316,8 +318,8 @@ func stepRun(run api.JobRun, as []api.Assignment, reported map[string]api.Instan
 			in.State, in.ExitCode, in.Message, in.FinishedAt = api.RunInstanceSucceeded, r.ExitCode, "", now
 		case reportedOK && r.Phase == api.InstanceFailed:
 			in.State, in.ExitCode, in.Message, in.FinishedAt = api.RunInstanceFailed, r.ExitCode, r.Message, now
-		case !nodeReady(a.Node):
-			in.State, in.Message, in.FinishedAt = api.RunInstanceFailed, fmt.Sprintf("node %s is not ready: instance given up", a.Node), now
+		case nodeDown(a.Node) != "":
+			in.State, in.Message, in.FinishedAt = api.RunInstanceFailed, fmt.Sprintf("node %s %s: instance given up", a.Node, nodeDown(a.Node)), now
 			del = append(del, a)
 		case reportedOK && r.Phase == api.InstanceRunning:
 			in.State = api.RunInstanceRunning

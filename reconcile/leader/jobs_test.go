@@ -42,8 +42,10 @@ type jobWorld struct {
 	rec     jobRecords
 	as      []api.Assignment
 	reports map[string]api.InstanceStatus
-	now     time.Time
-	suffix  int
+	// departed are the nodes whose agent departed for good.
+	departed map[string]bool
+	now      time.Time
+	suffix   int
 	// created are the instance IDs ever placed; maxActive the most
 	// instances at once that had not finished.
 	created   []string
@@ -65,7 +67,7 @@ func (jw *jobWorld) pass() AssignmentPlan {
 	plan := PlanAssignments(AssignInput{
 		Nodes: jw.nodes, Desired: []workload{jw.w}, Current: slices.Clone(jw.as), Reported: jw.reports, Now: jw.now,
 		NewSuffix: func() string { jw.suffix++; return fmt.Sprintf("s%d", jw.suffix) },
-		Jobs:      map[string]jobRecords{jw.w.Key(): jw.copyRecords()},
+		Jobs:      map[string]jobRecords{jw.w.Key(): jw.copyRecords()}, Departed: jw.departed,
 	})
 	for _, a := range plan.Delete {
 		jw.as = slices.DeleteFunc(jw.as, func(b api.Assignment) bool { return b.Node == a.Node && b.InstanceID == a.InstanceID })
@@ -286,6 +288,34 @@ func TestJobRunNodeLoss(t *testing.T) {
 				t.Errorf("replacement %+v, want one on n2", p.Put)
 			}
 		})
+	}
+}
+
+// TestJobRunNodeDeparted: an instance on a node whose agent departed is
+// given up like one on a lost node, and its record says the node departed,
+// not that it is not ready.
+func TestJobRunNodeDeparted(t *testing.T) {
+	t.Parallel()
+	jw := newJobWorld(t, jobWorkload(t, "departs", 1, "  backoffLimit: 1\n"))
+	jw.nodes = jw.nodes[:1]
+	jw.pass()
+	jw.pass()
+	gone := jw.as[0]
+	// n1 departs (NotReady, and departed); n2 joins.
+	jw.nodes = append(jw.nodes, sched.Node{Name: "n2", Ready: true})
+	jw.nodes[0].Ready = false
+	jw.departed = map[string]bool{"n1": true}
+	p := jw.pass()
+	run := jw.rec.runs["g1"].run
+	in := run.Instances[0]
+	if run.Failed != 1 || in.State != api.RunInstanceFailed || in.Message != "node n1 departed: instance given up" {
+		t.Fatalf("the departed node's instance: %+v; want failed, saying node n1 departed", in)
+	}
+	if !slices.ContainsFunc(p.Delete, func(a api.Assignment) bool { return a.InstanceID == gone.InstanceID }) {
+		t.Error("the departed node's assignment was not deleted")
+	}
+	if len(p.Put) != 1 || p.Put[0].Node != "n2" {
+		t.Errorf("replacement %+v, want one on n2", p.Put)
 	}
 }
 

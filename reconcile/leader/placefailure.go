@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store/resources"
 )
 
 // PlacementFailure is a workload's record of the placement passes over it
-// that failed in a row this term: how many, when the last one ran, when the
-// next runs at the latest (ReplacePolicy.delay of the attempts after the
-// last), and the last one's error. A pass that succeeds drops it.
+// that failed in a row: how many, when the last one ran, when the next runs
+// at the latest (ReplacePolicy.delay of the attempts after the last), and
+// the last one's error. A pass that succeeds drops it. The workload's
+// status shows it (DeriveWorkloadStatus), and a new leader takes it from
+// there (seedPlacementFailures): a change of leader neither resets the
+// attempts nor forgets the next try.
 type PlacementFailure struct {
 	Attempts       int
 	LastAt, NextAt time.Time
@@ -37,6 +42,47 @@ func stepPlacementFailure(prev *PlacementFailure, err error, now time.Time, pol 
 		attempts = prev.Attempts + 1
 	}
 	return &PlacementFailure{Attempts: attempts, LastAt: now, NextAt: now.Add(pol.delay(attempts)), Reason: err.Error()}
+}
+
+// placementFailedPrefix starts a workload's RetryReason while placement
+// passes over it fail.
+const placementFailedPrefix = "placement failed: "
+
+// placementFailureIn returns the record of failed placement passes a
+// workload's status shows (Reconciling=True PlacementFailed), if it shows
+// one. It is pure.
+func placementFailureIn(st api.WorkloadStatus) (PlacementFailure, bool) {
+	c := condition(st, ConditionReconciling)
+	if c == nil || c.Reason != ReasonPlacementFailed || st.NextRetryTime == nil || st.Attempts < 1 ||
+		!strings.HasPrefix(st.RetryReason, placementFailedPrefix) {
+		return PlacementFailure{}, false
+	}
+	pf := PlacementFailure{Attempts: st.Attempts, NextAt: *st.NextRetryTime, Reason: strings.TrimPrefix(st.RetryReason, placementFailedPrefix)}
+	if st.LastReconcileTime != nil {
+		pf.LastAt = *st.LastReconcileTime
+	}
+	return pf, true
+}
+
+// seedPlacementFailures takes the records of failed placement passes the
+// desired workloads' stored statuses show, written under a former leader,
+// with a pass asked for at each next try: a new term goes on counting
+// from them. Called once the view has synced, before any pass.
+func (v *view) seedPlacementFailures() {
+	stored, _ := v.statuses.Snapshot()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for key, st := range stored {
+		k := strings.TrimPrefix(key, resources.StatusPrefix())
+		pf, ok := placementFailureIn(st.status)
+		if _, had := v.placeFailures[k]; !ok || had || !hasWorkload(v.desired, k) {
+			continue
+		}
+		v.placeFailures[k] = pf
+		if w, ok := v.wakes[k]; !ok || pf.NextAt.Before(w) {
+			v.wakes[k] = pf.NextAt
+		}
+	}
 }
 
 // placeTracked is placeOnce, with the outcome recorded per workload

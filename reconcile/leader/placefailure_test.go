@@ -1,8 +1,10 @@
 package leader
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +77,70 @@ func TestPlacementFailureInStatus(t *testing.T) {
 	polltest.Until(t, 10*time.Second, "the status clear once a pass succeeded", func() bool {
 		st := e.status("web")
 		return st.RetryReason == "" && st.NextRetryTime == nil && condition(st, ConditionReconciling) == nil
+	})
+}
+
+// TestPlacementFailureSurvivesALeaderChange: the record of failed
+// placement passes is the workload's status: a new leader's view takes its
+// attempts, last attempt, next try and reason from it, asks for a pass at
+// the next try, and counts the next failure on from it; a pass that then
+// succeeds clears it.
+func TestPlacementFailureSurvivesALeaderChange(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	clk := &fakeClock{now: time.Unix(e.base, 0).UTC()}
+	e.apply(workloadFiles(t, "web", quadlet.TypeService, 1, "v1"), api.APIOwner())
+	pol := ReplacePolicy{Base: time.Minute, Cap: time.Hour}
+	cfg := Config{Now: clk.Now, NodeLossTimeout: time.Hour, Replace: pol}
+	l1, stop1 := e.run(cfg)
+	polltest.Until(t, 10*time.Second, "the instance placed and the loops idle", func() bool {
+		return len(e.assignments("web")) == 1 && l1.idle()
+	})
+	keys := []string{"ns1/web"}
+	fail := errors.New("write assignments: etcdserver: request timed out")
+	first := clk.Now()
+	l1.view.placementTried(keys, fail, first, pol)
+	clk.set(first.Add(time.Second))
+	last := clk.Now()
+	l1.view.placementTried(keys, fail, last, pol)
+	want := PlacementFailure{Attempts: 2, LastAt: last, NextAt: last.Add(pol.delay(2)), Reason: fail.Error()}
+	polltest.Until(t, 10*time.Second, "two attempts in the status", func() bool {
+		st := e.status("web")
+		return st.Attempts == 2 && st.NextRetryTime != nil && st.NextRetryTime.Equal(want.NextAt)
+	})
+	stop1()
+
+	// The next term's view, before any pass.
+	clk.set(last.Add(time.Second))
+	l2, err := New(Config{Repo: e.repo, Now: clk.Now, NodeLossTimeout: time.Hour, Replace: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- l2.view.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if err := l2.view.waitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := l2.view.placementFailureOf("ns1/web")
+	if !ok || got.Attempts != want.Attempts || !got.LastAt.Equal(want.LastAt) || !got.NextAt.Equal(want.NextAt) || got.Reason != want.Reason {
+		t.Fatalf("the new term's record: %+v (%v), want %+v", got, ok, want)
+	}
+	if due, _ := l2.view.dueWakes(want.NextAt); !slices.Contains(due, "ns1/web") {
+		t.Errorf("passes due at the next try %v, want ns1/web's", due)
+	}
+	now := clk.Now()
+	l2.view.placementTried(keys, fail, now, pol)
+	if got, _ := l2.view.placementFailureOf("ns1/web"); got.Attempts != 3 || !got.NextAt.Equal(now.Add(pol.delay(3))) {
+		t.Errorf("a failure in the new term: %+v, want attempt 3, next try %v", got, now.Add(pol.delay(3)))
+	}
+
+	// A leader whose first pass succeeds clears it.
+	_, stop3 := e.run(cfg)
+	defer stop3()
+	polltest.Until(t, 10*time.Second, "the status clear once a pass succeeded", func() bool {
+		st := e.status("web")
+		return st.Attempts == 0 && st.NextRetryTime == nil && condition(st, ConditionReconciling) == nil
 	})
 }

@@ -93,8 +93,10 @@ type view struct {
 	wakes        map[string]time.Time
 	wakesChanged chan struct{}
 	// placeFailures are, by workload, the placement passes that failed in
-	// a row this term (guarded by mu).
+	// a row, this term or under the former leader (guarded by mu).
 	placeFailures map[string]PlacementFailure
+	// seeded takes the former leader's records once the caches synced.
+	seeded sync.Once
 
 	idx viewIndex
 }
@@ -243,8 +245,20 @@ func (v *view) run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// waitSynced returns once every cache holds its first listing, or ctx ended.
+// waitSynced returns once every cache holds its first listing and the
+// records a former leader left in them are taken (seedPlacementFailures),
+// or ctx ended.
 func (v *view) waitSynced(ctx context.Context) error {
+	if err := v.waitListed(ctx); err != nil {
+		return err
+	}
+	v.seeded.Do(v.seedPlacementFailures)
+	return nil
+}
+
+// waitListed returns once every cache holds its first listing, or ctx
+// ended.
+func (v *view) waitListed(ctx context.Context) error {
 	for _, ch := range []<-chan struct{}{v.desired.Synced(), v.assigns.Synced(), v.nodes.Synced(), v.apps.Synced(),
 		v.builds.Synced(), v.sources.Synced(), v.statuses.Synced(), v.regs.Synced(), v.beats.Synced(), v.rollouts.Synced(),
 		v.subnets.Synced(), v.ipam.Synced(), v.daemonRollouts.Synced(), v.jobs.Synced(), v.secrets.Synced(),

@@ -220,7 +220,7 @@ func DeriveWorkloadStatus(f WorkloadFacts, prev api.WorkloadStatus, now time.Tim
 		st.Attempts = pf.Attempts
 		lastReconcile = maxTime(lastReconcile, pf.LastAt)
 		next := pf.NextAt
-		st.NextRetryTime, st.RetryReason = &next, "placement failed: "+pf.Reason
+		st.NextRetryTime, st.RetryReason = &next, placementFailedPrefix+pf.Reason
 		backOff = &api.Condition{Type: ConditionReconciling, Status: api.ConditionTrue, Reason: ReasonPlacementFailed,
 			Message: fmt.Sprintf("%s; %d attempts in a row, the next no later than %s", st.RetryReason, pf.Attempts,
 				next.UTC().Format(time.RFC3339))}

@@ -121,13 +121,27 @@ type IngressRouteView struct {
 	// CertificateError is the last failure to import, issue or renew the
 	// certificate (names and reasons, never key material).
 	CertificateError string `json:"certificateError,omitempty"`
-	// Status is "Routed", "NoBackends", "CertificateMissing" (TLS asked,
-	// no certificate yet) or "Conflict: ns/name" (the holder).
+	// Status is IngressRouted, IngressNoBackends,
+	// IngressCertificatePending, IngressCertificateMissing or
+	// "Conflict: ns/name" (the holder).
 	Status string `json:"status"`
 	// Since is when the workload began to hold the route; for a conflict,
 	// when the holder did.
 	Since time.Time `json:"since"`
 }
+
+// The statuses of IngressRouteView.
+const (
+	IngressRouted     = "Routed"
+	IngressNoBackends = "NoBackends"
+	// IngressCertificatePending: TLS asked, and the leader has not yet
+	// read the rule's certificate pair from its directory.
+	IngressCertificatePending = "CertificatePending"
+	// IngressCertificateMissing: TLS asked, and there is no certificate:
+	// the pair is missing or does not load, or ACME has not issued one
+	// (CertificateError says why).
+	IngressCertificateMissing = "CertificateMissing"
+)
 
 // Reasons of the ingress events: the leader's ingress loop records a route
 // a workload began or stopped to serve and a rule not routed because

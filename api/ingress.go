@@ -151,6 +151,9 @@ const (
 	ReasonIngressRouteRemoved = "IngressRouteRemoved"
 	ReasonIngressConflict     = "IngressConflict"
 	ReasonIngressProxyError   = "IngressProxyError"
+	// ReasonCertificateRemoved: the leader deleted an ACME certificate
+	// whose host had not been routed for the grace period.
+	ReasonCertificateRemoved = "CertificateRemoved"
 )
 
 // IngressProxyStatus is NodeStatus.Ingress: what the node's ingress proxy
@@ -220,6 +223,10 @@ type IngressCertificate struct {
 	NextTryAt time.Time `json:"nextTryAt,omitzero"`
 	// Failures counts the failures in a row (the back-off's exponent).
 	Failures int `json:"failures,omitempty"`
+	// UnroutedSince is when the ACME loop found the host of an ACME
+	// certificate no longer routed with tls; the record is deleted
+	// ACMEConfig.UnroutedGrace later unless the host is routed again.
+	UnroutedSince time.Time `json:"unroutedSince,omitzero"`
 }
 
 // Covers reports whether the certificate's names include host: the same
@@ -236,6 +243,19 @@ func (c IngressCertificate) Covers(host string) bool {
 		}
 	}
 	return false
+}
+
+// IngressCertificateView is one row of GET /v1alpha1/ingress/certificates
+// (katcall get certificates): a certificate record without its chain or
+// key, and the rules that use it.
+type IngressCertificateView struct {
+	IngressCertificate
+	// ChainPEM and SealedKey hide the record's: never in a view.
+	ChainPEM  struct{} `json:"-"`
+	SealedKey struct{} `json:"-"`
+	// Routes are the held rules served with it ("host/path ns/name"),
+	// sorted.
+	Routes []string `json:"routes,omitempty"`
 }
 
 // IngressCertificateSealPurpose is what a certificate's key is sealed

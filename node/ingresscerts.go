@@ -33,7 +33,7 @@ func (n *Node) acmeConfig() (leader.ACMEConfig, error) {
 	if o.Directory == "" {
 		return leader.ACMEConfig{}, nil
 	}
-	cfg := leader.ACMEConfig{Directory: o.Directory, Email: o.Email}
+	cfg := leader.ACMEConfig{Directory: o.Directory, Email: o.Email, UnroutedGrace: o.UnroutedGrace}
 	if o.CAFile == "" {
 		return cfg, nil
 	}

@@ -21,10 +21,13 @@ const (
 	KindNode      = "node"
 	KindInstance  = "instance"
 	KindNamespace = "namespace"
+	// KindCertificate is an ingress certificate: its kind (file or acme)
+	// stands where a namespace would ("certificate/acme/shop.example.com").
+	KindCertificate = "certificate"
 )
 
 // EventKinds lists every kind an event may be about, for validation.
-var EventKinds = []string{KindWorkload, KindSource, KindNode, KindInstance, KindNamespace}
+var EventKinds = []string{KindWorkload, KindSource, KindNode, KindInstance, KindNamespace, KindCertificate}
 
 // ObjectRef names the object an event is about.
 type ObjectRef struct {
@@ -50,6 +53,12 @@ func NodeRef(name, uid string) ObjectRef { return ObjectRef{Kind: KindNode, Name
 // InstanceRef is the reference of instance id of a workload in namespace ns.
 func InstanceRef(ns, id string) ObjectRef {
 	return ObjectRef{Kind: KindInstance, Namespace: ns, Name: id}
+}
+
+// CertificateRef is the reference of the ingress certificate of kind
+// (CertificateFile or CertificateACME) and name.
+func CertificateRef(kind, name string) ObjectRef {
+	return ObjectRef{Kind: KindCertificate, Namespace: kind, Name: name}
 }
 
 // SourceRef is the reference of the config-repo source name.

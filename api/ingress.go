@@ -121,13 +121,27 @@ type IngressRouteView struct {
 	// CertificateError is the last failure to import, issue or renew the
 	// certificate (names and reasons, never key material).
 	CertificateError string `json:"certificateError,omitempty"`
-	// Status is "Routed", "NoBackends", "CertificateMissing" (TLS asked,
-	// no certificate yet) or "Conflict: ns/name" (the holder).
+	// Status is IngressRouted, IngressNoBackends,
+	// IngressCertificatePending, IngressCertificateMissing or
+	// "Conflict: ns/name" (the holder).
 	Status string `json:"status"`
 	// Since is when the workload began to hold the route; for a conflict,
 	// when the holder did.
 	Since time.Time `json:"since"`
 }
+
+// The statuses of IngressRouteView.
+const (
+	IngressRouted     = "Routed"
+	IngressNoBackends = "NoBackends"
+	// IngressCertificatePending: TLS asked, and the leader has not yet
+	// read the rule's certificate pair from its directory.
+	IngressCertificatePending = "CertificatePending"
+	// IngressCertificateMissing: TLS asked, and there is no certificate:
+	// the pair is missing or does not load, or ACME has not issued one
+	// (CertificateError says why).
+	IngressCertificateMissing = "CertificateMissing"
+)
 
 // Reasons of the ingress events: the leader's ingress loop records a route
 // a workload began or stopped to serve and a rule not routed because
@@ -137,6 +151,9 @@ const (
 	ReasonIngressRouteRemoved = "IngressRouteRemoved"
 	ReasonIngressConflict     = "IngressConflict"
 	ReasonIngressProxyError   = "IngressProxyError"
+	// ReasonCertificateRemoved: the leader deleted an ACME certificate
+	// whose host had not been routed for the grace period.
+	ReasonCertificateRemoved = "CertificateRemoved"
 )
 
 // IngressProxyStatus is NodeStatus.Ingress: what the node's ingress proxy
@@ -206,6 +223,10 @@ type IngressCertificate struct {
 	NextTryAt time.Time `json:"nextTryAt,omitzero"`
 	// Failures counts the failures in a row (the back-off's exponent).
 	Failures int `json:"failures,omitempty"`
+	// UnroutedSince is when the ACME loop found the host of an ACME
+	// certificate no longer routed with tls; the record is deleted
+	// ACMEConfig.UnroutedGrace later unless the host is routed again.
+	UnroutedSince time.Time `json:"unroutedSince,omitzero"`
 }
 
 // Covers reports whether the certificate's names include host: the same
@@ -222,6 +243,19 @@ func (c IngressCertificate) Covers(host string) bool {
 		}
 	}
 	return false
+}
+
+// IngressCertificateView is one row of GET /v1alpha1/ingress/certificates
+// (katcall get certificates): a certificate record without its chain or
+// key, and the rules that use it.
+type IngressCertificateView struct {
+	IngressCertificate
+	// ChainPEM and SealedKey hide the record's: never in a view.
+	ChainPEM  struct{} `json:"-"`
+	SealedKey struct{} `json:"-"`
+	// Routes are the held rules served with it ("host/path ns/name"),
+	// sorted.
+	Routes []string `json:"routes,omitempty"`
 }
 
 // IngressCertificateSealPurpose is what a certificate's key is sealed

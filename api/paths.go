@@ -35,3 +35,7 @@ const (
 
 // IngressPath lists every ingress route (GET, admin token).
 const IngressPath = "/v1alpha1/ingress"
+
+// IngressCertificatesPath lists the ingress certificates (GET, admin
+// token); IngressCertificatesPath/{kind}/{name} deletes one (DELETE).
+const IngressCertificatesPath = "/v1alpha1/ingress/certificates"

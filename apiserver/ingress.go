@@ -40,9 +40,11 @@ func (s *Server) listIngress(w http.ResponseWriter, r *http.Request) {
 }
 
 // WithCertificates adds to the views of rules with TLS the expiry of the
-// certificate their host is served with, or why there is none: the last
-// import or ACME error, and the status CertificateMissing (the host is
-// then served over plain HTTP).
+// certificate their host is served with, or why there is none: the status
+// CertificatePending while the leader has not yet read the rule's
+// certificate pair (no record of it), else the last import or ACME error
+// and the status CertificateMissing (the host is then served over plain
+// HTTP).
 func WithCertificates(views []api.IngressRouteView, certs []api.IngressCertificate) []api.IngressRouteView {
 	byKey := map[string]api.IngressCertificate{}
 	for _, c := range certs {
@@ -54,21 +56,24 @@ func WithCertificates(views []api.IngressRouteView, certs []api.IngressCertifica
 			continue
 		}
 		kind, name := api.IngressRule{Host: v.Host, TLSCertificate: v.TLSCertificate}.TLSSource()
-		c := byKey[kind+"/"+name]
+		c, stored := byKey[kind+"/"+name]
 		v.CertificateError = c.LastError
+		status := api.IngressCertificateMissing
 		switch {
 		case c.Fingerprint != "" && !c.Covers(v.Host):
 			v.CertificateError = fmt.Sprintf("certificate %s/%s does not name %s (it names %s)", kind, name, v.Host, strings.Join(c.Hosts, ", "))
 		case c.Fingerprint != "":
 			v.CertificateNotAfter = c.NotAfter
 			continue
+		case !stored && kind == api.CertificateFile:
+			status = api.IngressCertificatePending // the leader has not looked for the pair yet
 		case c.LastError == "" && kind == api.CertificateFile:
 			v.CertificateError = "no certificate pair " + name + ".crt and " + name + ".key imported from the ingress certificate directory"
 		case c.LastError == "":
 			v.CertificateError = "not issued yet (is kat-agent --acme-directory set?)"
 		}
-		if v.Status == "Routed" || v.Status == "NoBackends" {
-			v.Status = "CertificateMissing"
+		if v.Status == api.IngressRouted || v.Status == api.IngressNoBackends {
+			v.Status = status
 		}
 	}
 	return views
@@ -85,10 +90,10 @@ func IngressViews(routes []api.IngressRoutes, assigned map[string]int) []api.Ing
 			v := api.IngressRouteView{
 				Host: rule.Host, Path: rule.Path, Workload: key, Field: rule.Field, Port: rule.Port, PortName: rule.PortName,
 				TLS: rule.TLS, TLSCertificate: rule.TLSCertificate, Ready: len(rule.Backends), Assigned: assigned[key], Backends: rule.Backends, Since: rule.Since,
-				Status: "Routed",
+				Status: api.IngressRouted,
 			}
 			if len(rule.Backends) == 0 {
-				v.Status = "NoBackends"
+				v.Status = api.IngressNoBackends
 			}
 			out = append(out, v)
 		}

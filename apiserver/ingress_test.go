@@ -29,3 +29,29 @@ func TestIngressViews(t *testing.T) {
 		t.Errorf("views:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
 	}
 }
+
+// TestCertificatePendingUntilTheLeaderLooks: a rule naming a certificate
+// pair of which no record exists yet (the leader has not read the
+// directory since) is pending, with no error; once the leader recorded the
+// pair missing, it is CertificateMissing with the leader's reason; an
+// imported pair gives its expiry.
+func TestCertificatePendingUntilTheLeaderLooks(t *testing.T) {
+	notAfter := time.Unix(5000, 0).UTC()
+	view := func(certs ...api.IngressCertificate) api.IngressRouteView {
+		routes := []api.IngressRoutes{{Namespace: "d", Workload: "shop", Rules: []api.IngressRule{
+			{Host: "shop.test", Path: "/", Port: 80, TLS: true, TLSCertificate: "shop"},
+		}}}
+		return WithCertificates(IngressViews(routes, nil), certs)[0]
+	}
+	if v := view(); v.Status != api.IngressCertificatePending || v.CertificateError != "" {
+		t.Errorf("before the leader looked: status %s, error %q; want %s and no error", v.Status, v.CertificateError, api.IngressCertificatePending)
+	}
+	missing := api.IngressCertificate{Kind: api.CertificateFile, Name: "shop", LastError: "no certificate pair shop.crt and shop.key in the ingress certificate directory /d of the leader"}
+	if v := view(missing); v.Status != api.IngressCertificateMissing || v.CertificateError != missing.LastError {
+		t.Errorf("after the leader looked: status %s, error %q; want %s, %q", v.Status, v.CertificateError, api.IngressCertificateMissing, missing.LastError)
+	}
+	good := api.IngressCertificate{Kind: api.CertificateFile, Name: "shop", Hosts: []string{"shop.test"}, Fingerprint: "fp", NotAfter: notAfter}
+	if v := view(good); v.Status != api.IngressNoBackends || !v.CertificateNotAfter.Equal(notAfter) || v.CertificateError != "" {
+		t.Errorf("imported: status %s, expires %s, error %q; want NoBackends, %s", v.Status, v.CertificateNotAfter, v.CertificateError, notAfter)
+	}
+}

@@ -290,6 +290,8 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/sync", s.syncSources)
 		r.Get("/jobs", s.listJobRuns)
 		r.Get(strings.TrimPrefix(api.IngressPath, "/v1alpha1"), s.listIngress)
+		r.Get(strings.TrimPrefix(api.IngressCertificatesPath, "/v1alpha1"), s.listIngressCertificates)
+		r.Delete(strings.TrimPrefix(api.IngressCertificatesPath, "/v1alpha1")+"/{kind}/{name}", s.deleteIngressCertificate)
 		r.Get("/audit", s.listAudit)
 		s.routeSecrets(r)
 	})

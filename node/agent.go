@@ -108,7 +108,7 @@ func (n *Node) runAgent(ctx context.Context, onAgent func(*agent.Agent)) error {
 	})
 	g.Go(func() error {
 		return agent.RunHeartbeat(gctx, agent.HeartbeatConfig{
-			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Facts: facts, Wake: beat,
+			Node: n.state.NodeName, NodeUID: n.state.NodeUID, Facts: facts, Wake: beat, Ready: ag.Seeded(),
 			Overlay: overlayReport(n.state, n.wgKey), GPUs: func() []api.GPU { return gpus },
 			Instances: ag.Instances, Conditions: ag.Conditions, Ingress: ag.IngressStatus,
 			Usage: func() (*api.NodeUsage, error) {

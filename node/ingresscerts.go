@@ -12,12 +12,18 @@ import (
 )
 
 // ingressCertDir is the directory the leader imports ingress certificate
-// pairs from (--ingress-cert-dir, default DATA_DIR/ingress/certs).
+// pairs from (--ingress-cert-dir, default DATA_DIR/ingress/certs). The
+// default directory is made (0700) so that the leader's watch of it holds
+// from the start; a chosen one is the operator's to make.
 func (n *Node) ingressCertDir() string {
 	if n.opts.IngressCertDir != "" {
 		return n.opts.IngressCertDir
 	}
-	return n.dir.path("ingress", "certs")
+	dir := n.dir.path("ingress", "certs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		n.log.Warn().Err(err).Str("dir", dir).Msg("cannot make the ingress certificate directory; watching for it")
+	}
+	return dir
 }
 
 // acmeConfig is the leader's ACME client configuration, trusting
@@ -27,7 +33,7 @@ func (n *Node) acmeConfig() (leader.ACMEConfig, error) {
 	if o.Directory == "" {
 		return leader.ACMEConfig{}, nil
 	}
-	cfg := leader.ACMEConfig{Directory: o.Directory, Email: o.Email}
+	cfg := leader.ACMEConfig{Directory: o.Directory, Email: o.Email, UnroutedGrace: o.UnroutedGrace}
 	if o.CAFile == "" {
 		return cfg, nil
 	}

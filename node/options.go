@@ -257,8 +257,11 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--acme-directory: %q must be an https:// URL", d))
 		}
 	}
-	if o.ACME.Directory == "" && (o.ACME.Email != "" || o.ACME.CAFile != "") {
-		errs = append(errs, errors.New("--acme-email and --acme-ca-file need --acme-directory"))
+	if o.ACME.Directory == "" && (o.ACME.Email != "" || o.ACME.CAFile != "" || o.ACME.UnroutedGrace != 0) {
+		errs = append(errs, errors.New("--acme-email, --acme-ca-file and --acme-unrouted-grace need --acme-directory"))
+	}
+	if o.ACME.UnroutedGrace < 0 {
+		errs = append(errs, fmt.Errorf("--acme-unrouted-grace: %s is negative", o.ACME.UnroutedGrace))
 	}
 	if o.DrainDelay < 0 || o.DrainDelay > time.Hour {
 		errs = append(errs, fmt.Errorf("--drain-delay: %s must be between 0s and 1h", o.DrainDelay))
@@ -383,4 +386,7 @@ type ACMEOptions struct {
 	// CAFile holds PEM certificates trusted, beside the system's, for the
 	// directory's TLS.
 	CAFile string
+	// UnroutedGrace is how long the certificate of a host no longer routed
+	// is kept (--acme-unrouted-grace); 0 takes the leader's default.
+	UnroutedGrace time.Duration
 }

@@ -141,24 +141,50 @@ func TestLeadershipMovesLoops(t *testing.T) {
 	}
 
 	// A failing loop ends the term: its candidate resigns and campaigns
-	// again after RetryDelay, so the other candidate takes over. With both
-	// set to fail once, each leads one failed term before one settles.
-	for _, c := range []*candidate{a, b} {
-		c.mu.Lock()
-		c.fail = true
-		c.mu.Unlock()
+	// again after RetryDelay, so the other candidate, campaigning beside it,
+	// takes over. Each candidate in turn leads one term whose loop fails.
+	// The candidate to fail is the one waiting, with its candidacy key in
+	// etcd before the leader steps down: it is next in line, whatever the
+	// load (the step-down candidate's new key comes after it).
+	campaigning := func(id string) bool {
+		resp, err := cli.Get(ctx, store.DefaultElectionPrefix, clientv3.WithPrefix())
+		if err != nil {
+			return false
+		}
+		for _, kv := range resp.Kvs {
+			if string(kv.Value) == id {
+				return true
+			}
+		}
+		return false
 	}
-	if err := second.st.Resign(ctx); err != nil {
-		t.Fatal(err)
+	for _, f := range []*candidate{a, b} {
+		lead := waitOneLeading(t, "one candidate leads before "+f.id+"'s failing term")
+		if lead == f {
+			// Hand the lead to the other candidate, next in line.
+			other := map[*candidate]*candidate{a: b, b: a}[f]
+			polltest.Until(t, 10*time.Second, other.id+" campaigns beside the leader", func() bool { return campaigning(other.id) })
+			if err := f.st.Resign(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if lead = waitOneLeading(t, "the other candidate leads after "+f.id+" resigned"); lead == f {
+				t.Fatalf("%s leads again after resigning although %s campaigned before it", f.id, other.id)
+			}
+		}
+		polltest.Until(t, 10*time.Second, f.id+" campaigns beside the leader", func() bool { return campaigning(f.id) })
+		f.mu.Lock()
+		f.fail = true
+		f.mu.Unlock()
+		if err := lead.st.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		polltest.Until(t, 10*time.Second, f.id+" led a term whose loop failed", func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return !f.fail
+		})
+		waitOneLeading(t, "one leader running its loops after "+f.id+"'s failed term")
 	}
-	polltest.Until(t, 10*time.Second, "each candidate led a term whose loop failed", func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return !a.fail && !b.fail
-	})
-	waitOneLeading(t, "one leader running its loops after the failed terms")
 
 	cancel()
 	wg.Wait()

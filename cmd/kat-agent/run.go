@@ -54,6 +54,7 @@ func addNodeFlags(f *pflag.FlagSet, o *node.Options, lf *initFlags, agentPortDef
 	f.StringVar(&o.IngressCertDir, "ingress-cert-dir", "", "while leading: the directory of ingress certificate pairs NAME.crt (PEM chain, leaf first) and NAME.key (PEM key) that spec.ingress[].tlsCertificate names; keep the same files on every etcd member (default: DATA_DIR/ingress/certs)")
 	f.StringVar(&o.ACME.Directory, "acme-directory", "", "while leading: the ACME directory URL that issues certificates for ingress hosts with tls and no tlsCertificate, e.g. https://acme-v02.api.letsencrypt.org/directory (default: none, ACME off)")
 	f.StringVar(&o.ACME.Email, "acme-email", "", "while leading: the contact address of the ACME account")
+	f.DurationVar(&o.ACME.UnroutedGrace, "acme-unrouted-grace", 0, "while leading: how long the ACME certificate of a host no ingress rule routes any more is kept before it is deleted (default 168h)")
 	f.StringVar(&o.ACME.CAFile, "acme-ca-file", "", "while leading: PEM certificates to trust, beside the system's, for the ACME directory's own TLS (a test CA such as Pebble's)")
 	f.IntVar(&o.ArchiveKeep, "archive-keep", resources.DefaultArchiveKeep, "while leading: how many generations of each workload to keep for katcall history and rollback (at least 2)")
 	addAgentFlags(f, &o.Agent)

@@ -48,6 +48,11 @@ func (g *globals) names(ctx context.Context, kind string) []string {
 		for _, s := range ss {
 			out = append(out, s.Spec.Name)
 		}
+	case "certificates":
+		cs, _ := c.ListIngressCertificates(ctx)
+		for _, v := range cs {
+			out = append(out, v.Kind+"/"+v.Name)
+		}
 	}
 	return out
 }

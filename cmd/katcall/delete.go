@@ -10,10 +10,10 @@ import (
 func newDeleteCommand(g *globals) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
-		Use:               "delete workload NAMESPACE/NAME | delete namespace NAME | delete node NAME",
-		Short:             "Delete a workload, an empty namespace or a node",
+		Use:               "delete workload NAMESPACE/NAME | delete namespace NAME | delete node NAME | delete certificate KIND/NAME",
+		Short:             "Delete a workload, an empty namespace, a node or an ingress certificate",
 		Args:              cobra.ExactArgs(2),
-		ValidArgsFunction: completeKindThenName(g, "workload", "namespace", "node"),
+		ValidArgsFunction: completeKindThenName(g, "workload", "namespace", "node", "certificate"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, err := resourceKind(args[0])
 			if err != nil {
@@ -49,12 +49,14 @@ func newDeleteCommand(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(g.stdout, "source %s deleted\n", args[1])
+			case "certificates":
+				return deleteCertificate(cmd.Context(), c, g, args[1], force)
 			default:
 				return fmt.Errorf("%s cannot be deleted with katcall delete", kind)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "delete even a Git-managed workload, or a Ready node that still has instances")
+	cmd.Flags().BoolVar(&force, "force", false, "delete even a Git-managed workload, a Ready node that still has instances, or a certificate a route uses")
 	return cmd
 }

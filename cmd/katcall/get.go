@@ -21,10 +21,10 @@ type getOptions struct {
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:               "get workloads|namespaces|nodes|sources|secrets|events|jobs|ingress|audit [NAME]",
-		Short:             "List workloads, namespaces, nodes, Git sources, secrets (never their values), recent events, the runs of Jobs, the ingress routes (NAME: a host) or the audit log",
+		Use:               "get workloads|namespaces|nodes|sources|secrets|events|jobs|ingress|certificates|audit [NAME]",
+		Short:             "List workloads, namespaces, nodes, Git sources, secrets (never their values), recent events, the runs of Jobs, the ingress routes (NAME: a host), the ingress certificates (never their keys) or the audit log",
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "secrets", "events", "jobs", "ingress", "audit"),
+		ValidArgsFunction: completeKindThenName(g, "workloads", "namespaces", "nodes", "sources", "secrets", "events", "jobs", "ingress", "certificates", "audit"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseFormat(o.output)
 			if err != nil {
@@ -88,10 +88,12 @@ func resourceKind(s string) (string, error) {
 		return "jobs", nil
 	case "ingress", "ingresses", "ing":
 		return "ingress", nil
+	case "certificates", "certificate", "certs", "cert":
+		return "certificates", nil
 	case "audit":
 		return "audit", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, secrets, events, jobs, ingress or audit", s)
+	return "", fmt.Errorf("unknown resource type %q: want workloads, namespaces, nodes, sources, secrets, events, jobs, ingress, certificates or audit", s)
 }
 
 func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns string, f outputFormat) error {
@@ -105,6 +107,8 @@ func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns
 		return runGetJobs(ctx, c, g, name, ns, f, now)
 	case "ingress":
 		return runGetIngress(ctx, c, g, name, f, now)
+	case "certificates":
+		return runGetCertificates(ctx, c, g, name, f, now)
 	case "workloads":
 		ws, err := c.ListWorkloads(ctx, ns)
 		if err != nil {

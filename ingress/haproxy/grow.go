@@ -160,8 +160,10 @@ type Applied struct {
 	// Slots is the size of the pool after it; Grown says it grew.
 	Slots int
 	Grown bool
-	// GrowFailed says the pool needed to grow and could not.
+	// GrowFailed says the pool needed to grow and could not; GrowErr says
+	// why.
 	GrowFailed bool
+	GrowErr    error
 }
 
 // Sync brings the proxy behind c, whose run directory is hostDir on this
@@ -178,7 +180,7 @@ func Sync(ctx context.Context, c Client, hostDir, dir string, d Desired, grow bo
 	var growErr error
 	if need := SlotsFor(len(d.Backends)); need > o.Slots && grow {
 		growErr = Grow(ctx, hostDir, o, need)
-		a.GrowFailed = growErr != nil
+		a.GrowFailed, a.GrowErr = growErr != nil, growErr
 		if growErr == nil {
 			a.Grown = true
 			if o, err = c.Observe(ctx, dir); err != nil {

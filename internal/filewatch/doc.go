@@ -19,7 +19,9 @@
 // the files' names, and to names starting with "..", so that a Kubernetes
 // Secret or ConfigMap volume, which swaps a "..data" symlink, is followed;
 // the directories of the files' symlink targets are watched too and are
-// looked up again after every change. Watching is not recursive.
+// looked up again after every change. Config.Dirs watches every entry of
+// whole directories instead (a directory of certificate pairs whose names
+// are not known in advance). Watching is not recursive.
 //
 // A burst of events (a git push writes a lock file, renames it, packs refs)
 // makes one call, Config.Debounce after the first event. The callback is a

@@ -41,7 +41,7 @@ func run(t *testing.T, cfg Config) *atomic.Int64 {
 func watched(t *testing.T, cfg *Config) (wait func()) {
 	t.Helper()
 	var ok atomic.Bool
-	cfg.synced = func(complete bool) {
+	cfg.Synced = func(complete bool) {
 		if complete {
 			ok.Store(true)
 		}
@@ -100,26 +100,48 @@ func replace(t *testing.T, path, s string) {
 	}
 }
 
+// change is a change to files that the watch must report.
+type change struct {
+	name string
+	do   func()
+}
+
+// callsBackOn runs a watch with cfg and checks that each change, made in
+// turn, is followed by a callback.
+func callsBackOn(t *testing.T, cfg Config, changes ...change) {
+	t.Helper()
+	ready := watched(t, &cfg)
+	calls := run(t, cfg)
+	ready()
+	for _, c := range changes {
+		t.Run(c.name, func(t *testing.T) { waitCall(t, calls, c.name, c.do) })
+	}
+}
+
 func TestRunCallsBackOnEveryKindOfChange(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "secret")
 	write(t, file, "one")
-	cfg := Config{Files: []string{file}}
-	ready := watched(t, &cfg)
-	calls := run(t, cfg)
-	ready()
-	for _, tc := range []struct {
-		name   string
-		change func()
-	}{
-		{"write in place", func() { write(t, file, "three") }},
-		{"atomic replace", func() { replace(t, file, "four") }},
-		{"remove", func() { _ = os.Remove(file) }},
-		{"create", func() { write(t, file, "five") }},
-		{"chmod", func() { _ = os.Chmod(file, 0o400) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) { waitCall(t, calls, tc.name, tc.change) })
-	}
+	callsBackOn(t, Config{Files: []string{file}},
+		change{"write in place", func() { write(t, file, "three") }},
+		change{"atomic replace", func() { replace(t, file, "four") }},
+		change{"remove", func() { _ = os.Remove(file) }},
+		change{"create", func() { write(t, file, "five") }},
+		change{"chmod", func() { _ = os.Chmod(file, 0o400) }},
+	)
+}
+
+// TestRunWatchesAWholeDirectory: with Config.Dirs, any entry of the
+// directory counts, including names not known in advance.
+func TestRunWatchesAWholeDirectory(t *testing.T) {
+	dir := t.TempDir()
+	crt := filepath.Join(dir, "shop.crt")
+	callsBackOn(t, Config{Dirs: []string{dir}},
+		change{"create a new name", func() { write(t, crt, "one") }},
+		change{"write in place", func() { write(t, crt, "two") }},
+		change{"atomic replace", func() { replace(t, filepath.Join(dir, "other.key"), "three") }},
+		change{"remove", func() { _ = os.Remove(crt) }},
+	)
 }
 
 // TestRunFollowsASymlinkSwap: a Kubernetes Secret volume points each file

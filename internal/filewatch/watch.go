@@ -21,8 +21,12 @@ const (
 // Config says which files to watch and how.
 type Config struct {
 	// Files are the files to watch. Paths are made absolute; a file need
-	// not exist yet. Required.
+	// not exist yet. Files or Dirs is required.
 	Files []string
+	// Dirs are directories every entry of which is watched (a file added,
+	// changed, renamed or removed in them), not recursively. Paths are
+	// made absolute; a directory need not exist yet.
+	Dirs []string
 	// Debounce is how long after the first event of a burst the callback
 	// runs, so that a burst makes one call. Default DefaultDebounce.
 	Debounce time.Duration
@@ -32,10 +36,10 @@ type Config struct {
 	Fallback time.Duration
 	// Logger receives the watch's failures and recoveries.
 	Logger zerolog.Logger
-
-	// synced, when set (by tests), is called after every sync of the
-	// watch with whether every directory is watched.
-	synced func(complete bool)
+	// Synced, when set, is called on Run's goroutine after every sync of
+	// the watch with whether every directory is watched: a test waits on
+	// it before making a change the watch must report.
+	Synced func(complete bool)
 }
 
 func (c Config) withDefaults() Config {
@@ -45,15 +49,20 @@ func (c Config) withDefaults() Config {
 	if c.Fallback <= 0 {
 		c.Fallback = DefaultFallback
 	}
-	files := make([]string, 0, len(c.Files))
-	for _, f := range c.Files {
+	c.Files, c.Dirs = absolute(c.Files), absolute(c.Dirs)
+	return c
+}
+
+// absolute returns paths made absolute and clean.
+func absolute(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, f := range paths {
 		if abs, err := filepath.Abs(f); err == nil {
 			f = abs
 		}
-		files = append(files, filepath.Clean(f))
+		out = append(out, filepath.Clean(f))
 	}
-	c.Files = files
-	return c
+	return out
 }
 
 // Run watches cfg.Files until ctx ends and calls onChange after each burst
@@ -119,9 +128,11 @@ type watcher struct {
 	cfg Config
 	fs  *fsnotify.Watcher // nil while it cannot be made
 	// dirs are the watched directories and names the base names that
-	// concern the files, as the last sync computed them.
+	// concern the files, as the last sync computed them; whole are the
+	// directories (Config.Dirs) every entry of which concerns.
 	dirs  map[string]bool
 	names map[string]bool
+	whole map[string]bool
 	// failed holds, per directory (or "" for the watcher itself), the
 	// error last logged for it: a retry failing the same way logs nothing.
 	failed map[string]string
@@ -140,10 +151,16 @@ func (w *watcher) degraded() bool { return len(w.failed) > 0 }
 // sync makes the watch match the files: the directories of the files and
 // of their symlink targets are watched, no other.
 func (w *watcher) sync() {
-	if w.cfg.synced != nil {
-		defer func() { w.cfg.synced(!w.degraded()) }()
+	if w.cfg.Synced != nil {
+		defer func() { w.cfg.Synced(!w.degraded()) }()
 	}
-	w.dirs, w.names = map[string]bool{}, map[string]bool{}
+	w.dirs, w.names, w.whole = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, d := range w.cfg.Dirs {
+		w.dirs[d], w.whole[d] = true, true
+		if t, err := filepath.EvalSymlinks(d); err == nil && t != d {
+			w.dirs[t], w.whole[t] = true, true
+		}
+	}
 	for _, f := range w.cfg.Files {
 		w.dirs[filepath.Dir(f)], w.names[filepath.Base(f)] = true, true
 		if t, err := filepath.EvalSymlinks(f); err == nil && t != f {
@@ -188,7 +205,7 @@ func (w *watcher) fail(dir string, err error) {
 		return
 	}
 	w.failed[dir] = err.Error()
-	ev := w.cfg.Logger.Warn().Err(err).Strs("files", w.cfg.Files).Dur("poll_interval", w.cfg.Fallback)
+	ev := w.cfg.Logger.Warn().Err(err).Strs("files", w.cfg.Files).Strs("dirs", w.cfg.Dirs).Dur("poll_interval", w.cfg.Fallback)
 	if dir == "" {
 		ev.Msg("cannot watch files for changes; polling them instead")
 		return
@@ -201,13 +218,15 @@ func (w *watcher) recover(dir string) {
 		return
 	}
 	delete(w.failed, dir)
-	w.cfg.Logger.Info().Str("dir", dir).Strs("files", w.cfg.Files).Msg("watching for changes again")
+	w.cfg.Logger.Info().Str("dir", dir).Strs("files", w.cfg.Files).Strs("dirs", w.cfg.Dirs).Msg("watching for changes again")
 }
 
 // concerns reports whether ev may change one of the files: an event on one
-// of their names, on a Kubernetes "..data"-style name, or on a watched
-// directory itself (removed or moved: the watch must be made again).
+// of their names, on a Kubernetes "..data"-style name, in a directory of
+// Config.Dirs, or on a watched directory itself (removed or moved: the
+// watch must be made again).
 func (w *watcher) concerns(ev fsnotify.Event) bool {
-	base := filepath.Base(ev.Name)
-	return w.names[base] || strings.HasPrefix(base, "..") || w.dirs[filepath.Clean(ev.Name)]
+	name := filepath.Clean(ev.Name)
+	base := filepath.Base(name)
+	return w.names[base] || strings.HasPrefix(base, "..") || w.dirs[name] || w.whole[filepath.Dir(name)]
 }

@@ -35,6 +35,10 @@ type Agent struct {
 	// secrets puts the secrets of instances on the agent's tmpfs.
 	secrets *secretStore
 	table   *instanceTable
+	// seeded is closed once Run has read back the restart counts of the
+	// status the node reported last (Seeded).
+	seeded     chan struct{}
+	seededOnce sync.Once
 	// images are the images known on the node; they hold the pull slots.
 	images *images
 	health runtimeHealth
@@ -83,6 +87,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		removals: make(chan struct{}, cfg.MaxConcurrentSteps),
 		probes:   make(chan struct{}, cfg.MaxConcurrentSteps),
 		wake:     make(chan struct{}, 1), listNow: make(chan struct{}, 1),
+		seeded: make(chan struct{}),
 	}
 	ag.table.secretVersions = ag.secrets.versionsOf
 	if cfg.IngressDir != "" {
@@ -90,6 +95,13 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	}
 	return ag, nil
 }
+
+// Seeded is closed once Run has read back the restart counts (and the
+// MaxCount windows) of the status this node reported last. The heartbeat
+// waits for it (HeartbeatConfig.Ready): a report sent before would
+// replace that status with an empty one, and an agent restarted under
+// load would start every count at 0 again.
+func (ag *Agent) Seeded() <-chan struct{} { return ag.seeded }
 
 // IngressStatus is what the node's ingress proxy applied last, for the
 // heartbeat; nil when the node runs none.
@@ -109,6 +121,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel()
 	ag.seedState(ctx)
+	ag.seededOnce.Do(func() { close(ag.seeded) })
 	ag.assignmentsDirty.Store(true)
 	ag.hostDirty.Store(true)
 	ag.netDirty.Store(true)

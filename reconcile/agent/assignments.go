@@ -102,9 +102,14 @@ func (ag *Agent) loadAssignments() bool {
 	return true
 }
 
+// seedTimeout bounds seedState's read: the heartbeat waits for it.
+const seedTimeout = 30 * time.Second
+
 // seedState restores restart counts from the status this node reported
 // last, so an agent restart does not reset them.
 func (ag *Agent) seedState(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, seedTimeout)
+	defer cancel()
 	prev, err := ag.cfg.Repo.GetNodeStatus(ctx, ag.cfg.Node)
 	if err != nil {
 		if !errors.Is(err, resources.ErrNotFound) {

@@ -51,6 +51,10 @@ type HeartbeatConfig struct {
 	// Wake asks for a beat before the next tick, for example when an
 	// instance changed. Beats are at most minBeatGap apart. Default none.
 	Wake <-chan struct{}
+	// Ready, when set, is waited for before the first beat (Agent.Seeded):
+	// a beat replaces the node's last reported status, whose restart
+	// counts a starting agent reads back first. Default none.
+	Ready <-chan struct{}
 }
 
 // minBeatGap spaces beats asked for through HeartbeatConfig.Wake.
@@ -65,7 +69,7 @@ type usageMemo struct {
 	at   time.Time
 }
 
-// RunHeartbeat writes this node's status at once and then every Interval until
+// RunHeartbeat writes this node's status at once (once Ready) and then every Interval until
 // ctx is done. A failed write is logged and retried on the next tick; it
 // returns only when ctx ends.
 func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
@@ -84,6 +88,13 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) error {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Ready != nil {
+		select {
+		case <-cfg.Ready:
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"kat.dws.rip/kat/api"
@@ -118,4 +119,37 @@ func TestHeartbeatSendsUsage(t *testing.T) {
 			t.Errorf("%s = %v, want %v", family, got, want)
 		}
 	}
+}
+
+// TestHeartbeatWaitsForReady: no beat goes before Ready (the agent has read
+// back the restart counts of the status the node reported last, which a
+// beat replaces); the first goes at once after.
+func TestHeartbeatWaitsForReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		facts := &memoryFacts{}
+		ready := make(chan struct{})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- RunHeartbeat(ctx, HeartbeatConfig{
+				Node: "n1", Facts: facts, Interval: time.Hour, Ready: ready,
+				Resources: func() (api.NodeResources, error) { return api.NodeResources{}, nil },
+				GPUs:      func() []api.GPU { return nil },
+				Instances: func() []api.InstanceStatus { return []api.InstanceStatus{{InstanceID: "i1", Restarts: 1}} },
+			})
+		}()
+		synctest.Wait() // the heartbeat is blocked: on Ready, or after a beat
+		if n := len(facts.statuses()); n != 0 {
+			t.Fatalf("%d beats before Ready", n)
+		}
+		close(ready)
+		synctest.Wait()
+		if sts := facts.statuses(); len(sts) != 1 || len(sts[0].WorkloadInstances) != 1 || sts[0].WorkloadInstances[0].Restarts != 1 {
+			t.Fatalf("beats after Ready: %+v, want one with the instance", sts)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }

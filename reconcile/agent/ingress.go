@@ -111,6 +111,10 @@ type ingressUpdater struct {
 	log zerolog.Logger
 	// growAfter is when a pool that failed to grow may be tried again.
 	growAfter time.Time
+	// growErr is why the pool last failed to grow, while it is still too
+	// small: the passes until the next try report it beside the routes
+	// that do not fit, so the status keeps the cause.
+	growErr error
 	// tls pushes the routes' certificates and the ACME answers.
 	tls *ingressTLS
 
@@ -221,7 +225,12 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 		return true
 	}
 	if applied.GrowFailed {
-		u.growAfter = now.Add(growRetry)
+		u.growAfter, u.growErr = now.Add(growRetry), applied.GrowErr
+	}
+	if applied.Slots >= haproxy.SlotsFor(len(desired.Backends)) {
+		u.growErr = nil
+	} else if !applied.GrowFailed && u.growErr != nil {
+		err = errors.Join(u.growErr, err)
 	}
 	if applied.Grown || applied.GrowFailed {
 		metrics.IngressReloaded(u.ag.cfg.Node, !applied.GrowFailed)

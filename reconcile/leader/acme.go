@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -38,7 +39,15 @@ type ACMEConfig struct {
 	// 1 minute and 1 hour (a CA limits failed validations per host and
 	// hour).
 	RetryBase, RetryMax time.Duration
+	// UnroutedGrace is how long the certificate of a host no held rule
+	// asks ACME for is kept (the host may come back: a new order would
+	// count against the CA's rate limits) before the leader deletes it.
+	// Default DefaultACMEUnroutedGrace.
+	UnroutedGrace time.Duration
 }
+
+// DefaultACMEUnroutedGrace is ACMEConfig.UnroutedGrace's default.
+const DefaultACMEUnroutedGrace = 7 * 24 * time.Hour
 
 // acmeRenewAt is when a certificate valid from notBefore to notAfter is
 // renewed: after two thirds of its lifetime.
@@ -79,6 +88,9 @@ func (l *Leader) acmeLoop(ctx context.Context, sub *subscription) error {
 	}
 	if cfg.RetryMax <= 0 {
 		cfg.RetryMax = time.Hour
+	}
+	if cfg.UnroutedGrace <= 0 {
+		cfg.UnroutedGrace = DefaultACMEUnroutedGrace
 	}
 	is := &acmeIssuer{l: l, cfg: *cfg}
 	for {
@@ -133,12 +145,20 @@ func (is *acmeIssuer) pass(ctx context.Context) time.Time {
 		}
 	}
 	log := is.l.cfg.Logger.With().Str("component", "acme").Logger()
-	for _, host := range is.acmeHosts() {
+	hosts := is.acmeHosts()
+	for _, host := range hosts {
 		if ctx.Err() != nil {
 			return next
 		}
 		now := is.l.cfg.Now()
 		have, _ := is.l.view.certs.Get(resources.IngressCertificateKey(api.CertificateACME, host))
+		if !have.UnroutedSince.IsZero() {
+			have.UnroutedSince = time.Time{} // routed again: kept
+			if err := is.l.cfg.Repo.PutIngressCertificate(ctx, have); err != nil {
+				log.Warn().Err(err).Str("host", host).Msg("ACME certificate's host routed again; not recorded")
+				later(now.Add(is.cfg.RetryBase))
+			}
+		}
 		if have.Fingerprint != "" && now.Before(have.RenewAt) && have.NextTryAt.IsZero() {
 			later(have.RenewAt)
 			continue
@@ -175,7 +195,52 @@ func (is *acmeIssuer) pass(ctx context.Context) time.Time {
 			Time("renew_at", rec.RenewAt).Bool("renewal", renewal).Dur("took", time.Since(start)).Msg("ACME certificate issued")
 		later(rec.RenewAt)
 	}
+	is.collectUnrouted(ctx, hosts, later)
 	return next
+}
+
+// collectUnrouted deletes, with a CertificateRemoved event, the ACME
+// certificates whose host no held rule has asked for since
+// UnroutedGrace; it marks those whose host it finds unrouted
+// (UnroutedSince, shown by katcall get certificates) and calls later with
+// when each deletion is due. A host routed again is unmarked by pass.
+// hosts are the hosts asked for, sorted.
+func (is *acmeIssuer) collectUnrouted(ctx context.Context, hosts []string, later func(time.Time)) {
+	log := is.l.cfg.Logger.With().Str("component", "acme").Logger()
+	repo, now := is.l.cfg.Repo, is.l.cfg.Now()
+	certs, _ := is.l.view.certs.Snapshot()
+	for _, key := range slices.Sorted(maps.Keys(certs)) {
+		c := certs[key]
+		if _, routed := slices.BinarySearch(hosts, c.Name); c.Kind != api.CertificateACME || routed || ctx.Err() != nil {
+			continue
+		}
+		if c.UnroutedSince.IsZero() {
+			c.UnroutedSince = now.UTC()
+			if err := repo.PutIngressCertificate(ctx, c); err != nil {
+				log.Warn().Err(err).Str("host", c.Name).Msg("ACME certificate's host no longer routed; not recorded")
+				later(now.Add(is.cfg.RetryBase))
+				continue
+			}
+			log.Info().Str("host", c.Name).Time("delete_at", c.UnroutedSince.Add(is.cfg.UnroutedGrace)).
+				Msg("ACME certificate's host no longer routed; deleted after the grace period unless routed again")
+		}
+		if due := c.UnroutedSince.Add(is.cfg.UnroutedGrace); now.Before(due) {
+			later(due)
+			continue
+		}
+		if err := repo.DeleteIngressCertificate(ctx, c.Kind, c.Name); err != nil {
+			log.Warn().Err(err).Str("host", c.Name).Msg("ACME certificate of an unrouted host not deleted")
+			later(now.Add(is.cfg.RetryBase))
+			continue
+		}
+		log.Info().Str("host", c.Name).Msg("ACME certificate of an unrouted host deleted")
+		ev := api.CertificateRef(c.Kind, c.Name).Eventf(api.EventNormal, api.ReasonCertificateRemoved,
+			"ACME certificate of %s deleted: no ingress rule has routed the host with tls since %s (grace %s)",
+			c.Name, c.UnroutedSince.Format(time.RFC3339), is.cfg.UnroutedGrace)
+		if err := repo.AppendEvents(ctx, []api.Event{ev}); err != nil && ctx.Err() == nil {
+			log.Warn().Err(err).Str("host", c.Name).Msg("cannot record the certificate's removal")
+		}
+	}
 }
 
 // issue runs one order for host: the certificate's record, key sealed.

@@ -386,3 +386,72 @@ func TestACMEWaitsForEveryProxy(t *testing.T) {
 		return proxies == 2 && len(missing) == 0
 	})
 }
+
+// TestLeaderRemovesUnroutedACMECertificates: the ACME certificate of a host
+// no rule routes any more is marked, kept for the grace period, then
+// deleted with a CertificateRemoved event; a routed host's certificate
+// loses an old mark and is kept. No CA is contacted (nothing is due).
+func TestLeaderRemovesUnroutedACMECertificates(t *testing.T) {
+	t.Parallel()
+	e := newLeaderEnv(t)
+	ca, err := pki.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.apply(tlsIngressFiles(t, "kept", "kept.test", ""), api.APIOwner())
+	// A first term without ACME routes kept.test, as an earlier term
+	// would have: the routes are in etcd when the ACME loop starts.
+	_, stop := e.run(Config{})
+	polltest.Until(t, 10*time.Second, "kept.test routed", func() bool {
+		rs, _ := e.repo.ListIngressRoutes(e.ctx)
+		return len(rs) == 1 && len(rs[0].Rules) == 1 && rs[0].Rules[0].Host == "kept.test"
+	})
+	stop()
+	now := time.Now().UTC()
+	for _, c := range []api.IngressCertificate{
+		{Kind: api.CertificateACME, Name: "kept.test", Hosts: []string{"kept.test"}, Fingerprint: "fp-kept",
+			NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour), RenewAt: now.Add(60 * 24 * time.Hour), UnroutedSince: now.Add(-time.Hour)},
+		{Kind: api.CertificateACME, Name: "old.test", Hosts: []string{"old.test"}, Fingerprint: "fp-old",
+			NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour), RenewAt: now.Add(60 * 24 * time.Hour)},
+	} {
+		if err := e.repo.PutIngressCertificate(e.ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const grace = time.Second
+	_, stop = e.run(Config{Sealer: ca, ACME: ACMEConfig{Directory: "https://127.0.0.1:9/directory", UnroutedGrace: grace}})
+	defer stop()
+	get := func(host string) (api.IngressCertificate, bool) {
+		c, err := e.repo.GetIngressCertificate(e.ctx, api.CertificateACME, host)
+		if err != nil {
+			return api.IngressCertificate{}, false
+		}
+		return *c, true
+	}
+	var marked time.Time
+	polltest.Until(t, 10*time.Second, "old.test marked unrouted, or already deleted", func() bool {
+		c, ok := get("old.test")
+		marked = c.UnroutedSince
+		return !ok || !marked.IsZero()
+	})
+	polltest.Until(t, 10*time.Second, "old.test deleted after the grace period", func() bool {
+		_, ok := get("old.test")
+		return !ok
+	})
+	if gone := time.Now(); !marked.IsZero() && gone.Before(marked.Add(grace)) {
+		t.Errorf("old.test deleted at %s, before its grace ended (%s + %s)", gone, marked, grace)
+	}
+	polltest.Until(t, 10*time.Second, "the CertificateRemoved event", func() bool {
+		evs, _ := e.repo.ListEvents(e.ctx, 0)
+		for _, ev := range evs {
+			if ev.Reason == api.ReasonCertificateRemoved && ev.Object == "certificate/acme/old.test" && strings.Contains(ev.Message, "old.test") {
+				return true
+			}
+		}
+		return false
+	})
+	kept, ok := get("kept.test")
+	if !ok || kept.Fingerprint != "fp-kept" || !kept.UnroutedSince.IsZero() {
+		t.Errorf("kept.test (routed): %+v, present %v; want kept with no unrouted mark", kept, ok)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,6 +52,24 @@ func keyMaterial(t *testing.T, keyPEM []byte) []string {
 	return []string{body, base64.StdEncoding.EncodeToString(block.Bytes)[20:60], base64.RawURLEncoding.EncodeToString(block.Bytes)[20:60]}
 }
 
+// newCertEnv is a leader env with a CA and a certificate directory, and a
+// workload per rule "host/cert" (named after the host's first label) with
+// tls from the pair cert.
+func newCertEnv(t *testing.T, rules ...string) (*leaderEnv, *pki.CA, string) {
+	t.Helper()
+	e := newLeaderEnv(t)
+	ca, err := pki.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		host, cert, _ := strings.Cut(r, "/")
+		name, _, _ := strings.Cut(host, ".")
+		e.apply(tlsIngressFiles(t, name, host, cert), api.APIOwner())
+	}
+	return e, ca, t.TempDir()
+}
+
 // TestLeaderImportsCertificateFiles: a pair dropped into the certificate
 // directory is imported with its key sealed (never in the clear in etcd)
 // and named by fingerprint in the routes of the hosts it covers; a pair
@@ -59,16 +78,9 @@ func keyMaterial(t *testing.T, keyPEM []byte) []string {
 // disappears deletes nothing; and no key material reaches the log.
 func TestLeaderImportsCertificateFiles(t *testing.T) {
 	t.Parallel()
-	e := newLeaderEnv(t)
-	ca, err := pki.NewCA("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
+	e, ca, dir := newCertEnv(t, "shop.test/shop", "other.test/shop")
 	var logs testenv.SyncBuffer
-	e.apply(tlsIngressFiles(t, "shop", "shop.test", "shop"), api.APIOwner())
-	e.apply(tlsIngressFiles(t, "other", "other.test", "shop"), api.APIOwner())
-	_, stop := e.run(Config{Sealer: ca, IngressCertDir: dir, CertScan: 20 * time.Millisecond, Logger: zerolog.New(&logs)})
+	_, stop := e.run(Config{Sealer: ca, IngressCertDir: dir, CertResync: 20 * time.Millisecond, Logger: zerolog.New(&logs)})
 	defer stop()
 
 	certOf := func(workload string) string {
@@ -161,5 +173,64 @@ func TestLeaderImportsCertificateFiles(t *testing.T) {
 		if strings.Contains(logs.String(), s) {
 			t.Errorf("the leader's log holds key material (%q)", s[:10])
 		}
+	}
+}
+
+// TestLeaderWatchesTheCertificateDirectory: with a resync far beyond the
+// test's deadlines, a pair a rule names is recorded missing once the leader
+// has looked (before: no record, which the API shows as pending), a new
+// pair and a changed pair are imported on the directory's watch alone, and
+// the missing record of a pair no rule names any more is deleted.
+func TestLeaderWatchesTheCertificateDirectory(t *testing.T) {
+	t.Parallel()
+	e, ca, dir := newCertEnv(t, "shop.test/shop", "gone.test/gone")
+	var watching atomic.Bool
+	_, stop := e.run(Config{Sealer: ca, IngressCertDir: dir, CertResync: time.Hour,
+		certWatchSynced: func(complete bool) { watching.Store(watching.Load() || complete) }})
+	defer stop()
+	stored := func(name string) (api.IngressCertificate, bool) {
+		c, err := e.repo.GetIngressCertificate(e.ctx, api.CertificateFile, name)
+		if err != nil {
+			return api.IngressCertificate{}, false
+		}
+		return *c, true
+	}
+	for _, name := range []string{"shop", "gone"} {
+		polltest.Until(t, 10*time.Second, name+" recorded missing", func() bool {
+			c, _ := stored(name)
+			return c.Fingerprint == "" && strings.Contains(c.LastError, "no certificate pair "+name+".crt and "+name+".key in the ingress certificate directory "+dir)
+		})
+	}
+	polltest.Until(t, 10*time.Second, "the directory watched", watching.Load)
+
+	first, err := ca.Issue(pki.LeafRequest{CommonName: "shop.test", DNSNames: []string{"shop.test"}, Validity: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePair(t, dir, "shop", first)
+	polltest.Until(t, 10*time.Second, "the new pair imported without a resync", func() bool {
+		c, _ := stored("shop")
+		return c.Fingerprint != "" && c.LastError == ""
+	})
+	fp := func() string { c, _ := stored("shop"); return c.Fingerprint }
+	before := fp()
+	renewed, err := ca.Issue(pki.LeafRequest{CommonName: "shop.test", DNSNames: []string{"shop.test"}, Validity: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePair(t, dir, "shop", renewed)
+	polltest.Until(t, 10*time.Second, "the changed pair imported without a resync", func() bool {
+		return fp() != before && fp() != ""
+	})
+
+	if _, err := e.repo.DeleteWorkload(e.ctx, resources.DeleteRequest{Namespace: "ns1", Name: "gone", Owner: api.APIOwner()}); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 10*time.Second, "the missing record of a pair no rule names deleted", func() bool {
+		_, ok := stored("gone")
+		return !ok
+	})
+	if _, ok := stored("shop"); !ok {
+		t.Error("the imported pair's record is gone")
 	}
 }

@@ -72,9 +72,13 @@ type Config struct {
 	Sealer resources.Sealer
 	// IngressCertDir is the directory of certificate pairs NAME.crt and
 	// NAME.key that spec.ingress[].tlsCertificate names; "" imports none.
-	// CertScan is how often it is read again. Default DefaultCertScan.
+	// It is watched; CertResync is how often it is read again anyway.
+	// Default DefaultCertResync.
 	IngressCertDir string
-	CertScan       time.Duration
+	CertResync     time.Duration
+	// certWatchSynced, when set (by tests), is the certificate
+	// directory's filewatch.Config.Synced.
+	certWatchSynced func(complete bool)
 	// ACME, when its Directory is set, issues and renews the certificates
 	// of the hosts whose rules have tls without tlsCertificate.
 	ACME ACMEConfig
@@ -130,8 +134,8 @@ func New(cfg Config) (*Leader, error) {
 	if cfg.NewSuffix == nil {
 		cfg.NewSuffix = RandomSuffix
 	}
-	if cfg.CertScan <= 0 {
-		cfg.CertScan = DefaultCertScan
+	if cfg.CertResync <= 0 {
+		cfg.CertResync = DefaultCertResync
 	}
 	l := &Leader{
 		cfg:  cfg,
@@ -184,7 +188,8 @@ func (l *Leader) Loops() []reconcile.Loop {
 		{Name: "secretrefs", Run: func(ctx context.Context) error { return l.refs.run(ctx, refs) }},
 	}
 	if l.cfg.Sealer != nil && l.cfg.IngressCertDir != "" {
-		loops = append(loops, reconcile.Loop{Name: "ingress-certs", Run: l.certFiles})
+		certs := l.view.subscribe(factIngress)
+		loops = append(loops, reconcile.Loop{Name: "ingress-certs", Run: func(ctx context.Context) error { return l.certFiles(ctx, certs) }})
 	}
 	if l.cfg.Sealer != nil && l.cfg.ACME.Directory != "" {
 		acme := l.view.subscribe(factIngress, factCertificates)

@@ -91,6 +91,15 @@ func (r *Repo) PutIngressCertificate(ctx context.Context, c api.IngressCertifica
 	return nil
 }
 
+// DeleteIngressCertificate deletes a certificate record; deleting one that
+// is not there is no error.
+func (r *Repo) DeleteIngressCertificate(ctx context.Context, kind, name string) error {
+	if err := r.st.Delete(ctx, IngressCertificateKey(kind, name)); err != nil {
+		return fmt.Errorf("delete ingress certificate %s/%s: %w", kind, name, err)
+	}
+	return nil
+}
+
 // IngressChallengesPrefix is the prefix of the ACME challenges.
 func IngressChallengesPrefix() string { return prefixIngressChallenges }
 

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +192,112 @@ func TestDaemonServiceStatusSurvivesANewTerm(t *testing.T) {
 		if got := e.status("agent"); !statusEqual(got, first) || !got.UpdatedAt.Equal(first.UpdatedAt) {
 			t.Fatalf("term %d rewrote the status\n got %+v\nwant %+v", term, got, first)
 		}
+	}
+}
+
+// proxyDaemon is a DaemonService "agent" of ns1 publishing host port 80,
+// running cmd, with the container's env lines (indented six spaces) when
+// not empty.
+func proxyDaemon(t *testing.T, gen int64, cmd, env string) workload {
+	t.Helper()
+	files := daemonFiles(t, cmd, "")
+	if env != "" {
+		files["workload.kat"] = append(files["workload.kat"], []byte("    env:\n"+env)...)
+	}
+	files["VirtualLoadBalancer.kat"] = []byte("apiVersion: kat.dws.rip/v1alpha1\nkind: VirtualLoadBalancer\nspec:\n  ports: [{name: http, containerPort: 80}]\n")
+	return parsedWorkload(t, api.WorkloadMeta{Namespace: "ns1", Name: "agent", Type: quadlet.TypeDaemonService, Generation: gen}, files)
+}
+
+// TestPortPublishingDaemonOutsideNodeByNodeStopsFirst: when no node-by-node
+// update plans a DaemonService that publishes host ports (its update
+// record is Complete for the target, so the update declines), a node's old
+// instance leaves before a new one is placed there (never beside it, where
+// it could not bind the port), one node at a time, the next only once the
+// new instances are ready; and a blocked new spec (a missing secret) keeps
+// every old instance instead of stopping them all.
+func TestPortPublishingDaemonOutsideNodeByNodeStopsFirst(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	v1, v2 := proxyDaemon(t, 1, "v1", ""), proxyDaemon(t, 2, "v2", "")
+	nodes := []sched.Node{node("a"), node("b")}
+	running := map[string]api.InstanceStatus{}
+	ready := func(as ...api.Assignment) {
+		for _, a := range as {
+			running[a.InstanceID] = api.InstanceStatus{InstanceID: a.InstanceID, Phase: api.InstanceRunning, HealthStatus: api.HealthHealthy}
+		}
+	}
+	cur := []api.Assignment{inst(v1, "a", "x", 1), inst(v1, "b", "y", 1)}
+	ready(cur...)
+	n := 0
+	suffix := func() string { n++; return fmt.Sprint("s", n) }
+	plan := func(w workload) AssignmentPlan {
+		t.Helper()
+		now = now.Add(time.Second)
+		rec := &api.DaemonRolloutRecord{DaemonRollout: api.DaemonRollout{Namespace: "ns1", Workload: "agent",
+			Phase: api.RolloutComplete, TargetGeneration: w.Meta.Generation, TargetTemplate: w.Spec.TemplateHash}}
+		return PlanAssignments(AssignInput{Nodes: nodes, Desired: []workload{w}, Current: cur, Reported: running,
+			DaemonRollouts: map[string]*api.DaemonRolloutRecord{"ns1/agent": rec},
+			Now:            now, DrainDelay: 2 * time.Second, NewSuffix: suffix})
+	}
+	// apply makes the plan what runs: puts added, leaving instances marked,
+	// deletions gone.
+	apply := func(p AssignmentPlan) {
+		t.Helper()
+		gone := map[string]bool{}
+		for _, a := range p.Delete {
+			gone[a.InstanceID] = true
+		}
+		leave := map[string]bool{}
+		for _, a := range p.Leave {
+			leave[a.InstanceID] = true
+		}
+		cur = slices.DeleteFunc(cur, func(a api.Assignment) bool { return gone[a.InstanceID] })
+		for i := range cur {
+			if leave[cur[i].InstanceID] {
+				cur[i].LeavingAt = now
+			}
+		}
+		cur = append(cur, p.Put...)
+	}
+	describe := func(p AssignmentPlan) string {
+		return fmt.Sprintf("put %s, leave %s, delete %s", perNode(p.Put), perNode(p.Leave), perNode(p.Delete))
+	}
+
+	blocked := proxyDaemon(t, 2, "v2", "      - name: P\n        valueFrom: {secretKeyRef: {name: nope, key: k}}\n")
+	if p := plan(blocked); len(p.Put)+len(p.Leave)+len(p.Delete) != 0 {
+		t.Fatalf("a blocked spec: %s; want every old instance kept and nothing placed", describe(p))
+	}
+
+	for i, step := range []struct{ what, want string }{
+		{"old instances on a and b", "put , leave a:1, delete "},
+		{"a's old instance leaving", "put , leave , delete a:1"},
+		{"a's old instance gone", "put a:1, leave , delete "},
+		{"a's new instance not ready", "put , leave , delete "},
+		{"a's new instance ready", "put , leave b:1, delete "},
+		{"b's old instance leaving", "put , leave , delete b:1"},
+		{"b's old instance gone", "put b:1, leave , delete "},
+	} {
+		if step.what == "a's new instance ready" {
+			for _, a := range cur {
+				if a.TemplateHash == v2.Spec.TemplateHash {
+					ready(a)
+				}
+			}
+		}
+		if step.what == "a's old instance leaving" || step.what == "b's old instance leaving" {
+			now = now.Add(2 * time.Second) // the drain delay ends
+		}
+		p := plan(v2)
+		if got := describe(p); got != step.want {
+			t.Fatalf("step %d (%s): %s; want %s", i, step.what, got, step.want)
+		}
+		for _, a := range p.Put {
+			for _, o := range cur {
+				if o.Node == a.Node {
+					t.Fatalf("step %d: a new instance placed on %s beside %s", i, a.Node, o.InstanceID)
+				}
+			}
+		}
+		apply(p)
 	}
 }

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -169,6 +170,8 @@ func (p *planner) workload(w workload, commit string, cur []api.Assignment) {
 	switch {
 	case strategy.IsSimultaneous() && (len(stale) > 0 || leavingOld(leaving, tmpl)):
 		st = p.simultaneous(w, fresh, stale)
+	case w.Meta.Type == quadlet.TypeDaemonService && len(w.Spec.Ports) > 0 && (len(stale) > 0 || leavingOld(leaving, tmpl)):
+		st = p.rollDaemonStopFirst(w, commit, fresh, stale, leaving)
 	case w.Meta.Type == quadlet.TypeDaemonService:
 		var readyFresh int
 		st, readyFresh = p.daemon(w, commit, fresh)
@@ -299,15 +302,73 @@ func (p *planner) simultaneous(w workload, fresh, stale []api.Assignment) Schedu
 }
 
 // rollDaemon replaces a DaemonService's old instances when no node-by-node
-// update plans them (daemonRollout declined: its resources do not parse, or
-// no update is under way): all of them, once every new instance is ready.
+// update plans them (daemonRollout declined: no update is under way, or
+// its spec is blocked): all of them, once every new instance is ready.
 // Fresh instances are placed by daemon, this decides which old ones stop.
-func (p *planner) rollDaemon(_ workload, st Scheduling, stale []api.Assignment, readyFresh int) {
+// A blocked spec (resources that do not parse, a missing secret) places
+// nothing and keeps the old instances: stopping them would leave its nodes
+// without any.
+func (p *planner) rollDaemon(w workload, st Scheduling, stale []api.Assignment, readyFresh int) {
+	if p.blocked(w) != nil {
+		p.count(w.Key(), stale)
+		return
+	}
 	if replaceStale(len(stale), readyFresh, st.Desired) {
 		for _, a := range stale {
 			p.stop(a)
 		}
 	}
+}
+
+// rollDaemonStopFirst is rollDaemon for a DaemonService that publishes
+// host ports, whose instances cannot run two to a node (the second one
+// could not bind them): a node with an old or leaving instance gets no new
+// one until that has left, and one node at a time stops its old instances,
+// once every new instance is ready and nothing else is leaving, so that
+// the other nodes keep serving. Old instances on nodes no longer eligible
+// stop at once; a blocked spec keeps them all.
+func (p *planner) rollDaemonStopFirst(w workload, commit string, fresh, stale, leaving []api.Assignment) Scheduling {
+	k := w.Key()
+	if err := p.blocked(w); err != nil {
+		st, _ := p.daemon(w, commit, fresh) // keeps what it has
+		p.count(k, stale)
+		st.Desired += len(stale)
+		return st
+	}
+	eligible := map[string]bool{}
+	for _, n := range p.daemonEligible(w, fresh) {
+		eligible[n] = true
+	}
+	var held []api.Assignment // old instances that stay this pass
+	for _, a := range stale {
+		if eligible[a.Node] {
+			held = append(held, a)
+		} else {
+			p.stop(a)
+		}
+	}
+	// Their nodes count as served: daemon places nothing beside them.
+	p.count(k, held)
+	p.count(k, leaving)
+	st, readyFresh := p.daemon(w, commit, fresh)
+	// Every node served by the new template (kept, placed now or waiting
+	// for room) must have a ready instance before the next node stops.
+	waiting := len(leaving) > 0 || readyFresh < st.Desired || len(held) == 0
+	heldOn := map[string]bool{}
+	for _, a := range held {
+		heldOn[a.Node] = true
+	}
+	st.Desired += len(heldOn)
+	if waiting {
+		return st
+	}
+	next := slices.Min(slices.Collect(maps.Keys(heldOn)))
+	for _, a := range held {
+		if a.Node == next {
+			p.stop(a)
+		}
+	}
+	return st
 }
 
 // replicas plans a Service: Desired instances on Ready nodes, those on lost

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,13 @@ func testHTTPSFromFiles(t *testing.T, c *testCluster, client harness.Host, ingre
 		}
 		return err
 	})
+	polltest.UntilErr(t, 30*time.Second, "get certificates shows stest, its expiry and the route using it", func() error {
+		out, err := c.Katcall(t.Context(), c.bin.Katcall, "get", "certificates", "file/stest")
+		if err == nil && !regexp.MustCompile(`file/stest +s\.test +`+want.NotAfter.UTC().Format("2006-01-02")+` [0-9:]+ +s\.test/ default/web-b +-`).MatchString(out) {
+			err = fmt.Errorf("get certificates file/stest:\n%s", out)
+		}
+		return err
+	})
 
 	// The key is nowhere: the agents' logs, katcall's output.
 	kb, _ := pem.Decode(leaf.KeyPEM)
@@ -128,7 +136,7 @@ func testHTTPSFromFiles(t *testing.T, c *testCluster, client harness.Host, ingre
 			places[h.Name+"'s kat-agent log"] = string(b)
 		}
 	}
-	for _, args := range [][]string{{"get", "ingress", "-o", "json"}, {"status", "-o", "json"}, {"get", "events"}, {"get", "audit", "-o", "json"}, {"get", "nodes", "-o", "json"}} {
+	for _, args := range [][]string{{"get", "ingress", "-o", "json"}, {"get", "certificates", "-o", "json"}, {"status", "-o", "json"}, {"get", "events"}, {"get", "audit", "-o", "json"}, {"get", "nodes", "-o", "json"}} {
 		out, err := c.Katcall(t.Context(), c.bin.Katcall, args...)
 		if err != nil {
 			t.Errorf("katcall %s: %v", strings.Join(args, " "), err)

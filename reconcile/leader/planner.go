@@ -168,6 +168,8 @@ func (p *planner) workload(w workload, commit string, cur []api.Assignment) {
 	var st Scheduling
 	strategy := w.Spec.Strategy
 	switch {
+	case len(stale) > 0 && p.blocked(w) != nil:
+		st = p.keepBlocked(w, commit, fresh, stale)
 	case strategy.IsSimultaneous() && (len(stale) > 0 || leavingOld(leaving, tmpl)):
 		st = p.simultaneous(w, fresh, stale)
 	case w.Meta.Type == quadlet.TypeDaemonService && len(w.Spec.Ports) > 0 && (len(stale) > 0 || leavingOld(leaving, tmpl)):
@@ -301,18 +303,28 @@ func (p *planner) simultaneous(w workload, fresh, stale []api.Assignment) Schedu
 	return Scheduling{Desired: desired}
 }
 
+// keepBlocked plans a workload with old instances whose new spec is
+// blocked (resources that do not parse, a missing secret): whatever its
+// type, strategy or replicas, it places nothing and keeps every old
+// instance, since stopping them would leave the workload without any; its
+// scheduling says why. The new instances it has are planned as usual.
+func (p *planner) keepBlocked(w workload, commit string, fresh, stale []api.Assignment) Scheduling {
+	p.count(w.Key(), stale)
+	if w.Meta.Type == quadlet.TypeDaemonService {
+		st, _ := p.daemon(w, commit, fresh) // keeps what it has
+		st.Desired += len(stale)
+		return st
+	}
+	st, _ := p.replicas(w, commit, fresh, -1)
+	return st
+}
+
 // rollDaemon replaces a DaemonService's old instances when no node-by-node
 // update plans them (daemonRollout declined: no update is under way, or
-// its spec is blocked): all of them, once every new instance is ready.
-// Fresh instances are placed by daemon, this decides which old ones stop.
-// A blocked spec (resources that do not parse, a missing secret) places
-// nothing and keeps the old instances: stopping them would leave its nodes
-// without any.
-func (p *planner) rollDaemon(w workload, st Scheduling, stale []api.Assignment, readyFresh int) {
-	if p.blocked(w) != nil {
-		p.count(w.Key(), stale)
-		return
-	}
+// its spec is blocked, which keepBlocked plans): all of them, once every
+// new instance is ready. Fresh instances are placed by daemon, this
+// decides which old ones stop.
+func (p *planner) rollDaemon(_ workload, st Scheduling, stale []api.Assignment, readyFresh int) {
 	if replaceStale(len(stale), readyFresh, st.Desired) {
 		for _, a := range stale {
 			p.stop(a)
@@ -326,15 +338,9 @@ func (p *planner) rollDaemon(w workload, st Scheduling, stale []api.Assignment, 
 // one until that has left, and one node at a time stops its old instances,
 // once every new instance is ready and nothing else is leaving, so that
 // the other nodes keep serving. Old instances on nodes no longer eligible
-// stop at once; a blocked spec keeps them all.
+// stop at once (a blocked spec keeps them all: keepBlocked).
 func (p *planner) rollDaemonStopFirst(w workload, commit string, fresh, stale, leaving []api.Assignment) Scheduling {
 	k := w.Key()
-	if err := p.blocked(w); err != nil {
-		st, _ := p.daemon(w, commit, fresh) // keeps what it has
-		p.count(k, stale)
-		st.Desired += len(stale)
-		return st
-	}
 	eligible := map[string]bool{}
 	for _, n := range p.daemonEligible(w, fresh) {
 		eligible[n] = true

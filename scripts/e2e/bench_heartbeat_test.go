@@ -244,8 +244,10 @@ func simulatedNodes(tb testing.TB, c *Cluster, n int) []*simNode {
 		}
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM([]byte(resp.CA))
-		tr := &http.Transport{MaxIdleConnsPerHost: 1, ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{
-			RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+		// HTTP/1.1 on a kept-alive connection, as an agent reports
+		// (apiclient.Config.HTTP1).
+		tr := apiclient.HTTP1Only(&http.Transport{MaxIdleConnsPerHost: 1, TLSClientConfig: &tls.Config{
+			RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
 		var instances, containers []map[string]any
 		for j := range 2 {
 			id := fmt.Sprintf("%s-inst-%d", name, j)

@@ -46,6 +46,12 @@ type Config struct {
 	// few seconds. With a single server a request is tried once. Default
 	// 15s.
 	FailoverTimeout time.Duration
+	// HTTP1 speaks HTTP/1.1 only, on kept-alive connections: what an
+	// agent reports (heartbeats, every node's every tick) costs the
+	// leader less that way than in HTTP/2, whose server runs every
+	// request in a goroutine of its own and writes through another.
+	// Default false: HTTP/2 where the server offers it.
+	HTTP1 bool
 }
 
 // Client calls the v1alpha1 API. Errors answered by the server are *Error.
@@ -94,6 +100,9 @@ func New(cfg Config) (*Client, error) {
 	failover := cfg.FailoverTimeout
 	if failover <= 0 {
 		failover = 15 * time.Second
+	}
+	if cfg.HTTP1 {
+		tr = HTTP1Only(tr)
 	}
 	return &Client{bases: bases, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: timeout}, failover: failover}, nil
 }

@@ -19,27 +19,44 @@ import (
 // loopback client URL.
 func (n *Node) rootClient(ctx context.Context) (*store.Etcd, error) {
 	url := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(n.state.Cluster.Spec.EtcdClientPort))
-	return n.rootClientOf(ctx, []string{url})
+	st, leaf, err := n.dialRoot(ctx, []string{url})
+	if err != nil {
+		return nil, err
+	}
+	// Its reads, writes and watches (the leader's loops and API, every
+	// heartbeat) call the member in process, as the same user.
+	if err := n.embed.ServeInProcess(st.Client(), leaf.CertPEM); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
 }
 
 // rootClientOf connects to the etcd client URLs urls as store.RootUser.
 func (n *Node) rootClientOf(ctx context.Context, urls []string) (*store.Etcd, error) {
+	st, _, err := n.dialRoot(ctx, urls)
+	return st, err
+}
+
+// dialRoot connects to the etcd client URLs urls as store.RootUser, with
+// the certificate it returns.
+func (n *Node) dialRoot(ctx context.Context, urls []string) (*store.Etcd, *pki.Leaf, error) {
 	leaf, issued, err := pki.EnsureLeaf(pki.PathsIn(n.dir.pkiDir(), "etcd-root"), n.ca, pki.LeafRequest{CommonName: store.RootUser})
 	if err != nil {
-		return nil, fmt.Errorf("issue the etcd administrator certificate: %w", err)
+		return nil, nil, fmt.Errorf("issue the etcd administrator certificate: %w", err)
 	}
 	if issued {
 		n.log.Info().Msg("issued the etcd administrator certificate")
 	}
 	tlsCfg, err := pki.ClientTLSConfig(n.ca.Pool(), leaf)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st, err := store.Dial(ctx, store.DialConfig{Endpoints: urls, TLS: tlsCfg})
 	if err != nil {
-		return nil, fmt.Errorf("connect to the embedded etcd as its administrator: %w", err)
+		return nil, nil, fmt.Errorf("connect to the embedded etcd as its administrator: %w", err)
 	}
-	return st, nil
+	return st, leaf, nil
 }
 
 // ensureAccess gives every registered node, and this one, its etcd user

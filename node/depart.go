@@ -89,11 +89,37 @@ func (n *Node) runDeparture(ctx context.Context, d *departure, cfg agent.DepartC
 	err := agent.Depart(ctx, cfg)
 	msg := "the node departed"
 	if errors.Is(err, agent.ErrDeparted) && n.embed != nil && n.etcd != nil {
+		n.handOverLeadership(ctx)
 		msg += "; " + n.leaveQuorum(ctx)
 	}
 	d.msg, d.err = msg, err
 	close(d.done)
 	return err
+}
+
+// handOverWait bounds how long a departing member waits for its campaign
+// for leadership to end.
+const handOverWait = 5 * time.Second
+
+// handOverLeadership ends a departing member's campaign for leadership,
+// resigning it when the member leads, so that another member leads at once
+// (not once the election lease runs out) while the etcd quorum still has
+// this member; it returns when the campaign ended, ctx ended or
+// handOverWait passed.
+func (n *Node) handOverLeadership(ctx context.Context) {
+	if n.stopCampaign == nil {
+		return
+	}
+	n.stopCampaign()
+	t := time.NewTimer(handOverWait)
+	defer t.Stop()
+	select {
+	case <-n.campaignDone:
+		n.log.Info().Str("component", "depart").Msg("departing: no longer a candidate for leadership")
+	case <-t.C:
+		n.log.Warn().Str("component", "depart").Msg("departing: the campaign for leadership did not end in time")
+	case <-ctx.Done():
+	}
 }
 
 // leaveQuorum removes this member from the etcd quorum when the members

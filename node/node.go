@@ -53,6 +53,11 @@ type Node struct {
 	// member leaves the etcd quorum: its embedded etcd stops then.
 	depart     *departure
 	leftQuorum atomic.Bool
+	// stopCampaign ends a member's campaign for leadership, resigning
+	// it when held; campaignDone is closed once the campaign returned.
+	// Run sets both before it starts anything; nil on a worker.
+	stopCampaign context.CancelFunc
+	campaignDone chan struct{}
 	// closers run in reverse order after the store closed.
 	closers []func() error
 	// worker is, on the control plane of a detached node, the worker's

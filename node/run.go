@@ -104,6 +104,11 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		return n.departedOr(g.Wait()) // a worker is no leader candidate
 	}
+	// A departing member gives the leadership up before it leaves the
+	// etcd quorum (handOverLeadership).
+	campaign, stopCampaign := context.WithCancel(ctx)
+	defer stopCampaign()
+	n.stopCampaign, n.campaignDone = stopCampaign, make(chan struct{})
 	g.Go(func() error { return n.runAgent(ctx, nil) })
 	if n.state.Role == roleMember {
 		// Before it ever leads: the operator sees it as the member joins.
@@ -115,7 +120,10 @@ func (n *Node) Run(ctx context.Context) error {
 		Store: n.st, ID: n.state.NodeName, LeaseTTL: n.leaseTTL, Term: n.leaderTerm,
 		Logger: n.log.With().Str("component", "leadership").Logger(),
 	}
-	g.Go(func() error { return l.Run(ctx) })
+	g.Go(func() error {
+		defer close(n.campaignDone)
+		return l.Run(campaign)
+	})
 	return n.departedOr(g.Wait())
 }
 

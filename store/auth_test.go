@@ -16,11 +16,24 @@ import (
 // user of a certificate with common name cn.
 func authEtcd(t testing.TB, p *testPKI) func(cn string) *store.Etcd {
 	t.Helper()
+	_, dial := authEtcdCerts(t, p)
+	return func(cn string) *store.Etcd {
+		t.Helper()
+		st, _ := dial(cn)
+		return st
+	}
+}
+
+// authEtcdCerts is authEtcd returning the member too, and a dial that
+// returns the certificate it dialled with.
+func authEtcdCerts(t testing.TB, p *testPKI) (*store.Embedded, func(cn string) (*store.Etcd, *pki.Leaf)) {
+	t.Helper()
 	cfg := storetest.Config(t)
 	cfg.ListenClientURLs = []string{"https://127.0.0.1:0"}
 	cfg.ClientTLS = &store.TLSFiles{CertFile: p.serverCert, KeyFile: p.serverKey, TrustedCAFile: p.caFile}
-	urls := storetest.Start(t, cfg).ClientURLs()
-	return func(cn string) *store.Etcd {
+	emb := storetest.Start(t, cfg)
+	urls := emb.ClientURLs()
+	return emb, func(cn string) (*store.Etcd, *pki.Leaf) {
 		t.Helper()
 		leaf, err := p.ca.Issue(pki.LeafRequest{CommonName: cn})
 		if err != nil {
@@ -36,7 +49,7 @@ func authEtcd(t testing.TB, p *testPKI) func(cn string) *store.Etcd {
 			t.Fatalf("dial as %s: %v", cn, err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		return st
+		return st, leaf
 	}
 }
 

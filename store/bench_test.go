@@ -96,3 +96,18 @@ func BenchmarkSaveSnapshot(b *testing.B) {
 	}
 	b.ReportMetric(float64(size)/(1<<20), "MiB")
 }
+
+// BenchmarkPutRootInProcess is BenchmarkPutRootTLS with the root client's
+// requests served in process (Embedded.ServeInProcess), as a member's own
+// leader makes them.
+func BenchmarkPutRootInProcess(b *testing.B) {
+	emb, dial := authEtcdCerts(b, newTestPKI(b))
+	st, leaf := dial(store.RootUser)
+	if err := st.EnableAuth(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	if err := emb.ServeInProcess(st.Client(), leaf.CertPEM); err != nil {
+		b.Fatal(err)
+	}
+	benchPut(b, st)
+}

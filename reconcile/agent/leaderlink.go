@@ -46,7 +46,7 @@ func (l *LeaderLink) leader(ctx context.Context) (*apiclient.Client, string, err
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.client == nil || l.url != ep.APIURL {
-		c, err := apiclient.New(apiclient.Config{Server: ep.APIURL, CAData: l.caPEM, ClientCert: l.cert, Timeout: reportTimeout})
+		c, err := apiclient.New(apiclient.Config{Server: ep.APIURL, CAData: l.caPEM, ClientCert: l.cert, Timeout: reportTimeout, HTTP1: true})
 		if err != nil {
 			return nil, "", fmt.Errorf("reach the leader at %s: %w", ep.APIURL, err)
 		}

@@ -192,30 +192,62 @@ func simulatedNodes(tb testing.TB, c *Cluster, n int) []*simNode {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(c.APIPort)
+	// Nodes join a few at a time, as a fleet's agents do: one after
+	// another, 1,000 joins outlast the deadline on a busy machine. The
+	// joins are set-up; no heartbeat is measured before all have joined.
+	type joined struct {
+		keyPEM []byte
+		resp   *api.JoinResponse
+		err    error
+	}
+	joins := make([]joined, n)
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			name := fmt.Sprintf("sim-%04d", i)
+			j := &joins[i]
+			if j.keyPEM, j.err = pki.NewKeyPEM(); j.err != nil {
+				return
+			}
+			csr, err := pki.CSRForKey(j.keyPEM, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}})
+			if err != nil {
+				j.err = err
+				return
+			}
+			// A join that failed (etcd refuses a write that raced another
+			// join's new etcd user) is asked again, as an operator would;
+			// joining again with the same UID is allowed.
+			for range 5 {
+				j.resp, j.err = apiclient.Join(ctx, apiURL, tok, api.JoinRequest{NodeName: name, NodeUID: name, CSR: string(csr),
+					AdvertiseAddress: "127.0.0.1", AgentPort: 1})
+				if j.err == nil || ctx.Err() != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	out := make([]*simNode, 0, n)
 	for i := range n {
 		name := fmt.Sprintf("sim-%04d", i)
-		keyPEM, err := pki.NewKeyPEM()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		csr, err := pki.CSRForKey(keyPEM, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		resp, err := apiclient.Join(ctx, apiURL, tok, api.JoinRequest{NodeName: name, NodeUID: name, CSR: string(csr),
-			AdvertiseAddress: "127.0.0.1", AgentPort: 1})
-		if err != nil {
+		if err := joins[i].err; err != nil {
 			tb.Fatalf("join %s: %v", name, err)
 		}
-		cert, err := tls.X509KeyPair([]byte(resp.Certificate), keyPEM)
+		resp := joins[i].resp
+		cert, err := tls.X509KeyPair([]byte(resp.Certificate), joins[i].keyPEM)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM([]byte(resp.CA))
-		tr := &http.Transport{MaxIdleConnsPerHost: 1, ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{
-			RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+		// HTTP/1.1 on a kept-alive connection, as an agent reports
+		// (apiclient.Config.HTTP1).
+		tr := apiclient.HTTP1Only(&http.Transport{MaxIdleConnsPerHost: 1, TLSClientConfig: &tls.Config{
+			RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
 		var instances, containers []map[string]any
 		for j := range 2 {
 			id := fmt.Sprintf("%s-inst-%d", name, j)

@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +53,7 @@ func BenchmarkAgentStart50(b *testing.B) {
 	// The node runs containers before: one instance through KAT, one
 	// by hand, both gone again.
 	warm := "bench-warm-" + randomHex(3)
-	_, idmap := kat50(b, c, client, warm, 1)
+	_, idmap := kat50(b, c, client, warm, 1, nil)
 	floor50(b, nil, idmap, 1, "")
 
 	s := sideBySide{what: "50 instances", kat: "katcall apply to 50 running", floor: "50 sequential podman run -d"}
@@ -61,19 +63,24 @@ func BenchmarkAgentStart50(b *testing.B) {
 		i++
 		name := fmt.Sprintf("bench-%s-%d", randomHex(2), i)
 		var kat, floor time.Duration
+		var slow func()
 		katArm := func() {
 			cpu0, err := cpuTicks(c.PID())
 			if err != nil {
 				b.Fatal(err)
 			}
 			var r int64
-			kat, _ = kat50(b, c, client, name, n, func() {
+			logFrom := fileSize(c.LogPath())
+			tl := &startTimeline{}
+			kat, _ = kat50(b, c, client, name, n, tl, func() {
 				cpu1, _ := cpuTicks(c.PID())
 				cpu = append(cpu, ticksToMs(cpu1-cpu0)/n)
 				r, _ = RSS(c.PID())
 				rss = append(rss, float64(r)/(1<<20))
 				look = append(look, statusLookCPU(b, c, client, "default/"+name))
 			})
+			fmt.Fprintf(os.Stderr, "50 instances, run %d: %s\n", i, tl.summary())
+			slow = func() { keepSlowRun(b, c, i, tl, logFrom) }
 		}
 		floorArm := func() { floor = floor50(b, client, idmap, n, "default/"+name) }
 		if i%2 == 1 {
@@ -84,6 +91,9 @@ func BenchmarkAgentStart50(b *testing.B) {
 			katArm()
 		}
 		s.add(kat, floor)
+		if kat > floor { // above the floor: keep what happened
+			slow()
+		}
 	}
 	s.report(b, "start50")
 	if len(cpu) > 0 {
@@ -105,17 +115,24 @@ func BenchmarkAgentStart50(b *testing.B) {
 func benchAgentArgs() []string { return strings.Fields(os.Getenv("KAT_BENCH_AGENT_ARGS")) }
 
 // kat50 applies a sleeper Service of n replicas with katcall, waits until
-// the API shows all n running, calls each of then (before anything else
-// runs), deletes it and waits until its containers are gone. It returns
-// the time from apply to all running, and the uid map the agent gave the
-// workload (podman's --uidmap form).
-func kat50(b *testing.B, c *Cluster, client *apiclient.Client, name string, n int, then ...func()) (time.Duration, string) {
+// the API shows all n running (recording each look in tl unless it is nil),
+// calls each of then (before anything else runs), deletes it and waits
+// until its containers are gone. It returns the time from apply to all
+// running, and the uid map the agent gave the workload (podman's --uidmap
+// form).
+func kat50(b *testing.B, c *Cluster, client *apiclient.Client, name string, n int, tl *startTimeline, then ...func()) (time.Duration, string) {
 	b.Helper()
 	dir := writeWorkload(b, sleeper(name, n))
 	ref := "default/" + name
 	start := time.Now()
+	if tl != nil {
+		tl.start = start
+	}
 	mustApplyTB(b, c, dir)
 	at, _ := untilStatus(b, client, ref, statusPollEvery50, 5*time.Minute, func(d *api.WorkloadDetail) bool {
+		if tl != nil {
+			tl.look(d)
+		}
 		running := 0
 		for _, in := range d.Instances {
 			if in.Status.State == "running" {
@@ -238,4 +255,93 @@ func statusLookCPU(b *testing.B, c *Cluster, client *apiclient.Client, ref strin
 		b.Fatal(err)
 	}
 	return ticksToMs(cpu1-cpu0) / looks
+}
+
+// startTimeline is a timed start of instances as the looks at its status
+// saw it: each change in how many instances were placed, had a container
+// and ran, and the messages they carried, from the apply on.
+type startTimeline struct {
+	start time.Time
+	lines []string
+	last  string
+	// started are the containers' start times of the last look.
+	started []time.Time
+}
+
+// look records one look at the status.
+func (t *startTimeline) look(d *api.WorkloadDetail) {
+	withContainer, running := 0, 0
+	messages := map[string]int{}
+	t.started = t.started[:0]
+	for _, in := range d.Instances {
+		if in.Status.ContainerID != "" {
+			withContainer++
+		}
+		if in.Status.State == "running" {
+			running++
+		}
+		if !in.Status.StartedAt.IsZero() {
+			t.started = append(t.started, in.Status.StartedAt)
+		}
+		if in.Status.Message != "" {
+			messages[in.Status.Message]++
+		}
+	}
+	line := fmt.Sprintf("placed %d, with a container %d, running %d", len(d.Instances), withContainer, running)
+	if len(messages) > 0 {
+		line += fmt.Sprintf("; messages (count): %v", messages)
+	}
+	if line != t.last {
+		t.lines = append(t.lines, fmt.Sprintf("+%d ms: %s", time.Since(t.start).Milliseconds(), line))
+		t.last = line
+	}
+}
+
+// summary says when the containers started, as their status says, and
+// when all ran as the looks saw it.
+func (t *startTimeline) summary() string {
+	if len(t.started) == 0 || len(t.lines) == 0 {
+		return "no container start seen"
+	}
+	first, last := slices.MinFunc(t.started, time.Time.Compare), slices.MaxFunc(t.started, time.Time.Compare)
+	return fmt.Sprintf("containers started from +%d to +%d ms after the apply; %s", first.Sub(t.start).Milliseconds(),
+		last.Sub(t.start).Milliseconds(), t.lines[len(t.lines)-1])
+}
+
+// keepSlowRun keeps the timeline of run i and the agent's log from offset
+// logFrom on (what it wrote during the run) in $KAT_BENCH_KEEP_DIR, else
+// in a directory of its own under the system's temporary one, and says where:
+// the cluster's own directory goes with the benchmark.
+func keepSlowRun(b *testing.B, c *Cluster, i int, tl *startTimeline, logFrom int64) {
+	b.Helper()
+	dir := os.Getenv("KAT_BENCH_KEEP_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "kat-bench-agent-"+c.Node+"-"+time.Now().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Errorf("keep run %d: %v", i, err)
+		return
+	}
+	log, err := os.ReadFile(c.LogPath())
+	if err != nil {
+		b.Errorf("keep run %d: %v", i, err)
+		return
+	}
+	timeline := strings.Join(append(tl.lines, tl.summary()), "\n") + "\n"
+	err = errors.Join(os.WriteFile(filepath.Join(dir, fmt.Sprintf("run%d-timeline.txt", i)), []byte(timeline), 0o644),
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("run%d-agent.log", i)), log[min(logFrom, int64(len(log))):], 0o644))
+	if err != nil {
+		b.Errorf("keep run %d: %v", i, err)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "50 instances, run %d was slower than its floor: its timeline and the agent's log are in %s\n", i, dir)
+}
+
+// fileSize is the size of the file at path, 0 when it cannot be read.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -116,6 +117,9 @@ func testDevice(t *testing.T) {
 	if inOwn := dev.proc != nil; inOwn != ownProcess.Load() {
 		t.Errorf("device in a process of its own: %v, want %v", inOwn, ownProcess.Load())
 	}
+	if dev.proc != nil {
+		checkPriority(t, dev.proc.cmd.Process.Pid)
+	}
 	k2, k3 := testKey(t), testKey(t)
 	nodes := []api.NodeNetwork{
 		{Node: "a", Subnet: netip.MustParsePrefix("10.100.0.0/23")},
@@ -154,6 +158,36 @@ func testDevice(t *testing.T) {
 	}
 	if _, err := netlink.LinkByName(name); err == nil {
 		t.Errorf("interface %s still there after Close", name)
+	}
+}
+
+// checkPriority wants the device process pid to lead a session of its own
+// and every thread of it at deviceNice, its autogroup too where the kernel
+// has them.
+func checkPriority(t *testing.T, pid int) {
+	t.Helper()
+	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
+		t.Errorf("session of the device process %d: %d (%v), want its own", pid, sid, err)
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The fields after the command's closing parenthesis: nice is
+		// the 17th (field 19 of proc(5)).
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		if f := strings.Fields(rest); len(f) < 17 || f[16] != strconv.Itoa(deviceNice) {
+			t.Errorf("thread %s of the device process: nice %v, want %d", task.Name(), f[min(16, len(f)):min(17, len(f))], deviceNice)
+		}
+	}
+	ag, err := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", pid))
+	if err == nil && !strings.HasSuffix(strings.TrimSpace(string(ag)), fmt.Sprintf("nice %d", deviceNice)) {
+		t.Errorf("autogroup of the device process: %q, want nice %d", ag, deviceNice)
 	}
 }
 

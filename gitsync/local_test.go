@@ -130,13 +130,20 @@ func TestUnreadableObjectRetriesTheCommit(t *testing.T) {
 	e.addSource(api.SourceSpec{URL: r.FileURL()})
 	e.waitApplied("config", c1)
 
+	// The commit's objects reach the repository under a branch the source
+	// does not follow; main moves to the commit only once its object is
+	// hidden, so the source never reads the commit whole.
 	r.workload("apps/db", "default", "db", 3)
-	c2 := r.Commit("two", nil)
+	r.Git(r.Work, "add", "-A")
+	r.Git(r.Work, "commit", "-q", "-m", "two")
+	c2 := r.Git(r.Work, "rev-parse", "HEAD")
+	r.Git(r.Work, "push", "-q", "origin", "HEAD:refs/heads/staged")
 	blob := strings.TrimSpace(r.Git(r.Bare, "rev-parse", c2+":apps/db/workload.kat"))
 	obj := filepath.Join(r.Bare, "objects", blob[:2], blob[2:])
 	if err := os.Rename(obj, obj+".away"); err != nil {
 		t.Fatalf("hide the object of apps/db/workload.kat: %v", err)
 	}
+	r.Git(r.Bare, "update-ref", "refs/heads/main", c2)
 	e.eventually("the commit fails on the missing object", func() string {
 		st := e.source("config").Status
 		if st.LastAttemptedCommit != c2 || !strings.Contains(st.LastError, "apps/db") {

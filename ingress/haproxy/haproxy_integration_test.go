@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -31,50 +30,23 @@ type proxy struct {
 	client    Client
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startProxy runs haproxy on loopback in a run directory of its own.
 func startProxy(t testing.TB) *proxy {
 	t.Helper()
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		testenv.SkipOrFail(t, "haproxy is not installed (apt-get install haproxy)")
-	}
+	bin := testenv.HAProxyBinary(t)
 	dir := t.TempDir()
-	p := &proxy{t: t, dir: dir, port: freePort(t), httpsPort: freePort(t), client: Client{Socket: filepath.Join(dir, AdminSock)}}
+	p := &proxy{t: t, dir: dir, port: testenv.FreePort(t), httpsPort: testenv.FreePort(t), client: Client{Socket: filepath.Join(dir, AdminSock)}}
 	files, err := RunFiles(Config{Dir: dir, HTTPPort: p.port, HTTPSPort: p.httpsPort})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Loopback only: bind 127.0.0.1 rather than every address.
-	cfg := string(files[ConfigFile])
-	for _, port := range []int{p.port, p.httpsPort} {
-		cfg = strings.Replace(cfg, fmt.Sprintf("bind :%d", port), fmt.Sprintf("bind 127.0.0.1:%d", port), 1)
-	}
-	files[ConfigFile] = []byte(cfg)
+	files[ConfigFile] = testenv.LoopbackBinds(files[ConfigFile], p.port, p.httpsPort)
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), body, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-W", "-db", "-S", filepath.Join(dir, MasterSock), "-f", filepath.Join(dir, ConfigFile))
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start haproxy: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
+	t.Cleanup(testenv.StartHAProxy(t, bin, filepath.Join(dir, ConfigFile), filepath.Join(dir, MasterSock)))
 	polltest.Until(t, 10*time.Second, "haproxy's admin socket answers", func() bool {
 		_, err := p.client.Run(context.Background(), "show info")
 		return err == nil

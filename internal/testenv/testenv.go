@@ -1,6 +1,7 @@
 // Package testenv is what KAT's tests need from the machine they run on,
 // imported only by _test.go files (and the test support packages): the rule
-// for a missing prerequisite, and a real container registry.
+// for a missing prerequisite, a real container registry, and a real HAProxy
+// on loopback for the ingress proxy's tests.
 //
 // A test whose prerequisite (Podman, git, docker-registry) is missing is
 // skipped, or failed when KAT_REQUIRE_PREREQS is set, as task ci sets it

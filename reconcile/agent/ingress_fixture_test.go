@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,10 +49,7 @@ func newIngressFixture(t *testing.T) *ingressFixture {
 // httpsPort) when https, with configure changing the agent's configuration.
 func newIngressFixtureWith(t *testing.T, https bool, configure func(*AgentConfig)) *ingressFixture {
 	t.Helper()
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		testenv.SkipOrFail(t, "haproxy is not installed (apt-get install haproxy)")
-	}
+	bin := testenv.HAProxyBinary(t)
 	repo := resources.New(storetest.New(t))
 	ag := &Agent{cfg: AgentConfig{Repo: repo, Node: "n1", Facts: resources.NewNodeFacts(repo, nil),
 		IngressDir: filepath.Join(t.TempDir(), "ingress"), Now: time.Now, OnChange: func() {}}}
@@ -65,27 +60,15 @@ func newIngressFixtureWith(t *testing.T, https bool, configure func(*AgentConfig
 	if err := os.MkdirAll(f.run, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	free := func() int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
-	}
-	f.port = free()
+	f.port = testenv.FreePort(t)
 	if https {
-		f.httpsPort = free()
+		f.httpsPort = testenv.FreePort(t)
 	}
 	files, err := haproxy.RunFiles(haproxy.Config{Dir: f.run, HTTPPort: f.port, HTTPSPort: f.httpsPort})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := string(files[haproxy.ConfigFile])
-	for _, p := range []int{f.port, f.httpsPort} {
-		cfg = strings.Replace(cfg, fmt.Sprintf("bind :%d", p), fmt.Sprintf("bind 127.0.0.1:%d", p), 1)
-	}
-	files[haproxy.ConfigFile] = []byte(cfg)
+	files[haproxy.ConfigFile] = testenv.LoopbackBinds(files[haproxy.ConfigFile], f.port, f.httpsPort)
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(f.run, name), body, 0o600); err != nil {
 			t.Fatal(err)
@@ -112,15 +95,9 @@ func newIngressFixtureWith(t *testing.T, https bool, configure func(*AgentConfig
 // startHAProxy starts haproxy in the run directory, with its master socket
 // there as the recipe's command has it, and returns how to stop it.
 func (f *ingressFixture) startHAProxy() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, f.bin, "-W", "-db", "-S", filepath.Join(f.run, haproxy.MasterSock), "-f", filepath.Join(f.run, haproxy.ConfigFile))
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		f.t.Fatal(err)
-	}
+	haproxyStop := testenv.StartHAProxy(f.t, f.bin, filepath.Join(f.run, haproxy.ConfigFile), filepath.Join(f.run, haproxy.MasterSock))
 	return func() {
-		cancel()
-		_ = cmd.Wait()
+		haproxyStop()
 		_ = os.Remove(filepath.Join(f.run, haproxy.AdminSock))
 	}
 }

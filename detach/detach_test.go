@@ -81,7 +81,8 @@ spec:
 // it runs instances of (a Service's replicas set to its instances there,
 // its namespace made) and those assignments with their addresses; other
 // nodes', leaving and Job instances are left out. LocalWorkloads lists only
-// the workloads created afterwards, with their files.
+// the workloads created afterwards, with their files and their instances in
+// service on the node of their current generation.
 func TestSeedAndLocalWorkloads(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -140,7 +141,7 @@ func TestSeedAndLocalWorkloads(t *testing.T) {
 		t.Fatalf("a new instance on a seeded address: %v, want ErrAddressTaken", err)
 	}
 
-	local, err := LocalWorkloads(ctx, repo, seeded)
+	local, err := LocalWorkloads(ctx, repo, "laptop", seeded)
 	if err != nil || len(local) != 0 {
 		t.Fatalf("local workloads right after the seed: %v, %v", local, err)
 	}
@@ -152,9 +153,25 @@ func TestSeedAndLocalWorkloads(t *testing.T) {
 	if _, err := repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: fresh, Owner: api.APIOwner()}); err != nil {
 		t.Fatal(err)
 	}
-	local, err = LocalWorkloads(ctx, repo, seeded)
+	// Its instances: one in service on the node (handed back), one
+	// leaving and one of an older generation (not).
+	mkFresh := func(id, ip string, gen int64) api.Assignment {
+		a := mk(id, "laptop", ip)
+		a.Workload, a.Generation = "fresh", gen
+		return a
+	}
+	running, old := mkFresh("fresh-t-00001", "10.123.4.9", 1), mkFresh("fresh-t-00000", "10.123.4.8", 0)
+	gone := mkFresh("fresh-t-00002", "10.123.4.10", 1)
+	gone.LeavingAt = time.Now()
+	if _, err := repo.WriteAssignments(ctx, []api.Assignment{running, old, gone}, nil); err != nil {
+		t.Fatal(err)
+	}
+	local, err = LocalWorkloads(ctx, repo, "laptop", seeded)
 	if err != nil || len(local) != 1 || local[0].Name != "fresh" || local[0].Namespace != "shop" ||
 		string(local[0].Files[quadlet.WorkloadFile]) != string(fresh.Files[quadlet.WorkloadFile]) {
 		t.Fatalf("local workloads: %+v, %v", local, err)
+	}
+	if in := local[0].Instances; len(in) != 1 || in[0].InstanceID != running.InstanceID || in[0].IP != running.IP || *in[0].UserNSSlot != slot {
+		t.Fatalf("instances handed back: %+v, want only %s as it is", in, running.InstanceID)
 	}
 }

@@ -73,11 +73,18 @@ func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.P
 
 // LocalWorkloads lists the workloads of repo, a detached node's control
 // plane, that are not among seeded (Seed's answer): those created while
-// detached, with the files of their current generation, to hand back.
-func LocalWorkloads(ctx context.Context, repo *resources.Repo, seeded []string) ([]api.HandBackWorkload, error) {
+// detached, with the files of their current generation and their
+// instances in service on node of that generation (without files), to
+// hand back. A Job's instances are not handed back: its runs are the
+// cluster's to make.
+func LocalWorkloads(ctx context.Context, repo *resources.Repo, node string, seeded []string) ([]api.HandBackWorkload, error) {
 	ws, err := repo.ListWorkloads(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("list the workloads created while detached: %w", err)
+	}
+	as, err := repo.ListAssignmentsWithoutFiles(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("list the instances of the workloads created while detached: %w", err)
 	}
 	var out []api.HandBackWorkload
 	for _, w := range ws {
@@ -88,7 +95,13 @@ func LocalWorkloads(ctx context.Context, repo *resources.Repo, seeded []string) 
 		if err != nil {
 			return nil, fmt.Errorf("read workload %s/%s to hand it back: %w", w.Namespace, w.Name, err)
 		}
-		out = append(out, api.HandBackWorkload{Namespace: w.Namespace, Name: w.Name, Files: files})
+		hb := api.HandBackWorkload{Namespace: w.Namespace, Name: w.Name, Files: files}
+		for _, a := range as {
+			if a.Namespace == w.Namespace && a.Workload == w.Name && !a.Leaving() && a.Generation == w.Generation && a.Type != quadlet.TypeJob {
+				hb.Instances = append(hb.Instances, a)
+			}
+		}
+		out = append(out, hb)
 	}
 	return out, nil
 }

@@ -237,7 +237,7 @@ func ignoreCanceled(err error) error {
 // node was detached. A conflict (the cluster uses the name) is logged and
 // the node's files kept in DATA_DIR/handback-conflicts/{ns}/{name}/.
 func (n *Node) handBack(ctx context.Context, plane *Node, rec *api.Detached, link *agent.LeaderLink) error {
-	ws, err := detach.LocalWorkloads(ctx, plane.repo, rec.Seeded)
+	ws, err := detach.LocalWorkloads(ctx, plane.repo, n.state.NodeName, rec.Seeded)
 	if err != nil {
 		return err
 	}

@@ -196,6 +196,18 @@ spec:
 	if !strings.Contains(string(b), resources.NodeNameLabel) {
 		t.Fatalf("a workload applied to the detached node is not pinned:\n%s", b)
 	}
+	var freshID string
+	polltest.UntilErr(t, detachTimeout, "the detached plane places the local workload on w1", func() error {
+		d, err := local.WorkloadStatus(ctx, "default", "fresh")
+		if err != nil {
+			return err
+		}
+		if len(d.Instances) != 1 || d.Instances[0].Node != "w1" {
+			return fmt.Errorf("instances of fresh: %+v", d.Instances)
+		}
+		freshID = d.Instances[0].InstanceID
+		return nil
+	})
 
 	// The link is back: the leader runs again.
 	back := time.Now()
@@ -245,6 +257,16 @@ spec:
 	if _, err := ld.repo.GetWorkload(ctx, "default", "kept"); err != nil {
 		t.Fatalf("the cluster's own workload: %v", err)
 	}
+	// The local instance is the cluster's now, as it ran: the same
+	// instance, no new one placed.
+	freshOnly := func(when string) {
+		t.Helper()
+		as, err := ld.repo.ListWorkloadAssignments(ctx, "default", "fresh")
+		if err != nil || len(as) != 1 || as[0].InstanceID != freshID || as[0].Node != "w1" {
+			t.Fatalf("%s: the cluster's instances of fresh %+v (%v), want only %s on w1 (adopted)", when, as, err, freshID)
+		}
+	}
+	freshOnly("handed back")
 	before, err := ld.st.Get(ctx, resources.NodeHeartbeatKey("w1"))
 	must(t, err)
 	polltest.UntilErr(t, detachTimeout, "the worker's heartbeats reach the cluster again", func() error {
@@ -257,6 +279,17 @@ spec:
 		}
 		return nil
 	})
+	polltest.UntilErr(t, detachTimeout, "the cluster's leader derives the status of fresh", func() error {
+		wl, err := ld.repo.GetWorkload(ctx, "default", "fresh")
+		if err != nil {
+			return err
+		}
+		if wl.Status.ObservedGeneration != wl.Generation {
+			return fmt.Errorf("status of generation %d, want %d", wl.Status.ObservedGeneration, wl.Generation)
+		}
+		return nil
+	})
+	freshOnly("a worker again")
 }
 
 func quadletArchive(t *testing.T, name string) []byte {

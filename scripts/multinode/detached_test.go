@@ -57,9 +57,10 @@ func runningInstances(ctx context.Context, h harness.Host) ([]string, error) {
 // off (its link down): it detaches (the figure is logged; the wait's bound
 // is for a hang), its container never restarted, and serves its own API; a
 // workload applied there runs on it. Its link back up, it rejoins:
-// the local workload is the cluster's (pinned, API-owned) and runs on the
-// node, the cluster's own instance there was never restarted, and the
-// cluster's view of the node equals the node's containers.
+// the local workload is the cluster's (pinned, API-owned) and its
+// container on the node is adopted as it runs, the cluster's own instance
+// there was never restarted either, and the cluster's view of the node
+// equals the node's containers.
 func TestDetachedNode(t *testing.T) {
 	requirePrereqs(t)
 	name := fmt.Sprintf("dt%d", os.Getpid())
@@ -72,22 +73,7 @@ func TestDetachedNode(t *testing.T) {
 		t.Fatalf("nodes %+v (%v): want node2 labelled kat.dws.rip/nodeType=laptop", nodes, err)
 	}
 	c.apply(t, "kept", "Service", "\n  replicas: 1\n  nodeSelector: {kat.harness/host: node2}")
-	keptID := containerOf(t, node2, "kept")
-	keptStart, err := started(t.Context(), node2, keptID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameKept := func(when string) {
-		t.Helper()
-		ids, err := node2.Containers(t.Context(), "label=kat.workload=kept", "status=running")
-		if err != nil {
-			t.Fatal(err)
-		}
-		at, err := started(t.Context(), node2, keptID)
-		if err != nil || len(ids) != 1 || ids[0] != keptID || at != keptStart {
-			t.Fatalf("%s: kept runs as %v started %s (%v); want only %s, started %s: 0 restarts", when, ids, at, err, keptID, keptStart)
-		}
-	}
+	sameKept := sameContainer(t, node2, "kept")
 
 	local := filepath.Join(node2.DataDir, "detached", "katcall.yaml")
 	cut := time.Now()
@@ -138,7 +124,7 @@ spec:
 	if out, err := c.katcallIn(t.Context(), node2, local, "apply", "-f", dir); err != nil {
 		t.Fatal(out, err)
 	}
-	containerOf(t, node2, "solo")
+	sameSolo := sameContainer(t, node2, "solo")
 	sameKept("detached, after a local apply")
 
 	back := time.Now()
@@ -197,4 +183,29 @@ spec:
 	})
 	t.Logf("link up -> solo running on node2 for the cluster: %s", solo.Round(time.Millisecond))
 	sameKept("rejoined")
+	sameSolo("rejoined")
+}
+
+// sameContainer waits for workload's one running container on h and
+// returns a check that it is still that container, never restarted
+// (0 restarts): the same and only running container of workload, with the
+// same start time.
+func sameContainer(t *testing.T, h harness.Host, workload string) func(when string) {
+	t.Helper()
+	id := containerOf(t, h, workload)
+	start, err := started(t.Context(), h, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(when string) {
+		t.Helper()
+		ids, err := h.Containers(t.Context(), "label=kat.workload="+workload, "status=running")
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := started(t.Context(), h, id)
+		if err != nil || len(ids) != 1 || ids[0] != id || at != start {
+			t.Fatalf("%s: %s runs as %v started %s (%v); want only %s, started %s: 0 restarts", when, workload, ids, at, err, id, start)
+		}
+	}
 }

@@ -114,6 +114,10 @@ type Detached struct {
 	// Seeded are the workloads the node ran as it detached
 	// ("namespace/name"): the cluster's, not handed back as it rejoins.
 	Seeded []string `json:"seeded,omitempty"`
+	// LeftRunning are the instances of the cluster's Jobs the node ran as
+	// it detached: they run to their end, left alone by the node's own
+	// control plane, and the node reports how they ended once it rejoins.
+	LeftRunning []string `json:"leftRunning,omitempty"`
 	// LastRejoinAttempt and RejoinError are the last failed attempt to
 	// rejoin: when, and why it failed; empty before the first.
 	LastRejoinAttempt time.Time `json:"lastRejoinAttempt,omitzero"`

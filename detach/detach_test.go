@@ -80,7 +80,8 @@ spec:
 // TestSeedAndLocalWorkloads: Seed writes the node's subnet, each workload
 // it runs instances of (a Service's replicas set to its instances there,
 // its namespace made) and those assignments with their addresses; other
-// nodes', leaving and Job instances are left out. LocalWorkloads lists only
+// nodes' and leaving instances are left out, and Job instances are left
+// running: named, their addresses held, not seeded. LocalWorkloads lists only
 // the workloads created afterwards, with their files and their instances in
 // service on the node of their current generation.
 func TestSeedAndLocalWorkloads(t *testing.T) {
@@ -100,12 +101,12 @@ func TestSeedAndLocalWorkloads(t *testing.T) {
 	job.Workload, job.Type = "batch", quadlet.TypeJob
 	as := []api.Assignment{mk("web-t-00001", "laptop", "10.123.4.2"), mk("web-t-00002", "laptop", "10.123.4.3"),
 		mk("web-t-00009", "desk", "10.123.9.2"), leaving, job}
-	seeded, err := Seed(ctx, repo, "laptop", subnet, as)
+	seeded, left, err := Seed(ctx, repo, "laptop", subnet, as)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(seeded, []string{"shop/web"}) {
-		t.Fatalf("seeded %v", seeded)
+	if !slices.Equal(seeded, []string{"shop/web"}) || !slices.Equal(left, []string{job.InstanceID}) {
+		t.Fatalf("seeded %v, left running %v; want shop/web and the Job's instance", seeded, left)
 	}
 	nw, err := repo.GetNodeNetwork(ctx, "laptop")
 	if err != nil || nw.Subnet != subnet {
@@ -136,9 +137,11 @@ func TestSeedAndLocalWorkloads(t *testing.T) {
 	}
 	// Their addresses are held: the same address for a new instance is
 	// refused.
-	clash := mk("web-t-00004", "laptop", "10.123.4.2")
-	if _, err := repo.WriteAssignments(ctx, []api.Assignment{clash}, nil); !errors.Is(err, resources.ErrAddressTaken) {
-		t.Fatalf("a new instance on a seeded address: %v, want ErrAddressTaken", err)
+	for _, ip := range []string{"10.123.4.2", job.IP.String()} {
+		clash := mk("web-t-00004", "laptop", ip)
+		if _, err := repo.WriteAssignments(ctx, []api.Assignment{clash}, nil); !errors.Is(err, resources.ErrAddressTaken) {
+			t.Fatalf("a new instance on a seeded address %s: %v, want ErrAddressTaken", ip, err)
+		}
 	}
 
 	local, err := LocalWorkloads(ctx, repo, "laptop", seeded)

@@ -20,25 +20,37 @@ import (
 // node's instances of it, which the instance template does not cover) and
 // those assignments as they are. The leader of the plane then finds every
 // instance in place and starts or stops nothing; the agent adopts the
-// running containers. A Job's instances are left out: their runs belong to
-// the cluster (docs/detached.md). It returns the workloads seeded, as
-// "namespace/name", so that LocalWorkloads can tell them from those
-// created while detached.
-func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.Prefix, as []api.Assignment) ([]string, error) {
+// running containers. A Job's instances are not seeded: their runs belong
+// to the cluster (docs/detached.md); the node leaves them running, their
+// addresses held. It returns the workloads seeded, as "namespace/name", so
+// that LocalWorkloads can tell them from those created while detached, and
+// the Job instances left running.
+func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.Prefix, as []api.Assignment) (seeded, left []string, _ error) {
 	if subnet.IsValid() {
 		if err := repo.SeedNodeSubnet(ctx, node, subnet); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	byWorkload := map[string][]api.Assignment{}
+	held := map[netip.Addr]string{}
 	for _, a := range as {
-		if a.Node != node || a.Leaving() || a.Type == quadlet.TypeJob {
+		if a.Node != node || a.Leaving() {
+			continue
+		}
+		if a.Type == quadlet.TypeJob {
+			left = append(left, a.InstanceID)
+			if a.IP.IsValid() {
+				held[a.IP] = a.InstanceID
+			}
 			continue
 		}
 		k := a.Namespace + "/" + a.Workload
 		byWorkload[k] = append(byWorkload[k], a)
 	}
-	var seeded []string
+	if err := repo.HoldAddresses(ctx, node, held); err != nil {
+		return nil, nil, fmt.Errorf("seed the node's Job instances: %w", err)
+	}
+	slices.Sort(left)
 	var put []api.Assignment
 	for _, k := range slices.Sorted(maps.Keys(byWorkload)) {
 		group := byWorkload[k]
@@ -49,26 +61,26 @@ func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.P
 		if newest.Type == quadlet.TypeService {
 			var err error
 			if files, err = quadlet.WithReplicas(files, len(group)); err != nil {
-				return nil, fmt.Errorf("seed workload %s: %w", k, err)
+				return nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
 			}
 		}
 		q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{DefaultNamespace: newest.Namespace})
 		if err != nil {
-			return nil, fmt.Errorf("seed workload %s: %w", k, err)
+			return nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
 		}
 		if _, err := repo.EnsureNamespace(ctx, q.Namespace(), nil); err != nil {
-			return nil, fmt.Errorf("seed workload %s: %w", k, err)
+			return nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
 		}
 		if _, err := repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()}); err != nil {
-			return nil, fmt.Errorf("seed workload %s: %w", k, err)
+			return nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
 		}
 		seeded = append(seeded, k)
 		put = append(put, group...)
 	}
 	if _, err := repo.WriteAssignments(ctx, put, nil); err != nil {
-		return nil, fmt.Errorf("seed the node's assignments: %w", err)
+		return nil, nil, fmt.Errorf("seed the node's assignments: %w", err)
 	}
-	return seeded, nil
+	return seeded, left, nil
 }
 
 // LocalWorkloads lists the workloads of repo, a detached node's control

@@ -311,6 +311,7 @@ func (n *Node) openDetachedPlane(ctx context.Context, seen *lastSeen) (*Node, *a
 		plane.Close()
 		return nil, nil, err
 	}
+	plane.leftRunning = rec.LeftRunning
 	return plane, rec, nil
 }
 
@@ -329,12 +330,12 @@ func (n *Node) seedPlane(ctx context.Context, plane *Node, resume bool, seen *la
 	seen.mu.Lock()
 	as, subnet := seen.assignments, seen.subnet
 	seen.mu.Unlock()
-	seeded, err := detach.Seed(ctx, plane.repo, n.state.NodeName, subnet, as)
+	seeded, left, err := detach.Seed(ctx, plane.repo, n.state.NodeName, subnet, as)
 	if err != nil {
 		return nil, fmt.Errorf("seed the detached control plane: %w", err)
 	}
 	rec := &api.Detached{Node: n.state.NodeName, Since: time.Now().UTC(), ParentCluster: n.state.Cluster.Metadata.Name,
-		ParentClusterUID: n.state.ClusterUID, Seeded: seeded}
+		ParentClusterUID: n.state.ClusterUID, Seeded: seeded, LeftRunning: left}
 	if err := plane.repo.SetDetached(ctx, *rec); err != nil {
 		return nil, err
 	}

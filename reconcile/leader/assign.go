@@ -88,6 +88,10 @@ type AssignInput struct {
 	// (api.NodeRegistration.DepartedAt): no DaemonService instance stays
 	// on one, or is wanted there.
 	Departed map[string]bool
+	// Detachable are the names of the nodes that may run detached when
+	// lost (api.NodeRegistration.MayDetach): a Job's instance on one that
+	// is not Ready is waited for, not given up.
+	Detachable map[string]bool
 	// Desired is every workload's desired state with its parsed spec.
 	Desired []workload
 	// Current are the assignments of the planned workloads, on every node.

@@ -51,7 +51,7 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	nodes, draining := l.view.schedNodes(now)
 	l.view.releaseFinishedJobs(nodes)
 	plan := PlanAssignments(AssignInput{
-		Nodes: nodes, Draining: draining, Departed: l.view.departedNodes(), Desired: desired, Current: current, Reported: l.view.reportsOf(current),
+		Nodes: nodes, Draining: draining, Departed: l.view.departedNodes(), Detachable: l.view.detachableNodes(), Desired: desired, Current: current, Reported: l.view.reportsOf(current),
 		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
 		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts, Jobs: jobs,
 		DaemonRollouts: daemonRollouts, DaemonNodeDeadline: l.cfg.DaemonNodeDeadline, Secret: l.view.secret,

@@ -59,8 +59,10 @@ func runningInstances(ctx context.Context, h harness.Host) ([]string, error) {
 // workload applied there runs on it. Its link back up, it rejoins:
 // the local workload is the cluster's (pinned, API-owned) and its
 // container on the node is adopted as it runs, the cluster's own instance
-// there was never restarted either, and the cluster's view of the node
-// equals the node's containers.
+// there was never restarted either, the cluster's Job that ran on the node
+// as it was cut off ran to its end there and its run succeeded with that
+// one instance, and the cluster's view of the node equals the node's
+// containers.
 func TestDetachedNode(t *testing.T) {
 	requirePrereqs(t)
 	name := fmt.Sprintf("dt%d", os.Getpid())
@@ -74,6 +76,23 @@ func TestDetachedNode(t *testing.T) {
 	}
 	c.apply(t, "kept", "Service", "\n  replicas: 1\n  nodeSelector: {kat.harness/host: node2}")
 	sameKept := sameContainer(t, node2, "kept")
+	// A Job of the cluster's, running on node2 as it is cut off: it runs
+	// to its end while node2 is detached.
+	c.applyFiles(t, "batch", map[string]string{"workload.kat": `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: batch, namespace: default}
+spec:
+  type: Job
+  nodeSelector: {kat.harness/host: node2}
+  restartPolicy: {condition: Never}
+  source: {image: "localhost/kat-base:latest"}
+  container: {name: main, command: ["/bin/sh", "-c", "sleep 15"]}
+`, "job.kat": "apiVersion: kat.dws.rip/v1alpha1\nkind: JobDefinition\nspec:\n  backoffLimit: 0\n"})
+	batchID := containerOf(t, node2, "batch")
+	batchStart, err := started(t.Context(), node2, batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	local := filepath.Join(node2.DataDir, "detached", "katcall.yaml")
 	cut := time.Now()
@@ -126,6 +145,16 @@ spec:
 	}
 	sameSolo := sameContainer(t, node2, "solo")
 	sameKept("detached, after a local apply")
+	polltest.UntilErr(t, time.Minute, "the cluster's Job ends on node2 while it is detached", func() error {
+		ids, err := node2.Containers(t.Context(), "label=kat.workload=batch", "status=exited")
+		if err != nil {
+			return err
+		}
+		if len(ids) != 1 || ids[0] != batchID {
+			return fmt.Errorf("exited containers of batch: %v, want %s", ids, batchID)
+		}
+		return nil
+	})
 
 	back := time.Now()
 	if err := c.SetLink(t.Context(), 1, true); err != nil {
@@ -184,6 +213,23 @@ spec:
 	t.Logf("link up -> solo running on node2 for the cluster: %s", solo.Round(time.Millisecond))
 	sameKept("rejoined")
 	sameSolo("rejoined")
+	polltest.UntilErr(t, time.Minute, "the cluster's Job run succeeds with the instance node2 ran while detached", func() error {
+		out, err := c.Katcall(t.Context(), c.bin.Katcall, "get", "jobs", "batch", "-o", "json")
+		if err != nil {
+			return err
+		}
+		var runs []api.JobRun
+		if err := json.Unmarshal([]byte(out), &runs); err != nil {
+			return fmt.Errorf("decode katcall get jobs: %w\n%s", err, out)
+		}
+		if len(runs) != 1 || runs[0].State != api.RunSucceeded || len(runs[0].Instances) != 1 || runs[0].Instances[0].Node != "node2" {
+			return fmt.Errorf("runs of batch: %+v", runs)
+		}
+		return nil
+	})
+	if at, err := started(t.Context(), node2, batchID); err != nil || at != batchStart {
+		t.Fatalf("batch's container %s started %s (%v), want once, at %s", batchID, at, err, batchStart)
+	}
 }
 
 // sameContainer waits for workload's one running container on h and

@@ -83,6 +83,7 @@ func planApply(cur *api.WorkloadMeta, archived []int64, req ApplyRequest, keep i
 		meta := api.WorkloadMeta{
 			UID: uid, Namespace: ns, Name: name, Type: q.Workload.Spec.Type, Generation: 1, SpecHash: hash,
 			Owner: req.Owner, Files: files, CreatedAt: now, UpdatedAt: now, Rollback: req.Rollback,
+			PinnedNode: q.Workload.Spec.NodeSelector[NodeNameLabel],
 		}
 		return applyPlan{meta: meta, created: true, newSpec: true, changed: true}, nil
 	}
@@ -111,6 +112,7 @@ func planApply(cur *api.WorkloadMeta, archived []int64, req ApplyRequest, keep i
 		meta.Type = q.Workload.Spec.Type
 		meta.Files = files
 		meta.Rollback = req.Rollback
+		meta.PinnedNode = q.Workload.Spec.NodeSelector[NodeNameLabel]
 		p.newSpec = true
 		for _, f := range cur.Files {
 			if !slices.Contains(files, f) {

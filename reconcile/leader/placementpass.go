@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"kat.dws.rip/kat/api"
@@ -272,9 +273,21 @@ func (l *Leader) writeJobs(ctx context.Context, jobs []JobWrite) error {
 }
 
 // confirmAbsent drops from plan the part of each Job whose MustBeAbsent keys
-// are not all absent from etcd: the view was behind, and the change that
-// brings it up to date wakes the pass again.
+// are not all absent from etcd, and of each Orphaned workload that etcd
+// has: the view was behind, and the change that brings it up to date wakes
+// the pass again.
 func (l *Leader) confirmAbsent(ctx context.Context, plan *AssignmentPlan) error {
+	for _, k := range plan.Orphaned {
+		ns, name, _ := strings.Cut(k, "/")
+		_, err := l.cfg.Repo.Store().Get(ctx, resources.MetaKey(ns, name))
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("workload %s: read its desired state: %w", k, err)
+		}
+		plan.dropWorkload(ns, name)
+	}
 	for _, j := range slices.Clone(plan.Jobs) {
 		for _, key := range j.MustBeAbsent {
 			_, err := l.cfg.Repo.Store().Get(ctx, key)

@@ -122,4 +122,10 @@ type Detached struct {
 	// rejoin: when, and why it failed; empty before the first.
 	LastRejoinAttempt time.Time `json:"lastRejoinAttempt,omitzero"`
 	RejoinError       string    `json:"rejoinError,omitempty"`
+	// StartFailures counts the attempts to start the node's control plane
+	// that failed before this one (each retried after a back-off), and
+	// LastStartError is the last one's error; 0 and "" when it started at
+	// once.
+	StartFailures  int    `json:"startFailures,omitempty"`
+	LastStartError string `json:"lastStartError,omitempty"`
 }

@@ -118,6 +118,10 @@ type Detached struct {
 	// it detached: they run to their end, left alone by the node's own
 	// control plane, and the node reports how they ended once it rejoins.
 	LeftRunning []string `json:"leftRunning,omitempty"`
+	// HeldSlots are the user-namespace slots of those Job instances: the
+	// plane gives them to no workload of its own, so that the cluster can
+	// adopt what the node hands back as it rejoins.
+	HeldSlots []int `json:"heldSlots,omitempty"`
 	// LastRejoinAttempt and RejoinError are the last failed attempt to
 	// rejoin: when, and why it failed; empty before the first.
 	LastRejoinAttempt time.Time `json:"lastRejoinAttempt,omitzero"`

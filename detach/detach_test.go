@@ -101,12 +101,12 @@ func TestSeedAndLocalWorkloads(t *testing.T) {
 	job.Workload, job.Type = "batch", quadlet.TypeJob
 	as := []api.Assignment{mk("web-t-00001", "laptop", "10.123.4.2"), mk("web-t-00002", "laptop", "10.123.4.3"),
 		mk("web-t-00009", "desk", "10.123.9.2"), leaving, job}
-	seeded, left, err := Seed(ctx, repo, "laptop", subnet, as)
+	seeded, left, slots, err := Seed(ctx, repo, "laptop", subnet, as)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(seeded, []string{"shop/web"}) || !slices.Equal(left, []string{job.InstanceID}) {
-		t.Fatalf("seeded %v, left running %v; want shop/web and the Job's instance", seeded, left)
+	if !slices.Equal(seeded, []string{"shop/web"}) || !slices.Equal(left, []string{job.InstanceID}) || !slices.Equal(slots, []int{slot}) {
+		t.Fatalf("seeded %v, left running %v with slots %v; want shop/web and the Job's instance with slot %d", seeded, left, slots, slot)
 	}
 	nw, err := repo.GetNodeNetwork(ctx, "laptop")
 	if err != nil || nw.Subnet != subnet {

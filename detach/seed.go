@@ -24,11 +24,11 @@ import (
 // to the cluster (docs/detached.md); the node leaves them running, their
 // addresses held. It returns the workloads seeded, as "namespace/name", so
 // that LocalWorkloads can tell them from those created while detached, and
-// the Job instances left running.
-func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.Prefix, as []api.Assignment) (seeded, left []string, _ error) {
+// the Job instances left running and their user-namespace slots.
+func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.Prefix, as []api.Assignment) (seeded, left []string, slots []int, _ error) {
 	if subnet.IsValid() {
 		if err := repo.SeedNodeSubnet(ctx, node, subnet); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	byWorkload := map[string][]api.Assignment{}
@@ -39,6 +39,9 @@ func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.P
 		}
 		if a.Type == quadlet.TypeJob {
 			left = append(left, a.InstanceID)
+			if a.UserNSSlot != nil && !slices.Contains(slots, *a.UserNSSlot) {
+				slots = append(slots, *a.UserNSSlot)
+			}
 			if a.IP.IsValid() {
 				held[a.IP] = a.InstanceID
 			}
@@ -48,9 +51,10 @@ func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.P
 		byWorkload[k] = append(byWorkload[k], a)
 	}
 	if err := repo.HoldAddresses(ctx, node, held); err != nil {
-		return nil, nil, fmt.Errorf("seed the node's Job instances: %w", err)
+		return nil, nil, nil, fmt.Errorf("seed the node's Job instances: %w", err)
 	}
 	slices.Sort(left)
+	slices.Sort(slots)
 	var put []api.Assignment
 	for _, k := range slices.Sorted(maps.Keys(byWorkload)) {
 		group := byWorkload[k]
@@ -61,26 +65,26 @@ func Seed(ctx context.Context, repo *resources.Repo, node string, subnet netip.P
 		if newest.Type == quadlet.TypeService {
 			var err error
 			if files, err = quadlet.WithReplicas(files, len(group)); err != nil {
-				return nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
+				return nil, nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
 			}
 		}
 		q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{DefaultNamespace: newest.Namespace})
 		if err != nil {
-			return nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
+			return nil, nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
 		}
 		if _, err := repo.EnsureNamespace(ctx, q.Namespace(), nil); err != nil {
-			return nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
+			return nil, nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
 		}
 		if _, err := repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: q, Owner: api.APIOwner()}); err != nil {
-			return nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
+			return nil, nil, nil, fmt.Errorf("seed workload %s: %w", k, err)
 		}
 		seeded = append(seeded, k)
 		put = append(put, group...)
 	}
 	if _, err := repo.WriteAssignments(ctx, put, nil); err != nil {
-		return nil, nil, fmt.Errorf("seed the node's assignments: %w", err)
+		return nil, nil, nil, fmt.Errorf("seed the node's assignments: %w", err)
 	}
-	return seeded, left, nil
+	return seeded, left, slots, nil
 }
 
 // LocalWorkloads lists the workloads of repo, a detached node's control

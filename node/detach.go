@@ -393,7 +393,7 @@ func (n *Node) openDetachedPlane(ctx context.Context, seen *lastSeen) (*Node, *a
 		plane.Close()
 		return nil, nil, errors.Join(err, forget())
 	}
-	plane.leftRunning = rec.LeftRunning
+	plane.leftRunning, plane.heldSlots = rec.LeftRunning, rec.HeldSlots
 	return plane, rec, nil
 }
 
@@ -412,12 +412,12 @@ func (n *Node) seedPlane(ctx context.Context, plane *Node, resume bool, seen *la
 	seen.mu.Lock()
 	as, subnet := seen.assignments, seen.subnet
 	seen.mu.Unlock()
-	seeded, left, err := detach.Seed(ctx, plane.repo, n.state.NodeName, subnet, as)
+	seeded, left, slots, err := detach.Seed(ctx, plane.repo, n.state.NodeName, subnet, as)
 	if err != nil {
 		return nil, fmt.Errorf("seed the detached control plane: %w", err)
 	}
 	rec := &api.Detached{Node: n.state.NodeName, Since: time.Now().UTC(), ParentCluster: n.state.Cluster.Metadata.Name,
-		ParentClusterUID: n.state.ClusterUID, Seeded: seeded, LeftRunning: left}
+		ParentClusterUID: n.state.ClusterUID, Seeded: seeded, LeftRunning: left, HeldSlots: slots}
 	if err := plane.repo.SetDetached(ctx, *rec); err != nil {
 		return nil, err
 	}

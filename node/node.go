@@ -63,6 +63,9 @@ type Node struct {
 	// cluster's Job instances the node ran as it detached
 	// (api.Detached.LeftRunning): its agent leaves their containers alone.
 	leftRunning []string
+	// heldSlots are their user-namespace slots (api.Detached.HeldSlots),
+	// which the plane's leader gives to no workload.
+	heldSlots []int
 }
 
 // hostFiles is the directory of the files the node's containers use:

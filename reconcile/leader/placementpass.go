@@ -53,7 +53,7 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	l.view.releaseFinishedJobs(nodes)
 	plan := PlanAssignments(AssignInput{
 		Nodes: nodes, Draining: draining, Departed: l.view.departedNodes(), Detachable: l.view.detachableNodes(), Desired: desired, Current: current, Reported: l.view.reportsOf(current),
-		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
+		Commits: commits, SlotUsed: l.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
 		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts, Jobs: jobs,
 		DaemonRollouts: daemonRollouts, DaemonNodeDeadline: l.cfg.DaemonNodeDeadline, Secret: l.view.secret,
 		Replace: l.cfg.Replace,
@@ -315,4 +315,10 @@ func recordScheduling(plan AssignmentPlan) {
 			metrics.Scheduled(metrics.ScheduleUnschedulable, st.Cause, st.Unplaced)
 		}
 	}
+}
+
+// slotUsed reports whether an assignment holds user-namespace slot s, or
+// Config.HeldSlots has it.
+func (l *Leader) slotUsed(s int) bool {
+	return l.view.slotUsed(s) || slices.Contains(l.cfg.HeldSlots, s)
 }

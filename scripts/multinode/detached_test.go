@@ -76,6 +76,45 @@ func TestDetachedNode(t *testing.T) {
 	}
 	c.apply(t, "kept", "Service", "\n  replicas: 1\n  nodeSelector: {kat.harness/host: node2}")
 	sameKept := sameContainer(t, node2, "kept")
+	// A workload with a secret variable, and one built from an app
+	// repository: they keep running while detached too.
+	c.katcall(t, "secret", "set", "default/db", "--from-literal", "password=detached-sentinel")
+	c.applyKat(t, "secretive", `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: secretive, namespace: default}
+spec:
+  type: Service
+  replicas: 1
+  nodeSelector: {kat.harness/host: node2}
+  restartPolicy: {condition: Always}
+  source: {image: "localhost/kat-base:latest"}
+  container:
+    name: main
+    command: ["/bin/sh", "-c", "exec sleep 100000"]
+    env: [{name: DB_PASSWORD, valueFrom: {secretKeyRef: {name: db, key: password}}}]
+`)
+	app := newConfigRepo(t)
+	if err := os.WriteFile(filepath.Join(app.work, "Dockerfile"), []byte("FROM localhost/kat-base:latest\nRUN echo built > /built\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "app"}, {"push", "-q", "origin", "HEAD:main"}} {
+		if err := app.git(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.applyFiles(t, "built", map[string]string{"workload.kat": `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: built, namespace: default}
+spec:
+  type: Service
+  replicas: 1
+  nodeSelector: {kat.harness/host: node2}
+  restartPolicy: {condition: Always}
+  source: {git: {repository: "file://` + app.bare + `", branch: main}}
+  container: {name: main, command: ["/bin/sh", "-c", "exec sleep 100000"]}
+`, "build.kat": "apiVersion: kat.dws.rip/v1alpha1\nkind: BuildDefinition\nspec:\n  buildContext: .\n  dockerfilePath: Dockerfile\n"})
+	sameSecretive := sameContainer(t, node2, "secretive")
+	sameBuilt := sameContainer(t, node2, "built")
 	// A Job of the cluster's, running on node2 as it is cut off: it runs
 	// to its end while node2 is detached.
 	c.applyFiles(t, "batch", map[string]string{"workload.kat": `apiVersion: kat.dws.rip/v1alpha1
@@ -123,6 +162,8 @@ spec:
 	})
 	t.Logf("link down -> node2 detached and serving its API: %s (nodeLossTimeoutSeconds %d)", detached.Round(time.Millisecond), nodeLossSeconds)
 	sameKept("detached")
+	sameSecretive("detached")
+	sameBuilt("detached")
 
 	dir := filepath.Join(t.TempDir(), "solo")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -145,6 +186,8 @@ spec:
 	}
 	sameSolo := sameContainer(t, node2, "solo")
 	sameKept("detached, after a local apply")
+	sameSecretive("detached, after a local apply")
+	sameBuilt("detached, after a local apply")
 	polltest.UntilErr(t, time.Minute, "the cluster's Job ends on node2 while it is detached", func() error {
 		ids, err := node2.Containers(t.Context(), "label=kat.workload=batch", "status=exited")
 		if err != nil {
@@ -170,8 +213,8 @@ spec:
 		if err != nil {
 			return err
 		}
-		if d.Owner != api.APIOwner() {
-			return fmt.Errorf("solo's owner %+v", d.Owner)
+		if d.Owner != api.APIOwner() || d.PinnedNode != "node2" {
+			return fmt.Errorf("solo's owner %+v, pinned to %q", d.Owner, d.PinnedNode)
 		}
 		s, err := c.nodeStatus(t, "node2")
 		if err != nil {
@@ -187,7 +230,7 @@ spec:
 	var solo time.Duration
 	polltest.UntilErr(t, 2*time.Minute, "solo runs on node2 for the cluster, and the cluster's view of node2 equals its containers", func() error {
 		var want []string
-		for _, w := range []string{"kept", "solo"} {
+		for _, w := range []string{"kept", "solo", "secretive", "built"} {
 			d, err := c.detail(t, w)
 			if err != nil {
 				return err
@@ -204,7 +247,7 @@ spec:
 		if err != nil {
 			return err
 		}
-		if !slices.Equal(got, want) || len(want) != 2 {
+		if !slices.Equal(got, want) || len(want) != 4 {
 			return fmt.Errorf("node2 runs %v, the cluster assigns it %v", got, want)
 		}
 		solo = time.Since(back)
@@ -213,6 +256,8 @@ spec:
 	t.Logf("link up -> solo running on node2 for the cluster: %s", solo.Round(time.Millisecond))
 	sameKept("rejoined")
 	sameSolo("rejoined")
+	sameSecretive("rejoined")
+	sameBuilt("rejoined")
 	polltest.UntilErr(t, time.Minute, "the cluster's Job run succeeds with the instance node2 ran while detached", func() error {
 		out, err := c.Katcall(t.Context(), c.bin.Katcall, "get", "jobs", "batch", "-o", "json")
 		if err != nil {

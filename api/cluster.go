@@ -114,8 +114,22 @@ type Detached struct {
 	// Seeded are the workloads the node ran as it detached
 	// ("namespace/name"): the cluster's, not handed back as it rejoins.
 	Seeded []string `json:"seeded,omitempty"`
+	// LeftRunning are the instances of the cluster's Jobs the node ran as
+	// it detached: they run to their end, left alone by the node's own
+	// control plane, and the node reports how they ended once it rejoins.
+	LeftRunning []string `json:"leftRunning,omitempty"`
+	// HeldSlots are the user-namespace slots of those Job instances: the
+	// plane gives them to no workload of its own, so that the cluster can
+	// adopt what the node hands back as it rejoins.
+	HeldSlots []int `json:"heldSlots,omitempty"`
 	// LastRejoinAttempt and RejoinError are the last failed attempt to
 	// rejoin: when, and why it failed; empty before the first.
 	LastRejoinAttempt time.Time `json:"lastRejoinAttempt,omitzero"`
 	RejoinError       string    `json:"rejoinError,omitempty"`
+	// StartFailures counts the attempts to start the node's control plane
+	// that failed before this one (each retried after a back-off), and
+	// LastStartError is the last one's error; 0 and "" when it started at
+	// once.
+	StartFailures  int    `json:"startFailures,omitempty"`
+	LastStartError string `json:"lastStartError,omitempty"`
 }

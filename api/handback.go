@@ -8,11 +8,17 @@ type HandBack struct {
 }
 
 // HandBackWorkload is one workload a detached node hands back: its Quadlet
-// files as applied there (pinned to the node by its nodeSelector).
+// files as applied there (pinned to the node by its nodeSelector), and its
+// instances that run on the node, which the cluster adopts as they are.
 type HandBackWorkload struct {
 	Namespace string            `json:"namespace"`
 	Name      string            `json:"name"`
 	Files     map[string][]byte `json:"files"`
+	// Instances are the node's assignments of the workload (without their
+	// files, which are Files): the cluster records them as its own, same
+	// instance ID, address and user-namespace slot, so the node's agent
+	// keeps their containers. Empty: the cluster places new instances.
+	Instances []Assignment `json:"instances,omitempty"`
 }
 
 // HandBackResult says what the cluster did with each workload handed
@@ -22,6 +28,11 @@ type HandBackWorkload struct {
 type HandBackResult struct {
 	Accepted  []string           `json:"accepted,omitempty"`
 	Conflicts []HandBackConflict `json:"conflicts,omitempty"`
+	// NotAdopted are the accepted workloads ("namespace/name") whose
+	// instances the cluster could not take as they are (an address or
+	// user-namespace slot the cluster gave out meanwhile), each with why:
+	// the cluster places new instances of them, replacing the node's.
+	NotAdopted map[string]string `json:"notAdopted,omitempty"`
 }
 
 // HandBackConflict is a workload the cluster did not take, and why.

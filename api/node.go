@@ -30,6 +30,11 @@ type NodeRegistration struct {
 	// quorum: a leader candidate that serves the API (katcall and webhook
 	// senders may use any member's address).
 	EtcdMember bool `json:"etcdMember"`
+	// MayDetach marks a worker that joined with --parent-cluster-name: lost,
+	// it runs on its own, detached, and comes back (docs/detached.md), so
+	// the leader waits for its Job instances rather than giving them up.
+	// Default false.
+	MayDetach bool `json:"mayDetach,omitempty"`
 	// DepartedAt is when the node's agent said it leaves for good (its
 	// departure signal, SIGUSR1): from then the node is NotReady, so its
 	// Service instances move at once, until an agent started later than

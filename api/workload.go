@@ -23,6 +23,11 @@ type WorkloadMeta struct {
 	// Rollback is set on a generation a rollback wrote: the files of an
 	// earlier generation applied again. Nil otherwise.
 	Rollback *RollbackRef `json:"rollback,omitempty"`
+	// PinnedNode is the node the workload's spec.nodeSelector names by
+	// kat.dws.rip/nodeName: a workload applied to a detached node, or
+	// handed back by one, runs there only (docs/detached.md). Default "":
+	// not pinned.
+	PinnedNode string `json:"pinnedNode,omitempty"`
 }
 
 // WorkloadStatus is the leader's view of how far a workload's desired state

@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -66,11 +67,15 @@ func TestDetachedPinsAppliedWorkloads(t *testing.T) {
 }
 
 // TestHandBack: a rejoining node hands back the workloads it created while
-// detached: one pinned to it is applied (API-owned), a repeat of the same
-// is accepted again without a new generation, one whose name the cluster
+// detached: one pinned to it is applied (API-owned) with its running
+// instance recorded as its assignment as it is (ID, address, slot; the
+// cluster's generation and files), a repeat of the same is accepted again
+// without a new generation, one whose instance's slot another workload
+// holds is applied without it (NotAdopted), one whose name the cluster
 // uses is reported as a conflict and the cluster's left as it was, and one
-// not pinned to the node refuses the whole hand-back (400) writing
-// nothing; another node's certificate cannot hand back for it.
+// not pinned to the node, or with an instance that is not the node's,
+// refuses the whole hand-back (400) writing nothing; another node's
+// certificate cannot hand back for it.
 func TestHandBack(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -91,8 +96,24 @@ func TestHandBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	subnet := netip.MustParsePrefix("10.77.3.0/24")
+	if err := f.repo.SeedNodeSubnet(ctx, "laptop", subnet); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster's "taken" holds slot 4 on desk.
+	slot := func(n int) *int { return &n }
+	if _, err := f.repo.WriteAssignments(ctx, []api.Assignment{{InstanceID: "taken-aaaaaaaa-00001", Node: "desk", Namespace: "default",
+		Workload: "taken", Type: quadlet.TypeService, Generation: 1, UserNSSlot: slot(4)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	instance := func(name, id, ip string, s int) api.Assignment {
+		return api.Assignment{InstanceID: id, Node: "laptop", Namespace: "default", Workload: name, Type: quadlet.TypeService,
+			Generation: 3, TemplateHash: "0123456789abcdef", IP: netip.MustParseAddr(ip), UserNSSlot: slot(s), CreatedAt: time.Now().UTC()}
+	}
+	mine := instance("local", "local-01234567-00001", "10.77.3.7", 1)
 	hb := api.HandBack{Workloads: []api.HandBackWorkload{
-		{Namespace: "default", Name: "local", Files: pinned("local", 1)},
+		{Namespace: "default", Name: "local", Files: pinned("local", 1), Instances: []api.Assignment{mine}},
+		{Namespace: "default", Name: "slotless", Files: pinned("slotless", 1), Instances: []api.Assignment{instance("slotless", "slotless-01234567-00001", "10.77.3.8", 4)}},
 		{Namespace: "default", Name: "taken", Files: pinned("taken", 1)},
 	}}
 	for round := range 2 {
@@ -100,12 +121,28 @@ func TestHandBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Accepted) != 1 || res.Accepted[0] != "default/local" || len(res.Conflicts) != 1 || res.Conflicts[0].Workload != "default/taken" {
+		if len(res.Accepted) != 2 || res.Accepted[0] != "default/local" || res.Accepted[1] != "default/slotless" ||
+			len(res.Conflicts) != 1 || res.Conflicts[0].Workload != "default/taken" {
 			t.Fatalf("round %d: hand-back result %+v", round, res)
+		}
+		if _, ok := res.NotAdopted["default/slotless"]; round == 0 && (len(res.NotAdopted) != 1 || !ok) {
+			t.Fatalf("hand-back of an instance whose slot the cluster gave out: not adopted %v, want default/slotless", res.NotAdopted)
 		}
 		wl, err := f.repo.GetWorkload(ctx, "default", "local")
 		if err != nil || wl.Generation != 1 || wl.Owner != api.APIOwner() {
 			t.Fatalf("round %d: handed-back workload %+v, %v", round, wl, err)
+		}
+		as, err := f.repo.ListAssignments(ctx, "laptop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(as) != 1 {
+			t.Fatalf("round %d: assignments of laptop %+v, want local's one instance", round, as)
+		}
+		a := as[0]
+		if a.InstanceID != mine.InstanceID || a.IP != mine.IP || *a.UserNSSlot != 1 || a.Generation != 1 || a.SpecHash != wl.SpecHash ||
+			a.TemplateHash != mine.TemplateHash || string(a.Files[quadlet.WorkloadFile]) != string(hb.Workloads[0].Files[quadlet.WorkloadFile]) {
+			t.Fatalf("round %d: the adopted instance %+v, want %s as the node runs it, of the cluster's generation 1", round, a, mine.InstanceID)
 		}
 		taken, err := f.repo.GetWorkload(ctx, "default", "taken")
 		if err != nil || taken.SpecHash != takenBefore.SpecHash || taken.Generation != takenBefore.Generation {
@@ -121,6 +158,22 @@ func TestHandBack(t *testing.T) {
 	var apiErr *api.Error
 	if _, err := laptop.HandBack(ctx, "laptop", bad); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(err.Error(), "nodeSelector") {
 		t.Fatalf("hand-back of a workload not pinned to the node: %v, want 400 naming the nodeSelector", err)
+	}
+	deskOne := instance("other", "other-01234567-00001", "10.77.3.9", 2)
+	deskOne.Node = "desk"
+	outside := instance("other", "other-01234567-00002", "10.78.0.9", 2)
+	for _, tc := range []struct {
+		name string
+		in   api.Assignment
+		want string
+	}{
+		{"another node's instance", deskOne, "instances[0].node"},
+		{"an address outside the node's subnet", outside, "outside node laptop's subnet"},
+	} {
+		bad := api.HandBack{Workloads: []api.HandBackWorkload{{Namespace: "default", Name: "other", Files: pinned("other", 1), Instances: []api.Assignment{tc.in}}}}
+		if _, err := laptop.HandBack(ctx, "laptop", bad); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("hand-back of %s: %v, want 400 saying %q", tc.name, err, tc.want)
+		}
 	}
 	if _, err := desk.HandBack(ctx, "laptop", hb); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
 		t.Fatalf("another node hands back for laptop: %v, want 401", err)

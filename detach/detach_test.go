@@ -80,8 +80,10 @@ spec:
 // TestSeedAndLocalWorkloads: Seed writes the node's subnet, each workload
 // it runs instances of (a Service's replicas set to its instances there,
 // its namespace made) and those assignments with their addresses; other
-// nodes', leaving and Job instances are left out. LocalWorkloads lists only
-// the workloads created afterwards, with their files.
+// nodes' and leaving instances are left out, and Job instances are left
+// running: named, their addresses held, not seeded. LocalWorkloads lists only
+// the workloads created afterwards, with their files and their instances in
+// service on the node of their current generation.
 func TestSeedAndLocalWorkloads(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -99,12 +101,12 @@ func TestSeedAndLocalWorkloads(t *testing.T) {
 	job.Workload, job.Type = "batch", quadlet.TypeJob
 	as := []api.Assignment{mk("web-t-00001", "laptop", "10.123.4.2"), mk("web-t-00002", "laptop", "10.123.4.3"),
 		mk("web-t-00009", "desk", "10.123.9.2"), leaving, job}
-	seeded, err := Seed(ctx, repo, "laptop", subnet, as)
+	seeded, left, slots, err := Seed(ctx, repo, "laptop", subnet, as)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(seeded, []string{"shop/web"}) {
-		t.Fatalf("seeded %v", seeded)
+	if !slices.Equal(seeded, []string{"shop/web"}) || !slices.Equal(left, []string{job.InstanceID}) || !slices.Equal(slots, []int{slot}) {
+		t.Fatalf("seeded %v, left running %v with slots %v; want shop/web and the Job's instance with slot %d", seeded, left, slots, slot)
 	}
 	nw, err := repo.GetNodeNetwork(ctx, "laptop")
 	if err != nil || nw.Subnet != subnet {
@@ -135,12 +137,14 @@ func TestSeedAndLocalWorkloads(t *testing.T) {
 	}
 	// Their addresses are held: the same address for a new instance is
 	// refused.
-	clash := mk("web-t-00004", "laptop", "10.123.4.2")
-	if _, err := repo.WriteAssignments(ctx, []api.Assignment{clash}, nil); !errors.Is(err, resources.ErrAddressTaken) {
-		t.Fatalf("a new instance on a seeded address: %v, want ErrAddressTaken", err)
+	for _, ip := range []string{"10.123.4.2", job.IP.String()} {
+		clash := mk("web-t-00004", "laptop", ip)
+		if _, err := repo.WriteAssignments(ctx, []api.Assignment{clash}, nil); !errors.Is(err, resources.ErrAddressTaken) {
+			t.Fatalf("a new instance on a seeded address %s: %v, want ErrAddressTaken", ip, err)
+		}
 	}
 
-	local, err := LocalWorkloads(ctx, repo, seeded)
+	local, err := LocalWorkloads(ctx, repo, "laptop", seeded)
 	if err != nil || len(local) != 0 {
 		t.Fatalf("local workloads right after the seed: %v, %v", local, err)
 	}
@@ -152,9 +156,25 @@ func TestSeedAndLocalWorkloads(t *testing.T) {
 	if _, err := repo.ApplyWorkload(ctx, resources.ApplyRequest{Quadlet: fresh, Owner: api.APIOwner()}); err != nil {
 		t.Fatal(err)
 	}
-	local, err = LocalWorkloads(ctx, repo, seeded)
+	// Its instances: one in service on the node (handed back), one
+	// leaving and one of an older generation (not).
+	mkFresh := func(id, ip string, gen int64) api.Assignment {
+		a := mk(id, "laptop", ip)
+		a.Workload, a.Generation = "fresh", gen
+		return a
+	}
+	running, old := mkFresh("fresh-t-00001", "10.123.4.9", 1), mkFresh("fresh-t-00000", "10.123.4.8", 0)
+	gone := mkFresh("fresh-t-00002", "10.123.4.10", 1)
+	gone.LeavingAt = time.Now()
+	if _, err := repo.WriteAssignments(ctx, []api.Assignment{running, old, gone}, nil); err != nil {
+		t.Fatal(err)
+	}
+	local, err = LocalWorkloads(ctx, repo, "laptop", seeded)
 	if err != nil || len(local) != 1 || local[0].Name != "fresh" || local[0].Namespace != "shop" ||
 		string(local[0].Files[quadlet.WorkloadFile]) != string(fresh.Files[quadlet.WorkloadFile]) {
 		t.Fatalf("local workloads: %+v, %v", local, err)
+	}
+	if in := local[0].Instances; len(in) != 1 || in[0].InstanceID != running.InstanceID || in[0].IP != running.IP || *in[0].UserNSSlot != slot {
+		t.Fatalf("instances handed back: %+v, want only %s as it is", in, running.InstanceID)
 	}
 }

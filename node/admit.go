@@ -39,7 +39,7 @@ func (n *Node) admit(ctx context.Context, req api.JoinRequest) (*api.JoinRespons
 	reg := api.NodeRegistration{
 		Name: req.NodeName, UID: req.NodeUID, AdvertiseAddress: req.AdvertiseAddress,
 		AgentPort: req.AgentPort, Labels: nodeLabels(req.NodeName, req.Labels), JoinedAt: time.Now().UTC(),
-		EtcdMember: req.EtcdPeer,
+		EtcdMember: req.EtcdPeer, MayDetach: req.ParentClusterName != "" && !req.EtcdPeer,
 	}
 	if req.EtcdPeer {
 		reg.APIPort = spec.APIPort

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -85,6 +86,7 @@ func (n *Node) runAgent(ctx context.Context, onAgent func(*agent.Agent)) error {
 		Secrets:    link, IngressCertificates: link,
 		SecretsDir: secrets.Dir, SecretsMount: agent.SecretsTmpfs,
 		OnChange: func() { reconcile.Poke(beat) },
+		Leave:    func(id string) bool { return slices.Contains(n.leftRunning, id) },
 		Logger:   log,
 	})
 	if err != nil {

@@ -170,49 +170,117 @@ func (n *Node) hasDetachedPlane() bool {
 	return err == nil
 }
 
+// Back-off between attempts to start a detached node's own control plane.
+const (
+	planeRetryBase = time.Second
+	planeRetryMax  = time.Minute
+)
+
 // runDetached runs the node's own control plane until the cluster answers
 // again, then hands back the workloads created meanwhile and stops the
-// plane. It returns nil when the node may be a worker again, or when ctx
-// ended.
+// plane. A plane that fails to start, or stops on its own, is started
+// again after a back-off (planeRetryBase doubling up to planeRetryMax),
+// logged at each attempt; the node's containers keep running meanwhile,
+// and the cluster answering during a back-off makes the node a worker
+// again when it has no plane with workloads to hand back. It returns nil
+// when the node may be a worker again, or when ctx ended.
 func (n *Node) runDetached(ctx context.Context, seen *lastSeen) error {
+	retry := planeRetryBase
+	var failures []string
+	for attempt := 1; ; attempt++ {
+		err := n.runPlane(ctx, seen, failures)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		failures = append(failures, err.Error())
+		n.log.Error().Err(err).Int("attempt", attempt).Dur("retry_in", retry).
+			Msg("the node's own control plane failed while detached; its containers keep running; starting it again after the back-off")
+		if n.waitPlaneRetry(ctx, retry) {
+			n.log.Info().Msg("the cluster answers again and the node has no control plane of its own to hand back: a worker again")
+			return nil
+		}
+		retry = min(2*retry, planeRetryMax)
+	}
+}
+
+// waitPlaneRetry waits d before the next attempt to start the plane,
+// probing the cluster meanwhile; it reports whether the cluster is back and
+// the node has no plane of an earlier attempt (with workloads created on
+// it) to hand back, so that it may be a worker again.
+func (n *Node) waitPlaneRetry(ctx context.Context, d time.Duration) bool {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return detach.WaitBack(wctx, n.probeCluster, min(rejoinInterval, d), rejoinProbes, nil) == nil && !n.hasDetachedPlane()
+}
+
+// probeCluster tries once to read the node's network record from the
+// cluster's etcd: nil when a member answered.
+func (n *Node) probeCluster(ctx context.Context) error {
+	_, err := n.repo.GetNodeNetwork(ctx, n.state.NodeName)
+	return err
+}
+
+// errPlaneStopped is why a plane that ended on its own is started again.
+var errPlaneStopped = errors.New("the detached control plane stopped on its own")
+
+// runPlane opens and runs the node's own control plane once (runDetached),
+// recording failures, the errors of earlier attempts, in its status. It
+// returns nil once the node rejoined (the plane stopped and its data
+// removed) or ctx ended, and an error when the plane failed to start or
+// stopped on its own.
+func (n *Node) runPlane(ctx context.Context, seen *lastSeen, failures []string) error {
 	plane, rec, err := n.openDetachedPlane(ctx, seen)
 	if err != nil {
 		return err
 	}
 	pctx, cancel := context.WithCancel(ctx)
+	// wctx ends with the plane: the waits below end with it too.
+	wctx, planeEnded := context.WithCancelCause(pctx)
 	planeDone := make(chan error, 1)
-	go func() { planeDone <- plane.Run(pctx) }()
+	go func() {
+		err := plane.Run(pctx)
+		planeEnded(errors.Join(errPlaneStopped, err))
+		planeDone <- err
+	}()
+	askDone := make(chan error, 1)
+	go func() { askDone <- n.askRejoin(pctx) }()
 	stop := func() error {
 		cancel()
-		err := <-planeDone
+		aerr := <-askDone
+		perr := <-planeDone
 		plane.Close()
-		return err
+		return errors.Join(aerr, perr)
+	}
+	// failed returns why the plane ended on its own, nil when it did not.
+	failed := func() error {
+		if cause := context.Cause(wctx); ctx.Err() == nil && errors.Is(cause, errPlaneStopped) {
+			return cause
+		}
+		return nil
+	}
+	if len(failures) > 0 {
+		rec.StartFailures, rec.LastStartError = len(failures), failures[len(failures)-1]
+		if err := plane.repo.SetDetached(wctx, *rec); err != nil && wctx.Err() == nil {
+			n.log.Warn().Err(err).Msg("cannot record the control plane's failed starts")
+		}
 	}
 	n.log.Warn().Str("katcall_config", plane.KatcallConfigPath()).Str("cluster", rec.ParentCluster).
 		Msg("detached: running a control plane of this node's own until the cluster answers again")
-	probe := func(pctx context.Context) error {
-		_, err := n.repo.GetNodeNetwork(pctx, n.state.NodeName)
-		return err
-	}
 	link := agent.NewLeaderLink(n.state.NodeName, n.repo, n.ca.CertPEM, n.leaf)
-	askDone := make(chan error, 1)
-	go func() { askDone <- n.askRejoin(pctx) }()
-	stopPlane := stop
-	stop = func() error {
-		cancel()
-		return errors.Join(<-askDone, stopPlane())
-	}
 	for {
-		if err := detach.WaitBack(pctx, probe, rejoinInterval, rejoinProbes, nil); err != nil {
-			return errors.Join(stop(), ignoreCanceled(err))
+		if err := detach.WaitBack(wctx, n.probeCluster, rejoinInterval, rejoinProbes, nil); err != nil {
+			return errors.Join(stop(), failed(), ignoreCanceled(err))
 		}
-		err := n.handBack(pctx, plane, rec, link)
+		err := n.handBack(wctx, plane, rec, link)
 		if err == nil {
 			break
 		}
+		if f := failed(); f != nil {
+			return errors.Join(stop(), f)
+		}
 		n.log.Warn().Err(err).Msg("the cluster answers again, but the hand-back failed: trying again")
 		rec.LastRejoinAttempt, rec.RejoinError = time.Now().UTC(), err.Error()
-		if err := plane.repo.SetDetached(pctx, *rec); err != nil && pctx.Err() == nil {
+		if err := plane.repo.SetDetached(wctx, *rec); err != nil && wctx.Err() == nil {
 			n.log.Warn().Err(err).Msg("cannot record the failed rejoin")
 		}
 	}
@@ -237,7 +305,7 @@ func ignoreCanceled(err error) error {
 // node was detached. A conflict (the cluster uses the name) is logged and
 // the node's files kept in DATA_DIR/handback-conflicts/{ns}/{name}/.
 func (n *Node) handBack(ctx context.Context, plane *Node, rec *api.Detached, link *agent.LeaderLink) error {
-	ws, err := detach.LocalWorkloads(ctx, plane.repo, rec.Seeded)
+	ws, err := detach.LocalWorkloads(ctx, plane.repo, n.state.NodeName, rec.Seeded)
 	if err != nil {
 		return err
 	}
@@ -249,6 +317,9 @@ func (n *Node) handBack(ctx context.Context, plane *Node, rec *api.Detached, lin
 		return err
 	}
 	n.log.Info().Strs("accepted", res.Accepted).Int("conflicts", len(res.Conflicts)).Msg("handed back the workloads created while detached")
+	for w, why := range res.NotAdopted {
+		n.log.Warn().Str("workload", w).Str("reason", why).Msg("the cluster could not adopt a handed-back workload's instances: it replaces them")
+	}
 	for _, c := range res.Conflicts {
 		dir := n.dir.path("handback-conflicts", filepath.FromSlash(c.Workload))
 		for _, w := range ws {
@@ -301,16 +372,28 @@ func (n *Node) openDetachedPlane(ctx context.Context, seen *lastSeen) (*Node, *a
 	}
 	// The plane answers no rejoin request (RejoinGroup off).
 	o := Options{DataDir: string(d), Agent: n.opts.Agent, DrainDelay: n.opts.DrainDelay, ArchiveKeep: n.opts.ArchiveKeep}
+	// forget removes what a new plane that failed to open left, so that
+	// the next attempt starts afresh; a resumed one is kept as it is.
+	forget := func() error {
+		if resume {
+			return nil
+		}
+		if err := os.RemoveAll(string(d)); err != nil {
+			return fmt.Errorf("clear the detached control plane's directory after a failed start: %w", err)
+		}
+		return nil
+	}
 	plane, err := Open(ctx, o, n.log.With().Str("plane", "detached").Logger())
 	if err != nil {
-		return nil, nil, fmt.Errorf("open the detached control plane: %w", err)
+		return nil, nil, errors.Join(fmt.Errorf("open the detached control plane: %w", err), forget())
 	}
 	plane.worker = n.dir
 	rec, err := n.seedPlane(ctx, plane, resume, seen)
 	if err != nil {
 		plane.Close()
-		return nil, nil, err
+		return nil, nil, errors.Join(err, forget())
 	}
+	plane.leftRunning, plane.heldSlots = rec.LeftRunning, rec.HeldSlots
 	return plane, rec, nil
 }
 
@@ -329,12 +412,12 @@ func (n *Node) seedPlane(ctx context.Context, plane *Node, resume bool, seen *la
 	seen.mu.Lock()
 	as, subnet := seen.assignments, seen.subnet
 	seen.mu.Unlock()
-	seeded, err := detach.Seed(ctx, plane.repo, n.state.NodeName, subnet, as)
+	seeded, left, slots, err := detach.Seed(ctx, plane.repo, n.state.NodeName, subnet, as)
 	if err != nil {
 		return nil, fmt.Errorf("seed the detached control plane: %w", err)
 	}
 	rec := &api.Detached{Node: n.state.NodeName, Since: time.Now().UTC(), ParentCluster: n.state.Cluster.Metadata.Name,
-		ParentClusterUID: n.state.ClusterUID, Seeded: seeded}
+		ParentClusterUID: n.state.ClusterUID, Seeded: seeded, LeftRunning: left, HeldSlots: slots}
 	if err := plane.repo.SetDetached(ctx, *rec); err != nil {
 		return nil, err
 	}
@@ -354,6 +437,14 @@ func (n *Node) detachedState(d dataDir) *nodeState {
 	spec := &st.Cluster.Spec
 	spec.GitOps = nil // Git sources are not followed while detached
 	spec.EtcdMembers = 1
+	for _, p := range []struct{ v, dst *int }{
+		{&n.state.DetachedPorts.APIPort, &spec.APIPort}, {&n.state.DetachedPorts.EtcdClientPort, &spec.EtcdClientPort},
+		{&n.state.DetachedPorts.EtcdPeerPort, &spec.EtcdPeerPort},
+	} {
+		if *p.v != 0 {
+			*p.dst = *p.v
+		}
+	}
 	spec.BackupPath = d.path("backups")
 	return st
 }

@@ -19,6 +19,7 @@ import (
 	"kat.dws.rip/kat/apiclient"
 	"kat.dws.rip/kat/detach/rejoin"
 	"kat.dws.rip/kat/internal/poll/polltest"
+	"kat.dws.rip/kat/internal/testenv"
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/store/resources"
 )
@@ -40,7 +41,9 @@ func katcallClient(t *testing.T, path string) *apiclient.Client {
 
 // TestDetachAndRejoin: a worker that joined with --parent-cluster-name and
 // loses its cluster (the leader stops) detaches after
-// nodeLossTimeoutSeconds: its own control plane, seeded with the workload
+// nodeLossTimeoutSeconds: its own control plane (on the ports
+// --detached-*-port name; its first start fails on a taken port and is
+// tried again, which status tells), seeded with the workload
 // and the instance it ran (the same instance, left in place by the
 // plane's leader), serves the API with a katcall.yaml in its data
 // directory; status says detached, since when, from which cluster; a
@@ -56,10 +59,16 @@ func TestDetachAndRejoin(t *testing.T) {
 	must(t, os.WriteFile(lo.ConfigPath, []byte(cfg), 0o600))
 	// A group of the test's own: other tests' leaders answer nothing.
 	lo.RejoinGroup = fmt.Sprintf("239.255.84.75:%d", freePorts(t, 1)[0])
+	leaderLogs := &testenv.SyncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("leader log:\n%s", leaderLogs)
+		}
+	})
 	// runCluster runs the leader until the returned stop, or the test's
 	// end.
 	runCluster := func() (*Node, func()) {
-		ld, err := Open(ctx, lo, zerolog.Nop())
+		ld, err := Open(ctx, lo, zerolog.New(leaderLogs))
 		must(t, err)
 		lctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -89,12 +98,13 @@ func TestDetachAndRejoin(t *testing.T) {
 	must(t, err)
 	w.Close()
 	// Resumed with the ports its control plane will use while detached
-	// (the tests' nodes share one network namespace).
+	// (--detached-*-port: the tests' nodes share one network namespace).
 	resume := wo
 	resume.TokenFile, resume.LeaderAPI = "", ""
 	p := freePorts(t, 3)
-	resume.APIPort, resume.EtcdClientPort, resume.EtcdPeerPort = p[0], p[1], p[2]
-	w, err = Open(ctx, resume, zerolog.Nop())
+	resume.Detached = DetachedPorts{APIPort: p[0], EtcdClientPort: p[1], EtcdPeerPort: p[2]}
+	logs := &testenv.SyncBuffer{}
+	w, err = Open(ctx, resume, zerolog.New(logs))
 	must(t, err)
 	wctx, stopWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
@@ -149,9 +159,20 @@ spec:
 		return fmt.Errorf("instances reported: %+v", st.WorkloadInstances)
 	})
 
+	// The detached plane's API port is taken: its first start fails, and
+	// is tried again once the port is free.
+	hold, err := net.Listen("tcp", net.JoinHostPort("", fmt.Sprint(p[0])))
+	must(t, err)
 	// The link is lost: the leader stops.
 	lost := time.Now()
 	stopLeader()
+	polltest.UntilErr(t, detachTimeout, "the plane's failed start is logged", func() error {
+		if !strings.Contains(logs.String(), "the node's own control plane failed while detached") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	must(t, hold.Close())
 
 	var local *apiclient.Client
 	polltest.UntilErr(t, detachTimeout, "the worker detaches and serves its own API", func() error {
@@ -163,12 +184,13 @@ spec:
 		if err != nil {
 			return err
 		}
-		if d := st.Detached; d == nil || d.Node != "w1" || d.ParentCluster != "nodetest" || d.Since.Before(lost.Add(-time.Second)) {
+		if d := st.Detached; d == nil || d.Node != "w1" || d.ParentCluster != "nodetest" || d.Since.Before(lost.Add(-time.Second)) ||
+			d.StartFailures < 1 || !strings.Contains(d.LastStartError, "listen for the API") {
 			return fmt.Errorf("status of the detached node: %+v", st.Detached)
 		}
 		return nil
 	})
-	t.Logf("link lost -> detached and serving: %s", time.Since(lost).Round(time.Millisecond))
+	t.Logf("link lost -> detached and serving (after a failed start): %s", time.Since(lost).Round(time.Millisecond))
 	// The plane was seeded with the workload and its instance, and its
 	// leader keeps that instance (the same one, alone) once it has
 	// derived the workload's status.
@@ -196,6 +218,18 @@ spec:
 	if !strings.Contains(string(b), resources.NodeNameLabel) {
 		t.Fatalf("a workload applied to the detached node is not pinned:\n%s", b)
 	}
+	var freshID string
+	polltest.UntilErr(t, detachTimeout, "the detached plane places the local workload on w1", func() error {
+		d, err := local.WorkloadStatus(ctx, "default", "fresh")
+		if err != nil {
+			return err
+		}
+		if len(d.Instances) != 1 || d.Instances[0].Node != "w1" {
+			return fmt.Errorf("instances of fresh: %+v", d.Instances)
+		}
+		freshID = d.Instances[0].InstanceID
+		return nil
+	})
 
 	// The link is back: the leader runs again.
 	back := time.Now()
@@ -245,6 +279,16 @@ spec:
 	if _, err := ld.repo.GetWorkload(ctx, "default", "kept"); err != nil {
 		t.Fatalf("the cluster's own workload: %v", err)
 	}
+	// The local instance is the cluster's now, as it ran: the same
+	// instance, no new one placed.
+	freshOnly := func(when string) {
+		t.Helper()
+		as, err := ld.repo.ListWorkloadAssignments(ctx, "default", "fresh")
+		if err != nil || len(as) != 1 || as[0].InstanceID != freshID || as[0].Node != "w1" {
+			t.Fatalf("%s: the cluster's instances of fresh %+v (%v), want only %s on w1 (adopted); the worker's log:\n%s", when, as, err, freshID, logs)
+		}
+	}
+	freshOnly("handed back")
 	before, err := ld.st.Get(ctx, resources.NodeHeartbeatKey("w1"))
 	must(t, err)
 	polltest.UntilErr(t, detachTimeout, "the worker's heartbeats reach the cluster again", func() error {
@@ -257,6 +301,17 @@ spec:
 		}
 		return nil
 	})
+	polltest.UntilErr(t, detachTimeout, "the cluster's leader derives the status of fresh", func() error {
+		wl, err := ld.repo.GetWorkload(ctx, "default", "fresh")
+		if err != nil {
+			return err
+		}
+		if wl.Status.ObservedGeneration != wl.Generation {
+			return fmt.Errorf("status of generation %d, want %d", wl.Status.ObservedGeneration, wl.Generation)
+		}
+		return nil
+	})
+	freshOnly("a worker again")
 }
 
 func quadletArchive(t *testing.T, name string) []byte {
@@ -273,4 +328,40 @@ spec:
   container: {command: [sleep, "3600"]}
 `, name)}))
 	return b.Bytes()
+}
+
+// TestDetachedPortsValidate: the detached control plane's port flags are
+// checked with the rest: out of range, or one port given twice among them
+// and --agent-port, each refused naming its flag; distinct ports pass.
+func TestDetachedPortsValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		agent int
+		ports DetachedPorts
+		want  []string
+	}{
+		{name: "distinct", agent: 9116, ports: DetachedPorts{APIPort: 19115, EtcdClientPort: 12379, EtcdPeerPort: 12380}},
+		{name: "out of range", ports: DetachedPorts{APIPort: 70000, EtcdPeerPort: -1},
+			want: []string{"--detached-api-port: 70000 is not a port", "--detached-etcd-peer-port: -1 is not a port"}},
+		{name: "taken twice", agent: 9116, ports: DetachedPorts{APIPort: 9116, EtcdClientPort: 12379, EtcdPeerPort: 12379},
+			want: []string{"--detached-api-port: port 9116 is --agent-port's too", "--detached-etcd-peer-port: port 12379 is --detached-etcd-client-port's too"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := Options{DataDir: t.TempDir(), AgentPort: tc.agent, Detached: tc.ports, Agent: DefaultAgentOptions()}
+			err := o.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate: %v, want it to say %q", err, w)
+				}
+			}
+		})
+	}
 }

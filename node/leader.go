@@ -64,6 +64,7 @@ func (n *Node) leaderTerm(lctx context.Context) ([]reconcile.Loop, error) {
 		Repo: n.repo, NodeLossTimeout: lossTimeout, AppInterval: n.appPollInterval(), AppAuth: n.opts.Agent.AppAuth, Logger: n.log,
 		Desired: desired, ClusterDomain: spec.ClusterDomain, DrainDelay: n.opts.DrainDelay,
 		CollectAfter: time.Duration(spec.NodeCollectAfterSeconds) * time.Second, CollectNode: n.collectNode,
+		HeldSlots: n.heldSlots,
 	})
 	if err != nil {
 		return nil, err

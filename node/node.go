@@ -64,6 +64,13 @@ type Node struct {
 	// data directory: its build clones, secrets and ingress files stay
 	// where its containers use them. Empty otherwise.
 	worker dataDir
+	// leftRunning are, on the control plane of a detached node, the
+	// cluster's Job instances the node ran as it detached
+	// (api.Detached.LeftRunning): its agent leaves their containers alone.
+	leftRunning []string
+	// heldSlots are their user-namespace slots (api.Detached.HeldSlots),
+	// which the plane's leader gives to no workload.
+	heldSlots []int
 }
 
 // hostFiles is the directory of the files the node's containers use:

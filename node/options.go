@@ -85,6 +85,11 @@ type Options struct {
 	// loses its cluster (see docs/detached.md). Default: the saved one,
 	// else none (the node never detaches).
 	ParentClusterName string
+	// Detached are the ports of the control plane the node runs while
+	// detached (--detached-api-port, --detached-etcd-client-port,
+	// --detached-etcd-peer-port), kept in the node's state so later starts
+	// need not repeat them. Default 0: the cluster's API and etcd ports.
+	Detached DetachedPorts
 	// Overlay configures the node's WireGuard device.
 	Overlay OverlayOptions
 	// Agent configures the node's agent (containers and builds).
@@ -226,6 +231,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--node-label %s=%s: --node-type %s sets this label: give one of them", resources.NodeTypeLabel, v, o.NodeType))
 		}
 	}
+	errs = append(errs, o.Detached.problems(o.AgentPort)...)
 	if o.ParentClusterName != "" {
 		if p := quadlet.DNSLabelProblem(o.ParentClusterName); p != "" {
 			errs = append(errs, fmt.Errorf("--parent-cluster-name %q: %s", o.ParentClusterName, p))
@@ -389,4 +395,39 @@ type ACMEOptions struct {
 	// UnroutedGrace is how long the certificate of a host no longer routed
 	// is kept (--acme-unrouted-grace); 0 takes the leader's default.
 	UnroutedGrace time.Duration
+}
+
+// DetachedPorts are the ports of a detached node's own control plane; a
+// zero one is the cluster's (cluster.kat, or --api-port and the etcd port
+// flags).
+type DetachedPorts struct {
+	APIPort        int `json:"apiPort,omitempty"`
+	EtcdClientPort int `json:"etcdClientPort,omitempty"`
+	EtcdPeerPort   int `json:"etcdPeerPort,omitempty"`
+}
+
+// problems says what is wrong with the ports set, each naming its flag: a
+// port out of range, or one given twice among them and agentPort (the
+// agent's, which the detached node's agent keeps; 0: not given).
+func (p DetachedPorts) problems(agentPort int) []error {
+	var errs []error
+	seen := map[int]string{}
+	if agentPort != 0 {
+		seen[agentPort] = "--agent-port"
+	}
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{{"--detached-api-port", p.APIPort}, {"--detached-etcd-client-port", p.EtcdClientPort}, {"--detached-etcd-peer-port", p.EtcdPeerPort}} {
+		switch {
+		case f.v == 0:
+		case f.v < 0 || f.v > 65535:
+			errs = append(errs, fmt.Errorf("%s: %d is not a port (1-65535)", f.flag, f.v))
+		case seen[f.v] != "":
+			errs = append(errs, fmt.Errorf("%s: port %d is %s's too: each needs its own", f.flag, f.v, seen[f.v]))
+		default:
+			seen[f.v] = f.flag
+		}
+	}
+	return errs
 }

@@ -53,6 +53,9 @@ type nodeState struct {
 	// ParentClusterName is the cluster's name the node was told to join
 	// (--parent-cluster-name): a worker that has one may detach.
 	ParentClusterName string `json:"parentClusterName,omitempty"`
+	// DetachedPorts are the ports of the node's own control plane while
+	// it is detached (--detached-*-port); zero: the cluster's.
+	DetachedPorts DetachedPorts `json:"detachedPorts,omitzero"`
 	// Overlay is the WireGuard device's configuration (--wg-*); a node
 	// initialised before the overlay existed has none and runs with the
 	// defaults.
@@ -163,6 +166,14 @@ func (st *nodeState) applyOptions(o *Options) {
 	}
 	if o.ParentClusterName != "" {
 		st.ParentClusterName = o.ParentClusterName
+	}
+	for _, p := range []struct{ v, dst *int }{
+		{&o.Detached.APIPort, &st.DetachedPorts.APIPort}, {&o.Detached.EtcdClientPort, &st.DetachedPorts.EtcdClientPort},
+		{&o.Detached.EtcdPeerPort, &st.DetachedPorts.EtcdPeerPort},
+	} {
+		if *p.v != 0 {
+			*p.dst = *p.v
+		}
 	}
 	spec := &st.Cluster.Spec
 	for _, p := range []struct {

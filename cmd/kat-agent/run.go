@@ -131,7 +131,8 @@ func addAgentFlags(f *pflag.FlagSet, a *node.AgentOptions) {
 // node.Options, so an explicit 0 would silently mean "keep".
 func explicitZeroPorts(f *pflag.FlagSet) error {
 	var errs []error
-	for _, name := range []string{"api-port", "agent-port", "etcd-client-port", "etcd-peer-port", "wg-port"} {
+	for _, name := range []string{"api-port", "agent-port", "etcd-client-port", "etcd-peer-port", "wg-port",
+		"detached-api-port", "detached-etcd-client-port", "detached-etcd-peer-port"} {
 		if fl := f.Lookup(name); fl != nil && fl.Changed && fl.Value.String() == "0" {
 			errs = append(errs, fmt.Errorf("--%s: 0 is not a port (1-65535)", name))
 		}

@@ -162,10 +162,10 @@ func runGet(ctx context.Context, c *apiclient.Client, g *globals, kind, name, ns
 }
 
 func workloadTable(g *globals, ws []api.Workload, now time.Time) error {
-	t := newTable(g.stdout, "NAMESPACE", "NAME", "TYPE", "GEN", "PHASE", "READY", "OWNER", "AGE")
+	t := newTable(g.stdout, "NAMESPACE", "NAME", "TYPE", "GEN", "PHASE", "READY", "OWNER", "NODE", "AGE")
 	for _, w := range ws {
 		t.row(w.Namespace, w.Name, w.Type, fmt.Sprint(w.Generation), orDash(w.Status.Phase),
-			readyLabel(w.Status), ownerLabel(w), age(now, w.CreatedAt))
+			readyLabel(w.Status), ownerLabel(w), orDash(w.PinnedNode), age(now, w.CreatedAt))
 	}
 	return t.flush()
 }

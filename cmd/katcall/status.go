@@ -61,6 +61,9 @@ func runStatus(ctx context.Context, c *apiclient.Client, g *globals, f outputFor
 		if d.RejoinError != "" {
 			fmt.Fprintf(w, "Rejoin:     last tried %s ago: %s\n", age(now, d.LastRejoinAttempt), d.RejoinError)
 		}
+		if d.StartFailures > 0 {
+			fmt.Fprintf(w, "Plane:      started after %d failed attempts; the last: %s\n", d.StartFailures, d.LastStartError)
+		}
 	}
 	ready := 0
 	for _, n := range st.Nodes {

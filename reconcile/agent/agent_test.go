@@ -35,6 +35,8 @@ type agentEnv struct {
 	logger zerolog.Logger
 	// restartBackoff is the agent's RestartBackoff. Default 10ms.
 	restartBackoff time.Duration
+	// leave is the agent's Leave. Default nil.
+	leave func(string) bool
 }
 
 // testCluster is the cluster UID of the agents these tests start.
@@ -54,7 +56,7 @@ func (e *agentEnv) start() (ag *Agent, stop func()) {
 	ag, err := NewAgent(AgentConfig{
 		Repo: e.repo, Node: "n1", ClusterUID: testCluster, Runtime: e.rt, Resync: 200 * time.Millisecond, Tick: 20 * time.Millisecond,
 		RestartBackoff: cmp.Or(e.restartBackoff, 10*time.Millisecond), Builder: e.builder, BuildAuth: e.buildAuth, CheckHost: e.checkHost,
-		Logger: e.logger, Networks: e.networks, ClusterDomain: "kat.test", LogMaxSize: testLogMaxSize,
+		Logger: e.logger, Networks: e.networks, Leave: e.leave, ClusterDomain: "kat.test", LogMaxSize: testLogMaxSize,
 		BuildSpec: func(a api.Assignment, q *quadlet.Quadlet, in SpecInputs) (runtime.ContainerSpec, error) {
 			spec := runtime.ContainerSpec{Name: "kat_" + a.InstanceID, Image: a.Image, Command: q.Workload.Spec.Container.Command}
 			for c, h := range in.HostPorts {

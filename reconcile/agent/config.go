@@ -144,7 +144,13 @@ type AgentConfig struct {
 	// change, so the heartbeat can send them at once. Default none.
 	OnChange func()
 	// Now replaces time.Now, for tests.
-	Now    func() time.Time
+	Now func() time.Time
+	// Leave reports whether the agent leaves the container of an
+	// instance alone as if it were not its own: never adopted, stopped,
+	// restarted, removed or reported. A detached node's control plane
+	// leaves the cluster's Job instances to run to their end
+	// (docs/detached.md). Default nil: none.
+	Leave  func(instanceID string) bool
 	Logger zerolog.Logger
 	// Secrets fetches the secrets the node's instances use, and SecretsDir
 	// is where they are kept (a tmpfs SecretsMount mounts, the directory

@@ -50,10 +50,14 @@ func (ag *Agent) labels() map[string]string {
 
 // ownedOnly drops from cs every container that is not the agent's own, so a
 // runtime that ignored the listing's label filter still cannot hand the
-// agent another cluster's container.
+// agent another cluster's container, and those it is to leave alone
+// (AgentConfig.Leave).
 func (ag *Agent) ownedOnly(cs []runtime.ContainerStatus) []runtime.ContainerStatus {
 	kept := cs[:0:0]
 	for _, c := range cs {
+		if ag.cfg.Leave != nil && ag.cfg.Leave(c.Labels[runtime.LabelInstance]) {
+			continue
+		}
 		if ownershipOf(c.Labels, ag.cfg.ClusterUID, ag.cfg.Node) == ownedHere {
 			kept = append(kept, c)
 		}

@@ -65,9 +65,11 @@ func TestNewAgentRequiresClusterUID(t *testing.T) {
 // agent removes its own orphan, but never stops, removes or adopts another
 // cluster's (even one labelled with an instance assigned to it), one
 // without a cluster label (from before the label), another node's or one
-// made by hand; it logs each it leaves alone for the operator, once. It
-// holds when the runtime ignores the label filter too: the agent checks
-// every listed container itself.
+// made by hand, nor one of an instance it is told to leave (Leave: a
+// detached plane's agent and the cluster's Job instances); it logs each
+// it leaves alone for the operator, once. It holds when the runtime
+// ignores the label filter too: the agent checks every listed container
+// itself.
 func TestAgentManagesOnlyItsOwnContainers(t *testing.T) {
 	t.Parallel()
 	for _, ignoreFilters := range []bool{false, true} {
@@ -97,7 +99,9 @@ func testAgentManagesOnlyItsOwnContainers(t *testing.T, ignoreFilters bool) {
 		return l
 	}
 	orphan := e.rt.add("kat_orphan-1", kat("n1", testCluster, "orphan-1"))
+	e.leave = func(id string) bool { return id == "job-1" }
 	foreign := map[string]string{ // what each left alone is
+		e.rt.add("kat_job-1", kat("n1", testCluster, "job-1")):                   "one it is told to leave (Leave)",
 		e.rt.add("other_web-1", kat("n1", "cluster-uid-2", "web-1")):             "another cluster's, of an assigned instance",
 		e.rt.add("other_gone-1", kat("n1", "cluster-uid-2", "gone-1")):           "another cluster's",
 		e.rt.add("old_legacy-1", kat("n1", "", "legacy-1")):                      "one without a cluster label",
@@ -184,7 +188,7 @@ func testAgentManagesOnlyItsOwnContainers(t *testing.T, ignoreFilters bool) {
 			t.Errorf("log lines about %s: %q, want one saying %q", tc.container, lines, tc.want)
 		}
 	}
-	for _, quiet := range []string{"n2_x-1", "hand-1", "kat_orphan-1", "kat_web-1"} {
+	for _, quiet := range []string{"n2_x-1", "hand-1", "kat_orphan-1", "kat_web-1", "kat_job-1"} {
 		if lines := leftAlone(quiet); len(lines) != 0 {
 			t.Errorf("logged %s as left alone: %q", quiet, lines)
 		}

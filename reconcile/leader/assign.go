@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -48,6 +49,13 @@ type AssignmentPlan struct {
 	// Replaced are the failed instances deleted to be replaced (also in
 	// Delete), for their events.
 	Replaced []api.Assignment
+	// Orphaned are the workloads ("ns/name") not in Desired whose
+	// assignments the plan deletes. The view's copies of workloads and
+	// assignments are two watches, and a workload written with its
+	// assignments (a detached node's hand-back) may show its assignments
+	// first: the caller confirms each absent from etcd before it writes
+	// the plan, and otherwise drops that workload's part.
+	Orphaned []string
 }
 
 // Rollback asks to replace workload Key's generation From by the files of
@@ -88,6 +96,10 @@ type AssignInput struct {
 	// (api.NodeRegistration.DepartedAt): no DaemonService instance stays
 	// on one, or is wanted there.
 	Departed map[string]bool
+	// Detachable are the names of the nodes that may run detached when
+	// lost (api.NodeRegistration.MayDetach): a Job's instance on one that
+	// is not Ready is waited for, not given up.
+	Detachable map[string]bool
 	// Desired is every workload's desired state with its parsed spec.
 	Desired []workload
 	// Current are the assignments of the planned workloads, on every node.
@@ -199,8 +211,10 @@ func PlanAssignments(in AssignInput) AssignmentPlan {
 	for k, as := range byWorkload {
 		if !seen[k] {
 			p.plan.Delete = append(p.plan.Delete, as...)
+			p.plan.Orphaned = append(p.plan.Orphaned, k)
 		}
 	}
+	slices.Sort(p.plan.Orphaned)
 	assignUserNSSlots(in.Current, p.plan.Put, in.SlotUsed)
 	sortAssignments(p.plan.Put)
 	sortAssignments(p.plan.Delete)

@@ -96,6 +96,9 @@ func TestPlanAssignments(t *testing.T) {
 		reported   []string // instance IDs reported running
 		wantPut    []string
 		wantDelete []string
+		// wantOrphaned are the workloads the plan deletes without a
+		// desired state (AssignmentPlan.Orphaned).
+		wantOrphaned []string
 	}{
 		{
 			name:    "new service gets replicas instances",
@@ -136,6 +139,7 @@ func TestPlanAssignments(t *testing.T) {
 			name:    "deleted workload loses every instance",
 			current: []api.Assignment{assigned("gone", w1, "a", 1), assigned("gone", w2, "b", 2)},
 			wantPut: []string{}, wantDelete: []string{InstanceID("gone", w1, "a"), InstanceID("gone", w2, "b")},
+			wantOrphaned: []string{"ns1/gone"},
 		},
 		{
 			name:    "changed spec starts new instances and keeps the old ones",
@@ -185,6 +189,9 @@ func TestPlanAssignments(t *testing.T) {
 			want = slices.Sorted(slices.Values(tc.wantDelete))
 			if got := ids(plan.Delete); !slices.Equal(got, want) {
 				t.Errorf("delete = %v, want %v", got, want)
+			}
+			if !slices.Equal(plan.Orphaned, tc.wantOrphaned) {
+				t.Errorf("orphaned = %v, want %v", plan.Orphaned, tc.wantOrphaned)
 			}
 			for _, a := range plan.Put {
 				if a.Node != "n1" || a.Image != "localhost/kat-base:latest" || a.RestartPolicy != "Always" || len(a.Files) == 0 || a.TemplateHash == "" {

@@ -28,7 +28,7 @@ func (p *planner) job(w workload, commit string, cur []api.Assignment) {
 	jp := planJob(jobInput{
 		Meta: w.Meta, Spec: *w.Spec.Job, Schedule: w.Spec.Schedule, Records: p.in.Jobs[w.Key()],
 		Assigned: cur, Reported: p.in.Reported, Now: p.in.Now,
-		NodeDown: p.nodeDown,
+		NodeDown: p.nodeDown, Detachable: p.in.Detachable,
 	})
 	p.count(w.Key(), jp.Active)
 	p.plan.Delete = append(p.plan.Delete, jp.Delete...)
@@ -63,6 +63,9 @@ func (p *planner) job(w workload, commit string, cur []api.Assignment) {
 	}
 }
 
+// nodeDeparted is nodeDown's answer for a node whose agent departed.
+const nodeDeparted = "departed"
+
 // nodeDown says why node cannot run an instance: it departed (its agent
 // left for good), or it is not registered or not Ready; "" while it is
 // Ready.
@@ -70,7 +73,7 @@ func (p *planner) nodeDown(node string) string {
 	i, ok := p.byName[node]
 	switch {
 	case p.in.Departed[node]:
-		return "departed"
+		return nodeDeparted
 	case !ok:
 		return "is not registered"
 	case !p.nodes[i].Ready:

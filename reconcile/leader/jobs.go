@@ -55,7 +55,10 @@ type jobInput struct {
 	// NodeDown says why a node cannot run an instance: it departed, or
 	// it is not registered or not Ready; "" while it is Ready.
 	NodeDown func(node string) string
-	Now      time.Time
+	// Detachable are the nodes that may run detached when lost
+	// (AssignInput.Detachable).
+	Detachable map[string]bool
+	Now        time.Time
 }
 
 // jobPlan is one pass's step of one Job.
@@ -120,7 +123,7 @@ func planJob(in jobInput) jobPlan {
 		if sr.run.Finished() {
 			continue
 		}
-		next, create, del, gone := stepRun(sr.run, byRun[sr.run.Run], in.Reported, in.NodeDown, in.Now)
+		next, create, del, gone := stepRun(sr.run, byRun[sr.run.Run], in.Reported, in.NodeDown, in.Detachable, in.Now)
 		if !runEqual(next, sr.run) || create > 0 {
 			sr.run, changed[sr.run.Run] = next, true
 		}
@@ -286,14 +289,18 @@ func nextFiring(s cron.Schedule, rec storedSchedule, now time.Time) (fire, last 
 // assignments labelled with it) and their reports: instances are judged
 // (an instance on a node that departed or is not Ready is given up and
 // counts as failed, its message saying which; nodeDown says why a node
-// cannot run it, "" while it can), the run finishes when Completions instances succeeded, when
+// cannot run it, "" while it can; unless the node, not departed, may run
+// detached: then the instance stays as it was, waited for, since the node
+// keeps running it and reports its end once back; the run's deadline and
+// the node's removal still end it), the run finishes when Completions
+// instances succeeded, when
 // more than BackoffLimit failed, or at its deadline (its active instances
 // stopped); otherwise it wants new instances up to Parallelism and the
 // completions still missing. It returns the record, how many instances to
 // create, the assignments to delete, and the keys of the assignments it
 // found gone. It is pure.
 func stepRun(run api.JobRun, as []api.Assignment, reported map[string]api.InstanceStatus,
-	nodeDown func(string) string, now time.Time) (_ api.JobRun, create int, del []api.Assignment, gone []string) {
+	nodeDown func(string) string, detachable map[string]bool, now time.Time) (_ api.JobRun, create int, del []api.Assignment, gone []string) {
 	run.Instances = slices.Clone(run.Instances)
 	byID := map[string]api.Assignment{}
 	for _, a := range as {
@@ -318,13 +325,15 @@ func stepRun(run api.JobRun, as []api.Assignment, reported map[string]api.Instan
 			in.State, in.ExitCode, in.Message, in.FinishedAt = api.RunInstanceSucceeded, r.ExitCode, "", now
 		case reportedOK && r.Phase == api.InstanceFailed:
 			in.State, in.ExitCode, in.Message, in.FinishedAt = api.RunInstanceFailed, r.ExitCode, r.Message, now
+		case nodeDown(a.Node) != "" && nodeDown(a.Node) != nodeDeparted && detachable[a.Node]:
+			in.Message = fmt.Sprintf("node %s %s; it may run detached: waiting for it to report", a.Node, nodeDown(a.Node))
 		case nodeDown(a.Node) != "":
 			in.State, in.Message, in.FinishedAt = api.RunInstanceFailed, fmt.Sprintf("node %s %s: instance given up", a.Node, nodeDown(a.Node)), now
 			del = append(del, a)
 		case reportedOK && r.Phase == api.InstanceRunning:
-			in.State = api.RunInstanceRunning
+			in.State, in.Message = api.RunInstanceRunning, ""
 		default:
-			in.State = api.RunInstancePending
+			in.State, in.Message = api.RunInstancePending, ""
 		}
 	}
 	countRun(&run)

@@ -52,6 +52,8 @@ type jobWorld struct {
 	maxActive int
 	// written counts the record versions handed out.
 	written int64
+	// detachable are the nodes that may run detached.
+	detachable map[string]bool
 }
 
 func newJobWorld(t *testing.T, w workload) *jobWorld {
@@ -68,6 +70,7 @@ func (jw *jobWorld) pass() AssignmentPlan {
 		Nodes: jw.nodes, Desired: []workload{jw.w}, Current: slices.Clone(jw.as), Reported: jw.reports, Now: jw.now,
 		NewSuffix: func() string { jw.suffix++; return fmt.Sprintf("s%d", jw.suffix) },
 		Jobs:      map[string]jobRecords{jw.w.Key(): jw.copyRecords()}, Departed: jw.departed,
+		Detachable: jw.detachable,
 	})
 	for _, a := range plan.Delete {
 		jw.as = slices.DeleteFunc(jw.as, func(b api.Assignment) bool { return b.Node == a.Node && b.InstanceID == a.InstanceID })
@@ -316,6 +319,51 @@ func TestJobRunNodeDeparted(t *testing.T) {
 	}
 	if len(p.Put) != 1 || p.Put[0].Node != "n2" {
 		t.Errorf("replacement %+v, want one on n2", p.Put)
+	}
+}
+
+// TestJobRunWaitsForDetachedNode: an instance on a lost node that may run
+// detached is waited for, neither given up nor replaced, while its node
+// is away; once back, its report finishes the run (here a success), and
+// the run's deadline still ends it should the node stay away.
+func TestJobRunWaitsForDetachedNode(t *testing.T) {
+	t.Parallel()
+	jw := newJobWorld(t, jobWorkload(t, "away", 1, "  backoffLimit: 0\n  activeDeadlineSeconds: 600\n"))
+	jw.nodes = jw.nodes[:1]
+	jw.detachable = map[string]bool{"n1": true}
+	jw.pass()
+	jw.pass()
+	away := jw.as[0]
+	jw.reports[away.InstanceID] = api.InstanceStatus{InstanceID: away.InstanceID, Phase: api.InstanceRunning}
+	jw.pass()
+	jw.nodes = append(jw.nodes, sched.Node{Name: "n2", Ready: true})
+	jw.nodes[0].Ready = false
+	for range 3 {
+		jw.now = jw.now.Add(time.Minute)
+		p := jw.pass()
+		run := jw.rec.runs["g1"].run
+		if run.Finished() || run.Failed != 0 || run.Instances[0].State != api.RunInstanceRunning ||
+			!strings.Contains(run.Instances[0].Message, "may run detached") || len(p.Put) != 0 || len(p.Delete) != 0 {
+			t.Fatalf("a detachable node away: run %+v, put %+v, delete %+v; want its instance waited for", run, p.Put, p.Delete)
+		}
+	}
+	// Back, it reports the instance's success.
+	jw.nodes[0].Ready = true
+	jw.finish(0)
+	jw.pass()
+	if run := jw.rec.runs["g1"].run; run.State != api.RunSucceeded || run.Succeeded != 1 || len(jw.created) != 1 || run.Instances[0].Message != "" {
+		t.Fatalf("after the node came back: run %+v, %d created; want it succeeded by the one instance", run, len(jw.created))
+	}
+
+	late := newJobWorld(t, jobWorkload(t, "late", 1, "  backoffLimit: 0\n  activeDeadlineSeconds: 60\n"))
+	late.nodes, late.detachable = late.nodes[:1], map[string]bool{"n1": true}
+	late.pass()
+	late.pass()
+	late.nodes[0].Ready = false
+	late.now = late.now.Add(time.Minute)
+	late.pass()
+	if run := late.rec.runs["g1"].run; run.State != api.RunFailed || run.Reason != api.RunReasonDeadlineExceeded {
+		t.Fatalf("a detachable node away past the run's deadline: %+v, want it failed at its deadline", run)
 	}
 }
 

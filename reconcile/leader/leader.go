@@ -35,6 +35,10 @@ type Config struct {
 	AppInterval time.Duration
 	// AppAuth names the app repositories' credential files. Default none.
 	AppAuth api.GitAuth
+	// HeldSlots are user-namespace slots no workload gets, though no
+	// assignment holds them: a detached node's control plane holds those
+	// of the cluster's Job instances it leaves running. Default none.
+	HeldSlots []int
 	// Resolve resolves an app repository's ref; default gitx.ResolveAppRef
 	// with AppAuth. Tests replace it.
 	Resolve func(ctx context.Context, g quadlet.GitSource) (string, error)

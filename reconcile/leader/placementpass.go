@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"kat.dws.rip/kat/api"
@@ -51,8 +52,8 @@ func (l *Leader) placeOnce(ctx context.Context, keys []string) error {
 	nodes, draining := l.view.schedNodes(now)
 	l.view.releaseFinishedJobs(nodes)
 	plan := PlanAssignments(AssignInput{
-		Nodes: nodes, Draining: draining, Departed: l.view.departedNodes(), Desired: desired, Current: current, Reported: l.view.reportsOf(current),
-		Commits: commits, SlotUsed: l.view.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
+		Nodes: nodes, Draining: draining, Departed: l.view.departedNodes(), Detachable: l.view.detachableNodes(), Desired: desired, Current: current, Reported: l.view.reportsOf(current),
+		Commits: commits, SlotUsed: l.slotUsed, HeldIPs: l.view.heldIPs, Now: now, NewSuffix: l.cfg.NewSuffix, Rand: l.rng,
 		DrainDelay: l.cfg.DrainDelay, Rollouts: rollouts, Jobs: jobs,
 		DaemonRollouts: daemonRollouts, DaemonNodeDeadline: l.cfg.DaemonNodeDeadline, Secret: l.view.secret,
 		Replace: l.cfg.Replace,
@@ -272,9 +273,21 @@ func (l *Leader) writeJobs(ctx context.Context, jobs []JobWrite) error {
 }
 
 // confirmAbsent drops from plan the part of each Job whose MustBeAbsent keys
-// are not all absent from etcd: the view was behind, and the change that
-// brings it up to date wakes the pass again.
+// are not all absent from etcd, and of each Orphaned workload that etcd
+// has: the view was behind, and the change that brings it up to date wakes
+// the pass again.
 func (l *Leader) confirmAbsent(ctx context.Context, plan *AssignmentPlan) error {
+	for _, k := range plan.Orphaned {
+		ns, name, _ := strings.Cut(k, "/")
+		_, err := l.cfg.Repo.Store().Get(ctx, resources.MetaKey(ns, name))
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("workload %s: read its desired state: %w", k, err)
+		}
+		plan.dropWorkload(ns, name)
+	}
 	for _, j := range slices.Clone(plan.Jobs) {
 		for _, key := range j.MustBeAbsent {
 			_, err := l.cfg.Repo.Store().Get(ctx, key)
@@ -302,4 +315,10 @@ func recordScheduling(plan AssignmentPlan) {
 			metrics.Scheduled(metrics.ScheduleUnschedulable, st.Cause, st.Unplaced)
 		}
 	}
+}
+
+// slotUsed reports whether an assignment holds user-namespace slot s, or
+// Config.HeldSlots has it.
+func (l *Leader) slotUsed(s int) bool {
+	return l.view.slotUsed(s) || slices.Contains(l.cfg.HeldSlots, s)
 }

@@ -115,6 +115,19 @@ func (v *view) schedNodes(now time.Time) ([]sched.Node, map[string]bool) {
 	return out, draining
 }
 
+// detachableNodes returns the names of the registered nodes that may run
+// detached (api.NodeRegistration.MayDetach).
+func (v *view) detachableNodes() map[string]bool {
+	regs, _ := v.regs.Snapshot()
+	out := map[string]bool{}
+	for _, reg := range regs {
+		if reg.MayDetach {
+			out[reg.Name] = true
+		}
+	}
+	return out
+}
+
 // departedNodes returns the names of the registered nodes that departed
 // (resources.Node.Departed).
 func (v *view) departedNodes() map[string]bool {

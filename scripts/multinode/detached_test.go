@@ -57,9 +57,12 @@ func runningInstances(ctx context.Context, h harness.Host) ([]string, error) {
 // off (its link down): it detaches (the figure is logged; the wait's bound
 // is for a hang), its container never restarted, and serves its own API; a
 // workload applied there runs on it. Its link back up, it rejoins:
-// the local workload is the cluster's (pinned, API-owned) and runs on the
-// node, the cluster's own instance there was never restarted, and the
-// cluster's view of the node equals the node's containers.
+// the local workload is the cluster's (pinned, API-owned) and its
+// container on the node is adopted as it runs, the cluster's own instance
+// there was never restarted either, the cluster's Job that ran on the node
+// as it was cut off ran to its end there and its run succeeded with that
+// one instance, and the cluster's view of the node equals the node's
+// containers.
 func TestDetachedNode(t *testing.T) {
 	requirePrereqs(t)
 	name := fmt.Sprintf("dt%d", os.Getpid())
@@ -72,21 +75,62 @@ func TestDetachedNode(t *testing.T) {
 		t.Fatalf("nodes %+v (%v): want node2 labelled kat.dws.rip/nodeType=laptop", nodes, err)
 	}
 	c.apply(t, "kept", "Service", "\n  replicas: 1\n  nodeSelector: {kat.harness/host: node2}")
-	keptID := containerOf(t, node2, "kept")
-	keptStart, err := started(t.Context(), node2, keptID)
-	if err != nil {
+	sameKept := sameContainer(t, node2, "kept")
+	// A workload with a secret variable, and one built from an app
+	// repository: they keep running while detached too.
+	c.katcall(t, "secret", "set", "default/db", "--from-literal", "password=detached-sentinel")
+	c.applyKat(t, "secretive", `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: secretive, namespace: default}
+spec:
+  type: Service
+  replicas: 1
+  nodeSelector: {kat.harness/host: node2}
+  restartPolicy: {condition: Always}
+  source: {image: "localhost/kat-base:latest"}
+  container:
+    name: main
+    command: ["/bin/sh", "-c", "exec sleep 100000"]
+    env: [{name: DB_PASSWORD, valueFrom: {secretKeyRef: {name: db, key: password}}}]
+`)
+	app := newConfigRepo(t)
+	if err := os.WriteFile(filepath.Join(app.work, "Dockerfile"), []byte("FROM localhost/kat-base:latest\nRUN echo built > /built\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sameKept := func(when string) {
-		t.Helper()
-		ids, err := node2.Containers(t.Context(), "label=kat.workload=kept", "status=running")
-		if err != nil {
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "app"}, {"push", "-q", "origin", "HEAD:main"}} {
+		if err := app.git(args...); err != nil {
 			t.Fatal(err)
 		}
-		at, err := started(t.Context(), node2, keptID)
-		if err != nil || len(ids) != 1 || ids[0] != keptID || at != keptStart {
-			t.Fatalf("%s: kept runs as %v started %s (%v); want only %s, started %s: 0 restarts", when, ids, at, err, keptID, keptStart)
-		}
+	}
+	c.applyFiles(t, "built", map[string]string{"workload.kat": `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: built, namespace: default}
+spec:
+  type: Service
+  replicas: 1
+  nodeSelector: {kat.harness/host: node2}
+  restartPolicy: {condition: Always}
+  source: {git: {repository: "file://` + app.bare + `", branch: main}}
+  container: {name: main, command: ["/bin/sh", "-c", "exec sleep 100000"]}
+`, "build.kat": "apiVersion: kat.dws.rip/v1alpha1\nkind: BuildDefinition\nspec:\n  buildContext: .\n  dockerfilePath: Dockerfile\n"})
+	sameSecretive := sameContainer(t, node2, "secretive")
+	sameBuilt := sameContainer(t, node2, "built")
+	// A Job of the cluster's, running on node2 as it is cut off: it runs
+	// to its end while node2 is detached.
+	c.applyFiles(t, "batch", map[string]string{"workload.kat": `apiVersion: kat.dws.rip/v1alpha1
+kind: Workload
+metadata: {name: batch, namespace: default}
+spec:
+  type: Job
+  nodeSelector: {kat.harness/host: node2}
+  restartPolicy: {condition: Never}
+  source: {image: "localhost/kat-base:latest"}
+  container: {name: main, command: ["/bin/sh", "-c", "sleep 15"]}
+`, "job.kat": "apiVersion: kat.dws.rip/v1alpha1\nkind: JobDefinition\nspec:\n  backoffLimit: 0\n"})
+	batchID := containerOf(t, node2, "batch")
+	batchStart, err := started(t.Context(), node2, batchID)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	local := filepath.Join(node2.DataDir, "detached", "katcall.yaml")
@@ -118,6 +162,8 @@ func TestDetachedNode(t *testing.T) {
 	})
 	t.Logf("link down -> node2 detached and serving its API: %s (nodeLossTimeoutSeconds %d)", detached.Round(time.Millisecond), nodeLossSeconds)
 	sameKept("detached")
+	sameSecretive("detached")
+	sameBuilt("detached")
 
 	dir := filepath.Join(t.TempDir(), "solo")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -138,8 +184,20 @@ spec:
 	if out, err := c.katcallIn(t.Context(), node2, local, "apply", "-f", dir); err != nil {
 		t.Fatal(out, err)
 	}
-	containerOf(t, node2, "solo")
+	sameSolo := sameContainer(t, node2, "solo")
 	sameKept("detached, after a local apply")
+	sameSecretive("detached, after a local apply")
+	sameBuilt("detached, after a local apply")
+	polltest.UntilErr(t, time.Minute, "the cluster's Job ends on node2 while it is detached", func() error {
+		ids, err := node2.Containers(t.Context(), "label=kat.workload=batch", "status=exited")
+		if err != nil {
+			return err
+		}
+		if len(ids) != 1 || ids[0] != batchID {
+			return fmt.Errorf("exited containers of batch: %v, want %s", ids, batchID)
+		}
+		return nil
+	})
 
 	back := time.Now()
 	if err := c.SetLink(t.Context(), 1, true); err != nil {
@@ -155,8 +213,8 @@ spec:
 		if err != nil {
 			return err
 		}
-		if d.Owner != api.APIOwner() {
-			return fmt.Errorf("solo's owner %+v", d.Owner)
+		if d.Owner != api.APIOwner() || d.PinnedNode != "node2" {
+			return fmt.Errorf("solo's owner %+v, pinned to %q", d.Owner, d.PinnedNode)
 		}
 		s, err := c.nodeStatus(t, "node2")
 		if err != nil {
@@ -172,7 +230,7 @@ spec:
 	var solo time.Duration
 	polltest.UntilErr(t, 2*time.Minute, "solo runs on node2 for the cluster, and the cluster's view of node2 equals its containers", func() error {
 		var want []string
-		for _, w := range []string{"kept", "solo"} {
+		for _, w := range []string{"kept", "solo", "secretive", "built"} {
 			d, err := c.detail(t, w)
 			if err != nil {
 				return err
@@ -189,7 +247,7 @@ spec:
 		if err != nil {
 			return err
 		}
-		if !slices.Equal(got, want) || len(want) != 2 {
+		if !slices.Equal(got, want) || len(want) != 4 {
 			return fmt.Errorf("node2 runs %v, the cluster assigns it %v", got, want)
 		}
 		solo = time.Since(back)
@@ -197,4 +255,48 @@ spec:
 	})
 	t.Logf("link up -> solo running on node2 for the cluster: %s", solo.Round(time.Millisecond))
 	sameKept("rejoined")
+	sameSolo("rejoined")
+	sameSecretive("rejoined")
+	sameBuilt("rejoined")
+	polltest.UntilErr(t, time.Minute, "the cluster's Job run succeeds with the instance node2 ran while detached", func() error {
+		out, err := c.Katcall(t.Context(), c.bin.Katcall, "get", "jobs", "batch", "-o", "json")
+		if err != nil {
+			return err
+		}
+		var runs []api.JobRun
+		if err := json.Unmarshal([]byte(out), &runs); err != nil {
+			return fmt.Errorf("decode katcall get jobs: %w\n%s", err, out)
+		}
+		if len(runs) != 1 || runs[0].State != api.RunSucceeded || len(runs[0].Instances) != 1 || runs[0].Instances[0].Node != "node2" {
+			return fmt.Errorf("runs of batch: %+v", runs)
+		}
+		return nil
+	})
+	if at, err := started(t.Context(), node2, batchID); err != nil || at != batchStart {
+		t.Fatalf("batch's container %s started %s (%v), want once, at %s", batchID, at, err, batchStart)
+	}
+}
+
+// sameContainer waits for workload's one running container on h and
+// returns a check that it is still that container, never restarted
+// (0 restarts): the same and only running container of workload, with the
+// same start time.
+func sameContainer(t *testing.T, h harness.Host, workload string) func(when string) {
+	t.Helper()
+	id := containerOf(t, h, workload)
+	start, err := started(t.Context(), h, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(when string) {
+		t.Helper()
+		ids, err := h.Containers(t.Context(), "label=kat.workload="+workload, "status=running")
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := started(t.Context(), h, id)
+		if err != nil || len(ids) != 1 || ids[0] != id || at != start {
+			t.Fatalf("%s: %s runs as %v started %s (%v); want only %s, started %s: 0 restarts", when, workload, ids, at, err, id, start)
+		}
+	}
 }

@@ -166,6 +166,24 @@ func (r *Repo) SeedNodeSubnet(ctx context.Context, node string, subnet netip.Pre
 	return nil
 }
 
+// HoldAddresses records that the instances ids name hold their addresses
+// on node, without assignments: a detached node's control plane is seeded
+// so with the cluster's Job instances it leaves running, whose addresses no
+// new instance of the plane may take.
+func (r *Repo) HoldAddresses(ctx context.Context, node string, ids map[netip.Addr]string) error {
+	ops := make([]store.Op, 0, len(ids))
+	for ip, id := range ids {
+		ops = append(ops, store.Op{Type: store.OpPut, Key: IPAMKey(node, ip), Value: []byte(id)})
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if _, err := r.st.Txn(ctx, nil, ops, nil); err != nil {
+		return fmt.Errorf("hold the addresses of %d instances on node %q: %w", len(ops), node, err)
+	}
+	return nil
+}
+
 // takenSubnets lists the subnet index.
 func (r *Repo) takenSubnets(ctx context.Context) ([]netip.Prefix, error) {
 	kvs, err := r.st.List(ctx, prefixSubnets)

@@ -124,6 +124,10 @@ func (r *Repo) planApplies(ctx context.Context, reqs []ApplyRequest) ([]plannedA
 			req.Owner = api.APIOwner()
 		}
 		ns, name := req.Quadlet.Namespace(), req.Quadlet.Name()
+		if len(req.Adopt) > 0 {
+			out[i].err = fmt.Errorf("apply workload %s/%s: adopt instances: %w: ApplyWorkload only", ns, name, ErrInvalid)
+			continue
+		}
 		p, err := r.planFrom(ctx, req, read.Results[nsAt[ns]].KV, read.Results[metaAt[i]].KV)
 		if err != nil {
 			var se storeError

@@ -33,6 +33,14 @@ type ApplyRequest struct {
 	// Rollback marks the new generation as written by a rollback. Default
 	// nil: an ordinary apply.
 	Rollback *api.RollbackRef
+	// Adopt are instances of the workload that run already, recorded as
+	// its assignments in the transaction that creates it (with
+	// CreateOnly), stamped with its first generation, spec hash and
+	// files: a detached node's hand-back, so that the cluster's leader
+	// finds them in place rather than placing new ones. Their addresses
+	// must be free on their nodes (else ErrAddressTaken) and their slots
+	// held by no other workload (else ErrSlotTaken). ApplyWorkload only.
+	Adopt []api.Assignment
 }
 
 // ApplyResult says what an apply did.
@@ -75,6 +83,7 @@ func planApply(cur *api.WorkloadMeta, archived []int64, req ApplyRequest, keep i
 		meta := api.WorkloadMeta{
 			UID: uid, Namespace: ns, Name: name, Type: q.Workload.Spec.Type, Generation: 1, SpecHash: hash,
 			Owner: req.Owner, Files: files, CreatedAt: now, UpdatedAt: now, Rollback: req.Rollback,
+			PinnedNode: q.Workload.Spec.NodeSelector[NodeNameLabel],
 		}
 		return applyPlan{meta: meta, created: true, newSpec: true, changed: true}, nil
 	}
@@ -103,6 +112,7 @@ func planApply(cur *api.WorkloadMeta, archived []int64, req ApplyRequest, keep i
 		meta.Type = q.Workload.Spec.Type
 		meta.Files = files
 		meta.Rollback = req.Rollback
+		meta.PinnedNode = q.Workload.Spec.NodeSelector[NodeNameLabel]
 		p.newSpec = true
 		for _, f := range cur.Files {
 			if !slices.Contains(files, f) {
@@ -217,6 +227,16 @@ func (r *Repo) applyOnce(ctx context.Context, req ApplyRequest) (*ApplyResult, b
 		return nil, false, err
 	}
 	checks := []store.Compare{{Key: MetaKey(ns, name), ExpectedVersion: metaVer}, {Key: NamespaceKey(ns), ExpectedVersion: nsVer}}
+	if len(req.Adopt) > 0 {
+		if !req.CreateOnly {
+			return nil, false, fmt.Errorf("adopt instances: %w: only as the workload is created", ErrInvalid)
+		}
+		adoptChecks, adoptOps, err := r.adoptWrites(ctx, q, plan.meta, req.Adopt)
+		if err != nil {
+			return nil, false, err
+		}
+		checks, ops = append(checks, adoptChecks...), append(ops, adoptOps...)
+	}
 	txn, err := r.st.Txn(ctx, checks, ops, nil)
 	if err != nil {
 		return nil, false, err

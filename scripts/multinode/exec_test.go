@@ -3,6 +3,7 @@ package multinode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/creack/pty"
 
+	"kat.dws.rip/kat/api"
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/scripts/e2e"
 )
 
@@ -43,11 +46,20 @@ spec:
     stopGracePeriodSeconds: 0
 `)
 	c.waitRunning(t, 2*time.Minute, "dbg", "running on the worker", equal(0, 1))
-	d, err := c.detail(t, "dbg")
-	if err != nil || len(d.Instances) != 1 || d.Instances[0].Node != c.Hosts[worker].Name {
-		t.Fatalf("dbg's instances: %+v, %v; want one on %s", d.Instances, err, c.Hosts[worker].Name)
-	}
-	in := d.Instances[0]
+	// The container runs before its agent has reported it: exec, like
+	// katcall status, goes by the report.
+	var in api.Instance
+	polltest.UntilErr(t, time.Minute, "dbg reported running on the worker", func() error {
+		d, err := c.detail(t, "dbg")
+		if err != nil {
+			return err
+		}
+		if len(d.Instances) != 1 || d.Instances[0].Node != c.Hosts[worker].Name || d.Instances[0].Status.Phase != api.InstanceRunning {
+			return fmt.Errorf("dbg's instances: %+v; want one running on %s", d.Instances, c.Hosts[worker].Name)
+		}
+		in = d.Instances[0]
+		return nil
+	})
 	katcall := func(args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(t.Context(), c.bin.Katcall, append([]string{"--config", c.KatcallConfig()}, args...)...)
 		cmd.Env = append(os.Environ(), "KATCONFIG=", "HOME="+t.TempDir())

@@ -92,6 +92,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	ag.table.secretVersions = ag.secrets.versionsOf
 	if cfg.IngressDir != "" {
 		ag.ingress = newIngressUpdater(ag)
+		ag.table.proxyLoaded = ag.ingress.loaded
 	}
 	return ag, nil
 }

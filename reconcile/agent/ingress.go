@@ -117,9 +117,17 @@ type ingressUpdater struct {
 	growErr error
 	// tls pushes the routes' certificates and the ACME answers.
 	tls *ingressTLS
+	// wake asks for a pass now: a proxy instance runs whose routes are
+	// not loaded yet (loaded).
+	wake chan struct{}
 
 	mu     sync.Mutex
 	status *api.IngressProxyStatus
+	// loadedAt is when a pass last brought an answering proxy to the
+	// routes; waiting is true while a running proxy instance waits for
+	// that (its socket not there yet: the next pass comes soon).
+	loadedAt time.Time
+	waiting  bool
 }
 
 func newIngressUpdater(ag *Agent) *ingressUpdater {
@@ -129,6 +137,7 @@ func newIngressUpdater(ag *Agent) *ingressUpdater {
 		tls:    newIngressTLS(ag),
 		client: haproxy.Client{Socket: filepath.Join(ag.ingressRunDir(), haproxy.AdminSock)},
 		dir:    haproxy.RunDir,
+		wake:   make(chan struct{}, 1),
 		routes: store.NewCache(ag.cfg.Repo.Store(), resources.IngressRoutesPrefix(), func(kv store.KV) (api.IngressRoutes, bool) {
 			r, err := resources.DecodeIngressRoutes(kv)
 			return r, err == nil
@@ -175,6 +184,7 @@ func (u *ingressUpdater) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		case <-soon:
+		case <-u.wake:
 		case <-changed:
 			select {
 			case <-time.After(20 * time.Millisecond):
@@ -202,11 +212,14 @@ const ingressRetry = 200 * time.Millisecond
 const growRetry = time.Minute
 
 // once brings the proxy to the routes, when a proxy answers. It returns
-// false when the proxy's socket is there but nothing answers on it.
+// false when the proxy's socket is there but nothing answers on it, or
+// is not there yet while a proxy instance runs.
 func (u *ingressUpdater) once(ctx context.Context) bool {
 	if _, err := os.Stat(u.client.Socket); err != nil {
 		u.setStatus(nil)
-		return true
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		return !u.waiting
 	}
 	snap, _ := u.routes.Snapshot()
 	routes := make([]api.IngressRoutes, 0, len(snap))
@@ -264,8 +277,28 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 	} else {
 		st.LastAppliedAt = now.UTC().Truncate(time.Second)
 	}
+	u.mu.Lock()
+	u.loadedAt = time.Now()
+	u.mu.Unlock()
 	u.setStatus(st)
+	u.ag.notifyIfChanged() // a proxy instance turns ready (loaded)
 	return true
+}
+
+// loaded reports whether a pass brought the proxy to the routes after
+// its container started at startedAt, and asks for a pass when not. Until
+// then the proxy instance is not ready: it answers, but with no route, so
+// an update that goes on to the next node once it is ready would leave no
+// node serving.
+func (u *ingressUpdater) loaded(startedAt time.Time) bool {
+	u.mu.Lock()
+	ok := !u.loadedAt.IsZero() && (startedAt.IsZero() || u.loadedAt.After(startedAt))
+	u.waiting = !ok
+	u.mu.Unlock()
+	if !ok {
+		reconcile.Poke(u.wake)
+	}
+	return ok
 }
 
 // fail records err as the proxy's last error, cut to 300 bytes, and an

@@ -51,7 +51,7 @@ func newIngressFixtureWith(t *testing.T, https bool, configure func(*AgentConfig
 	t.Helper()
 	bin := testenv.HAProxyBinary(t)
 	repo := resources.New(storetest.New(t))
-	ag := &Agent{cfg: AgentConfig{Repo: repo, Node: "n1", Facts: resources.NewNodeFacts(repo, nil),
+	ag := &Agent{table: newInstanceTable(), cfg: AgentConfig{Repo: repo, Node: "n1", Facts: resources.NewNodeFacts(repo, nil),
 		IngressDir: filepath.Join(t.TempDir(), "ingress"), Now: time.Now, OnChange: func() {}}}
 	if configure != nil {
 		configure(&ag.cfg)
@@ -222,4 +222,32 @@ func TestIngressUpdaterGrowsThePool(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestIngressProxyReadyOnceRoutesLoad: a proxy that (re)starts answers
+// before its routes are loaded; it counts as loaded (its instance ready,
+// so a node-by-node update goes on to the next node) only once a pass
+// brought it to the routes, and then it serves them.
+func TestIngressProxyReadyOnceRoutesLoad(t *testing.T) {
+	f := newIngressFixture(t)
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, r.Host) }))
+	defer web.Close()
+	addr := netip.MustParseAddrPort(strings.TrimPrefix(web.URL, "http://"))
+	if _, err := f.repo.WriteIngressRoutes(context.Background(), []api.IngressRoutes{{Namespace: "d", Workload: "w", Rules: []api.IngressRule{{
+		Host: "w.test", Path: "/", Port: 80, Backends: []api.IngressBackend{{InstanceID: "w-1", Addr: addr}},
+	}}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "w.test served through haproxy", func() bool { return f.get("w.test") == "200 w.test" })
+
+	f.stop()
+	restarted := time.Now()
+	if f.u.loaded(restarted) {
+		t.Fatal("a proxy started after the last pass counts as loaded")
+	}
+	f.stop = f.startHAProxy()
+	polltest.Until(t, 20*time.Second, "the restarted proxy loaded", func() bool { return f.u.loaded(restarted) })
+	if got := f.get("w.test"); got != "200 w.test" {
+		t.Fatalf("w.test through the proxy once loaded = %q, want 200", got)
+	}
 }

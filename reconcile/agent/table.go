@@ -74,6 +74,10 @@ type instanceTable struct {
 	// secretVersions gives the versions of the secrets an instance holds
 	// (secretStore.versionsOf); nil: none.
 	secretVersions func(id string) map[string]int64
+	// proxyLoaded says whether the node's ingress proxy started at the
+	// given time has its routes loaded (ingressUpdater.loaded); nil: the
+	// node runs no proxy.
+	proxyLoaded func(startedAt time.Time) bool
 }
 
 func newInstanceTable() *instanceTable {
@@ -232,7 +236,7 @@ func (t *instanceTable) next(now time.Time) []task {
 				}
 			}
 			if v := verifyOf(ai.q); !t.verifying[id] &&
-				verifyDue(v, st.Verify, instanceReport(ai.a, c, st, healthCheckOf(ai.q) != nil, true).Ready()) {
+				verifyDue(v, st.Verify, t.report(ai, c, st, true).Ready()) {
 				t.verifying[id] = true
 				out = append(out, task{kind: taskVerify, id: id, ai: ai, c: c, v: v})
 			}
@@ -387,6 +391,17 @@ func (t *instanceTable) reports() []api.InstanceStatus {
 	return t.reportsLocked()
 }
 
+// report renders one instance (instanceReport); a running ingress proxy
+// whose routes are not loaded yet is not healthy yet. Callers hold t.mu.
+func (t *instanceTable) report(ai assignedInstance, c *runtime.ContainerStatus, st instanceState, hasVerify bool) api.InstanceStatus {
+	r := instanceReport(ai.a, c, st, healthCheckOf(ai.q) != nil, hasVerify)
+	if t.proxyLoaded != nil && r.Phase == api.InstanceRunning && r.HealthStatus != api.HealthUnhealthy &&
+		isIngressProxy(ai.q) && !t.proxyLoaded(c.StartedAt) {
+		r.HealthStatus = api.HealthPending
+	}
+	return r
+}
+
 func (t *instanceTable) reportsLocked() []api.InstanceStatus {
 	out := make([]api.InstanceStatus, 0, len(t.assigned))
 	for _, id := range slices.Sorted(maps.Keys(t.assigned)) {
@@ -395,7 +410,7 @@ func (t *instanceTable) reportsLocked() []api.InstanceStatus {
 		if cs, ok := t.containers[id]; ok {
 			c = &cs
 		}
-		r := instanceReport(ai.a, c, t.state[id], healthCheckOf(ai.q) != nil, verifyOf(ai.q) != nil)
+		r := t.report(ai, c, t.state[id], verifyOf(ai.q) != nil)
 		if c != nil && t.secretVersions != nil {
 			r.SecretVersions = t.secretVersions(id)
 		}

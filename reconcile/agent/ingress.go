@@ -279,9 +279,12 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 	}
 	u.mu.Lock()
 	u.loadedAt = time.Now()
+	waited := u.waiting
 	u.mu.Unlock()
 	u.setStatus(st)
-	u.ag.notifyIfChanged() // a proxy instance turns ready (loaded)
+	if waited {
+		u.ag.notifyIfChanged() // a proxy instance turns ready (loaded)
+	}
 	return true
 }
 

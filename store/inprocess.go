@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -14,9 +15,11 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 )
 
 // ServeInProcess routes cli's reads, writes, transactions and watches to
@@ -69,28 +72,53 @@ func (id *identity) on(ctx context.Context) context.Context {
 // because its users or roles changed while it waited (ErrAuthOldRevision:
 // a node joined, say) is asked again with the identity taken anew: the
 // refusal came before anything was applied. Over gRPC, the same refusal
-// reaches the caller.
+// reaches the caller. A read etcd could not serve for the moment (the
+// Raft leader changed, none is elected yet, the request timed out) is
+// asked again after a pause, as etcd's client does over gRPC for reads
+// only: a write may have been applied before such an answer.
 type kvAs struct {
 	kvs pb.KVClient
 	id  *identity
 }
 
-// authRetries bounds how often kvAs asks again after ErrAuthOldRevision.
-const authRetries = 5
+const (
+	// authRetries bounds how often kvAs asks again after
+	// ErrAuthOldRevision.
+	authRetries = 5
+	// readRetries and readRetryWait are etcd client's defaults for reads
+	// over gRPC: up to 100 tries, 25 ms apart.
+	readRetries   = 100
+	readRetryWait = 25 * time.Millisecond
+)
 
 // asked calls f as id, again while etcd answers that the auth store
-// changed meanwhile.
-func asked[T any](ctx context.Context, id *identity, f func(context.Context) (T, error)) (T, error) {
-	for i := 0; ; i++ {
+// changed meanwhile, and, for a read, while etcd is unavailable.
+func asked[T any](ctx context.Context, id *identity, read bool, f func(context.Context) (T, error)) (T, error) {
+	auth, unavailable := 0, 0
+	for {
 		r, err := f(id.on(ctx))
-		if i == authRetries || !errors.Is(rpctypes.Error(err), rpctypes.ErrAuthOldRevision) || ctx.Err() != nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return r, err
+		case errors.Is(rpctypes.Error(err), rpctypes.ErrAuthOldRevision) && auth < authRetries:
+			auth++
+		case read && status.Code(err) == codes.Unavailable && unavailable < readRetries:
+			unavailable++
+			t := time.NewTimer(readRetryWait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return r, err
+			case <-t.C:
+			}
+		default:
 			return r, err
 		}
 	}
 }
 
 func (k *kvAs) Range(ctx context.Context, in *pb.RangeRequest, opts ...grpc.CallOption) (*pb.RangeResponse, error) {
-	return asked(ctx, k.id, func(ctx context.Context) (*pb.RangeResponse, error) { return k.kvs.Range(ctx, in, opts...) })
+	return asked(ctx, k.id, true, func(ctx context.Context) (*pb.RangeResponse, error) { return k.kvs.Range(ctx, in, opts...) })
 }
 
 func (k *kvAs) RangeStream(ctx context.Context, in *pb.RangeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.RangeStreamResponse], error) {
@@ -98,19 +126,19 @@ func (k *kvAs) RangeStream(ctx context.Context, in *pb.RangeRequest, opts ...grp
 }
 
 func (k *kvAs) Put(ctx context.Context, in *pb.PutRequest, opts ...grpc.CallOption) (*pb.PutResponse, error) {
-	return asked(ctx, k.id, func(ctx context.Context) (*pb.PutResponse, error) { return k.kvs.Put(ctx, in, opts...) })
+	return asked(ctx, k.id, false, func(ctx context.Context) (*pb.PutResponse, error) { return k.kvs.Put(ctx, in, opts...) })
 }
 
 func (k *kvAs) DeleteRange(ctx context.Context, in *pb.DeleteRangeRequest, opts ...grpc.CallOption) (*pb.DeleteRangeResponse, error) {
-	return asked(ctx, k.id, func(ctx context.Context) (*pb.DeleteRangeResponse, error) { return k.kvs.DeleteRange(ctx, in, opts...) })
+	return asked(ctx, k.id, false, func(ctx context.Context) (*pb.DeleteRangeResponse, error) { return k.kvs.DeleteRange(ctx, in, opts...) })
 }
 
 func (k *kvAs) Txn(ctx context.Context, in *pb.TxnRequest, opts ...grpc.CallOption) (*pb.TxnResponse, error) {
-	return asked(ctx, k.id, func(ctx context.Context) (*pb.TxnResponse, error) { return k.kvs.Txn(ctx, in, opts...) })
+	return asked(ctx, k.id, false, func(ctx context.Context) (*pb.TxnResponse, error) { return k.kvs.Txn(ctx, in, opts...) })
 }
 
 func (k *kvAs) Compact(ctx context.Context, in *pb.CompactionRequest, opts ...grpc.CallOption) (*pb.CompactionResponse, error) {
-	return asked(ctx, k.id, func(ctx context.Context) (*pb.CompactionResponse, error) { return k.kvs.Compact(ctx, in, opts...) })
+	return asked(ctx, k.id, false, func(ctx context.Context) (*pb.CompactionResponse, error) { return k.kvs.Compact(ctx, in, opts...) })
 }
 
 // watchAs is an in-process watch client acting as id.

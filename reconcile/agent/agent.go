@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/metrics"
+	"kat.dws.rip/kat/internal/poll"
 	"kat.dws.rip/kat/reconcile"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -130,12 +130,21 @@ func (ag *Agent) Run(ctx context.Context) error {
 	// containers it finds rather than creating them again.
 	ag.listContainers(ctx)
 
-	netWatch, err := ag.cfg.Repo.Store().Watch(ctx, resources.NodeNetworkPrefix(ag.cfg.Node), 0)
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("agent: watch the node's network record: %w", err)
+	// etcd may be unable to answer for a moment (a member starting while
+	// the quorum elects a leader): ask again rather than stop the agent.
+	var netWatch <-chan store.WatchEvent
+	if poll.Wait(ctx, func() (bool, error) {
+		w, err := ag.cfg.Repo.Store().Watch(ctx, resources.NodeNetworkPrefix(ag.cfg.Node), 0)
+		if err != nil {
+			if ctx.Err() == nil {
+				ag.cfg.Logger.Warn().Err(err).Msg("cannot watch the node's network record; retrying")
+			}
+			return false, err
+		}
+		netWatch = w
+		return true, nil
+	}) != nil {
+		return nil // ctx ended
 	}
 	wg.Add(5)
 	go func() {

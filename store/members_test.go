@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"testing"
@@ -74,10 +75,13 @@ func TestMembership(t *testing.T) {
 	}
 }
 
-// freeURL is an http URL on a loopback port that was free a moment ago.
+// freeURL is an http URL on a port that was free a moment ago, on an
+// address of 127.0.0.0/8 picked at random: another test's listener on
+// 127.0.0.1:0 cannot take the port in between.
 func freeURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ip := net.IPv4(127, byte(1+rand.IntN(254)), byte(rand.IntN(256)), byte(1+rand.IntN(254)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

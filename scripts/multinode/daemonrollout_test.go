@@ -85,6 +85,7 @@ func steps(r *api.DaemonRollout) string {
 // version goes over the nodes one at a time, in order. katcall status
 // NS/NAME shows each node's step.
 func TestDaemonServiceNodeByNode(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	c := startCluster(t, clusterSpec{name: "dr", hosts: 3})
 

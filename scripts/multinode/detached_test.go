@@ -64,6 +64,7 @@ func runningInstances(ctx context.Context, h harness.Host) ([]string, error) {
 // one instance, and the cluster's view of the node equals the node's
 // containers.
 func TestDetachedNode(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	name := fmt.Sprintf("dt%d", os.Getpid())
 	c := startCluster(t, clusterSpec{name: "dt", hosts: 2, args: func([]harness.Host) map[string][]string {

@@ -167,6 +167,7 @@ spec:
 // over the instances, an instance that dies leaves DNS, and a deleted
 // node's peer and routes go from the others.
 func TestServiceDiscovery(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	c := startCluster(t, clusterSpec{name: "sd", hosts: 3})
 	cli := rootEtcd(t, c.Cluster)

@@ -89,6 +89,7 @@ func (c *testCluster) nodeStatus(t *testing.T, name string) (string, error) {
 // logs the time from a failure to its replacement running and from the
 // departure command to the moved instances running.
 func TestFailover(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	c := startCluster(t, clusterSpec{name: "fo", hosts: 3, members: 3, peers: 2, collectAfter: collectAfterSeconds})
 

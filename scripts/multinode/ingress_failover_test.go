@@ -111,6 +111,7 @@ func (s *ingressStream) stop() (requests, failures int, samples []string) {
 // failure, and the killed one is refilled and serves again; taking an
 // ingress node down (its kat-agent and its link) leaves the other serving.
 func TestIngressKeepsServing(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	c := startCluster(t, clusterSpec{name: "iks", hosts: 4, start: 3, ingress: []int{1, 2}})
 	node1, client := c.Hosts[0], c.Hosts[3]

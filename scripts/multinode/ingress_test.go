@@ -85,6 +85,7 @@ func (c *testCluster) applyIngressWeb(t *testing.T, name string, replicas int, n
 // removes its routes from both proxies, and the waiting claimant takes
 // them.
 func TestIngress(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	acme := newPebbleSpec(t)
 	c := startCluster(t, clusterSpec{name: "ing", hosts: 4, start: 3, ingress: []int{1, 2}, args: acme.agentArgs})

@@ -20,6 +20,7 @@ import (
 // listed NotReady,Departed. It logs the time from the signal to the moved
 // instance running and to the new leader.
 func TestMemberDepartsWhileLeading(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	c := startCluster(t, clusterSpec{name: "ld", hosts: 3, members: 3})
 	c.apply(t, "mover", "Service", "\n  replicas: 3")

@@ -251,6 +251,7 @@ func (c *testCluster) applyFiles(t testing.TB, name string, files map[string]str
 // TestCluster runs the multi-node scenarios on one 3-node cluster, in order:
 // each step starts from what the one before left.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	c := startCluster(t, clusterSpec{name: "mn", hosts: 3})
 

@@ -112,6 +112,7 @@ func routes(t *testing.T, h harness.Host) []string {
 // interface and peers back. It logs the time from join to reachable and
 // the round trip through the overlay against the underlay.
 func TestOverlay(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		t.Skipf("no /dev/net/tun: %v", err)

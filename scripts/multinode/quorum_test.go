@@ -31,6 +31,7 @@ const failoverKills = 5
 // rejoins as a follower when it restarts. Then two of the three members die:
 // writes stop with a clear error, and everything is there when they return.
 func TestQuorum(t *testing.T) {
+	t.Parallel()
 	requirePrereqs(t)
 	const members = 3
 	hooks := newHookRepos(t)

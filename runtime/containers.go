@@ -27,7 +27,8 @@ func (p *Podman) RunContainer(ctx context.Context, spec ContainerSpec) (string, 
 
 // createOrRun creates the container of spec, and starts it when start is
 // set, and returns its ID. As with podman run, a container that was created
-// but could not start is left as it is (created): the error says why.
+// but could not start is left as it is (created): its ID comes with the
+// error, which says why.
 func (p *Podman) createOrRun(ctx context.Context, spec ContainerSpec, start bool) (string, error) {
 	verb := "create"
 	if start {
@@ -56,7 +57,7 @@ func (p *Podman) createOrRun(ctx context.Context, spec ContainerSpec, start bool
 	}
 	if start {
 		if err := p.start(ctx, created.ID); err != nil {
-			return "", fmt.Errorf("%s container %s: %w", verb, spec.Name, err)
+			return created.ID, fmt.Errorf("%s container %s: %w", verb, spec.Name, err)
 		}
 	}
 	return created.ID, nil

@@ -403,7 +403,9 @@ func TestAPIErrors(t *testing.T) {
 		{"image in use", fakeRoute{Method: http.MethodDelete, Path: "/images/localhost%2Fy", Status: 409}, "image used by 1f3: image is in use by a container",
 			func() error { return f.pm.RemoveImage(ctx, "localhost/y") }, ErrInUse, "image is in use"},
 		{"port conflict is no name conflict", fakeRoute{Method: http.MethodPost, Path: "/containers/a/start", Status: 500}, "rootlessport listen tcp 0.0.0.0:80: bind: address already in use",
-			func() error { return f.pm.StartContainer(ctx, "a") }, nil, "address already in use"},
+			func() error { return f.pm.StartContainer(ctx, "a") }, ErrHostPortInUse, "address already in use"},
+		{"host port taken", fakeRoute{Method: http.MethodPost, Path: "/containers/b/start", Status: 500}, "cannot listen on the TCP port: listen tcp4 :8080: bind: address already in use",
+			func() error { return f.pm.StartContainer(ctx, "b") }, ErrHostPortInUse, "start container b: podman start b: cannot listen on the TCP port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.route.Body = fmt.Sprintf(`{"cause":"x","message":%q,"response":%d}`, tc.msg, tc.route.Status)
@@ -416,7 +418,7 @@ func TestAPIErrors(t *testing.T) {
 			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
 				t.Fatalf("got %v, want it to wrap %v", err, tc.sentinel)
 			}
-			for _, s := range []error{ErrNotFound, ErrAlreadyExists, ErrImageNotFound, ErrNotRunning, ErrInUse} {
+			for _, s := range []error{ErrNotFound, ErrAlreadyExists, ErrImageNotFound, ErrNotRunning, ErrInUse, ErrHostPortInUse} {
 				if !errors.Is(tc.sentinel, s) && errors.Is(err, s) {
 					t.Fatalf("%v wrongly wraps %v", err, s)
 				}

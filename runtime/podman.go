@@ -236,6 +236,8 @@ func classify(stderr string) error {
 		return ErrNotRunning
 	case strings.Contains(s, "unresolvable cdi devices"):
 		return ErrDeviceUnavailable
+	case strings.Contains(s, "listen") && strings.Contains(s, "address already in use"):
+		return ErrHostPortInUse
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ type ContainerRuntime interface {
 	// RunContainer creates and starts a container in one step and returns
 	// its ID; errors are CreateContainer's and StartContainer's. A
 	// container that was created but could not start is left created, as
-	// podman run leaves it.
+	// podman run leaves it, and its ID comes with the error.
 	RunContainer(ctx context.Context, spec ContainerSpec) (id string, err error)
 	// StartContainer starts a created or exited container. Starting a
 	// running container is not an error.
@@ -140,6 +140,9 @@ var (
 	// (ContainerSpec.Devices) cannot be attached: no CDI spec on the host
 	// defines it. It wraps ErrInvalidSpec.
 	ErrDeviceUnavailable = fmt.Errorf("%w: device unavailable", ErrInvalidSpec)
+	// ErrHostPortInUse means a container could not start because a host
+	// port it publishes is taken (by a process or another container).
+	ErrHostPortInUse = errors.New("runtime: a host port the container publishes is in use")
 )
 
 // ContainerSpec is what CreateContainer needs. ToContainerSpec builds one

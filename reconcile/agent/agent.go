@@ -35,6 +35,8 @@ type Agent struct {
 	// secrets puts the secrets of instances on the agent's tmpfs.
 	secrets *secretStore
 	table   *instanceTable
+	// clashes are host ports a start found taken lately.
+	clashes portClashes
 	// seeded is closed once Run has read back the restart counts of the
 	// status the node reported last (Seeded).
 	seeded     chan struct{}

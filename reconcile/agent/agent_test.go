@@ -278,6 +278,29 @@ func TestAgentGivesReplicasDistinctHostPorts(t *testing.T) {
 	}
 }
 
+// TestAgentMovesOffATakenHostPort: a container whose picked host port turns
+// out taken when it starts (something took it after the pick) is removed
+// and made again on another port, instead of being started again for as
+// long as the port stays taken.
+func TestAgentMovesOffATakenHostPort(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	e.rt.takenHostPorts = map[int]bool{8080: true}
+	e.assign("web-1", quadlet.RestartAlways, "httpd -f", true)
+	ag, _ := e.start()
+	got := e.waitFor("web-1 running", ag, func(m map[string]api.InstanceStatus) bool {
+		return m["web-1"].Phase == api.InstanceRunning
+	})
+	if p := got["web-1"].Ports; len(p) != 1 || p[0].ContainerPort != 8080 || p[0].HostPort == 8080 {
+		t.Fatalf("published ports %+v; want 8080 published on another host port", p)
+	}
+	e.rt.mu.Lock()
+	defer e.rt.mu.Unlock()
+	if len(e.rt.c) != 1 || e.rt.creates < 2 {
+		t.Errorf("%d containers after %d creates; want the one on another port, the clashing one removed", len(e.rt.c), e.rt.creates)
+	}
+}
+
 // TestAgentReportsMissingHostPrerequisite: while a program the runtime needs
 // is missing (iptables for netavark), the node reports RuntimeReady=False
 // saying what to install, and creates that fail for it are retried, not

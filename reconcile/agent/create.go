@@ -37,7 +37,9 @@ func (ag *Agent) create(ctx context.Context, ai assignedInstance) (string, runti
 func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string, runtime.ContainerSpec, error) {
 	a := ai.a
 	// The ports stay reserved until a listing shows the container.
-	hostPorts := ag.table.reserveHostPorts(a.InstanceID, loadBalancerPorts(ai.q), ai.q.Workload.Spec.Type == quadlet.TypeDaemonService, runtime.HostPortFree, ag.cfg.HostPorts)
+	now := ag.cfg.Now()
+	free := func(port int) bool { return !ag.clashes.avoid(port, now) && runtime.HostPortFree(port) }
+	hostPorts := ag.table.reserveHostPorts(a.InstanceID, loadBalancerPorts(ai.q), fixedHostPorts(ai), free, ag.cfg.HostPorts)
 	created := false
 	defer func() {
 		if !created {
@@ -94,8 +96,38 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 			err, spec.Name, runtime.LabelCluster)
 	}
 	if err != nil {
+		if id != "" && ag.dropPortClash(ctx, ai, id, spec.Ports, err) {
+			return "", spec, fmt.Errorf("run container: %w (removed: the next try picks other host ports)", err)
+		}
 		return "", spec, fmt.Errorf("run container: %w", err)
 	}
 	created = true
 	return id, spec, nil
+}
+
+// fixedHostPorts tells whether an instance publishes its ports on the host
+// ports themselves, never others: a DaemonService's (an ingress proxy on
+// 80 and 443).
+func fixedHostPorts(ai assignedInstance) bool {
+	return ai.q != nil && ai.q.Workload.Spec.Type == quadlet.TypeDaemonService
+}
+
+// dropPortClash removes the container id of an instance that could not
+// start because a host port it publishes (ports) is taken (cause is the
+// start's error), when the agent picked those ports: started again, it
+// would clash again for as long as the port stays taken, whereas a new
+// container picks its ports anew, around the taken ones (avoided for
+// clashMemory). It reports whether the container is gone. A container with
+// fixed ports is kept: only those ports will do.
+func (ag *Agent) dropPortClash(ctx context.Context, ai assignedInstance, id string, ports []runtime.PortMapping, cause error) bool {
+	if !errors.Is(cause, runtime.ErrHostPortInUse) || fixedHostPorts(ai) {
+		return false
+	}
+	ag.clashes.taken(ports, ag.cfg.Now())
+	if err := ag.cfg.Runtime.StopAndRemoveContainer(ctx, id, 0); err != nil {
+		ag.cfg.Logger.Warn().Err(err).Str("instance", ai.a.InstanceID).Str("container", id).
+			Msg("remove a container whose host port is taken")
+		return false
+	}
+	return true
 }

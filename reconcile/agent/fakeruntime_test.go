@@ -67,6 +67,9 @@ type fakeRuntime struct {
 	listFilters, eventFilters []map[string]string
 	// imageConfigs are the images' entrypoints and cmds by reference.
 	imageConfigs map[string]runtime.ImageConfig
+	// takenHostPorts are host ports something else holds: a container
+	// publishing one fails to start, as Podman's port reservation does.
+	takenHostPorts map[int]bool
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -121,6 +124,12 @@ func (f *fakeRuntime) StartContainer(_ context.Context, id string) error {
 	}
 	if c.State == runtime.StateRunning {
 		return nil
+	}
+	for _, p := range c.Ports {
+		if f.takenHostPorts[p.HostPort] {
+			return fmt.Errorf("podman start %s: cannot listen on the TCP port: listen tcp4 :%d: bind: address already in use: %w",
+				id, p.HostPort, runtime.ErrHostPortInUse)
+		}
 	}
 	f.starts++
 	c.State, c.StartedAt = runtime.StateRunning, f.now()

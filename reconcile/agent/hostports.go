@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"sync"
+	"time"
+
 	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/runtime"
 )
@@ -88,4 +91,45 @@ func pickHostPorts(ports []int, used map[int]bool, hostFree func(int) bool, spar
 		out[port] = host
 	}
 	return out
+}
+
+// clashMemory is how long a host port a start found taken is not picked
+// again. What took it is unknown (a process of the host, or a container
+// this agent has not listed yet), and the check that a port is free can
+// pass for one that will be taken again.
+const clashMemory = time.Minute
+
+// portClashes are host ports starts found taken, until when each is
+// avoided. It has a lock of its own: reserveHostPorts asks it while it
+// holds the table's.
+type portClashes struct {
+	mu    sync.Mutex
+	until map[int]time.Time
+}
+
+// taken records ports as found taken at now.
+func (c *portClashes) taken(ports []runtime.PortMapping, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.until == nil {
+		c.until = map[int]time.Time{}
+	}
+	for p, until := range c.until {
+		if !until.After(now) {
+			delete(c.until, p)
+		}
+	}
+	for _, p := range ports {
+		if p.HostPort != 0 {
+			c.until[p.HostPort] = now.Add(clashMemory)
+		}
+	}
+}
+
+// avoid tells whether port was found taken less than clashMemory before
+// now.
+func (c *portClashes) avoid(port int, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.until[port].After(now)
 }

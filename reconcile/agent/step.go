@@ -141,6 +141,9 @@ func (ag *Agent) slotStep(ctx, callCtx context.Context, step stepKind, ai assign
 			State: runtime.StateRunning, Ports: spec.Ports, StartedAt: ag.cfg.Now()}, nil
 	case stepStart:
 		if err := ag.cfg.Runtime.StartContainer(callCtx, c.ID); err != nil {
+			if ag.dropPortClash(callCtx, ai, c.ID, c.Ports, err) {
+				return nil, fmt.Errorf("%w (removed: the next try picks other host ports)", err)
+			}
 			return nil, err
 		}
 		after := *c

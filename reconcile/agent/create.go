@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/agent/containerspec"
 	"kat.dws.rip/kat/runtime"
 )
@@ -37,7 +36,7 @@ func (ag *Agent) create(ctx context.Context, ai assignedInstance) (string, runti
 func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string, runtime.ContainerSpec, error) {
 	a := ai.a
 	// The ports stay reserved until a listing shows the container.
-	hostPorts := ag.table.reserveHostPorts(a.InstanceID, loadBalancerPorts(ai.q), ai.q.Workload.Spec.Type == quadlet.TypeDaemonService, runtime.HostPortFree, ag.cfg.HostPorts)
+	hostPorts := ag.table.reserveHostPorts(a.InstanceID, loadBalancerPorts(ai.q), fixedHostPorts(ai.q) != nil, runtime.HostPortFree, ag.cfg.HostPorts)
 	created := false
 	defer func() {
 		if !created {

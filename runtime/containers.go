@@ -74,8 +74,15 @@ func (p *Podman) StartContainer(ctx context.Context, id string) error {
 }
 
 // start starts a container; one that runs already answers 304, a success.
+// It then resets the connections stranded in the container's port
+// reservations (resetStrandedAfterStart) and tells OnNotice.
 func (p *Podman) start(ctx context.Context, id string) error {
-	return p.callJSON(ctx, request{op: "podman start " + id, method: http.MethodPost, path: pathOf("/containers/%s/start", id)}, nil)
+	if err := p.callJSON(ctx, request{op: "podman start " + id, method: http.MethodPost, path: pathOf("/containers/%s/start", id)}, nil); err != nil {
+		return err
+	}
+	n, err := p.resetStrandedAfterStart(ctx, id)
+	p.notice(Notice{Container: id, What: NoticeStrandedReset, Count: n, Err: err})
+	return nil
 }
 
 // StopContainer implements ContainerRuntime: `podman stop`, a process in a
@@ -202,6 +209,15 @@ func (p *Podman) InspectContainer(ctx context.Context, id string) (*ContainerSta
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
+	e, err := p.inspectEntry(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.status(), nil
+}
+
+// inspectEntry is the service's inspect of container id.
+func (p *Podman) inspectEntry(ctx context.Context, id string) (*inspectEntry, error) {
 	resp, err := p.call(ctx, request{op: "podman container inspect " + id, method: http.MethodGet, path: pathOf("/containers/%s/json", id)})
 	if err != nil {
 		return nil, fmt.Errorf("inspect container %s: %w", id, err)
@@ -209,9 +225,9 @@ func (p *Podman) InspectContainer(ctx context.Context, id string) (*ContainerSta
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err == nil {
-		var st *ContainerStatus
-		if st, err = parseInspect(out); err == nil {
-			return st, nil
+		var e *inspectEntry
+		if e, err = decodeInspect(out); err == nil {
+			return e, nil
 		}
 	}
 	return nil, fmt.Errorf("inspect container %s: %w", id, err)
@@ -388,6 +404,7 @@ type inspectEntry struct {
 		Paused     bool      `json:"Paused"`
 		OOMKilled  bool      `json:"OOMKilled"`
 		Pid        int       `json:"Pid"`
+		ConmonPid  int       `json:"ConmonPid"`
 		ExitCode   int       `json:"ExitCode"`
 		StartedAt  time.Time `json:"StartedAt"`
 		FinishedAt time.Time `json:"FinishedAt"`
@@ -406,6 +423,15 @@ type inspectEntry struct {
 
 // parseInspect reads the service's inspect of one container.
 func parseInspect(out []byte) (*ContainerStatus, error) {
+	e, err := decodeInspect(out)
+	if err != nil {
+		return nil, err
+	}
+	return e.status(), nil
+}
+
+// decodeInspect decodes the service's inspect of one container.
+func decodeInspect(out []byte) (*inspectEntry, error) {
 	var e inspectEntry
 	if err := json.Unmarshal(bytes.TrimSpace(out), &e); err != nil {
 		return nil, fmt.Errorf("parse podman inspect output: %w", err)
@@ -413,7 +439,7 @@ func parseInspect(out []byte) (*ContainerStatus, error) {
 	if e.ID == "" {
 		return nil, fmt.Errorf("parse podman inspect output: no container ID in %q", truncate(out, 200))
 	}
-	return e.status(), nil
+	return &e, nil
 }
 
 // status is what the runtime reads of an inspect.

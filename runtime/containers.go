@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -119,14 +120,26 @@ func (p *Podman) RemoveContainer(ctx context.Context, id string, force bool) err
 
 // StopAndRemoveContainer implements ContainerRuntime: `podman rm --force
 // --time GRACE`, which sends the stop signal, kills after grace and removes,
-// in one process; then it makes sure no process of the container is left.
+// in one process; then it makes sure no process of the container is left,
+// and deletes the tracked flows of its addresses (forgetFlows), telling
+// OnNotice.
 func (p *Podman) StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
+	// Its addresses, for forgetFlows once it is gone.
+	var addrs []netip.Addr
+	if e, err := p.inspectEntry(ctx, id); err == nil {
+		addrs = e.addrs()
+		id = e.ID
+	}
 	err := p.remove(ctx, "stop and remove container", id, []string{"rm", "--force", "--time", strconv.Itoa(ceilSeconds(max(grace, 0)))})
 	if errors.Is(err, ErrNotFound) {
 		return nil
+	}
+	if err == nil || errors.Is(err, ErrKilledLeftovers) {
+		n, ferr := forgetFlows(addrs)
+		p.notice(Notice{Container: id, What: NoticeFlowsForgotten, Count: n, Err: ferr})
 	}
 	return err
 }
@@ -414,6 +427,10 @@ type inspectEntry struct {
 		Labels map[string]string `json:"Labels"`
 	} `json:"Config"`
 	NetworkSettings struct {
+		Networks map[string]struct {
+			IPAddress         string `json:"IPAddress"`
+			GlobalIPv6Address string `json:"GlobalIPv6Address"`
+		} `json:"Networks"`
 		Ports map[string][]struct {
 			HostIP   string `json:"HostIp"`
 			HostPort string `json:"HostPort"`
@@ -440,6 +457,19 @@ func decodeInspect(out []byte) (*inspectEntry, error) {
 		return nil, fmt.Errorf("parse podman inspect output: no container ID in %q", truncate(out, 200))
 	}
 	return &e, nil
+}
+
+// addrs are the container's addresses on its networks.
+func (e *inspectEntry) addrs() []netip.Addr {
+	var out []netip.Addr
+	for _, n := range e.NetworkSettings.Networks {
+		for _, s := range []string{n.IPAddress, n.GlobalIPv6Address} {
+			if a, err := netip.ParseAddr(s); err == nil {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // status is what the runtime reads of an inspect.

@@ -56,7 +56,7 @@ type PodmanConfig struct {
 type Notice struct {
 	// Container is the container's ID.
 	Container string
-	// What is the work: NoticeStrandedReset.
+	// What is the work: NoticeStrandedReset or NoticeFlowsForgotten.
 	What string
 	// Count is how many things it did.
 	Count int
@@ -69,6 +69,9 @@ const (
 	// NoticeStrandedReset: a start reset the connections stranded in the
 	// container's port reservations (resetStrandedAfterStart).
 	NoticeStrandedReset = "reset connections stranded in the port reservations"
+	// NoticeFlowsForgotten: a removal deleted the tracked flows answered
+	// from the container's addresses (forgetFlows).
+	NoticeFlowsForgotten = "forgot the tracked flows of the removed container's addresses"
 )
 
 // notice tells OnNotice of n when it did something or failed.

@@ -35,7 +35,14 @@ func (n *Node) runAgent(ctx context.Context, onAgent func(*agent.Agent)) error {
 	started := time.Now().UTC()
 	log := n.log.With().Str("component", "agent").Logger()
 	rt := runtime.NewPodman(runtime.PodmanConfig{Binary: o.Podman, Root: o.PodmanRoot, RunRoot: o.PodmanRunRoot,
-		NetworkConfigDir: o.PodmanNetworkConfigDir, TmpDir: o.PodmanTmpDir})
+		NetworkConfigDir: o.PodmanNetworkConfigDir, TmpDir: o.PodmanTmpDir,
+		OnNotice: func(n runtime.Notice) {
+			ev := log.Info()
+			if n.Err != nil {
+				ev = log.Warn().Err(n.Err)
+			}
+			ev.Str("container", n.Container).Int("count", n.Count).Msg(n.What)
+		}})
 	defer func() { // last: stops Podman's REST service; the containers keep running
 		if err := rt.Close(); err != nil {
 			log.Warn().Err(err).Msg("stop podman's service")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -75,8 +76,15 @@ func (p *Podman) StartContainer(ctx context.Context, id string) error {
 }
 
 // start starts a container; one that runs already answers 304, a success.
+// It then resets the connections stranded in the container's port
+// reservations (resetStrandedAfterStart) and tells OnNotice.
 func (p *Podman) start(ctx context.Context, id string) error {
-	return p.callJSON(ctx, request{op: "podman start " + id, method: http.MethodPost, path: pathOf("/containers/%s/start", id)}, nil)
+	if err := p.callJSON(ctx, request{op: "podman start " + id, method: http.MethodPost, path: pathOf("/containers/%s/start", id)}, nil); err != nil {
+		return err
+	}
+	n, err := p.resetStrandedAfterStart(ctx, id)
+	p.notice(Notice{Container: id, What: NoticeStrandedReset, Count: n, Err: err})
+	return nil
 }
 
 // StopContainer implements ContainerRuntime: `podman stop`, a process in a
@@ -113,14 +121,26 @@ func (p *Podman) RemoveContainer(ctx context.Context, id string, force bool) err
 
 // StopAndRemoveContainer implements ContainerRuntime: `podman rm --force
 // --time GRACE`, which sends the stop signal, kills after grace and removes,
-// in one process; then it makes sure no process of the container is left.
+// in one process; then it makes sure no process of the container is left,
+// and deletes the tracked flows of its addresses (forgetFlows), telling
+// OnNotice.
 func (p *Podman) StopAndRemoveContainer(ctx context.Context, id string, grace time.Duration) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
+	// Its addresses, for forgetFlows once it is gone.
+	var addrs []netip.Addr
+	if e, err := p.inspectEntry(ctx, id); err == nil {
+		addrs = e.addrs()
+		id = e.ID
+	}
 	err := p.remove(ctx, "stop and remove container", id, []string{"rm", "--force", "--time", strconv.Itoa(ceilSeconds(max(grace, 0)))})
 	if errors.Is(err, ErrNotFound) {
 		return nil
+	}
+	if err == nil || errors.Is(err, ErrKilledLeftovers) {
+		n, ferr := forgetFlows(addrs)
+		p.notice(Notice{Container: id, What: NoticeFlowsForgotten, Count: n, Err: ferr})
 	}
 	return err
 }
@@ -203,6 +223,15 @@ func (p *Podman) InspectContainer(ctx context.Context, id string) (*ContainerSta
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
+	e, err := p.inspectEntry(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.status(), nil
+}
+
+// inspectEntry is the service's inspect of container id.
+func (p *Podman) inspectEntry(ctx context.Context, id string) (*inspectEntry, error) {
 	resp, err := p.call(ctx, request{op: "podman container inspect " + id, method: http.MethodGet, path: pathOf("/containers/%s/json", id)})
 	if err != nil {
 		return nil, fmt.Errorf("inspect container %s: %w", id, err)
@@ -210,9 +239,9 @@ func (p *Podman) InspectContainer(ctx context.Context, id string) (*ContainerSta
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err == nil {
-		var st *ContainerStatus
-		if st, err = parseInspect(out); err == nil {
-			return st, nil
+		var e *inspectEntry
+		if e, err = decodeInspect(out); err == nil {
+			return e, nil
 		}
 	}
 	return nil, fmt.Errorf("inspect container %s: %w", id, err)
@@ -389,6 +418,7 @@ type inspectEntry struct {
 		Paused     bool      `json:"Paused"`
 		OOMKilled  bool      `json:"OOMKilled"`
 		Pid        int       `json:"Pid"`
+		ConmonPid  int       `json:"ConmonPid"`
 		ExitCode   int       `json:"ExitCode"`
 		StartedAt  time.Time `json:"StartedAt"`
 		FinishedAt time.Time `json:"FinishedAt"`
@@ -398,6 +428,10 @@ type inspectEntry struct {
 		Labels map[string]string `json:"Labels"`
 	} `json:"Config"`
 	NetworkSettings struct {
+		Networks map[string]struct {
+			IPAddress         string `json:"IPAddress"`
+			GlobalIPv6Address string `json:"GlobalIPv6Address"`
+		} `json:"Networks"`
 		Ports map[string][]struct {
 			HostIP   string `json:"HostIp"`
 			HostPort string `json:"HostPort"`
@@ -407,6 +441,15 @@ type inspectEntry struct {
 
 // parseInspect reads the service's inspect of one container.
 func parseInspect(out []byte) (*ContainerStatus, error) {
+	e, err := decodeInspect(out)
+	if err != nil {
+		return nil, err
+	}
+	return e.status(), nil
+}
+
+// decodeInspect decodes the service's inspect of one container.
+func decodeInspect(out []byte) (*inspectEntry, error) {
 	var e inspectEntry
 	if err := json.Unmarshal(bytes.TrimSpace(out), &e); err != nil {
 		return nil, fmt.Errorf("parse podman inspect output: %w", err)
@@ -414,7 +457,20 @@ func parseInspect(out []byte) (*ContainerStatus, error) {
 	if e.ID == "" {
 		return nil, fmt.Errorf("parse podman inspect output: no container ID in %q", truncate(out, 200))
 	}
-	return e.status(), nil
+	return &e, nil
+}
+
+// addrs are the container's addresses on its networks.
+func (e *inspectEntry) addrs() []netip.Addr {
+	var out []netip.Addr
+	for _, n := range e.NetworkSettings.Networks {
+		for _, s := range []string{n.IPAddress, n.GlobalIPv6Address} {
+			if a, err := netip.ParseAddr(s); err == nil {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // status is what the runtime reads of an inspect.

@@ -46,6 +46,39 @@ type PodmanConfig struct {
 	// keep its output open after it was killed (see exec.Cmd.WaitDelay).
 	// Default 5s.
 	WaitDelay time.Duration
+	// OnNotice, when set, is told of the work a call does beside its own
+	// when that work found something to do or failed; the call succeeds
+	// either way. Default: nobody is told.
+	OnNotice func(Notice)
+}
+
+// Notice is work a call did beside its own (PodmanConfig.OnNotice).
+type Notice struct {
+	// Container is the container's ID.
+	Container string
+	// What is the work: NoticeStrandedReset or NoticeFlowsForgotten.
+	What string
+	// Count is how many things it did.
+	Count int
+	// Err is what failed, if anything.
+	Err error
+}
+
+// Notice.What's values.
+const (
+	// NoticeStrandedReset: a start reset the connections stranded in the
+	// container's port reservations (resetStrandedAfterStart).
+	NoticeStrandedReset = "reset connections stranded in the port reservations"
+	// NoticeFlowsForgotten: a removal deleted the tracked flows answered
+	// from the container's addresses (forgetFlows).
+	NoticeFlowsForgotten = "forgot the tracked flows of the removed container's addresses"
+)
+
+// notice tells OnNotice of n when it did something or failed.
+func (p *Podman) notice(n Notice) {
+	if p.cfg.OnNotice != nil && (n.Count > 0 || n.Err != nil) {
+		p.cfg.OnNotice(n)
+	}
 }
 
 // Podman is a ContainerRuntime that sends its calls to Podman's REST

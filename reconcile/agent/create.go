@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"kat.dws.rip/kat/quadlet"
 	"kat.dws.rip/kat/reconcile/agent/containerspec"
 	"kat.dws.rip/kat/runtime"
 )
@@ -39,7 +38,7 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	// The ports stay reserved until a listing shows the container.
 	now := ag.cfg.Now()
 	free := func(port int) bool { return !ag.clashes.avoid(port, now) && runtime.HostPortFree(port) }
-	hostPorts := ag.table.reserveHostPorts(a.InstanceID, loadBalancerPorts(ai.q), fixedHostPorts(ai), free, ag.cfg.HostPorts)
+	hostPorts := ag.table.reserveHostPorts(a.InstanceID, loadBalancerPorts(ai.q), fixedHostPorts(ai.q) != nil, free, ag.cfg.HostPorts)
 	created := false
 	defer func() {
 		if !created {
@@ -105,13 +104,6 @@ func (ag *Agent) runContainer(ctx context.Context, ai assignedInstance) (string,
 	return id, spec, nil
 }
 
-// fixedHostPorts tells whether an instance publishes its ports on the host
-// ports themselves, never others: a DaemonService's (an ingress proxy on
-// 80 and 443).
-func fixedHostPorts(ai assignedInstance) bool {
-	return ai.q != nil && ai.q.Workload.Spec.Type == quadlet.TypeDaemonService
-}
-
 // dropPortClash removes the container id of an instance that could not
 // start because a host port it publishes (ports) is taken (cause is the
 // start's error), when the agent picked those ports: started again, it
@@ -120,7 +112,7 @@ func fixedHostPorts(ai assignedInstance) bool {
 // clashMemory). It reports whether the container is gone. A container with
 // fixed ports is kept: only those ports will do.
 func (ag *Agent) dropPortClash(ctx context.Context, ai assignedInstance, id string, ports []runtime.PortMapping, cause error) bool {
-	if !errors.Is(cause, runtime.ErrHostPortInUse) || fixedHostPorts(ai) {
+	if !errors.Is(cause, runtime.ErrHostPortInUse) || fixedHostPorts(ai.q) != nil {
 		return false
 	}
 	ag.clashes.taken(ports, ag.cfg.Now())

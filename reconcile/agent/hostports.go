@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -19,6 +20,36 @@ func loadBalancerPorts(q *quadlet.Quadlet) []int {
 		out = append(out, p.ContainerPort)
 	}
 	return out
+}
+
+// fixedHostPorts returns the host ports a container of q publishes at their
+// own number: a DaemonService's VirtualLoadBalancer ports; nil for other
+// workloads, whose ports move to a spare one when taken.
+func fixedHostPorts(q *quadlet.Quadlet) []int {
+	if q == nil || q.Workload.Spec.Type != quadlet.TypeDaemonService {
+		return nil
+	}
+	return loadBalancerPorts(q)
+}
+
+// heldByLeaving reports whether a container of another instance that is
+// leaving the node (no longer assigned, or its removal under way) still
+// publishes one of ports. A create that needs those ports at their own
+// number waits for that removal: it is stop-first on the node, and a
+// container started beside the old one would fail to bind. Callers hold
+// t.mu.
+func (t *instanceTable) heldByLeaving(id string, ports []int) bool {
+	for k, c := range t.containers {
+		if _, assigned := t.assigned[k]; k == id || (assigned && t.busy[k] != stepRemove) {
+			continue
+		}
+		for _, p := range c.Ports {
+			if slices.Contains(ports, p.HostPort) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // reserveHostPorts picks the host port of each container port of a new

@@ -44,6 +44,9 @@ type steppedContainer struct {
 //   - A host port is reserved for one instance at a time, never one a
 //     listed container publishes; a reservation lasts until a listing shows
 //     the container, its create fails, or the instance is unassigned.
+//   - An instance whose ports are published at their own number (a
+//     DaemonService's) is not created while a container leaving the node
+//     still publishes one of them: stop-first on the node.
 //   - An instance's state is kept while it is assigned, has a container or
 //     has a step under way (restart counts and back-off survive a listing
 //     that misses the container), and dropped after.
@@ -215,6 +218,10 @@ func (t *instanceTable) next(now time.Time) []task {
 		}
 		step, st := decideInstance(isAssigned, ai.rule, c, t.state[id], now)
 		t.state[id] = st
+		if step == stepCreate && t.heldByLeaving(id, fixedHostPorts(ai.q)) {
+			// Stop-first: the removal's end wakes the next pass.
+			continue
+		}
 		switch step {
 		case stepCreate, stepStart, stepRemove:
 			t.busy[id] = step

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,11 @@ func assignTable(tb testing.TB, t *instanceTable, ids ...string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	assignQuadlet(t, q, ids...)
+}
+
+// assignQuadlet assigns instances ids of workload q.
+func assignQuadlet(t *instanceTable, q *quadlet.Quadlet, ids ...string) {
 	var as []api.Assignment
 	for _, id := range ids {
 		as = append(as, api.Assignment{InstanceID: id, Namespace: "ns1", Workload: "web", Image: "localhost/kat-base:latest"})
@@ -176,6 +182,51 @@ func TestTableHostPorts(t *testing.T) {
 	// container fails and is retried rather than move off it.
 	if p := tb.reserveHostPorts("web-1", []int{80}, true, func(int) bool { return false }, spare)[80]; p != 80 {
 		t.Fatalf("a DaemonService's port 80, taken on the host: got %d, want 80 itself", p)
+	}
+}
+
+// TestTableStopFirstOnFixedPorts: a DaemonService instance whose port is
+// published at its own number is not created while a container leaving the
+// node (unassigned, or its removal under way) still publishes that port;
+// once the removal ends, it is. An assigned container holding the port does
+// not hold the create up (the create fails and says why).
+func TestTableStopFirstOnFixedPorts(t *testing.T) {
+	t.Parallel()
+	files := workloadFiles(quadlet.RestartAlways, "httpd -f", true)
+	files["workload.kat"] = []byte(strings.Replace(string(files["workload.kat"]), "type: Service\n  replicas: 1", "type: DaemonService", 1))
+	q, err := quadlet.ParseWorkload(files, quadlet.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	tb := newInstanceTable()
+	assignQuadlet(tb, q, "new")
+	tb.applyListing(tb.startListing(), []runtime.ContainerStatus{running("old", now, 8080)})
+	if got, want := tasksOf(tb.next(now)), []string{"remove old"}; !slices.Equal(got, want) {
+		t.Fatalf("the old instance unassigned, the new one assigned: %v, want %v", got, want)
+	}
+	if got := tasksOf(tb.next(now)); len(got) != 0 {
+		t.Fatalf("a pass while the old container's removal is under way started %v, want nothing", got)
+	}
+	tb.endStep("old", restartRule{}, stepEnd{step: stepRemove}, nil, true, now)
+	if got, want := tasksOf(tb.next(now)), []string{"create new"}; !slices.Equal(got, want) {
+		t.Fatalf("after the old container's removal: %v, want %v", got, want)
+	}
+
+	// A Service's port moves to a spare one: its create never waits.
+	tb = newInstanceTable()
+	assignTable(t, tb, "web-2")
+	tb.applyListing(tb.startListing(), []runtime.ContainerStatus{running("web-1", now, 8080)})
+	if got, want := tasksOf(tb.next(now)), []string{"create web-2", "remove web-1"}; !slices.Equal(got, want) {
+		t.Fatalf("a Service: %v, want %v", got, want)
+	}
+
+	// An assigned container holding the port: the create goes ahead.
+	tb = newInstanceTable()
+	assignQuadlet(tb, q, "other", "new")
+	tb.applyListing(tb.startListing(), []runtime.ContainerStatus{running("other", now, 8080)})
+	if got, want := tasksOf(tb.next(now)), []string{"create new", "probe other"}; !slices.Equal(got, want) {
+		t.Fatalf("the port held by an assigned container: %v, want %v", got, want)
 	}
 }
 

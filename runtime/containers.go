@@ -57,7 +57,7 @@ func (p *Podman) createOrRun(ctx context.Context, spec ContainerSpec, start bool
 		return "", fmt.Errorf("%s container %s: podman create: the service named no container ID", verb, spec.Name)
 	}
 	if start {
-		if err := p.start(ctx, created.ID); err != nil {
+		if err := p.start(ctx, created.ID, len(spec.Ports) > 0); err != nil {
 			return created.ID, fmt.Errorf("%s container %s: %w", verb, spec.Name, err)
 		}
 	}
@@ -69,21 +69,24 @@ func (p *Podman) StartContainer(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	if err := p.start(ctx, id); err != nil {
+	if err := p.start(ctx, id, true); err != nil {
 		return fmt.Errorf("start container %s: %w", id, err)
 	}
 	return nil
 }
 
 // start starts a container; one that runs already answers 304, a success.
-// It then resets the connections stranded in the container's port
-// reservations (resetStrandedAfterStart) and tells OnNotice.
-func (p *Podman) start(ctx context.Context, id string) error {
+// When the container may publish ports (published: false only for a spec
+// that publishes none), it then resets the connections stranded in its port
+// reservations (resetStrandedAfterStart, one inspect) and tells OnNotice.
+func (p *Podman) start(ctx context.Context, id string, published bool) error {
 	if err := p.callJSON(ctx, request{op: "podman start " + id, method: http.MethodPost, path: pathOf("/containers/%s/start", id)}, nil); err != nil {
 		return err
 	}
-	n, err := p.resetStrandedAfterStart(ctx, id)
-	p.notice(Notice{Container: id, What: NoticeStrandedReset, Count: n, Err: err})
+	if published {
+		n, err := p.resetStrandedAfterStart(ctx, id)
+		p.notice(Notice{Container: id, What: NoticeStrandedReset, Count: n, Err: err})
+	}
 	return nil
 }
 

@@ -110,8 +110,9 @@ func startCluster(t testing.TB, spec clusterSpec) *testCluster {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		if t.Failed() {
+			kept := keepAgentLogs(t, c)
 			for _, h := range c.Hosts {
-				t.Logf("the end of %s's kat-agent log:\n%s", h.Name, h.AgentLogTail(15))
+				t.Logf("the end of %s's kat-agent log (whole: %s):\n%s", h.Name, kept[h.Name], h.AgentLogTail(15))
 			}
 		}
 		if err := errors.Join(c.StopAgents(ctx), c.RemoveContainers(ctx), c.Down(ctx)); err != nil {
@@ -511,4 +512,32 @@ func checkLogs(t testing.TB, c *harness.Cluster) {
 			}
 		}
 	}
+}
+
+// keepAgentLogs copies the kat-agent logs of a failed test's hosts out of
+// the cluster's state directory, which the test removes, into a directory
+// of the system's temporary one that stays, and returns each copy's path
+// by host name (a copy that failed: why).
+func keepAgentLogs(t testing.TB, c *harness.Cluster) map[string]string {
+	t.Helper()
+	kept := map[string]string{}
+	dir, err := os.MkdirTemp("", "kat-multinode-"+strings.ReplaceAll(t.Name(), "/", "_")+"-") //nolint:usetesting // kept after the test
+	if err != nil {
+		for _, h := range c.Hosts {
+			kept[h.Name] = "not kept: " + err.Error()
+		}
+		return kept
+	}
+	for _, h := range c.Hosts {
+		b, err := os.ReadFile(h.AgentLog())
+		if err == nil {
+			dst := filepath.Join(dir, h.Name+"-kat-agent.log")
+			if err = os.WriteFile(dst, b, 0o600); err == nil {
+				kept[h.Name] = dst
+				continue
+			}
+		}
+		kept[h.Name] = "not kept: " + err.Error()
+	}
+	return kept
 }

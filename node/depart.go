@@ -142,6 +142,9 @@ func (n *Node) leaveQuorum(ctx context.Context) string {
 	}
 	n.leftQuorum.Store(true) // from here the embedded etcd may stop under us
 	voters, err := n.etcd.LeaveQuorum(ctx, n.state.NodeName, func(m store.Member) bool { return ready[m.Name] })
+	if errors.Is(err, store.ErrMemberStopped) && n.embed != nil && n.embed.RemovedFromCluster() {
+		err = nil // its own etcd applied the removal and stopped before it answered
+	}
 	if err != nil {
 		n.leftQuorum.Store(false)
 		log.Warn().Err(err).Msg("departing: staying an etcd member; delete the node (katcall delete node) once the other members run")

@@ -219,6 +219,13 @@ func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
 // example after Close or when the member is removed from the cluster.
 func (e *Embedded) Stopped() <-chan struct{} { return e.etcd.Server.StopNotify() }
 
+// RemovedFromCluster reports whether this member has applied its own
+// removal from the etcd cluster (and so stops).
+func (e *Embedded) RemovedFromCluster() bool {
+	s := e.etcd.Server
+	return !s.IsMemberExist(s.MemberID())
+}
+
 // Close stops the member. It first closes the in-process client, then
 // stops etcd: client connections are closed (waiting up to the request
 // timeout for requests in flight), the server stops, then peer listeners

@@ -279,6 +279,12 @@ func planLeave(have []Member, name string, started func(Member) bool) (id uint64
 // sees connected may refuse it too (ErrNoQuorumLeft, after retrying for
 // leaveWait). It returns how many voting members stay, and 0, nil when name
 // is no member.
+//
+// A member that removes itself through its own etcd server may get no
+// answer: the server stops as it applies its own removal, and the call
+// fails with ErrMemberStopped although the member left. The caller, who
+// knows that server, asks it (Embedded.RemovedFromCluster); the count of
+// voting members that stay comes with that error.
 func (s *Etcd) LeaveQuorum(ctx context.Context, name string, started func(Member) bool) (int, error) {
 	have, err := s.Members(ctx)
 	if err != nil {
@@ -300,11 +306,18 @@ func (s *Etcd) LeaveQuorum(ctx context.Context, name string, started func(Member
 	if errors.Is(err, rpctypes.ErrUnhealthy) {
 		return 0, fmt.Errorf("%w: etcd finds too few of the %d voting members that would stay connected", ErrNoQuorumLeft, voters)
 	}
+	if errors.Is(err, rpctypes.ErrStopped) {
+		return voters, fmt.Errorf("leave the etcd quorum: %w: %w", ErrMemberStopped, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("leave the etcd quorum: %w", err)
 	}
 	return voters, nil
 }
+
+// ErrMemberStopped means the etcd server a membership change went to
+// stopped before it answered (LeaveQuorum).
+var ErrMemberStopped = errors.New("the etcd server asked stopped before it answered")
 
 // leaveWait bounds LeaveQuorum's retries while etcd refuses the removal
 // (for a few seconds after another change of members).

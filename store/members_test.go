@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -72,6 +73,54 @@ func TestMembership(t *testing.T) {
 	}
 	if removed, err := st.RemoveMember(ctx, "b", peer); err != nil || removed {
 		t.Errorf("RemoveMember of a non-member: %v, %v; want false, nil", removed, err)
+	}
+}
+
+// TestLeaveQuorumThroughItself: a member that removes itself through its
+// own etcd server leaves, whether or not the answer comes back before that
+// server stops; when it does not, the error says so (ErrMemberStopped)
+// and the server knows it was removed.
+func TestLeaveQuorumThroughItself(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	first := storetest.Config(t)
+	first.Name, first.ListenPeerURLs = "a", []string{freeURL(t)}
+	a := storetest.Start(t, first)
+	st := store.New(a.Client())
+	t.Cleanup(func() { st.Close() })
+	cfg := storetest.Config(t)
+	cfg.Name, cfg.ListenPeerURLs = "b", []string{freeURL(t)}
+	id, initial, err := st.AddLearner(ctx, "b", cfg.ListenPeerURLs[0], 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InitialCluster, cfg.ClusterState = initial, "existing"
+	b := storetest.Start(t, cfg)
+	if err := st.PromoteMember(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if b.RemovedFromCluster() {
+		t.Fatal("b says it was removed before it left")
+	}
+	self := store.New(b.Client())
+	t.Cleanup(func() { self.Close() })
+	always := func(store.Member) bool { return true }
+	voters, err := self.LeaveQuorum(ctx, "b", always)
+	if err != nil && !errors.Is(err, store.ErrMemberStopped) {
+		t.Fatalf("b leaving through its own server: %v; want nil or ErrMemberStopped", err)
+	}
+	if voters != 1 {
+		t.Errorf("b leaving: %d voting members stay, want 1 (error %v)", voters, err)
+	}
+	polltest.UntilErr(t, 30*time.Second, "b knows it was removed", func() error {
+		if !b.RemovedFromCluster() {
+			return errors.New("b.RemovedFromCluster() is false")
+		}
+		return nil
+	})
+	if ms, err := st.Members(ctx); err != nil || len(ms) != 1 || ms[0].Name != "a" {
+		t.Errorf("members after b left: %+v, %v; want a alone", ms, err)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,21 +20,13 @@ import (
 	"kat.dws.rip/kat/internal/testenv"
 )
 
-// freePorts returns n TCP ports free on this machine at the time of the call.
+// freePorts returns n TCP ports free on this machine at the time of the
+// call (testenv.FreePorts).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		_ = ln.Close()
+	ports, err := testenv.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

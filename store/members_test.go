@@ -20,13 +20,7 @@ func TestMembership(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	// Members reach each other over TCP: a unix peer URL serves no
-	// cluster information to a joining member.
-	first := storetest.Config(t)
-	first.Name, first.ListenPeerURLs = "a", []string{freeURL(t)}
-	a := storetest.Start(t, first)
-	st := store.New(a.Client())
-	t.Cleanup(func() { st.Close() })
+	st, firstPeer := firstMember(t)
 
 	second := storetest.Config(t)
 	second.Name, second.ListenPeerURLs = "b", []string{freeURL(t)}
@@ -35,7 +29,7 @@ func TestMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "a=" + first.ListenPeerURLs[0] + ",b=" + peer; initial != want && initial != "b="+peer+",a="+first.ListenPeerURLs[0] {
+	if want := "a=" + firstPeer + ",b=" + peer; initial != want && initial != "b="+peer+",a="+firstPeer {
 		t.Errorf("initial cluster %q, want %q", initial, want)
 	}
 	// The same join again (a retry) gets the same member.
@@ -84,22 +78,8 @@ func TestLeaveQuorumThroughItself(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	first := storetest.Config(t)
-	first.Name, first.ListenPeerURLs = "a", []string{freeURL(t)}
-	a := storetest.Start(t, first)
-	st := store.New(a.Client())
-	t.Cleanup(func() { st.Close() })
-	cfg := storetest.Config(t)
-	cfg.Name, cfg.ListenPeerURLs = "b", []string{freeURL(t)}
-	id, initial, err := st.AddLearner(ctx, "b", cfg.ListenPeerURLs[0], 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.InitialCluster, cfg.ClusterState = initial, "existing"
-	b := storetest.Start(t, cfg)
-	if err := st.PromoteMember(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	st, _ := firstMember(t)
+	b := joinMember(ctx, t, st, "b")
 	if b.RemovedFromCluster() {
 		t.Fatal("b says it was removed before it left")
 	}
@@ -124,6 +104,36 @@ func TestLeaveQuorumThroughItself(t *testing.T) {
 	}
 }
 
+// firstMember starts member "a" of a new cluster, its peers reaching it
+// over TCP (a unix peer URL serves no cluster information to a joining
+// member), and returns a store of it and its peer URL.
+func firstMember(t *testing.T) (*store.Etcd, string) {
+	t.Helper()
+	cfg := storetest.Config(t)
+	cfg.Name, cfg.ListenPeerURLs = "a", []string{freeURL(t)}
+	st := store.New(storetest.Start(t, cfg).Client())
+	t.Cleanup(func() { st.Close() })
+	return st, cfg.ListenPeerURLs[0]
+}
+
+// joinMember adds member name to st's cluster as a learner, starts it
+// and promotes it to a voting member.
+func joinMember(ctx context.Context, t *testing.T, st *store.Etcd, name string) *store.Embedded {
+	t.Helper()
+	cfg := storetest.Config(t)
+	cfg.Name, cfg.ListenPeerURLs = name, []string{freeURL(t)}
+	id, initial, err := st.AddLearner(ctx, name, cfg.ListenPeerURLs[0], 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InitialCluster, cfg.ClusterState = initial, "existing"
+	m := storetest.Start(t, cfg)
+	if err := st.PromoteMember(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // freeURL is an http URL on a port that was free a moment ago, on an
 // address of 127.0.0.0/8 picked at random: another test's listener on
 // 127.0.0.1:0 cannot take the port in between.
@@ -145,11 +155,7 @@ func TestLeaveQuorum(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	first := storetest.Config(t)
-	first.Name, first.ListenPeerURLs = "a", []string{freeURL(t)}
-	a := storetest.Start(t, first)
-	st := store.New(a.Client())
-	t.Cleanup(func() { st.Close() })
+	st, _ := firstMember(t)
 	stopped := map[string]bool{}
 	started := func(m store.Member) bool { return !stopped[m.Name] }
 	if _, err := st.LeaveQuorum(ctx, "a", started); !errors.Is(err, store.ErrLastMember) {
@@ -157,17 +163,7 @@ func TestLeaveQuorum(t *testing.T) {
 	}
 	members := map[string]*store.Embedded{}
 	for _, name := range []string{"b", "c"} {
-		cfg := storetest.Config(t)
-		cfg.Name, cfg.ListenPeerURLs = name, []string{freeURL(t)}
-		id, initial, err := st.AddLearner(ctx, name, cfg.ListenPeerURLs[0], 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.InitialCluster, cfg.ClusterState = initial, "existing"
-		members[name] = storetest.Start(t, cfg)
-		if err := st.PromoteMember(ctx, id); err != nil {
-			t.Fatal(err)
-		}
+		members[name] = joinMember(ctx, t, st, name)
 	}
 	// c stops: a leaving would leave b alone of two, no quorum.
 	if err := members["c"].Close(); err != nil {

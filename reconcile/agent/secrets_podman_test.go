@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"kat.dws.rip/kat/api"
 	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/quadlet"
+	"kat.dws.rip/kat/runtime"
 	"kat.dws.rip/kat/store/resources"
 	"kat.dws.rip/kat/store/storetest"
 )
@@ -29,6 +31,15 @@ func TestSecretsInContainer(t *testing.T) {
 	mark := randomHex(t)
 	node, cluster := "it-secret-"+mark, "cluster-"+mark
 	const testLabel = "kat.test"
+	// A second workload names no command: its image's entrypoint and cmd
+	// run through the wrapper. The image goes after the containers using
+	// it (cleanups run last first).
+	entryImage := "localhost/kat-entry-test-" + mark + ":latest"
+	t.Cleanup(func() {
+		if err := pm.RemoveImage(context.Background(), entryImage); err != nil && !errors.Is(err, runtime.ErrImageNotFound) {
+			t.Errorf("remove the test image: %v", err)
+		}
+	})
 	t.Cleanup(func() { removeMarked(t, pm, testLabel, mark) })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -73,9 +84,6 @@ spec:
 	}
 	a := api.Assignment{InstanceID: "app-" + mark, Node: node, Namespace: "ns1", Workload: "app", SpecHash: "h",
 		Generation: 1, Image: baseImage, RestartPolicy: quadlet.RestartAlways, Files: files, UserNSSlot: &slot, CreatedAt: time.Now()}
-	// A second workload names no command: its image's entrypoint and cmd
-	// run through the wrapper.
-	entryImage := "localhost/kat-entry-test-" + mark + ":latest"
 	podman := func(args ...string) {
 		t.Helper()
 		if out, err := exec.CommandContext(ctx, "podman", append(pm.GlobalArgs(), args...)...).CombinedOutput(); err != nil {
@@ -85,7 +93,6 @@ spec:
 	podman("create", "--name", "kat-entry-test-"+mark, baseImage)
 	podman("commit", "--quiet", "--change", `ENTRYPOINT ["/bin/sh", "-c"]`, "--change", `CMD ["exec sleep 100001"]`, "kat-entry-test-"+mark, entryImage)
 	podman("rm", "kat-entry-test-"+mark)
-	t.Cleanup(func() { _ = pm.RemoveImage(context.Background(), entryImage) })
 	entryFiles := map[string][]byte{"workload.kat": []byte(`apiVersion: kat.dws.rip/v1alpha1
 kind: Workload
 metadata: {name: entry, namespace: ns1}

@@ -90,9 +90,11 @@ func lines(out string) []string {
 
 // othersChurn reports whether a line is another program's change, which
 // other tests on this machine make while this one runs: Podman's and
-// netavark's links, addresses, routes, rules and namespaces, and other
+// netavark's links, addresses, routes, rules and namespaces, other
 // harnesses' (their bridge and veths are kh-<other id>, their rules carry
-// their own name). A line of the harness named ours never is.
+// their own name), and the overlay interface of a kat-agent started on the
+// machine's own network (kat0 by default; a harness names none kat*). A
+// line of the harness named ours never is.
 func othersChurn(line, ours string) bool {
 	id := linkID(ours)
 	switch {
@@ -100,6 +102,11 @@ func othersChurn(line, ours string) bool {
 		return false
 	case strings.Contains(line, "kh-") || strings.Contains(line, commentPrefix):
 		return true
+	}
+	for _, f := range strings.Fields(line) {
+		if strings.HasPrefix(strings.Trim(f, `":`), "kat") {
+			return true
+		}
 	}
 	l := strings.ToLower(line)
 	return strings.Contains(l, "podman") || strings.Contains(l, "netavark") || strings.HasPrefix(l, "netns-") || strings.HasPrefix(l, "cni-")
@@ -152,6 +159,9 @@ func TestOthersChurn(t *testing.T) {
 		{"-A NETAVARK_FORWARD -s 10.88.0.0/16 -j ACCEPT", true},
 		{"netns-a7e2f842-70c8-d5db-3073-5c3320c183ee", true},
 		{"kh-00000000 master x", true},
+		{"kat0", true},
+		{"5: kat0 inet 10.100.0.1/32 scope global kat0", true},
+		{"10.100.0.0/16 dev kat0 scope link", true},
 		{"kh-" + id, false},
 		{"kh-" + id + "-1 master kh-" + id, false},
 		{`-A FORWARD -i kh-` + id + ` -o kh-` + id + ` -m comment --comment "kat-harness t1-x" -j ACCEPT`, false},

@@ -249,3 +249,11 @@ func check(t *testing.T, name string, priv wgtypes.Key, addr string, peers []wgt
 		t.Errorf("routes through %s %v, want %v", name, gotRoutes, routes)
 	}
 }
+
+func TestDeviceProcs(t *testing.T) {
+	for _, tc := range []struct{ cpus, want int }{{1, 1}, {2, 1}, {3, 1}, {4, 2}, {16, 8}} {
+		if got := deviceProcs(tc.cpus); got != tc.want {
+			t.Errorf("deviceProcs(%d) = %d, want %d", tc.cpus, got, tc.want)
+		}
+	}
+}

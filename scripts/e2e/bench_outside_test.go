@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,76 @@ func pollStatus(client *apiclient.Client, ref string, every time.Duration) (stop
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// waitQuiet waits (up to quietTimeout) until the machine's CPUs have been
+// busy less than quietBusy of the time over two windows of quietWindow in a
+// row, so that an arm does not start while the one before still winds down
+// (conmon's cleanup of a removed container, a push to the cache, an image
+// removal) and pay for it. Both sides of a benchmark wait the same way.
+func waitQuiet(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(quietTimeout)
+	quiet := 0
+	last, err := cpuTimes()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for quiet < 2 {
+		time.Sleep(quietWindow) //nolint:forbidigo // the window is what is measured
+		now, err := cpuTimes()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		busy, total := now.busy-last.busy, now.total-last.total
+		last = now
+		if total > 0 && float64(busy) < quietBusy*float64(total) {
+			quiet++
+			continue
+		}
+		quiet = 0
+		if time.Now().After(deadline) {
+			tb.Logf("the machine was not quiet within %s (%.0f %% busy): timing anyway", quietTimeout, 100*float64(busy)/float64(max(total, 1)))
+			return
+		}
+	}
+}
+
+const (
+	quietWindow  = 100 * time.Millisecond
+	quietBusy    = 0.15
+	quietTimeout = 15 * time.Second
+)
+
+type cpuTime struct{ busy, total uint64 }
+
+// cpuTimes reads the machine's CPU time (in clock ticks) from /proc/stat:
+// all of it, and what was not idle or waiting on I/O.
+func cpuTimes() (cpuTime, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTime{}, fmt.Errorf("read the machine's CPU times: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return cpuTime{}, fmt.Errorf("read the machine's CPU times: /proc/stat begins %q", line)
+	}
+	var t cpuTime
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return cpuTime{}, fmt.Errorf("read the machine's CPU times: field %d of %q: %w", i+1, line, err)
+		}
+		if i >= 8 { // guest time is counted in user time already
+			break
+		}
+		t.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			t.busy += n
+		}
+	}
+	return t, nil
 }
 
 // sideBySide collects KAT's figure and its floor's per iteration.

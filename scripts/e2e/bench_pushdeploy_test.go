@@ -79,11 +79,13 @@ func BenchmarkPushToDeploy(b *testing.B) {
 		var byHand, p2d time.Duration
 		var pushStart time.Time
 		byHandArm := func() {
+			waitQuiet(b)
 			watch := startProber(b, first.Cluster, ref)
 			byHand = manualDeploy(b, app.url, body)
 			watch.stop()
 		}
 		katArm := func() {
+			waitQuiet(b)
 			p := startProber(b, first.Cluster, ref)
 			pushStart = time.Now()
 			if code := first.pushHook(b, app.url, commit); code != http.StatusAccepted {
@@ -114,6 +116,7 @@ func BenchmarkPushToDeploy(b *testing.B) {
 		var hitTook, pulled, ran time.Duration
 		var hitStart time.Time
 		hitArm := func() {
+			waitQuiet(b)
 			hitStart = time.Now()
 			if code := second.pushHook(b, app.url, commit); code != http.StatusAccepted {
 				b.Fatalf("webhook to the second node: %d", code)
@@ -127,6 +130,7 @@ func BenchmarkPushToDeploy(b *testing.B) {
 			waitContainers(b, storeArgs(secondStore), second.Node, wl, 1)
 		}
 		pullArm := func() {
+			waitQuiet(b)
 			stop := pollStatus(secondClient, ref, statusPollEvery)
 			pulled, ran = timePullRun(b, floorStore, reg+"/cache/"+wl+":"+commit[:12])
 			stop()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -140,10 +141,20 @@ func (n *Node) leaveQuorum(ctx context.Context) string {
 	for _, nd := range nodes {
 		ready[nd.Registration.Name] = nd.Ready(now, loss)
 	}
+	// The others' client URLs, while this member can still list them: they
+	// can tell whether it left if its own server stops without answering.
+	var others []string
+	if ms, err := n.etcd.Members(ctx); err == nil {
+		for _, m := range ms {
+			if m.Name != n.state.NodeName {
+				others = append(others, m.ClientURLs...)
+			}
+		}
+	}
 	n.leftQuorum.Store(true) // from here the embedded etcd may stop under us
 	voters, err := n.etcd.LeaveQuorum(ctx, n.state.NodeName, func(m store.Member) bool { return ready[m.Name] })
-	if errors.Is(err, store.ErrMemberStopped) && n.embed != nil && n.embed.RemovedFromCluster() {
-		err = nil // its own etcd applied the removal and stopped before it answered
+	if errors.Is(err, store.ErrMemberStopped) && n.removedFromQuorum(ctx, others) {
+		err = nil // its own etcd stopped before it answered, but it left
 	}
 	if err != nil {
 		n.leftQuorum.Store(false)
@@ -160,6 +171,36 @@ func (n *Node) leaveQuorum(ctx context.Context) string {
 	}
 	log.Info().Int("voting_members", voters).Msg("departing: left the etcd quorum")
 	return fmt.Sprintf("left the etcd quorum, %d voting members stay", voters)
+}
+
+// removedFromQuorum reports whether this member is out of the etcd cluster
+// once its own etcd server stopped during its removal: the server applied
+// the removal, or the other members (reached at their client URLs others)
+// no longer list it. A member can stop before it applies its removal: when
+// the leader drops it first, the others tell it it was removed.
+func (n *Node) removedFromQuorum(ctx context.Context, others []string) bool {
+	if n.embed == nil {
+		return false
+	}
+	if n.embed.RemovedFromCluster() {
+		return true
+	}
+	if len(others) == 0 {
+		return false
+	}
+	log := n.log.With().Str("component", "depart").Logger()
+	st, err := n.rootClientOf(ctx, others)
+	if err != nil {
+		log.Warn().Err(err).Msg("departing: cannot ask the other etcd members whether this one left")
+		return false
+	}
+	defer st.Close()
+	ms, err := st.Members(ctx)
+	if err != nil {
+		log.Warn().Err(err).Msg("departing: cannot ask the other etcd members whether this one left")
+		return false
+	}
+	return !slices.ContainsFunc(ms, func(m store.Member) bool { return m.Name == n.state.NodeName })
 }
 
 // serveControl serves the control socket until ctx ends, then waits for

@@ -66,6 +66,9 @@ type Config struct {
 	HTTPSPort int
 	// Slots is the size of the backend pool. Default DefaultSlots.
 	Slots int
+	// Servers are the pool's servers when the proxy starts, by slot and
+	// name (see Starting); servers in maintenance are left out.
+	Servers map[string]map[string]Server
 }
 
 // SlotName is the name of backend i of the pool.
@@ -150,20 +153,30 @@ func Render(c Config) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render haproxy.cfg: %w", err)
 	}
-	b.Write(Pool(0, c.Slots))
+	b.Write(poolWithServers(c.Slots, c.Servers))
 	return b.Bytes(), nil
 }
 
-// RunFiles returns every file of a new run directory: the configuration,
-// the empty maps and, with HTTPS, the empty crt-list and a fresh
-// self-signed default certificate (its key protects nothing: it is served
-// only for a host without a certificate of its own).
-func RunFiles(c Config) (map[string][]byte, error) {
+// RunFiles returns every file of a new run directory for a proxy that
+// starts routing routes: the configuration with the pool's servers, the
+// map files with their entries (Starting), empty TLS and ACME maps and,
+// with HTTPS, the empty crt-list and a fresh self-signed default
+// certificate (its key protects nothing: it is served only for a host
+// without a certificate of its own). The pool is c.Slots backends, or by
+// default as many as routes needs (SlotsFor). A proxy so started answers
+// its first request with the routes, not with 404 until an updater has
+// filled it; the updater then finds nothing to change.
+func RunFiles(c Config, routes Desired) (map[string][]byte, error) {
+	if c.Slots <= 0 {
+		c.Slots = SlotsFor(len(routes.Backends))
+	}
+	start := Starting(routes, c.Slots)
+	c.Servers = start.Servers
 	cfg, err := Render(c)
 	if err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{ConfigFile: cfg, ExactMap: nil, PrefixMap: nil, TLSMap: nil, ACMEMap: nil}
+	files := map[string][]byte{ConfigFile: cfg, ExactMap: mapFile(start.Exact), PrefixMap: mapFile(start.Prefix), TLSMap: nil, ACMEMap: nil}
 	if c.HTTPSPort != 0 {
 		pem, err := selfSigned("kat-ingress-default")
 		if err != nil {

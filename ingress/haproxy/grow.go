@@ -84,7 +84,8 @@ func Grow(ctx context.Context, hostDir string, o Observed, want int) error {
 }
 
 // poolWithServers is Pool(0, slots) with each slot's servers (by slot and
-// name) that are not in maintenance, as Plan adds them.
+// name) that are not in maintenance, as Plan adds them: a proxy loading it
+// has them from its start.
 func poolWithServers(slots int, servers map[string]map[string]Server) []byte {
 	var b bytes.Buffer
 	for i := range slots {

@@ -30,13 +30,14 @@ type proxy struct {
 	client    Client
 }
 
-// startProxy runs haproxy on loopback in a run directory of its own.
-func startProxy(t testing.TB) *proxy {
+// startProxy runs haproxy on loopback in a run directory of its own,
+// started with routes (RunFiles).
+func startProxy(t testing.TB, routes ...api.IngressRoutes) *proxy {
 	t.Helper()
 	bin := testenv.HAProxyBinary(t)
 	dir := t.TempDir()
 	p := &proxy{t: t, dir: dir, port: testenv.FreePort(t), httpsPort: testenv.FreePort(t), client: Client{Socket: filepath.Join(dir, AdminSock)}}
-	files, err := RunFiles(Config{Dir: dir, HTTPPort: p.port, HTTPSPort: p.httpsPort})
+	files, err := RunFiles(Config{Dir: dir, HTTPPort: p.port, HTTPSPort: p.httpsPort}, DesiredOf(routes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +193,33 @@ func TestHAProxyRoutes(t *testing.T) {
 	p.apply(shop)
 	if got := p.get("a.test", "/"); !strings.HasPrefix(got, "404") {
 		t.Errorf("after web's routes went, a.test/ = %q, want 404", got)
+	}
+}
+
+// TestHAProxyStartsWithItsRoutes: a proxy started from run files written
+// for routes routes its first request, before anything reached its admin
+// socket, and an updater then finds nothing to change.
+func TestHAProxyStartsWithItsRoutes(t *testing.T) {
+	t.Parallel()
+	a1, b1 := backend(t, "a1", nil), backend(t, "b1", nil)
+	web := routes("default", "web", rule("a.test", "/", 80, api.IngressBackend{InstanceID: "web-1", Addr: a1}))
+	apis := routes("default", "api", rule("a.test", "/api", 81, api.IngressBackend{InstanceID: "api-1", Addr: b1}))
+	p := startProxy(t, web, apis)
+	for _, tc := range []struct{ host, path, want string }{
+		{"a.test", "/", "200 a1"},
+		{"a.test", "/api/x", "200 b1"},
+		{"c.test", "/", "404 no ingress route for this host and path"},
+	} {
+		if got := p.get(tc.host, tc.path); got != tc.want {
+			t.Errorf("GET %s%s = %q, want %q", tc.host, tc.path, got, tc.want)
+		}
+	}
+	o, err := p.client.Observe(context.Background(), p.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmds, err := Plan(DesiredOf([]api.IngressRoutes{web, apis}), o, p.dir, o.Slots); err != nil || len(cmds) != 0 {
+		t.Errorf("plan for the routes it started with = %q, %v; want nothing to do", cmds, err)
 	}
 }
 

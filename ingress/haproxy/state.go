@@ -56,6 +56,30 @@ type Observed struct {
 	Slots         int
 }
 
+// Starting is the state of a proxy started from run files written for d
+// (RunFiles) with a pool of slots: each backend key of d in a slot of its
+// own, with its servers, and the map entries routing to it. Keys that do
+// not fit the pool are left out (Plan reports them once the proxy runs).
+// It is pure.
+func Starting(d Desired, slots int) Observed {
+	slotOf := assignSlots(d, Observed{}, slots)
+	o := Observed{Exact: map[string]string{}, Prefix: map[string]string{}, Servers: map[string]map[string]Server{}, Slots: slots}
+	for b, slot := range slotOf {
+		o.Servers[slot] = map[string]Server{}
+		for id, addr := range d.Backends[b] {
+			o.Servers[slot][id] = Server{Addr: addr}
+		}
+	}
+	for _, m := range []struct{ want, have map[string]string }{{d.Exact, o.Exact}, {d.Prefix, o.Prefix}} {
+		for k, b := range m.want {
+			if slot, ok := slotOf[b]; ok {
+				m.have[k] = slot
+			}
+		}
+	}
+	return o
+}
+
 // serverOptions are every server's: dynamic servers inherit no
 // default-server line in 2.6, so each carries its own.
 const serverOptions = "check inter 1s fall 2 rise 1"

@@ -78,6 +78,36 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestStarting: the state a proxy starts in from RunFiles is the one
+// Plan would have brought an empty proxy to: planning from it finds
+// nothing to do, and a key that does not fit the pool is left out and
+// reported.
+func TestStarting(t *testing.T) {
+	d := Desired{
+		Exact:    map[string]string{"a.test/api": "default/api:81"},
+		Prefix:   map[string]string{"a.test/": "default/web:80", "a.test/api/": "default/api:81"},
+		Backends: map[string]map[string]string{"default/web:80": {"web-1": "10.0.0.2:80", "web-2": "10.0.0.3:80"}, "default/api:81": {"api-1": "10.0.0.4:81"}},
+	}
+	o := Starting(d, 2)
+	web, api := o.Prefix["a.test/"], o.Exact["a.test/api"]
+	if web == "" || api == "" || web == api || o.Prefix["a.test/api/"] != api || o.Slots != 2 {
+		t.Fatalf("Starting = %+v, want web and api in slots of their own", o)
+	}
+	if o.Servers[web]["web-2"].Addr != "10.0.0.3:80" || len(o.Servers[web]) != 2 || o.Servers[api]["api-1"].Addr != "10.0.0.4:81" {
+		t.Errorf("servers = %+v", o.Servers)
+	}
+	if cmds, err := Plan(d, o, "/run", 2); err != nil || len(cmds) != 0 {
+		t.Errorf("Plan from Starting = %q, %v; want nothing to do", cmds, err)
+	}
+	small := Starting(d, 1)
+	if len(small.Servers) != 1 {
+		t.Errorf("Starting with one slot for two keys: servers %+v, want one key's", small.Servers)
+	}
+	if _, err := Plan(d, small, "/run", 1); err == nil || !strings.Contains(err.Error(), "not routed") {
+		t.Errorf("Plan from a full pool: %v, want the key left out named", err)
+	}
+}
+
 func TestParseServersState(t *testing.T) {
 	out := "1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord\n" +
 		"4 kat_b000 1 web-1 10.0.0.2 2 1 1 1 2 1 0 0 2 0 0 0 - 8080 -\n"

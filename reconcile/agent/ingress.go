@@ -38,8 +38,8 @@ func isIngressProxy(q *quadlet.Quadlet) bool {
 func (ag *Agent) ingressRunDir() string { return filepath.Join(ag.cfg.IngressDir, "run") }
 
 // prepareIngressProxy readies the run directory of a proxy instance (its
-// configuration, empty maps), mounts it into spec and lets a non-root proxy
-// bind ports below 1024. The directory is
+// configuration and maps with the routes the updater knows now), mounts it
+// into spec and lets a non-root proxy bind ports below 1024. The directory is
 // 0777 so that the proxy, root of its own user namespace, creates its
 // sockets there; its parent is 0700, so only host root reaches it.
 func (ag *Agent) prepareIngressProxy(q *quadlet.Quadlet, spec *runtime.ContainerSpec) error {
@@ -55,7 +55,11 @@ func (ag *Agent) prepareIngressProxy(q *quadlet.Quadlet, spec *runtime.Container
 			https = p.ContainerPort
 		}
 	}
-	files, err := haproxy.RunFiles(haproxy.Config{HTTPPort: port, HTTPSPort: https})
+	var routes haproxy.Desired
+	if ag.ingress != nil {
+		routes = haproxy.DesiredOf(ag.ingress.routesNow())
+	}
+	files, err := haproxy.RunFiles(haproxy.Config{HTTPPort: port, HTTPSPort: https}, routes)
 	if err != nil {
 		return fmt.Errorf("%w: %w", runtime.ErrInvalidSpec, err)
 	}
@@ -73,7 +77,9 @@ func (ag *Agent) prepareIngressProxy(q *quadlet.Quadlet, spec *runtime.Container
 	if err := os.Remove(filepath.Join(run, haproxy.CertList)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("clear the proxy's %s: %w", haproxy.CertList, err)
 	}
-	// Maps start empty: the updater fills them through the admin socket.
+	// The proxy starts with the routes known now, so that it does not
+	// answer 404 until the updater reaches its admin socket; the updater
+	// keeps them current from there.
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(run, name), body, 0o644); err != nil {
 			return fmt.Errorf("write the proxy's %s: %w", name, err)
@@ -196,6 +202,17 @@ func (u *ingressUpdater) run(ctx context.Context) {
 	}
 }
 
+// routesNow returns every ingress routes record the updater has seen
+// (none before its first sync): what the proxy should route.
+func (u *ingressUpdater) routesNow() []api.IngressRoutes {
+	snap, _ := u.routes.Snapshot()
+	routes := make([]api.IngressRoutes, 0, len(snap))
+	for _, r := range snap {
+		routes = append(routes, r)
+	}
+	return routes
+}
+
 func drain(c chan struct{}) {
 	select {
 	case <-c:
@@ -221,11 +238,7 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 		defer u.mu.Unlock()
 		return !u.waiting
 	}
-	snap, _ := u.routes.Snapshot()
-	routes := make([]api.IngressRoutes, 0, len(snap))
-	for _, r := range snap {
-		routes = append(routes, r)
-	}
+	routes := u.routesNow()
 	desired := haproxy.DesiredOf(routes)
 	servers := 0
 	for _, s := range desired.Backends {

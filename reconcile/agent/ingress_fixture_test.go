@@ -64,7 +64,7 @@ func newIngressFixtureWith(t *testing.T, https bool, configure func(*AgentConfig
 	if https {
 		f.httpsPort = testenv.FreePort(t)
 	}
-	files, err := haproxy.RunFiles(haproxy.Config{Dir: f.run, HTTPPort: f.port, HTTPSPort: f.httpsPort})
+	files, err := haproxy.RunFiles(haproxy.Config{Dir: f.run, HTTPPort: f.port, HTTPSPort: f.httpsPort}, haproxy.Desired{})
 	if err != nil {
 		t.Fatal(err)
 	}

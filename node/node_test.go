@@ -16,15 +16,16 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kat.dws.rip/kat/internal/freeport"
 	"kat.dws.rip/kat/internal/poll/polltest"
 	"kat.dws.rip/kat/internal/testenv"
 )
 
 // freePorts returns n TCP ports free on this machine at the time of the
-// call (testenv.FreePorts).
+// call (freeport.TCP).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ports, err := testenv.FreePorts(n)
+	ports, err := freeport.TCP(n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/internal/freeport"
 	"kat.dws.rip/kat/pki"
 	"kat.dws.rip/kat/store"
 	"kat.dws.rip/kat/store/resources"
@@ -97,7 +98,7 @@ func TestExternalEtcd(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ports, err := FreePorts(2)
+	ports, err := freeport.TCP(2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"kat.dws.rip/kat/internal/freeport"
 	katruntime "kat.dws.rip/kat/runtime"
 )
 
@@ -87,27 +87,6 @@ func BuildTemp() (bin Binaries, remove func(), err error) {
 	return bin, remove, nil
 }
 
-// FreePorts returns n TCP ports free on 127.0.0.1 at the time of the call,
-// for servers (never for a port a container publishes: see containerPort).
-func FreePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // Cluster is one kat-agent process started with init.
 type Cluster struct {
 	Bin     Binaries
@@ -135,7 +114,7 @@ type Cluster struct {
 // NewCluster prepares (but does not start) a single-node cluster in dataDir
 // with the given cluster.kat.
 func NewCluster(bin Binaries, dataDir, clusterKat string) (*Cluster, error) {
-	ports, err := FreePorts(5)
+	ports, err := freeport.TCP(5)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kat.dws.rip/kat/internal/freeport"
 	"kat.dws.rip/kat/internal/poll/polltest"
 )
 
@@ -20,7 +21,7 @@ import (
 // appears.
 func TestQuickStartScripts(t *testing.T) {
 	t.Parallel()
-	ports, err := FreePorts(4)
+	ports, err := freeport.TCP(4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,8 +139,7 @@ func runDeviceProcess(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 // decrypt, send) several times each; with a thread for every CPU, most
 // handoffs wake a parked thread on another CPU and idle threads spin
 // looking for work, CPU the packets' senders and receivers on the same
-// node need. The other half is theirs. On two CPUs a single thread moves
-// 15-25 % more TCP through a device pair than the default's two.
+// node need. The other half is theirs.
 func deviceProcs(cpus int) int { return max(cpus/2, 1) }
 
 // raisePriority gives this process (the leader of a process group of its

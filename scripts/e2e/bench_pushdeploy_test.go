@@ -70,9 +70,9 @@ func BenchmarkPushToDeploy(b *testing.B) {
 	hit := sideBySide{what: "cache hit", kat: "webhook to running on a node without the image", floor: "podman pull by hand"}
 	hitRun := sideBySide{what: "cache hit", kat: "webhook to running on a node without the image", floor: "podman pull + podman run -d by hand"}
 	var overPull, hitBuilds, hitBuildOverPull []float64
-	// Round 0 warms up, untimed on both sides: the first push after the
-	// clusters' start, the second cluster just started beside it, went
-	// over 1.2 times its floor in two benches of seven.
+	// Round 0 warms up, untimed on both sides, so that no timed push
+	// follows the clusters' start (the second one just started beside
+	// it) at once.
 	i := -1
 	for i < 0 || b.Loop() {
 		i++

@@ -250,7 +250,11 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return true
 	}
-	if applied.GrowFailed {
+	// A master socket nothing answers on (the proxy starting or
+	// restarting) reloaded nothing: the next pass, soon, tries again. Only
+	// a reload the proxy tried waits growRetry.
+	unanswered := applied.GrowFailed && errors.Is(applied.GrowErr, haproxy.ErrUnreachable)
+	if applied.GrowFailed && !unanswered {
 		u.growAfter, u.growErr = now.Add(growRetry), applied.GrowErr
 	}
 	if applied.Slots >= haproxy.SlotsFor(len(desired.Backends)) {
@@ -258,7 +262,7 @@ func (u *ingressUpdater) once(ctx context.Context) bool {
 	} else if !applied.GrowFailed && u.growErr != nil {
 		err = errors.Join(u.growErr, err)
 	}
-	if applied.Grown || applied.GrowFailed {
+	if applied.Grown || (applied.GrowFailed && !unanswered) {
 		metrics.IngressReloaded(u.ag.cfg.Node, !applied.GrowFailed)
 	}
 	if applied.Commands > 0 || err != nil {

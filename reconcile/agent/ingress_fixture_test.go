@@ -224,6 +224,47 @@ func TestIngressUpdaterGrowsThePool(t *testing.T) {
 	})
 }
 
+// TestIngressUpdaterGrowsOnceTheMasterAnswers: a pool that must grow while
+// nothing answers on the proxy's master socket (a proxy just started, its
+// worker answering first) grows as soon as the master answers, not a
+// minute later as after a reload the proxy refused.
+func TestIngressUpdaterGrowsOnceTheMasterAnswers(t *testing.T) {
+	f := newIngressFixture(t)
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, r.Host) }))
+	defer web.Close()
+	addr := netip.MustParseAddrPort(strings.TrimPrefix(web.URL, "http://"))
+	master := filepath.Join(f.run, haproxy.MasterSock)
+	// The proxy has started once its master answers.
+	polltest.Until(t, 10*time.Second, "the master socket answering", func() bool {
+		_, err := haproxy.Client{Socket: master}.Run(context.Background(), "show proc; quit")
+		return err == nil
+	})
+	away := master + ".away"
+	if err := os.Rename(master, away); err != nil {
+		t.Fatal(err)
+	}
+	var records []api.IngressRoutes
+	for i := range 70 {
+		records = append(records, api.IngressRoutes{Namespace: "d", Workload: fmt.Sprintf("w%02d", i), Rules: []api.IngressRule{{
+			Host: fmt.Sprintf("w%02d.test", i), Path: "/", Port: 80,
+			Backends: []api.IngressBackend{{InstanceID: fmt.Sprintf("w%02d-1", i), Addr: addr}},
+		}}})
+	}
+	if _, err := f.repo.WriteIngressRoutes(context.Background(), records, nil); err != nil {
+		t.Fatal(err)
+	}
+	polltest.UntilErr(t, 20*time.Second, "a grow that found no master", func() error {
+		if st := f.u.Status(); st == nil || !strings.Contains(st.LastError, "master.sock") {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	if err := os.Rename(away, master); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "w69.test served through haproxy", func() bool { return f.get("w69.test") == "200 w69.test" })
+}
+
 // TestIngressProxyReadyOnceRoutesLoad: a proxy that (re)starts answers
 // before its routes are loaded; it counts as loaded (its instance ready,
 // so a node-by-node update goes on to the next node) only once a pass

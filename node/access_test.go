@@ -113,8 +113,11 @@ func TestWorkerLeastPrivilege(t *testing.T) {
 			if errors.Is(err, store.ErrPermissionDenied) {
 				t.Fatalf("the worker lists its secret references: %v", err)
 			}
-			if err != nil || len(kvs) != 1 {
-				return fmt.Errorf("%d references, %v", len(kvs), err)
+			if err != nil {
+				return err
+			}
+			if len(kvs) != 1 {
+				return fmt.Errorf("%d references", len(kvs))
 			}
 			return nil
 		})
